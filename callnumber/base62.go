@@ -1,0 +1,120 @@
+package callnumber
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Alphabet is the base62 alphabet, in digit order.
+const Alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// Length is the number of characters of every call number.
+const Length = 8
+
+// Syntax errors of Parse.
+var (
+	ErrLength    = errors.New("callnumber: wrong length")
+	ErrCharacter = errors.New("callnumber: bad character")
+)
+
+// Number is a call number: the shuffled 47-bit value. Its String form is
+// the 8-character base62 text that appears in URLs. The zero Number is
+// never issued.
+type Number uint64
+
+// decode maps a byte to its base62 digit, or 0xff.
+var decode = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i := 0; i < len(Alphabet); i++ {
+		t[Alphabet[i]] = byte(i)
+	}
+	return t
+}()
+
+// Array returns the 8 base62 characters of n.
+func (n Number) Array() [Length]byte {
+	var b [Length]byte
+	v := uint64(n)
+	for i := Length - 1; i >= 0; i-- {
+		b[i] = Alphabet[v%62]
+		v /= 62
+	}
+	return b
+}
+
+// String returns the 8 base62 characters of n.
+func (n Number) String() string {
+	b := n.Array()
+	return string(b[:])
+}
+
+// AppendText appends the 8 base62 characters of n to dst.
+func (n Number) AppendText(dst []byte) ([]byte, error) {
+	b := n.Array()
+	return append(dst, b[:]...), nil
+}
+
+// MarshalText returns the 8 base62 characters of n.
+func (n Number) MarshalText() ([]byte, error) { return n.AppendText(nil) }
+
+// UnmarshalText parses 8 base62 characters, as Parse does.
+func (n *Number) UnmarshalText(b []byte) error {
+	v, err := parse(b)
+	if err != nil {
+		return err
+	}
+	*n = v
+	return nil
+}
+
+// ParseError says why and where a string is not a call number.
+type ParseError struct {
+	Input string
+	Pos   int // 0-based position of the offending character, or -1
+	Err   error
+}
+
+func (e *ParseError) Error() string {
+	in := e.Input
+	if len(in) > 32 {
+		in = in[:32] + "..."
+	}
+	switch {
+	case errors.Is(e.Err, ErrCharacter):
+		return fmt.Sprintf("%v %q at position %d of %q (want 0-9, A-Z or a-z)", e.Err, in[e.Pos], e.Pos+1, in)
+	case errors.Is(e.Err, ErrLength):
+		return fmt.Sprintf("%v: %q has %d characters, want %d", e.Err, in, len(e.Input), Length)
+	}
+	return fmt.Sprintf("%v: %q", e.Err, in)
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Parse reads the 8 base62 characters of a call number. It checks syntax
+// and range only (exactly 8 alphabet characters, a value below 2^47); a
+// Codec's Parse also checks the version and run. Errors are *ParseError
+// wrapping ErrLength, ErrCharacter or ErrRange.
+func Parse(s string) (Number, error) {
+	return parse(s)
+}
+
+func parse[T string | []byte](s T) (Number, error) {
+	if len(s) != Length {
+		return 0, &ParseError{Input: string(s), Pos: -1, Err: ErrLength}
+	}
+	var v uint64
+	for i := 0; i < Length; i++ {
+		d := decode[s[i]]
+		if d == 0xff {
+			return 0, &ParseError{Input: string(s), Pos: i, Err: ErrCharacter}
+		}
+		v = v*62 + uint64(d)
+	}
+	// 62^8 < 2^64, so v did not overflow.
+	if v>>Bits != 0 {
+		return 0, &ParseError{Input: string(s), Pos: -1, Err: fmt.Errorf("%w: above 2^%d-1", ErrRange, Bits)}
+	}
+	return Number(v), nil
+}

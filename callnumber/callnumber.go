@@ -1,0 +1,104 @@
+// Package callnumber assigns, encodes and parses call numbers: the short,
+// permanent, non-enumerable identifiers that name archived messages.
+//
+// # Layout
+//
+// A call number is 47 bits, most significant first:
+//
+//	 46    44 43                                 14 13             0
+//	+--------+-------------------------------------+---------------+
+//	|version |                 run                 |   sequence    |
+//	| 3 bits |               30 bits               |    14 bits    |
+//	+--------+-------------------------------------+---------------+
+//
+// The version is 0 today. A run is issued once, by the run authority, to
+// one process, which then numbers its messages 0..16383 in that run without
+// talking to anyone. Run 0 is never issued, so no call number is 0, and
+// every call number is below 2^47: it fits in a JavaScript number and in a
+// signed 64-bit integer.
+//
+// [Pack] and [Unpack] convert between [Fields] and that 47-bit value. A
+// [Codec] then passes the value through the authority's keyed permutation
+// (package shuffle) to get the public [Number], which is written as 8
+// base62 characters (alphabet 0-9A-Za-z, big-endian, left-padded with 0).
+package callnumber
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Field widths and limits of the layout.
+const (
+	VersionBits  = 3
+	RunBits      = 30
+	SequenceBits = 14
+	// Bits is the width of a call number.
+	Bits = VersionBits + RunBits + SequenceBits
+
+	MaxVersion  = 1<<VersionBits - 1
+	MaxRun      = 1<<RunBits - 1
+	MaxSequence = 1<<SequenceBits - 1
+	// SequencesPerRun is how many call numbers one run provides.
+	SequencesPerRun = 1 << SequenceBits
+
+	// CurrentVersion is the only version issued today.
+	CurrentVersion = 0
+
+	sequenceShift = 0
+	runShift      = SequenceBits
+	versionShift  = SequenceBits + RunBits
+)
+
+// Errors returned when a value is out of the layout's range.
+var (
+	ErrVersion  = errors.New("callnumber: unknown version")
+	ErrRun      = errors.New("callnumber: run out of range")
+	ErrRunZero  = errors.New("callnumber: run 0 is never issued")
+	ErrSequence = errors.New("callnumber: sequence out of range")
+	ErrRange    = errors.New("callnumber: value out of range")
+)
+
+// Fields are the parts of a call number before shuffling.
+type Fields struct {
+	Version  uint8
+	Run      uint32
+	Sequence uint16
+}
+
+func (f Fields) String() string {
+	return fmt.Sprintf("v%d/run %d/seq %d", f.Version, f.Run, f.Sequence)
+}
+
+// Pack returns the 47-bit value of f. It refuses fields out of range,
+// including run 0.
+func Pack(f Fields) (uint64, error) {
+	switch {
+	case f.Version > MaxVersion:
+		return 0, fmt.Errorf("%w: %d > %d", ErrVersion, f.Version, MaxVersion)
+	case f.Run == 0:
+		return 0, ErrRunZero
+	case f.Run > MaxRun:
+		return 0, fmt.Errorf("%w: %d > %d", ErrRun, f.Run, MaxRun)
+	case f.Sequence > MaxSequence:
+		return 0, fmt.Errorf("%w: %d > %d", ErrSequence, f.Sequence, MaxSequence)
+	}
+	return uint64(f.Version)<<versionShift | uint64(f.Run)<<runShift | uint64(f.Sequence)<<sequenceShift, nil
+}
+
+// Unpack is the exact inverse of Pack: it refuses values of 2^47 and above
+// and values whose run is 0.
+func Unpack(v uint64) (Fields, error) {
+	if v>>Bits != 0 {
+		return Fields{}, fmt.Errorf("%w: %d >= 2^%d", ErrRange, v, Bits)
+	}
+	f := Fields{
+		Version:  uint8(v >> versionShift),
+		Run:      uint32(v>>runShift) & MaxRun,
+		Sequence: uint16(v) & MaxSequence,
+	}
+	if f.Run == 0 {
+		return Fields{}, ErrRunZero
+	}
+	return f, nil
+}

@@ -1,0 +1,71 @@
+package callnumber
+
+import (
+	"fmt"
+
+	"github.com/chibrary/chibrary/shuffle"
+)
+
+// Codec turns Fields into public Numbers and back, through an authority's
+// keyed permutation. It is safe for concurrent use.
+type Codec struct {
+	perm shuffle.Permutation
+}
+
+// NewCodec returns the codec of an authority's scheme and key.
+func NewCodec(scheme shuffle.Scheme, key shuffle.Key) (*Codec, error) {
+	p, err := shuffle.New(scheme, key, Bits)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make codec: %w", err)
+	}
+	return &Codec{perm: p}, nil
+}
+
+// Scheme returns the codec's shuffle scheme.
+func (c *Codec) Scheme() shuffle.Scheme { return c.perm.Scheme() }
+
+// Encode packs and shuffles f.
+func (c *Codec) Encode(f Fields) (Number, error) {
+	v, err := Pack(f)
+	if err != nil {
+		return 0, err
+	}
+	return Number(c.perm.Apply(v)), nil
+}
+
+// Decode unshuffles and unpacks n, and refuses versions other than
+// CurrentVersion and run 0.
+func (c *Codec) Decode(n Number) (Fields, error) {
+	if uint64(n)>>Bits != 0 {
+		return Fields{}, fmt.Errorf("%w: %d >= 2^%d", ErrRange, uint64(n), Bits)
+	}
+	f, err := Unpack(c.perm.Invert(uint64(n)))
+	if err != nil {
+		return Fields{}, err
+	}
+	if f.Version != CurrentVersion {
+		return Fields{}, fmt.Errorf("%w %d", ErrVersion, f.Version)
+	}
+	return f, nil
+}
+
+// Packed returns the unshuffled 47-bit value of n. It is monotonic in the
+// sequence within a run, which makes it a good storage key.
+func (c *Codec) Packed(n Number) uint64 { return c.perm.Invert(uint64(n)) }
+
+// Number returns the public Number of an unshuffled 47-bit value.
+func (c *Codec) Number(packed uint64) Number { return Number(c.perm.Apply(packed)) }
+
+// Parse reads a call number and checks that it decodes to the current
+// version and a run other than 0. Errors are *ParseError.
+func (c *Codec) Parse(s string) (Number, Fields, error) {
+	n, err := Parse(s)
+	if err != nil {
+		return 0, Fields{}, err
+	}
+	f, err := c.Decode(n)
+	if err != nil {
+		return 0, Fields{}, &ParseError{Input: s, Pos: -1, Err: err}
+	}
+	return n, f, nil
+}
