@@ -1,0 +1,164 @@
+// Package ingest turns raw messages into archived ones: it digests and
+// parses them, gives each new message a call number from a Generator and
+// writes them in batches through a store. The importer (mbox archives) and
+// the watcher (a live IMAP inbox) are both built on it.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Status is what became of one input message.
+type Status string
+
+// Statuses, as they appear in the manifest.
+const (
+	Imported  Status = "imported"
+	Duplicate Status = "duplicate"
+	Failed    Status = "failed"
+)
+
+// Prepared is a message ready to be stored: the CPU-bound part of
+// archiving, safe to do on many goroutines at once.
+type Prepared struct {
+	Raw    []byte
+	Digest store.Digest
+	Meta   mailmsg.Meta
+	// Where says where the message came from (file:line, a path, a UID).
+	Where string
+	// HeaderErr is why the header could not be fully read; the message is
+	// stored byte-for-byte anyway.
+	HeaderErr error
+	// Err, when set, means the message cannot be stored (e.g. the reader
+	// could delimit it but not read it); it is reported as failed.
+	Err error
+}
+
+// Prepare digests and parses raw.
+func Prepare(raw []byte, where string) Prepared {
+	meta, herr := mailmsg.Parse(raw)
+	return Prepared{Raw: raw, Digest: store.DigestOf(raw), Meta: meta, Where: where, HeaderErr: herr}
+}
+
+// Outcome is what became of one message.
+type Outcome struct {
+	// Number is the message's call number: the new one, or for a
+	// duplicate the one already stored; zero when it failed.
+	Number    callnumber.Number
+	MessageID string
+	Status    Status
+	Err       error
+	Where     string
+}
+
+// Options configure an Archiver.
+type Options struct {
+	// Store receives the messages. Required.
+	Store store.Store
+	// Runs issues the runs the call numbers are taken from. Required.
+	// Every lease is recorded in Store before a number of its run is used.
+	Runs callnumber.RunSource
+	// List is recorded with every message ("" for none).
+	List string
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Archiver stores prepared messages under fresh call numbers. It is safe
+// for concurrent use.
+type Archiver struct {
+	st   store.Store
+	gen  *callnumber.Generator
+	list string
+	log  *slog.Logger
+}
+
+// NewArchiver checks opts and returns an Archiver.
+func NewArchiver(opts Options) (*Archiver, error) {
+	if opts.Store == nil || opts.Runs == nil {
+		return nil, errors.New("ingest: Options.Store and Options.Runs are required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Archiver{
+		st:   opts.Store,
+		gen:  callnumber.NewGenerator(RecordingSource(opts.Runs, opts.Store)),
+		list: opts.List,
+		log:  log,
+	}, nil
+}
+
+// Lease returns the lease of the run numbers are currently taken from.
+func (a *Archiver) Lease() (callnumber.Lease, bool) { return a.gen.Lease() }
+
+// Archive stores a batch. The outcomes are in the order of batch; failed
+// messages (Prepared.Err) are reported and skipped. When Archive returns an
+// error, nothing of the batch may be taken as stored (the store refused
+// the batch, or could not be reached); messages stored by earlier calls are
+// unaffected.
+func (a *Archiver) Archive(ctx context.Context, batch []Prepared) ([]Outcome, error) {
+	out := make([]Outcome, len(batch))
+	msgs := make([]store.Message, 0, len(batch))
+	idx := make([]int, 0, len(batch)) // position in batch of msgs[i]
+	for i := range batch {
+		p := &batch[i]
+		out[i] = Outcome{MessageID: p.Meta.MessageID, Where: p.Where}
+		if p.Err != nil {
+			out[i].Status, out[i].Err = Failed, p.Err
+			continue
+		}
+		if p.HeaderErr != nil {
+			a.log.Warn("storing message with unreadable header as is", "where", p.Where, "err", p.HeaderErr)
+		}
+		n, err := a.gen.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, store.Message{Number: n, Raw: p.Raw, Digest: p.Digest, MessageID: p.Meta.MessageID, List: a.list})
+		idx = append(idx, i)
+	}
+	if len(msgs) == 0 {
+		return out, nil
+	}
+	res, err := a.st.Put(ctx, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot store batch of %d messages: %w", len(msgs), err)
+	}
+	if len(res) != len(msgs) {
+		return nil, fmt.Errorf("cannot store batch: store returned %d results for %d messages", len(res), len(msgs))
+	}
+	for j, r := range res {
+		o := &out[idx[j]]
+		o.Number = r.Number
+		o.Status = Imported
+		if r.Duplicate {
+			o.Status = Duplicate
+		}
+	}
+	return out, nil
+}
+
+// RecordingSource returns a RunSource that records every lease src issues
+// in st before handing it out, so the store can check every later write
+// against it (the authority binding and the run-nonce rule).
+func RecordingSource(src callnumber.RunSource, st store.Store) callnumber.RunSource {
+	return callnumber.RunSourceFunc(func(ctx context.Context) (callnumber.Lease, error) {
+		l, err := src.NewRun(ctx)
+		if err != nil {
+			return callnumber.Lease{}, err
+		}
+		if err := st.RecordLease(ctx, l); err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot record run %d in the store: %w", l.Run, err)
+		}
+		return l, nil
+	})
+}
