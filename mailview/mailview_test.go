@@ -1,0 +1,318 @@
+package mailview
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "fixtures", "web", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func field(m *Message, name string) string {
+	for _, f := range m.Fields {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+func allText(m *Message) string {
+	var b strings.Builder
+	for _, p := range m.Parts {
+		b.WriteString(p.Text)
+		b.WriteString(string(p.HTML))
+	}
+	return b.String()
+}
+
+func TestParseFixtures(t *testing.T) {
+	tests := []struct {
+		file        string
+		fields      map[string]string
+		messageID   string
+		inReplyTo   []string
+		bodyHas     []string
+		bodyHasNot  []string
+		attachments []Attachment
+		html        bool
+		problems    bool
+	}{
+		{
+			file:        "signed.eml",
+			fields:      map[string]string{"From": "Signer <signer@example.com>", "Subject": "A signed message"},
+			messageID:   "signed-1@example.com",
+			bodyHas:     []string{"This text is signed and must be shown."},
+			bodyHasNot:  []string{"BEGIN PGP SIGNATURE"},
+			attachments: []Attachment{{Name: "signature.asc", Type: "application/pgp-signature", Size: 88}},
+		},
+		{
+			file: "latin1.eml",
+			fields: map[string]string{
+				"From":    "Jörg Müller <joerg@example.de>",
+				"To":      "Привет <privet@example.ru>",
+				"Subject": "Žluťoučký kůň and “quotes”",
+			},
+			messageID: "latin1-1@example.de",
+			bodyHas:   []string{"Grüße aus Köln, ça va très bien."},
+		},
+		{
+			file:        "alternative.eml",
+			fields:      map[string]string{"Subject": "Plain and HTML"},
+			messageID:   "alt-1@example.com",
+			inReplyTo:   []string{"signed-1@example.com"},
+			bodyHas:     []string{"The plain alternative, café."},
+			bodyHasNot:  []string{"HTML</b> alternative"},
+			attachments: []Attachment{{Name: "pass txt.exe", Type: "application/octet-stream", Size: 10}},
+		},
+		{
+			file:       "hostile.eml",
+			messageID:  "hostile-1@example.com",
+			html:       true,
+			bodyHas:    []string{"Hostile body text stays visible.", `href="https://example.org/ok"`, "click me"},
+			bodyHasNot: []string{"<script", "onerror", "onload", "javascript:", "<img", "<iframe", "<form", "<style", "tracker.example", "style=", "<scr", "<svg"},
+		},
+		{
+			file:      "broken.eml",
+			fields:    map[string]string{"From": "Broken <broken@example.com>", "Subject": "A broken header"},
+			messageID: "broken-1@example.com",
+			bodyHas:   []string{"Body of the broken message <b>not bold</b>."},
+			problems:  true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			m := Parse(fixture(t, tt.file), Options{})
+			for name, want := range tt.fields {
+				if got := field(m, name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			if m.MessageID != tt.messageID {
+				t.Errorf("MessageID = %q, want %q", m.MessageID, tt.messageID)
+			}
+			if tt.inReplyTo != nil && strings.Join(m.InReplyTo, " ") != strings.Join(tt.inReplyTo, " ") {
+				t.Errorf("InReplyTo = %q, want %q", m.InReplyTo, tt.inReplyTo)
+			}
+			body := allText(m)
+			for _, s := range tt.bodyHas {
+				if !strings.Contains(body, s) {
+					t.Errorf("body %q does not contain %q", body, s)
+				}
+			}
+			for _, s := range tt.bodyHasNot {
+				if strings.Contains(strings.ToLower(body), strings.ToLower(s)) {
+					t.Errorf("body %q contains %q", body, s)
+				}
+			}
+			if tt.attachments != nil || len(m.Attachments) > 0 {
+				if len(m.Attachments) != len(tt.attachments) {
+					t.Fatalf("Attachments = %+v, want %+v", m.Attachments, tt.attachments)
+				}
+				for i := range tt.attachments {
+					if m.Attachments[i] != tt.attachments[i] {
+						t.Errorf("Attachments[%d] = %+v, want %+v", i, m.Attachments[i], tt.attachments[i])
+					}
+				}
+			}
+			gotHTML := len(m.Parts) > 0 && m.Parts[0].HTML != ""
+			if gotHTML != tt.html {
+				t.Errorf("first part is HTML: %v, want %v", gotHTML, tt.html)
+			}
+			if (len(m.Problems) > 0) != tt.problems {
+				t.Errorf("Problems = %q, want some: %v", m.Problems, tt.problems)
+			}
+		})
+	}
+}
+
+func TestHostileHeadersAreText(t *testing.T) {
+	m := Parse(fixture(t, "hostile.eml"), Options{})
+	// Encoded words decode to markup, which stays text for the template to
+	// escape; CR and LF never survive in a value.
+	if got, want := field(m, "To"), "<script>document.title='pwned-to'</script> <victim@example.org>"; got != want {
+		t.Errorf("To = %q, want %q", got, want)
+	}
+	if got, want := field(m, "Cc"), "Mallory  Set-Cookie: session=stolen <m@example.net>"; got != want {
+		t.Errorf("Cc = %q, want %q", got, want)
+	}
+	for _, f := range m.Header {
+		if strings.ContainsAny(f.Name+f.Value, "\r\n\x00") {
+			t.Errorf("header field %q: %q holds a control character", f.Name, f.Value)
+		}
+	}
+}
+
+func TestNoMIME(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		subject string
+		body    string
+	}{
+		{"body only", "just text, no header at all\n", "", ""},
+		{"empty", "", "", ""},
+		{"no body", "Subject: hi\n", "hi", ""},
+		{"CRLF", "Subject: crlf\r\n\r\nline one\r\nline two\r\n", "crlf", "line one\nline two\n"},
+		{"8-bit header", "Subject: caf\xe9\n\nbody\n", "café", "body\n"},
+		{"bad content type", "Subject: x\nContent-Type: text/plain; charset\n\nstill shown\n", "x", "still shown\n"},
+		{"unknown charset", "Subject: x\nContent-Type: text/plain; charset=x-unknown-42\n\nstill shown\n", "x", "still shown\n"},
+		{"unknown encoding", "Subject: x\nContent-Transfer-Encoding: x-rot13\n\nstill shown\n", "x", "still shown\n"},
+		{"no boundary", "Subject: x\nContent-Type: multipart/mixed\n\n--b\n\nhidden\n--b--\n", "x", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Parse([]byte(tt.raw), Options{})
+			if m.Subject != tt.subject {
+				t.Errorf("Subject = %q, want %q", m.Subject, tt.subject)
+			}
+			if got := allText(m); got != tt.body {
+				t.Errorf("body = %q, want %q", got, tt.body)
+			}
+		})
+	}
+}
+
+// nested returns a message with depth levels of multipart/mixed around a
+// text part.
+func nested(depth int) []byte {
+	var b bytes.Buffer
+	b.WriteString("Subject: deep\nMIME-Version: 1.0\n")
+	for i := 0; i < depth; i++ {
+		b.WriteString("Content-Type: multipart/mixed; boundary=\"b" + itoa(i) + "\"\n\n--b" + itoa(i) + "\n")
+	}
+	b.WriteString("Content-Type: text/plain\n\nthe innermost text\n")
+	for i := depth - 1; i >= 0; i-- {
+		b.WriteString("--b" + itoa(i) + "--\n")
+	}
+	return b.Bytes()
+}
+
+func itoa(i int) string {
+	return strings.TrimLeft(string(rune('0'+i/100))+string(rune('0'+i/10%10))+string(rune('0'+i%10)), "0") + "x"
+}
+
+func TestLimits(t *testing.T) {
+	t.Run("depth within limit", func(t *testing.T) {
+		m := Parse(nested(5), Options{MaxDepth: 5})
+		if got := allText(m); got != "the innermost text" || m.Truncated {
+			t.Errorf("body = %q, truncated %v; want the text, not truncated", got, m.Truncated)
+		}
+	})
+	t.Run("depth beyond limit", func(t *testing.T) {
+		m := Parse(nested(6), Options{MaxDepth: 5})
+		if got := allText(m); got != "" || !m.Truncated {
+			t.Errorf("body = %q, truncated %v; want nothing, truncated", got, m.Truncated)
+		}
+	})
+	t.Run("default depth, 10000 levels", func(t *testing.T) {
+		m := Parse(nested(10000), Options{})
+		if !m.Truncated || m.Subject != "deep" {
+			t.Errorf("Subject %q truncated %v; want deep, truncated", m.Subject, m.Truncated)
+		}
+	})
+	t.Run("text bytes", func(t *testing.T) {
+		raw := "Subject: long\n\n" + strings.Repeat("0123456789", 100)
+		m := Parse([]byte(raw), Options{MaxTextBytes: 25})
+		if got := allText(m); got != "0123456789012345678901234" || !m.Truncated {
+			t.Errorf("body = %q, truncated %v; want 25 bytes, truncated", got, m.Truncated)
+		}
+	})
+	t.Run("parts", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString("Subject: many\nContent-Type: multipart/mixed; boundary=b\n\n")
+		for i := 0; i < 50; i++ {
+			b.WriteString("--b\nContent-Type: text/plain\n\npart\n")
+		}
+		b.WriteString("--b--\n")
+		m := Parse([]byte(b.String()), Options{MaxParts: 10})
+		if len(m.Parts) != 9 || !m.Truncated {
+			t.Errorf("%d parts shown, truncated %v; want 9 (the root counts), truncated", len(m.Parts), m.Truncated)
+		}
+	})
+	t.Run("header bytes", func(t *testing.T) {
+		raw := "Subject: big\n" + strings.Repeat("X-Filler: 0123456789\n", 1000) + "\nbody\n"
+		m := Parse([]byte(raw), Options{MaxHeaderBytes: 1000})
+		if len(m.Problems) == 0 || m.Subject != "big" {
+			t.Errorf("Subject %q problems %q; want big and a problem", m.Subject, m.Problems)
+		}
+	})
+}
+
+func TestStringsAreClean(t *testing.T) {
+	for _, name := range []string{"hostile.eml", "hostile-plain.eml", "alternative.eml", "latin1.eml", "broken.eml"} {
+		m := Parse(fixture(t, name), Options{})
+		checkClean(t, name, m)
+	}
+}
+
+func checkClean(t testing.TB, name string, m *Message) {
+	t.Helper()
+	bad := func(s string, body bool) bool {
+		if !utf8.ValidString(s) {
+			return true
+		}
+		for _, r := range s {
+			if body && (r == '\n' || r == '\t') {
+				continue
+			}
+			if r < 0x20 || r == 0x7f || isBidi(r) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range append(append([]Field{}, m.Header...), m.Fields...) {
+		if bad(f.Name, false) || bad(f.Value, false) {
+			t.Errorf("%s: field %q: %q is not clean", name, f.Name, f.Value)
+		}
+	}
+	for _, s := range append(append([]string{m.Subject, m.MessageID}, m.InReplyTo...), m.References...) {
+		if bad(s, false) {
+			t.Errorf("%s: %q is not clean", name, s)
+		}
+	}
+	for _, a := range m.Attachments {
+		if bad(a.Name, false) || strings.ContainsAny(a.Name, `/\`) {
+			t.Errorf("%s: attachment name %q is not clean", name, a.Name)
+		}
+	}
+	for _, p := range m.Parts {
+		if bad(p.Text, true) || bad(string(p.HTML), true) {
+			t.Errorf("%s: part %q is not clean", name, p.Text+string(p.HTML))
+		}
+		h := strings.ToLower(string(p.HTML))
+		for _, s := range []string{"<script", "javascript:", "onerror", "onload", "<img", "<iframe", "<style", "style="} {
+			if strings.Contains(h, s) {
+				t.Errorf("%s: sanitized HTML %q contains %q", name, p.HTML, s)
+			}
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	entries, err := os.ReadDir(filepath.Join("..", "fixtures", "web"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".eml") {
+			f.Add(fixture(f, e.Name()))
+		}
+	}
+	f.Add(nested(30))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m := Parse(raw, Options{MaxTextBytes: 1 << 16})
+		checkClean(t, "fuzz", m)
+	})
+}
