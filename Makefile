@@ -1,0 +1,46 @@
+# The Makefile is the interface: CI runs `make test` (see .ci/run).
+GO       ?= go
+BIN      ?= bin
+DATA     ?= ./archive
+FUZZTIME ?= 5m
+CORPUS   ?= ../shared/corpus/linux-mips-sample.mbox.gz
+
+.PHONY: all build test test-deps check bench demo fuzz fuzz-short clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# The whole suite: static checks, then every test with the race detector.
+# Installs the real servers the tests use (Dovecot, Chromium) when missing.
+test: test-deps check
+	$(GO) test -race -timeout 60m ./...
+
+test-deps:
+	@scripts/install-test-deps.sh
+
+check:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+
+# Speed and memory figures: the importer against a bare bbolt loop on the
+# shared corpus, then the packages' Go benchmarks.
+bench: build
+	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./callnumber/ ./shuffle/
+
+# Import the fixtures into $(DATA) and show a URL that resolves.
+demo: build
+	@scripts/demo.sh $(BIN) $(DATA)
+
+# Every fuzz target for FUZZTIME each (make fuzz FUZZTIME=30s for a short run).
+fuzz:
+	@scripts/fuzz.sh $(FUZZTIME)
+
+fuzz-short:
+	@scripts/fuzz.sh 30s
+
+clean:
+	rm -rf $(BIN)
