@@ -1,0 +1,671 @@
+// Package authority is the run authority: it issues each run of the call
+// number space at most once, and remembers to whom.
+//
+// Its state lives in one bbolt file (runs.db): the authority ID (128
+// random bits, hex), the shuffle scheme and 256-bit key chosen when the
+// authority was created, the next run to issue, and one lease record per
+// issued run (run, program, host, pid, note, issued-at, a random nonce).
+//
+// # Safety
+//
+// A run is returned by [Authority.Issue] only after the bbolt transaction
+// that records it has committed, that is, after fsync: a crash can waste a
+// run (issued and recorded, never delivered), never issue one twice.
+// Concurrent issues share commits (bbolt's DB.Batch), so a burst of
+// requests does not queue behind one fsync each. On top of that the
+// authority is paranoid:
+//
+//   - at open, it refuses a file that is not an authority database, and one
+//     whose next run is not above every recorded lease ([ErrInconsistent]);
+//   - before issuing a run, it checks that no lease of that run exists;
+//   - after run 2^30-1 it refuses with [ErrExhausted]: the run space of
+//     this call-number version is used up.
+//
+// # Local use and the coordinator
+//
+// A program on one machine uses [Local], which opens runs.db only for the
+// moment of one allocation (bbolt holds an exclusive file lock while the
+// file is open), so any number of processes on that machine can allocate
+// from the same file. The coordinator (package coordinator) keeps the file
+// open and serves it over HTTP for processes on other machines; while it
+// runs, [Local] on that file fails with [ErrLocked] and the program must
+// use --coordinator instead. A coordinator started on a file is the same
+// authority as Local on it: same ID, same key, same runs.
+//
+// # Backup and restore
+//
+// [Authority.WriteTo] writes a consistent copy of the database while it is
+// in use. Restoring a backup (stop the coordinator, copy the backup over
+// runs.db, start it again) rewinds the next run to what it was when the
+// backup was taken, so the runs issued after the backup would be issued
+// again. The store notices (it remembers every run's nonce and refuses a
+// second lease of a run), but the safe procedure is to move the next run
+// past every run any store has seen right after restoring: see
+// [Authority.Bump] (coordinator bump --db runs.db --to N).
+package authority
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/shuffle"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrExhausted: every run of this call-number version was issued.
+	ErrExhausted = errors.New("authority: the run space of this call-number version is exhausted (run 2^30-1 was issued)")
+	// ErrNotAuthority: the file is not a run authority database.
+	ErrNotAuthority = errors.New("authority: not a run authority database")
+	// ErrInconsistent: the database contradicts itself (a recorded lease
+	// at or above the next run); it is refused rather than risk issuing a
+	// run twice.
+	ErrInconsistent = errors.New("authority: inconsistent database")
+	// ErrNotIssued: no lease of that run was ever issued.
+	ErrNotIssued = errors.New("authority: run never issued")
+	// ErrLocked: another process holds the database open.
+	ErrLocked = errors.New("authority: database held open by another process")
+	// ErrExists: Create found a database already there.
+	ErrExists = errors.New("authority: database already exists")
+	// ErrBackwards: Bump was asked to move the next run backwards.
+	ErrBackwards = errors.New("authority: the next run can only move forwards")
+	// ErrClosed: the authority was closed.
+	ErrClosed = errors.New("authority: closed")
+)
+
+// Format is the value of the format key of every authority database; a
+// bbolt file without it is not one.
+const Format = "chibrary-authority 1"
+
+// Bucket and key names of the database layout. The leases bucket maps the
+// run as 4 big-endian bytes (so the last key is the highest run) to the
+// lease record as JSON.
+var (
+	bucketMeta   = []byte("authority")
+	bucketLeases = []byte("leases")
+
+	keyFormat  = []byte("format")
+	keyID      = []byte("id")
+	keyScheme  = []byte("scheme")
+	keyKey     = []byte("key")
+	keyNextRun = []byte("next_run")
+	keyCreated = []byte("created_at")
+)
+
+// FileMode is the mode of a new runs.db: it holds the shuffle key.
+const FileMode = 0o600
+
+// Holder describes the process a run is issued to.
+type Holder struct {
+	Program string `json:"program"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Note    string `json:"note"`
+}
+
+// Options configure Open, Create and OpenOrCreate. The zero value is the
+// default for every field.
+type Options struct {
+	// Scheme is the shuffle scheme of a new authority; "" means
+	// shuffle.Bits. It applies only when the database is created: an
+	// existing authority keeps its scheme.
+	Scheme shuffle.Scheme
+
+	// LockTimeout is how long to wait for another process to release the
+	// file lock before failing with ErrLocked; 0 means 10 seconds.
+	LockTimeout time.Duration
+
+	// ReadOnly opens the database for reading only (Issue and Bump fail).
+	ReadOnly bool
+
+	// BatchDelay is how long a first concurrent Issue waits for others to
+	// share its commit; 0 means 2ms. More delay means fewer, larger
+	// commits and more latency per issue.
+	BatchDelay time.Duration
+
+	// OneCommitPerIssue makes every Issue commit (and fsync) its own
+	// transaction instead of sharing commits. It is slower under
+	// concurrency and exists so that benchmarks can show what sharing buys.
+	OneCommitPerIssue bool
+
+	// Rand is the source of the authority ID, key and nonces; nil means
+	// crypto/rand.
+	Rand io.Reader
+}
+
+func (o Options) lockTimeout() time.Duration {
+	if o.LockTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return o.LockTimeout
+}
+
+func (o Options) rand() io.Reader {
+	if o.Rand == nil {
+		return rand.Reader
+	}
+	return o.Rand
+}
+
+// Authority is an open run authority database. It is safe for concurrent
+// use.
+type Authority struct {
+	db      *bolt.DB
+	path    string
+	id      string
+	scheme  shuffle.Scheme
+	key     shuffle.Key
+	created time.Time
+	opts    Options
+	now     func() time.Time
+}
+
+// record is the lease record stored per run.
+type record struct {
+	Run      uint32    `json:"run"`
+	Program  string    `json:"program"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Note     string    `json:"note"`
+	IssuedAt time.Time `json:"issued_at"`
+	Nonce    string    `json:"nonce"`
+}
+
+// Create makes a new authority database at path: a random ID and key, the
+// scheme of opts, next run 1. It refuses with ErrExists if a file is
+// already there. The file appears complete or not at all: it is built
+// under a temporary name and linked into place.
+func Create(ctx context.Context, path string, opts Options) (*Authority, error) {
+	if err := create(path, opts); err != nil {
+		return nil, err
+	}
+	return Open(ctx, path, opts)
+}
+
+// OpenOrCreate opens the authority database at path, creating it first if
+// there is no file there. created reports whether it did.
+func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority, created bool, err error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		err := create(path, opts)
+		switch {
+		case err == nil:
+			created = true
+		case errors.Is(err, ErrExists): // another process created it first
+		default:
+			return nil, false, err
+		}
+	}
+	a, err = Open(ctx, path, opts)
+	return a, created, err
+}
+
+func create(path string, opts Options) error {
+	scheme := opts.Scheme
+	if scheme == "" {
+		scheme = shuffle.Bits
+	}
+	if _, err := shuffle.ParseScheme(string(scheme)); err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	var id [16]byte
+	var key shuffle.Key
+	if _, err := io.ReadFull(opts.rand(), id[:]); err != nil {
+		return fmt.Errorf("cannot create %s: cannot draw the authority ID: %w", path, err)
+	}
+	if _, err := io.ReadFull(opts.rand(), key[:]); err != nil {
+		return fmt.Errorf("cannot create %s: cannot draw the key: %w", path, err)
+	}
+
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmpf, err := os.CreateTemp(dir, "."+base+".new-*")
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	tmp := tmpf.Name()
+	tmpf.Close()
+	defer os.Remove(tmp)
+	if err := os.Chmod(tmp, FileMode); err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	// bbolt initialises an empty file.
+	db, err := bolt.Open(tmp, FileMode, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		m, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketLeases); err != nil {
+			return err
+		}
+		for _, kv := range [][2][]byte{
+			{keyFormat, []byte(Format)},
+			{keyID, []byte(hex.EncodeToString(id[:]))},
+			{keyScheme, []byte(scheme)},
+			{keyKey, key[:]},
+			{keyNextRun, encodeNext(1)},
+			{keyCreated, []byte(time.Now().UTC().Format(time.RFC3339Nano))},
+		} {
+			if err := m.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	if err := publish(tmp, path); err != nil {
+		return err
+	}
+	syncDir(dir)
+	return nil
+}
+
+// publish puts the finished file tmp at path unless something is there.
+// A hard link never replaces; where the file system has no hard links, a
+// rename after checking for absence is the fallback.
+func publish(tmp, path string) error {
+	err := os.Link(tmp, path)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("cannot create %s: %w", path, ErrExists)
+	}
+	if _, serr := os.Lstat(path); serr == nil {
+		return fmt.Errorf("cannot create %s: %w", path, ErrExists)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // best effort: some systems cannot sync a directory
+		d.Close()
+	}
+}
+
+// Open opens an existing authority database and checks it: it must be an
+// authority database (ErrNotAuthority otherwise) whose next run is above
+// every recorded lease (ErrInconsistent otherwise). It waits up to
+// opts.LockTimeout for another process to release the file (ErrLocked),
+// giving up early when ctx ends.
+func Open(ctx context.Context, path string, opts Options) (*Authority, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the run authority: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() == 0 {
+		// bbolt would turn an empty file into a database: refuse instead.
+		return nil, fmt.Errorf("cannot open %s: %w (empty or not a regular file)", path, ErrNotAuthority)
+	}
+	db, err := openBolt(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	a := &Authority{db: db, path: path, opts: opts, now: time.Now}
+	if err := db.View(a.load); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	if opts.BatchDelay > 0 {
+		db.MaxBatchDelay = opts.BatchDelay
+	} else {
+		db.MaxBatchDelay = 2 * time.Millisecond
+	}
+	return a, nil
+}
+
+// openBolt opens the bbolt file, waiting for the lock in short steps so
+// that ctx is honoured.
+func openBolt(ctx context.Context, path string, opts Options) (*bolt.DB, error) {
+	const step = 100 * time.Millisecond
+	deadline := time.Now().Add(opts.lockTimeout())
+	for {
+		db, err := bolt.Open(path, FileMode, &bolt.Options{Timeout: step, ReadOnly: opts.ReadOnly})
+		switch {
+		case err == nil:
+			return db, nil
+		case errors.Is(err, berrors.ErrTimeout):
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("cannot open %s: %w", path, context.Cause(ctx))
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("cannot open %s: %w (waited %v)", path, ErrLocked, opts.lockTimeout())
+			}
+		case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch),
+			errors.Is(err, berrors.ErrChecksum), isBoltFormatError(err):
+			return nil, fmt.Errorf("cannot open %s: %w (%v)", path, ErrNotAuthority, err)
+		default:
+			return nil, fmt.Errorf("cannot open %s: %w", path, err)
+		}
+	}
+}
+
+// isBoltFormatError recognises the errors bbolt returns without a sentinel
+// for a file too short to be a database.
+func isBoltFormatError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "file size too small") || strings.Contains(s, "invalid database")
+}
+
+// load reads and checks the metadata; it is the paranoid open check.
+func (a *Authority) load(tx *bolt.Tx) error {
+	m := tx.Bucket(bucketMeta)
+	if m == nil || string(m.Get(keyFormat)) != Format {
+		return fmt.Errorf("%w: a bbolt database without the %q format mark", ErrNotAuthority, Format)
+	}
+	leases := tx.Bucket(bucketLeases)
+	if leases == nil {
+		return fmt.Errorf("%w: no leases bucket", ErrInconsistent)
+	}
+	id := string(m.Get(keyID))
+	if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
+		return fmt.Errorf("%w: bad authority ID %q", ErrInconsistent, id)
+	}
+	scheme, err := shuffle.ParseScheme(string(m.Get(keyScheme)))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInconsistent, err)
+	}
+	k := m.Get(keyKey)
+	if len(k) != shuffle.KeySize {
+		return fmt.Errorf("%w: key of %d bytes, want %d", ErrInconsistent, len(k), shuffle.KeySize)
+	}
+	next, err := decodeNext(m.Get(keyNextRun))
+	if err != nil {
+		return err
+	}
+	if last, _ := leases.Cursor().Last(); last != nil {
+		run, err := decodeRun(last)
+		if err != nil {
+			return err
+		}
+		if uint64(run) >= next {
+			return fmt.Errorf("%w: run %d is recorded but the next run is %d; refusing to issue runs that may already be in use", ErrInconsistent, run, next)
+		}
+	}
+	a.id = id
+	a.scheme = scheme
+	copy(a.key[:], k)
+	a.created, _ = time.Parse(time.RFC3339Nano, string(m.Get(keyCreated)))
+	return nil
+}
+
+func encodeNext(n uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, n)
+}
+
+// decodeNext reads the next run: 1..2^30 (2^30 means exhausted).
+func decodeNext(b []byte) (uint64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%w: next run of %d bytes", ErrInconsistent, len(b))
+	}
+	n := binary.BigEndian.Uint64(b)
+	if n < 1 || n > callnumber.MaxRun+1 {
+		return 0, fmt.Errorf("%w: next run %d outside 1..2^30", ErrInconsistent, n)
+	}
+	return n, nil
+}
+
+func runKey(run uint32) []byte { return binary.BigEndian.AppendUint32(nil, run) }
+
+func decodeRun(k []byte) (uint32, error) {
+	if len(k) != 4 {
+		return 0, fmt.Errorf("%w: lease key of %d bytes", ErrInconsistent, len(k))
+	}
+	r := binary.BigEndian.Uint32(k)
+	if r == 0 || r > callnumber.MaxRun {
+		return 0, fmt.Errorf("%w: lease of run %d", ErrInconsistent, r)
+	}
+	return r, nil
+}
+
+// ID returns the authority ID (32 hex digits).
+func (a *Authority) ID() string { return a.id }
+
+// Scheme returns the shuffle scheme chosen at creation.
+func (a *Authority) Scheme() shuffle.Scheme { return a.scheme }
+
+// Key returns the shuffle key.
+func (a *Authority) Key() shuffle.Key { return a.key }
+
+// Path returns the database file name.
+func (a *Authority) Path() string { return a.path }
+
+// Issue issues the next run to holder and returns its lease once the
+// transaction recording it has committed. Concurrent calls share commits.
+// It fails with ErrExhausted after run 2^30-1. If ctx ends before the
+// transaction starts, nothing is issued; once started, Issue waits for the
+// commit.
+func (a *Authority) Issue(ctx context.Context, h Holder) (callnumber.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+	}
+	var nonce [16]byte
+	if _, err := io.ReadFull(a.opts.rand(), nonce[:]); err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: cannot draw a nonce: %w", err)
+	}
+	rec := record{
+		Program: h.Program, Host: h.Host, PID: h.PID, Note: h.Note,
+		Nonce: hex.EncodeToString(nonce[:]),
+	}
+	// fn may run more than once (bbolt retries a batch without a failing
+	// member): it recomputes everything from the transaction each time, and
+	// only the result of the committed run is returned.
+	fn := func(tx *bolt.Tx) error {
+		m, leases := tx.Bucket(bucketMeta), tx.Bucket(bucketLeases)
+		if m == nil || leases == nil {
+			return fmt.Errorf("%w: buckets missing", ErrInconsistent)
+		}
+		next, err := decodeNext(m.Get(keyNextRun))
+		if err != nil {
+			return err
+		}
+		if next > callnumber.MaxRun {
+			return ErrExhausted
+		}
+		run := uint32(next)
+		k := runKey(run)
+		if leases.Get(k) != nil {
+			return fmt.Errorf("%w: run %d is already recorded but is the next run", ErrInconsistent, run)
+		}
+		rec.Run = run
+		rec.IssuedAt = a.now().UTC()
+		v, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if err := leases.Put(k, v); err != nil {
+			return err
+		}
+		return m.Put(keyNextRun, encodeNext(next+1))
+	}
+	var err error
+	if a.opts.OneCommitPerIssue {
+		err = a.db.Update(fn)
+	} else {
+		err = a.db.Batch(fn)
+	}
+	if err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", mapClosed(err))
+	}
+	return a.lease(rec), nil
+}
+
+func (a *Authority) lease(r record) callnumber.Lease {
+	return callnumber.Lease{
+		Run:       r.Run,
+		Version:   callnumber.CurrentVersion,
+		Authority: a.id,
+		Scheme:    a.scheme,
+		Key:       a.key,
+		Nonce:     r.Nonce,
+		Program:   r.Program,
+		Host:      r.Host,
+		PID:       r.PID,
+		Note:      r.Note,
+		IssuedAt:  r.IssuedAt,
+	}
+}
+
+func mapClosed(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// Lease returns the lease issued for run, or ErrNotIssued.
+func (a *Authority) Lease(ctx context.Context, run uint32) (callnumber.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot read lease %d: %w", run, err)
+	}
+	var rec record
+	err := a.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketLeases).Get(runKey(run))
+		if v == nil {
+			return ErrNotIssued
+		}
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("%w: lease of run %d: %w", ErrInconsistent, run, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot read lease %d: %w", run, mapClosed(err))
+	}
+	return a.lease(rec), nil
+}
+
+// NextRun returns the run the next Issue will issue; 2^30 when exhausted.
+func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
+	var next uint64
+	err := a.db.View(func(tx *bolt.Tx) error {
+		var err error
+		next, err = decodeNext(tx.Bucket(bucketMeta).Get(keyNextRun))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the next run: %w", mapClosed(err))
+	}
+	return next, nil
+}
+
+// Bump moves the next run forward to `to` (1..2^30; 2^30 retires the
+// run space), so that runs below it are never issued. It is the step after
+// restoring a backup: bump past the highest run any store has seen. It
+// refuses to move backwards (ErrBackwards); bumping to the current next
+// run does nothing.
+func (a *Authority) Bump(ctx context.Context, to uint64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot bump the next run: %w", err)
+	}
+	if to < 1 || to > callnumber.MaxRun+1 {
+		return fmt.Errorf("cannot bump the next run to %d: %w: want 1..%d", to, callnumber.ErrRun, callnumber.MaxRun+1)
+	}
+	err := a.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		next, err := decodeNext(m.Get(keyNextRun))
+		if err != nil {
+			return err
+		}
+		if to < next {
+			return fmt.Errorf("%w: it is %d", ErrBackwards, next)
+		}
+		return m.Put(keyNextRun, encodeNext(to))
+	})
+	if err != nil {
+		return fmt.Errorf("cannot bump the next run to %d: %w", to, mapClosed(err))
+	}
+	return nil
+}
+
+// Check reports whether the database is usable: it reads the metadata in a
+// transaction.
+func (a *Authority) Check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var b Authority
+	if err := a.db.View(b.load); err != nil {
+		return fmt.Errorf("cannot read %s: %w", a.path, mapClosed(err))
+	}
+	if b.id != a.id {
+		return fmt.Errorf("%w: authority ID changed under us", ErrInconsistent)
+	}
+	return nil
+}
+
+// WriteTo writes a consistent copy of the whole database to w, while the
+// authority stays in use. The copy opens as the same authority.
+func (a *Authority) WriteTo(w io.Writer) (n int64, err error) {
+	err = a.db.View(func(tx *bolt.Tx) error {
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("cannot copy %s: %w", a.path, mapClosed(err))
+	}
+	return n, nil
+}
+
+// Size returns the size in bytes that WriteTo writes, as of now.
+func (a *Authority) Size() (int64, error) {
+	var n int64
+	err := a.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n, mapClosed(err)
+}
+
+// Close closes the database, waiting for transactions in progress.
+func (a *Authority) Close() error {
+	if err := a.db.Close(); err != nil {
+		return fmt.Errorf("cannot close %s: %w", a.path, err)
+	}
+	return nil
+}
+
+// ParseRun parses a run number as written in URLs and on command lines:
+// decimal, 1..2^30-1, nothing else.
+func ParseRun(s string) (uint32, error) {
+	if s == "" || len(s) > 10 || s[0] == '+' || s[0] == '-' {
+		return 0, fmt.Errorf("%w: %q", callnumber.ErrRun, s)
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q", callnumber.ErrRun, s)
+	}
+	if n == 0 {
+		return 0, callnumber.ErrRunZero
+	}
+	if n > callnumber.MaxRun {
+		return 0, fmt.Errorf("%w: %d > %d", callnumber.ErrRun, n, callnumber.MaxRun)
+	}
+	return uint32(n), nil
+}

@@ -1,0 +1,89 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/shuffle"
+)
+
+// LocalOptions configure a Local. The zero value is the default for every
+// field.
+type LocalOptions struct {
+	// Scheme is the shuffle scheme if Local creates the database; ""
+	// means shuffle.Bits. An existing database keeps its scheme.
+	Scheme shuffle.Scheme
+
+	// LockTimeout is how long to wait for other processes to release the
+	// file; 0 means 10 seconds. Other local allocators hold it for
+	// milliseconds; a coordinator holds it for as long as it runs.
+	LockTimeout time.Duration
+}
+
+// Local is the local run authority: a RunSource that allocates each run
+// from a runs.db file, holding the file (and bbolt's exclusive lock) only
+// for the moment of the allocation, so that several processes on one
+// machine can allocate from the same file. It creates the file, with a new
+// authority, on first use. It is safe for concurrent use.
+type Local struct {
+	path   string
+	holder Holder
+	opts   LocalOptions
+	// sem serialises this process's allocations, which would otherwise
+	// contend for the file lock by polling it.
+	sem chan struct{}
+}
+
+var _ callnumber.RunSource = (*Local)(nil)
+
+// NewLocal returns the local authority of the database at path, issuing
+// runs to holder.
+func NewLocal(path string, holder Holder, opts LocalOptions) *Local {
+	return &Local{path: path, holder: holder, opts: opts, sem: make(chan struct{}, 1)}
+}
+
+// Path returns the database file name.
+func (l *Local) Path() string { return l.path }
+
+// NewRun opens the database (creating it and its directory if missing),
+// issues one run and closes the database. When a coordinator holds the
+// file, it fails with ErrLocked and says to use --coordinator.
+func (l *Local) NewRun(ctx context.Context) (callnumber.Lease, error) {
+	select {
+	case l.sem <- struct{}{}:
+		defer func() { <-l.sem }()
+	case <-ctx.Done():
+		return callnumber.Lease{}, fmt.Errorf("cannot allocate a run: %w", context.Cause(ctx))
+	}
+	if dir := filepath.Dir(l.path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot allocate a run: %w", err)
+		}
+	}
+	a, _, err := OpenOrCreate(ctx, l.path, Options{
+		Scheme:            l.opts.Scheme,
+		LockTimeout:       l.opts.LockTimeout,
+		OneCommitPerIssue: true, // alone in the file: nothing to share
+	})
+	if err != nil {
+		if errors.Is(err, ErrLocked) {
+			return callnumber.Lease{}, fmt.Errorf("cannot allocate a run from %s: %w; if a coordinator is serving this file, allocate through it with --coordinator URL", l.path, err)
+		}
+		return callnumber.Lease{}, fmt.Errorf("cannot allocate a run: %w", err)
+	}
+	lease, err := a.Issue(ctx, l.holder)
+	if cerr := a.Close(); err == nil && cerr != nil {
+		// The lease committed before Close; a failing close loses nothing,
+		// but say so rather than hide it.
+		return callnumber.Lease{}, fmt.Errorf("cannot allocate a run: %w", cerr)
+	}
+	if err != nil {
+		return callnumber.Lease{}, err
+	}
+	return lease, nil
+}
