@@ -56,16 +56,20 @@ func fillTables(t *[8][256]uint64, perm []uint8) {
 	}
 }
 
-func lookup(t *[8][256]uint64, x uint64) uint64 {
-	return t[0][byte(x)] | t[1][byte(x>>8)] | t[2][byte(x>>16)] | t[3][byte(x>>24)] |
-		t[4][byte(x>>32)] | t[5][byte(x>>40)] | t[6][byte(x>>48)] | t[7][byte(x>>56)]
+func lookup(t *[8][256]uint64, x uint64, width int) uint64 {
+	y := t[0][byte(x)] | t[1][byte(x>>8)] | t[2][byte(x>>16)] |
+		t[3][byte(x>>24)] | t[4][byte(x>>32)] | t[5][byte(x>>40)]
+	if width > 48 { // the upper two tables are all zero below that
+		y |= t[6][byte(x>>48)] | t[7][byte(x>>56)]
+	}
+	return y
 }
 
 // Apply moves every bit of x to its permuted position.
-func (p *BitPerm) Apply(x uint64) uint64 { return lookup(&p.fwd, x&mask(p.width)) }
+func (p *BitPerm) Apply(x uint64) uint64 { return lookup(&p.fwd, x&mask(p.width), p.width) }
 
 // Invert undoes Apply.
-func (p *BitPerm) Invert(y uint64) uint64 { return lookup(&p.inv, y&mask(p.width)) }
+func (p *BitPerm) Invert(y uint64) uint64 { return lookup(&p.inv, y&mask(p.width), p.width) }
 
 // Width returns the number of bits permuted.
 func (p *BitPerm) Width() int { return p.width }

@@ -7,13 +7,17 @@ const mixLabel = "chibrary/shuffle/mix/v1"
 // FeistelPerm is a keyed unbalanced Feistel network over exactly width bits
 // (scheme Mix).
 type FeistelPerm struct {
-	width int
-	lw    int // width of the left part before round 0: ceil(width/2)
-	rw    int // width of the right part before round 0: floor(width/2)
-	keys  [MixRounds]uint64
+	width  int
+	lw, rw uint   // widths of the left and right parts before round 0: ceil(width/2), floor(width/2)
+	lm, rm uint64 // masks of lw and rw bits
+	keys   [MixRounds]uint64
 }
 
 var _ Permutation = (*FeistelPerm)(nil)
+
+// The rounds are computed two at a time (the part widths alternate), so
+// their number must be even.
+var _ [1 - MixRounds%2]struct{}
 
 // NewMix derives the Feistel permutation of the given key and width
 // (2..64), as the package doc describes.
@@ -21,7 +25,8 @@ func NewMix(key Key, width int) (*FeistelPerm, error) {
 	if width < 2 || width > MaxWidth {
 		return nil, fmt.Errorf("%w: mix needs 2..%d, got %d", ErrWidth, MaxWidth, width)
 	}
-	p := &FeistelPerm{width: width, lw: (width + 1) / 2, rw: width / 2}
+	lw, rw := (width+1)/2, width/2
+	p := &FeistelPerm{width: width, lw: uint(lw), rw: uint(rw), lm: mask(lw), rm: mask(rw)}
 	s := newStream(key, mixLabel, width)
 	for i := range p.keys {
 		p.keys[i] = s.uint64()
@@ -37,38 +42,31 @@ func round(r, k uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// Apply runs the network forward.
+// Apply runs the network forward. Each round replaces (left, right) with
+// (right, left ^ F(right)); the parts keep their own widths, so the width
+// of the left part alternates between lw and rw.
 func (p *FeistelPerm) Apply(x uint64) uint64 {
-	x &= mask(p.width)
-	lw, rw := p.lw, p.rw
-	for i := 0; i < MixRounds; i++ {
-		l, r := x>>rw, x&mask(rw)
-		l ^= round(r, p.keys[i]) & mask(lw)
-		// The right part becomes the left: widths swap.
-		x = r<<lw | l
-		lw, rw = rw, lw
+	lm, rm := p.lm, p.rm
+	l, r := (x>>p.rw)&lm, x&rm
+	for i := 0; i < MixRounds; i += 2 {
+		// Left has lw bits, right rw bits.
+		l, r = r, l^(round(r, p.keys[i])&lm)
+		// Left has rw bits, right lw bits.
+		l, r = r, l^(round(r, p.keys[i+1])&rm)
 	}
-	return x
+	return l<<p.rw | r
 }
 
-// Invert runs the network backward.
+// Invert runs the network backward: undoing a round, the left part is the
+// old right, and the old left is right ^ F(left).
 func (p *FeistelPerm) Invert(y uint64) uint64 {
-	y &= mask(p.width)
-	// After MixRounds rounds the parts' widths have swapped MixRounds times.
-	lw, rw := p.lw, p.rw
-	if MixRounds%2 == 1 {
-		lw, rw = rw, lw
+	lm, rm := p.lm, p.rm
+	l, r := (y>>p.rw)&lm, y&rm
+	for i := MixRounds - 1; i > 0; i -= 2 {
+		l, r = r^(round(l, p.keys[i])&rm), l
+		l, r = r^(round(l, p.keys[i-1])&lm), l
 	}
-	for i := MixRounds - 1; i >= 0; i-- {
-		// Undo round i: before it the left part was lw' = rw and the
-		// right part rw' = lw; after it, x = r<<lw' | (l ^ F(r)).
-		plw, prw := rw, lw
-		r, l := y>>plw, y&mask(plw)
-		l ^= round(r, p.keys[i]) & mask(plw)
-		y = l<<prw | r
-		lw, rw = plw, prw
-	}
-	return y
+	return l<<p.rw | r
 }
 
 // Width returns the number of bits permuted.
