@@ -1,0 +1,743 @@
+// Package mbox reads and writes mbox files: the "From_"-separated message
+// databases of RFC 4155, in the variants real archives come in.
+//
+// # Framing (RFC 4155 section 2)
+//
+// An mbox is a sequence of messages, each introduced by a From_ line
+// ("From " + envelope sender + timestamp) and followed by an empty line.
+// A line is a separator when it begins with "From " and either starts the
+// input or follows an empty line, and (for robustness, since RFC 4155
+// section 2 warns that "From " body lines are not always escaped) it looks
+// like "From <sender> <date>": after the sender, a month name and a clock
+// time (hh:mm) appear among its words. A "From " body line that does not
+// follow an empty line or does not look like that stays in the message.
+// pipermail's "From user at example.org  Mon Jan  1 00:00:00 2001" lines
+// qualify. The From_ line of the very first message is accepted as long as
+// it starts with "From " (with a warning when it does not look like one).
+//
+// [Message.Raw] is the message as received: the From_ line, the empty line
+// that precedes the next From_ line, and (for mboxrd) one level of >From
+// quoting are removed; nothing else changes. CRLF files keep their CRLF
+// bytes; an empty line is "\n" or "\r\n" in either kind of file.
+//
+// # Variants
+//
+//   - [FormatMboxrd]: body lines matching ^>*From  were quoted by adding
+//     one '>'; reading removes one '>' from lines matching ^>+From .
+//     The quoting is reversible, so nothing is lost.
+//   - [FormatMboxo]: the writer turned "From " into ">From " and left
+//     ">From " alone, which cannot be undone unambiguously: lines are kept
+//     as they are.
+//   - [FormatMboxcl2]: the Content-Length header gives the body's length in
+//     bytes and body lines are not quoted. The message ends where that
+//     length says if it lands on the end of the input or on a From_ line
+//     (directly, or after one empty line); otherwise the reader falls back
+//     to splitting at From_ lines for that message, and says so in
+//     [Message.Warnings].
+//   - [FormatMboxcl]: Content-Length framing like mboxcl2, and mboxo-style
+//     quoting by the writer. Reading it is the same as mboxcl2: like mboxo,
+//     the quoting cannot be undone without corrupting genuine ">From " body
+//     lines (quoted replies), so quoted lines are kept as they are.
+//   - [FormatAuto] looks at the first MiB of input; see [Reader.Format].
+//
+// # Errors
+//
+// Every error names its place as "name:line" (the Name option and a
+// 1-based line number). A message larger than MaxMessageSize is skipped
+// without being buffered and reported as a *[MessageError] wrapping
+// [ErrTooLarge]; data before the first From_ line is reported as a
+// *MessageError wrapping [ErrLeadingData]. After a *MessageError, Next may
+// be called again; any other error is fatal.
+package mbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// DefaultMaxMessageSize is the message size limit when Options leaves it 0.
+const DefaultMaxMessageSize = 64 << 20
+
+// bufferSize is the bufio buffer size and the auto-detection sample size.
+// Lines longer than this are read in pieces.
+const bufferSize = 1 << 20
+
+// Format names an mbox variant.
+type Format string
+
+// The mbox variants. See the package documentation.
+const (
+	FormatAuto    Format = "auto"
+	FormatMboxrd  Format = "mboxrd"
+	FormatMboxo   Format = "mboxo"
+	FormatMboxcl  Format = "mboxcl"
+	FormatMboxcl2 Format = "mboxcl2"
+)
+
+// Errors. Test with errors.Is.
+var (
+	// ErrTooLarge: a message is larger than Options.MaxMessageSize.
+	ErrTooLarge = errors.New("mbox: message too large")
+	// ErrLeadingData: the input has data before its first From_ line.
+	ErrLeadingData = errors.New("mbox: data before the first From_ line")
+	// ErrUnknownFormat: Options.Format or a ParseFormat argument is not
+	// one of the Format constants.
+	ErrUnknownFormat = errors.New("mbox: unknown format")
+	// ErrBadSeparator: a separator given to the writer is not a From_ line.
+	ErrBadSeparator = errors.New("mbox: bad From_ line")
+)
+
+// ParseFormat returns the Format named s ("" is FormatAuto).
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case "":
+		return FormatAuto, nil
+	case FormatAuto, FormatMboxrd, FormatMboxo, FormatMboxcl, FormatMboxcl2:
+		return f, nil
+	}
+	return "", fmt.Errorf("%w %q (want auto, mboxrd, mboxo, mboxcl or mboxcl2)", ErrUnknownFormat, s)
+}
+
+// Options configure a Reader. The zero value reads any variant (auto) with
+// a 64 MiB message limit and names the input "mbox" in errors.
+type Options struct {
+	// Name is used in errors and warnings, e.g. the file name. "" is "mbox".
+	Name string
+	// Format is the variant to read. "" is FormatAuto.
+	Format Format
+	// MaxMessageSize is the largest message (Raw) accepted, in bytes.
+	// 0 is DefaultMaxMessageSize.
+	MaxMessageSize int64
+}
+
+// Message is one message of an mbox.
+type Message struct {
+	// Raw is the message as received (see the package documentation).
+	// Each Message has its own Raw, which the caller may keep.
+	Raw []byte
+	// Line is the 1-based line number of the message's From_ line.
+	Line int
+	// Offset is the byte offset of the From_ line in the input.
+	Offset int64
+	// Separator is the From_ line without its line end, e.g.
+	// "From user@example.org Mon Jan  1 00:00:00 2001".
+	Separator string
+	// Warnings say what was odd about the message (e.g. a truncated
+	// input), each prefixed with "name:line: ".
+	Warnings []string
+}
+
+// MessageError reports a message (or leading data) that could be
+// delimited but not read. Reading can go on after it.
+type MessageError struct {
+	Name string
+	Line int
+	Err  error
+}
+
+func (e *MessageError) Error() string { return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err) }
+
+func (e *MessageError) Unwrap() error { return e.Err }
+
+// piece is one line of input, or part of one when the line is longer than
+// the buffer. b is valid until the next read.
+type piece struct {
+	b     []byte
+	start bool // b begins a line
+	end   bool // b ends its line: with '\n' or at the end of the input
+	line  int
+	off   int64
+}
+
+// full reports whether the piece is a whole line.
+func (p piece) full() bool { return p.start && p.end }
+
+// candidate is a From_ line met inside a Content-Length body, where the
+// message would have been split without Content-Length.
+type candidate struct {
+	blank, from, fromLen int // indexes in buf
+	line                 int
+	off                  int64
+}
+
+// Reader reads messages from an mbox stream. It keeps one message in
+// memory at most (MaxMessageSize), plus a 1 MiB read buffer.
+type Reader struct {
+	name   string
+	format Format // as asked
+	picked Format // as read
+	reason string
+	max    int64
+
+	br          *bufio.Reader
+	pending     []byte // input pushed back after a failed Content-Length
+	pendPos     int
+	srcEOF      bool
+	atLineStart bool
+	line        int   // line number where the next piece starts
+	offset      int64 // offset of the next piece
+
+	started bool
+	done    bool
+	err     error // sticky fatal error
+	queued  error // a MessageError to return before the next message
+
+	haveSep   bool
+	sep       string
+	sepLine   int
+	sepOffset int64
+	sepWarn   []string
+
+	// the message being read
+	buf       []byte
+	tooLarge  bool
+	prevEmpty bool
+	lastStart int
+	inHeader  bool
+	sawEmpty  bool
+	clen      int64 // Content-Length, -1 if none
+	clMode    bool
+	clRemain  int64
+	cand      *candidate
+	candBuf   candidate
+	warnings  []string
+	scratch   []byte
+}
+
+// NewReader returns a Reader of r. See Options for the defaults.
+func NewReader(r io.Reader, opts Options) *Reader {
+	rd := &Reader{
+		name:        opts.Name,
+		format:      opts.Format,
+		max:         opts.MaxMessageSize,
+		br:          bufio.NewReaderSize(r, bufferSize),
+		atLineStart: true,
+		line:        1,
+	}
+	if rd.name == "" {
+		rd.name = "mbox"
+	}
+	if rd.format == "" {
+		rd.format = FormatAuto
+	}
+	if rd.max <= 0 {
+		rd.max = DefaultMaxMessageSize
+	}
+	return rd
+}
+
+// Format returns the variant being read. With FormatAuto it is known after
+// the first call to Next (FormatAuto before). Auto picks:
+//
+//   - mboxcl2 when every message in the sample carries a Content-Length
+//     that ends exactly at the next From_ line (or the end of the input);
+//   - otherwise mboxrd. mboxo cannot be told apart from mboxrd by looking,
+//     and mboxrd loses least when wrong: reading an mboxo file as mboxrd
+//     drops one '>' only from body lines that originally began ">From "
+//     (every other line comes back exact), while reading an mboxrd file as
+//     mboxo leaves an extra '>' on every quoted line. ">>From " lines in
+//     the sample are mentioned in the reason as evidence of mboxrd.
+func (r *Reader) Format() Format {
+	if r.picked == "" {
+		return r.format
+	}
+	return r.picked
+}
+
+// FormatReason says why Format was picked ("" unless it was auto).
+func (r *Reader) FormatReason() string { return r.reason }
+
+func (r *Reader) where(line int) string { return r.name + ":" + strconv.Itoa(line) }
+
+func (r *Reader) warnf(line int, format string, args ...any) {
+	r.warnings = append(r.warnings, r.where(line)+": "+fmt.Sprintf(format, args...))
+}
+
+// read returns the next piece of input, or io.EOF.
+func (r *Reader) read() (piece, error) {
+	p := piece{start: r.atLineStart, line: r.line, off: r.offset}
+	if r.pendPos < len(r.pending) {
+		rest := r.pending[r.pendPos:]
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			p.b, p.end = rest[:i+1], true
+		} else {
+			p.b, p.end = rest, r.srcEOF
+		}
+		r.pendPos += len(p.b)
+		if r.pendPos == len(r.pending) {
+			r.pending, r.pendPos = r.pending[:0], 0
+		}
+	} else {
+		if r.srcEOF {
+			return p, io.EOF
+		}
+		b, err := r.br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			p.end = true
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			r.srcEOF = true
+			if len(b) == 0 {
+				return p, io.EOF
+			}
+			p.end = true
+		default:
+			return p, fmt.Errorf("%s: cannot read: %w", r.where(r.line), err)
+		}
+		p.b = b
+	}
+	r.offset += int64(len(p.b))
+	r.atLineStart = p.b[len(p.b)-1] == '\n'
+	if r.atLineStart {
+		r.line++
+	}
+	return p, nil
+}
+
+// unread pushes b back in front of the remaining input; b starts a line
+// that is line number line at offset off.
+func (r *Reader) unread(b []byte, line int, off int64) {
+	rest := r.pending[r.pendPos:]
+	n := make([]byte, 0, len(b)+len(rest))
+	n = append(append(n, b...), rest...)
+	r.pending, r.pendPos = n, 0
+	r.line, r.offset, r.atLineStart = line, off, true
+}
+
+// Next returns the next message, or io.EOF after the last one. A
+// *MessageError reports a message that was skipped; Next may be called
+// again after it. Any other error is fatal and returned again by later
+// calls.
+func (r *Reader) Next() (*Message, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !r.started {
+		r.started = true
+		if err := r.start(); err != nil {
+			r.err = err
+			return nil, err
+		}
+	}
+	if r.queued != nil {
+		err := r.queued
+		r.queued = nil
+		return nil, err
+	}
+	if !r.haveSep {
+		r.err = io.EOF
+		return nil, io.EOF
+	}
+	m, err := r.readMessage()
+	if err != nil {
+		var me *MessageError
+		if !errors.As(err, &me) {
+			r.err = err
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// start picks the format and finds the first From_ line.
+func (r *Reader) start() error {
+	switch r.format {
+	case FormatMboxrd, FormatMboxo, FormatMboxcl, FormatMboxcl2:
+		r.picked = r.format
+	case FormatAuto:
+		sample, err := r.br.Peek(bufferSize)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+			return fmt.Errorf("%s: cannot read: %w", r.where(1), err)
+		}
+		r.picked, r.reason = detect(sample, err != nil)
+	default:
+		_, err := ParseFormat(string(r.format))
+		return fmt.Errorf("%s: %w", r.where(1), err)
+	}
+
+	// RFC 4155 section 2: the input starts with a From_ line. Anything
+	// else up to the first separator is reported, never dropped silently.
+	var (
+		leadBytes, leadLines int64
+		blankOnly            = true
+		prevEmpty            bool
+		first                = true
+	)
+	for {
+		p, err := r.read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if p.full() && (first && hasFromPrefix(p.b) || prevEmpty && isSeparator(p.b)) {
+			r.setSep(p)
+			if first && !isSeparator(p.b) {
+				r.sepWarn = append(r.sepWarn, r.where(p.line)+": From_ line does not look like \"From sender date\"")
+			}
+			break
+		}
+		first = false
+		leadBytes += int64(len(p.b))
+		if p.end {
+			leadLines++
+		}
+		empty := p.full() && isEmpty(p.b)
+		blankOnly = blankOnly && empty
+		prevEmpty = empty
+	}
+	switch {
+	case leadBytes == 0:
+	case blankOnly:
+		w := fmt.Sprintf("%s: %d empty lines before the first From_ line skipped", r.where(1), leadLines)
+		r.sepWarn = append(r.sepWarn, w)
+	default:
+		r.queued = &MessageError{Name: r.name, Line: 1, Err: fmt.Errorf("%w (%d bytes in lines 1-%d)", ErrLeadingData, leadBytes, leadLines)}
+	}
+	return nil
+}
+
+func (r *Reader) setSep(p piece) {
+	r.haveSep = true
+	r.sep = string(trimEOL(p.b))
+	r.sepLine = p.line
+	r.sepOffset = p.off
+}
+
+// readMessage reads the message whose From_ line was the last separator.
+func (r *Reader) readMessage() (*Message, error) {
+	line, off, sep := r.sepLine, r.sepOffset, r.sep
+	r.haveSep = false
+	r.warnings = append(r.warnings[:0], r.sepWarn...)
+	r.sepWarn = r.sepWarn[:0]
+	r.buf = r.buf[:0]
+	r.tooLarge, r.prevEmpty, r.lastStart = false, false, 0
+	r.inHeader, r.sawEmpty = true, false
+	r.clen, r.clMode, r.clRemain, r.cand = -1, false, 0, nil
+	useCL := r.picked == FormatMboxcl || r.picked == FormatMboxcl2
+
+	for !r.haveSep {
+		p, err := r.read()
+		if errors.Is(err, io.EOF) {
+			r.atEOF(line)
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.clMode {
+			if err := r.stepCL(p); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		r.step(p, useCL)
+	}
+
+	if r.tooLarge || int64(len(r.buf)) > r.max {
+		if !r.tooLarge {
+			r.buf = r.buf[:0]
+		}
+		return nil, &MessageError{Name: r.name, Line: line, Err: fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, r.max)}
+	}
+	m := &Message{
+		Raw:       bytes.Clone(r.buf),
+		Line:      line,
+		Offset:    off,
+		Separator: sep,
+	}
+	if m.Raw == nil {
+		m.Raw = []byte{}
+	}
+	if len(r.warnings) > 0 {
+		m.Warnings = append([]string(nil), r.warnings...)
+	}
+	return m, nil
+}
+
+// atEOF finishes the last message.
+func (r *Reader) atEOF(line int) {
+	landed := false
+	if r.clMode {
+		if r.clRemain > 0 {
+			r.clFallback(nil)
+			if r.haveSep {
+				return
+			}
+		} else {
+			landed = true // the body is exactly Content-Length bytes
+		}
+	}
+	// The empty line that ends the last message is the mbox's, not the
+	// message's (RFC 4155 section 2: each message ends with an empty line).
+	if r.prevEmpty && !r.tooLarge && !landed {
+		r.buf = r.buf[:r.lastStart]
+	}
+	if !r.sawEmpty {
+		r.warnf(line, "input ends inside the message header (truncated?)")
+	} else if !r.atLineStart {
+		r.warnf(r.line, "input ends without a final newline (truncated?)")
+	}
+}
+
+// add appends message bytes, switching to skipping once the message is
+// known to be too large. Two bytes of slack let the separating empty line
+// be removed before the limit is checked exactly.
+func (r *Reader) add(b []byte) {
+	if r.tooLarge {
+		return
+	}
+	if int64(len(r.buf)+len(b)) > r.max+2 {
+		r.tooLarge = true
+		r.buf = r.buf[:0]
+		r.cand = nil
+		return
+	}
+	r.buf = append(r.buf, b...)
+}
+
+// step handles one piece of a message split at From_ lines.
+func (r *Reader) step(p piece, useCL bool) {
+	if p.full() && r.prevEmpty && isSeparator(p.b) {
+		// The empty line before a From_ line belongs to the mbox.
+		if !r.tooLarge {
+			r.buf = r.buf[:r.lastStart]
+		}
+		r.setSep(p)
+		return
+	}
+	b := p.b
+	if p.start {
+		r.lastStart = len(r.buf)
+		// mboxrd: remove one level of >From quoting.
+		if r.picked == FormatMboxrd && isQuotedFrom(b) {
+			b = b[1:]
+		}
+	}
+	r.add(b)
+	empty := p.full() && isEmpty(p.b)
+	if r.inHeader {
+		switch {
+		case empty:
+			r.inHeader, r.sawEmpty = false, true
+			if useCL && r.clen >= 0 {
+				r.clMode, r.clRemain = true, r.clen
+			}
+		case useCL && p.full() && r.clen < 0:
+			if n, ok := contentLength(p.b); ok {
+				r.clen = n
+			}
+		}
+	} else if empty {
+		r.sawEmpty = true
+	}
+	r.prevEmpty = empty
+}
+
+// stepCL handles one piece of a body framed by Content-Length.
+func (r *Reader) stepCL(p piece) error {
+	n := int64(len(p.b))
+	switch {
+	case r.clRemain == 0:
+		// The body is complete: it must be followed by a From_ line, or
+		// an empty line and then a From_ line or the end of the input.
+		if p.full() && isSeparator(p.b) {
+			r.setSep(p)
+			return nil
+		}
+		if p.full() && isEmpty(p.b) {
+			r.scratch = append(r.scratch[:0], p.b...)
+			blank := p
+			blank.b = r.scratch
+			q, err := r.read()
+			if errors.Is(err, io.EOF) {
+				// Landed at the end of the input; the caller's next read
+				// sees EOF again and finds nothing to trim.
+				r.clMode, r.prevEmpty = false, false
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if q.full() && isSeparator(q.b) {
+				r.setSep(q)
+				return nil
+			}
+			r.clFallback([]piece{blank, q})
+			return nil
+		}
+		r.clFallback([]piece{p})
+	case n > r.clRemain:
+		// The body ends inside this line: only its line end may follow,
+		// and then a From_ line or the end of the input.
+		tail := p.b[r.clRemain:]
+		if p.end && (string(tail) == "\n" || string(tail) == "\r\n") {
+			r.scratch = append(r.scratch[:0], p.b...)
+			whole := p
+			whole.b = r.scratch
+			keep := r.clRemain
+			q, err := r.read()
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if errors.Is(err, io.EOF) || q.full() && isSeparator(q.b) {
+				r.add(r.scratch[:keep])
+				r.clRemain = 0
+				r.clMode = false
+				r.prevEmpty = false // nothing to remove
+				r.sawEmpty = true
+				if err == nil {
+					r.setSep(q)
+				}
+				return nil
+			}
+			r.clFallback([]piece{whole, q})
+			return nil
+		}
+		r.clFallback([]piece{p})
+	default:
+		r.clRemain -= n
+		if p.full() && r.prevEmpty && isSeparator(p.b) && r.cand == nil && !r.tooLarge {
+			r.candBuf = candidate{blank: r.lastStart, from: len(r.buf), fromLen: len(p.b), line: p.line, off: p.off}
+			r.cand = &r.candBuf
+		}
+		if p.start {
+			r.lastStart = len(r.buf)
+		}
+		r.add(p.b)
+		empty := p.full() && isEmpty(p.b)
+		if empty {
+			r.sawEmpty = true
+		}
+		r.prevEmpty = empty
+	}
+	return nil
+}
+
+// clFallback gives up Content-Length framing for this message: it splits
+// at the first From_ line met in the body, or goes on reading as if there
+// were no Content-Length. more are pieces read ahead, in order.
+func (r *Reader) clFallback(more []piece) {
+	r.clMode = false
+	r.warnf(r.sepLine, "Content-Length: %d does not end at a From_ line; split at From_ lines instead", r.clen)
+	if c := r.cand; c != nil && !r.tooLarge {
+		for _, p := range more {
+			r.buf = append(r.buf, p.b...)
+		}
+		from := r.buf[c.from : c.from+c.fromLen]
+		r.haveSep = true
+		r.sep = string(trimEOL(from))
+		r.sepLine, r.sepOffset = c.line, c.off
+		r.unread(r.buf[c.from+c.fromLen:], c.line+1, c.off+int64(c.fromLen))
+		r.buf = r.buf[:c.blank]
+		return
+	}
+	for _, p := range more {
+		r.step(p, false)
+		if r.haveSep {
+			return
+		}
+	}
+}
+
+// hasFromPrefix reports whether b starts with "From ".
+func hasFromPrefix(b []byte) bool {
+	return len(b) >= 5 && string(b[:5]) == "From "
+}
+
+// isEmpty reports whether the line b is empty ("\n" or "\r\n").
+func isEmpty(b []byte) bool {
+	return len(b) == 1 && b[0] == '\n' || len(b) == 2 && b[0] == '\r' && b[1] == '\n'
+}
+
+// isQuotedFrom reports whether b matches ^>+From .
+func isQuotedFrom(b []byte) bool {
+	i := 0
+	for i < len(b) && b[i] == '>' {
+		i++
+	}
+	return i > 0 && hasFromPrefix(b[i:])
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// isSeparator reports whether the line b looks like a From_ line
+// (RFC 4155 section 2: "From ", the envelope sender, a timestamp): after
+// the sender, its words include a month name and a clock time.
+func isSeparator(b []byte) bool {
+	if !hasFromPrefix(b) {
+		return false
+	}
+	rest := trimEOL(b[5:])
+	var month, clock bool
+	for i, w := 0, 0; i < len(rest); w++ {
+		for i < len(rest) && (rest[i] == ' ' || rest[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(rest) && rest[j] != ' ' && rest[j] != '\t' {
+			j++
+		}
+		if w > 0 && j > i {
+			word := rest[i:j]
+			month = month || isMonth(word)
+			clock = clock || isClock(word)
+		}
+		i = j
+	}
+	return month && clock
+}
+
+func isMonth(w []byte) bool {
+	w = bytes.TrimSuffix(w, []byte(","))
+	if len(w) != 3 {
+		return false
+	}
+	m := [3]byte{w[0] | 0x20, w[1] | 0x20, w[2] | 0x20}
+	switch string(m[:]) {
+	case "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec":
+		return true
+	}
+	return false
+}
+
+// isClock reports whether w is h:mm or hh:mm, optionally followed by :ss.
+func isClock(w []byte) bool {
+	digit := func(c byte) bool { return '0' <= c && c <= '9' }
+	i := 0
+	for i < len(w) && i < 2 && digit(w[i]) {
+		i++
+	}
+	if i == 0 || i >= len(w) || w[i] != ':' {
+		return false
+	}
+	rest := w[i+1:]
+	if len(rest) < 2 || !digit(rest[0]) || !digit(rest[1]) {
+		return false
+	}
+	rest = rest[2:]
+	return len(rest) == 0 || len(rest) == 3 && rest[0] == ':' && digit(rest[1]) && digit(rest[2])
+}
+
+// contentLength parses a "Content-Length: N" header line.
+func contentLength(b []byte) (int64, bool) {
+	const name = "content-length:"
+	if len(b) < len(name) || !bytes.EqualFold(b[:len(name)], []byte(name)) {
+		return 0, false
+	}
+	v := bytes.TrimSpace(b[len(name):])
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n < 0 || v[0] == '+' {
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,82 @@
+package mbox
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+)
+
+// DefaultSeparator is the From_ line Writer uses when given none.
+const DefaultSeparator = "From MAILER-DAEMON Thu Jan  1 00:00:00 1970"
+
+// Writer writes an mboxrd file (RFC 4155 section 2, with mboxrd quoting):
+// each message is its From_ line, the message with every line matching
+// ^>*From  quoted by one more '>', and an empty line. Reading the output
+// with FormatMboxrd gives back each message's Raw and Separator, except
+// that a message not ending in a newline gets one.
+//
+// Line ends follow the message: when its first line ends in CRLF, the
+// From_ line, an added final line end and the empty line are CRLF too.
+type Writer struct {
+	w *bufio.Writer
+}
+
+// NewWriter returns a Writer to w. Call Flush when done.
+func NewWriter(w io.Writer) *Writer {
+	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
+}
+
+// WriteMessage writes one message. separator is its From_ line without a
+// line end ("" is DefaultSeparator); it must look like a From_ line (see
+// the package documentation) or the reader would not find it: otherwise
+// WriteMessage returns an error wrapping ErrBadSeparator.
+func (w *Writer) WriteMessage(separator string, raw []byte) error {
+	if separator == "" {
+		separator = DefaultSeparator
+	}
+	if !isSeparator([]byte(separator)) || bytes.ContainsAny([]byte(separator), "\n") {
+		return fmt.Errorf("cannot write message: %w: %q", ErrBadSeparator, separator)
+	}
+	eol := "\n"
+	if i := bytes.IndexByte(raw, '\n'); i > 0 && raw[i-1] == '\r' {
+		eol = "\r\n"
+	}
+	w.w.WriteString(separator)
+	w.w.WriteString(eol)
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line = raw[:i+1]
+		}
+		raw = raw[len(line):]
+		if isQuotedFrom(line) || hasFromPrefix(line) {
+			w.w.WriteByte('>')
+		}
+		w.w.Write(line)
+		if len(raw) == 0 && line[len(line)-1] != '\n' {
+			w.w.WriteString(eol)
+		}
+	}
+	if _, err := w.w.WriteString(eol); err != nil {
+		return fmt.Errorf("cannot write message: %w", err)
+	}
+	return nil
+}
+
+// Flush writes any buffered data to the underlying writer.
+func (w *Writer) Flush() error {
+	if err := w.w.Flush(); err != nil {
+		return fmt.Errorf("cannot write mbox: %w", err)
+	}
+	return nil
+}
+
+// WriteMboxrd writes one message to w as mboxrd; see Writer.
+func WriteMboxrd(w io.Writer, separator string, raw []byte) error {
+	mw := NewWriter(w)
+	if err := mw.WriteMessage(separator, raw); err != nil {
+		return err
+	}
+	return mw.Flush()
+}
