@@ -1,0 +1,577 @@
+// Package boltstore is the embedded store.Store: one bbolt file,
+// DATA/messages.db, shared by the processes of one machine.
+//
+// # Sharing the file
+//
+// The watcher, importers and the resolver run at once against one data
+// directory. bbolt locks its file with flock for as long as it is open
+// (LOCK_EX writable, LOCK_SH read-only), so a Store holds a handle only for
+// the duration of one operation: it opens the file (waiting up to
+// Options.LockTimeout for another process's lock), runs one transaction —
+// a whole Put batch, or one read — and closes it again. Within a process
+// the operations share one handle (see handles.go): reads share it in
+// either mode, writes need it writable.
+//
+// Options.Linger keeps an idle handle open a few milliseconds, so that a
+// burst of reads (a busy resolver) or back-to-back batches reuse one open.
+// The trade-off: for that long the lock stays held, and other processes
+// wait; a lingering writable handle holds them all off, a read-only one
+// holds off writers. The default of 5 ms is well below the time to write a
+// batch, so others are delayed by at most that, while a burst of requests
+// saves an open each.
+//
+// # Opening stays cheap
+//
+// Opening reads the two meta pages and maps the file (lazily: pages are
+// read when touched). A writable open also loads the freelist, so this
+// package keeps it persisted (NoFreelistSync false): with NoFreelistSync
+// every writable open would scan every page of the file to rebuild the
+// freelist, which grows with the archive. A persisted freelist costs a
+// page or two per commit. Read-only opens do not load the freelist at all.
+// FreelistType is the hashmap kind: its allocation does not degrade with a
+// fragmented freelist, and the on-disk format is the same either way.
+// BenchmarkOpen measures an open, one Get and a close on a large file.
+//
+// # Layout
+//
+// Buckets of messages.db:
+//
+//	messages  key: the call number's unshuffled 47-bit value, 8 bytes
+//	          big-endian (Codec.Packed). Within a run it grows with the
+//	          sequence, so a run's messages are appended in key order.
+//	          value: a message record (store/internal/record: version,
+//	          digest, added time, Message-ID, list, raw bytes)
+//	digests   key: the 32-byte Digest; value: the 8-byte packed number
+//	msgids    key: idkey 0x00 packed; value: empty. idkey is the
+//	          Message-ID itself, or for one over 512 bytes or starting
+//	          with byte 0xff, 0xff followed by its SHA-256. A prefix scan
+//	          lists a Message-ID's numbers in packed (run, sequence) order.
+//	runs      key: the run, 4 bytes big-endian; value: the lease as JSON
+//	          without the key
+//	meta      "format": "chibrary-messages/1"; "binding": the authority,
+//	          scheme and key as JSON; "count": the number of messages,
+//	          8 bytes big-endian, so Count is O(1)
+//
+// # Put
+//
+// A batch is one bbolt transaction: every message is checked (see
+// store/internal/batch.Make), then the new ones are written, then the
+// transaction commits with one fsync. Either all of the batch is durable
+// when Put returns nil, or nothing of it was written.
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/batch"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// ErrLocked: another process held the file's lock for longer than
+// Options.LockTimeout.
+var ErrLocked = errors.New("boltstore: messages database locked by another process")
+
+// ErrFormat: the file is not a message store this package can read.
+var ErrFormat = errors.New("boltstore: not a chibrary message store")
+
+const format = "chibrary-messages/1"
+
+var (
+	bucketMessages = []byte("messages")
+	bucketDigests  = []byte("digests")
+	bucketMsgIDs   = []byte("msgids")
+	bucketRuns     = []byte("runs")
+	bucketMeta     = []byte("meta")
+
+	keyFormat  = []byte("format")
+	keyBinding = []byte("binding")
+	keyCount   = []byte("count")
+)
+
+// Fill percents: messages and runs are appended in key order, so their
+// pages are filled almost whole; digests and Message-IDs arrive in random
+// order and keep bbolt's default.
+const appendFill = 0.95
+
+// maxInlineID is the longest Message-ID used as its own index key.
+const maxInlineID = 512
+
+// Options configure a Store. The zero value is ready to use.
+type Options struct {
+	// LockTimeout is how long an operation waits for another process's
+	// lock on the file. Zero means one minute; negative means not at all.
+	LockTimeout time.Duration
+	// Linger is how long an idle handle stays open for the next operation
+	// (see the package doc for the trade-off). Zero means 5ms; negative
+	// means close at once.
+	Linger time.Duration
+	// Logger receives warnings (a long wait for a lock). Nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is a store.Store in one bbolt file.
+type Store struct {
+	path string
+	h    *handles
+	log  *slog.Logger
+
+	// bound caches the binding once read: it never changes afterwards.
+	bound atomic.Pointer[bound]
+}
+
+type bound struct {
+	b     store.Binding
+	codec *callnumber.Codec
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the message store at path, creating the file and its parent
+// directory if missing. It takes the file's lock only briefly.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	switch {
+	case opts.LockTimeout == 0:
+		opts.LockTimeout = time.Minute
+	case opts.LockTimeout < 0:
+		opts.LockTimeout = 0
+	}
+	switch {
+	case opts.Linger == 0:
+		opts.Linger = 5 * time.Millisecond
+	case opts.Linger < 0:
+		opts.Linger = 0
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
+	}
+	s := &Store{
+		path: path,
+		log:  opts.Logger.With("store", path),
+	}
+	s.h = newHandles(path, opts.LockTimeout, opts.Linger, s.log)
+	if err := s.init(ctx); err != nil {
+		s.h.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init creates the buckets of a new file and checks the format of an
+// existing one.
+func (s *Store) init(ctx context.Context) error {
+	if fi, err := os.Stat(s.path); err == nil && fi.Size() > 0 {
+		// Existing file: a read-only check, so as not to wait on writers.
+		return s.view(ctx, func(tx *bolt.Tx) error { return checkFormat(tx) })
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta != nil {
+			return checkFormat(tx) // another process created it first
+		}
+		if c := tx.Cursor(); func() bool { k, _ := c.First(); return k != nil }() {
+			return fmt.Errorf("%w: %s has buckets but no meta bucket", ErrFormat, s.path)
+		}
+		for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns, bucketMeta} {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return fmt.Errorf("cannot create bucket %s: %w", name, err)
+			}
+		}
+		meta = tx.Bucket(bucketMeta)
+		if err := meta.Put(keyFormat, []byte(format)); err != nil {
+			return err
+		}
+		return meta.Put(keyCount, make([]byte, 8))
+	})
+}
+
+func checkFormat(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return fmt.Errorf("%w: %s has no meta bucket", ErrFormat, tx.DB().Path())
+	}
+	if f := meta.Get(keyFormat); string(f) != format {
+		return fmt.Errorf("%w: %s has format %q, this program reads %q", ErrFormat, tx.DB().Path(), f, format)
+	}
+	for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns} {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("%w: %s has no %s bucket", ErrFormat, tx.DB().Path(), name)
+		}
+	}
+	return nil
+}
+
+// Path returns the file's path.
+func (s *Store) Path() string { return s.path }
+
+func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	db, err := s.h.acquire(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer s.h.release(db)
+	return db.View(fn)
+}
+
+func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	db, err := s.h.acquire(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer s.h.release(db)
+	return db.Update(fn)
+}
+
+// binding returns the store's binding read in tx, or nil if unbound.
+func (s *Store) binding(tx *bolt.Tx) (*bound, error) {
+	if b := s.bound.Load(); b != nil {
+		return b, nil
+	}
+	v := tx.Bucket(bucketMeta).Get(keyBinding)
+	if v == nil {
+		return nil, nil
+	}
+	b, err := record.UnmarshalBinding(v)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the binding of %s: %w", s.path, err)
+	}
+	c, err := b.Codec()
+	if err != nil {
+		return nil, fmt.Errorf("cannot use the binding of %s: %w", s.path, err)
+	}
+	bd := &bound{b: b, codec: c}
+	s.bound.Store(bd)
+	return bd, nil
+}
+
+// RecordLease implements store.Store.
+func (s *Store) RecordLease(ctx context.Context, l callnumber.Lease) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		var cur *store.Binding
+		if bd != nil {
+			cur = &bd.b
+		}
+		runs := tx.Bucket(bucketRuns)
+		key := runKey(l.Run)
+		var old *callnumber.Lease
+		if v := runs.Get(key); v != nil {
+			o, err := record.UnmarshalLease(v)
+			if err != nil {
+				return fmt.Errorf("cannot read the lease of run %d: %w", l.Run, err)
+			}
+			old = &o
+		}
+		d, err := batch.CheckLease(cur, old, l)
+		if err != nil || d == batch.Known {
+			return err
+		}
+		if cur == nil {
+			b := store.Binding{Authority: l.Authority, Scheme: l.Scheme, Key: l.Key}
+			if err := tx.Bucket(bucketMeta).Put(keyBinding, record.MarshalBinding(b)); err != nil {
+				return err
+			}
+		}
+		runs.FillPercent = appendFill
+		return runs.Put(key, record.MarshalLease(l))
+	})
+	if err != nil {
+		return fmt.Errorf("cannot record lease of run %d in %s: %w", l.Run, s.path, err)
+	}
+	return nil
+}
+
+// Lease implements store.Store.
+func (s *Store) Lease(ctx context.Context, run uint32) (callnumber.Lease, error) {
+	var l callnumber.Lease
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketRuns).Get(runKey(run))
+		if v == nil {
+			return fmt.Errorf("%w: no lease of run %d in %s", store.ErrNotFound, run, s.path)
+		}
+		var err error
+		l, err = record.UnmarshalLease(v)
+		return err
+	})
+	if err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot read lease of run %d: %w", run, err)
+	}
+	return l, nil
+}
+
+// Binding implements store.Store.
+func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
+	if b := s.bound.Load(); b != nil {
+		if err := s.h.check(); err != nil {
+			return store.Binding{}, err
+		}
+		return b.b, nil
+	}
+	var b store.Binding
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		if bd == nil {
+			return store.ErrUnbound
+		}
+		b = bd.b
+		return nil
+	})
+	if err != nil {
+		return store.Binding{}, fmt.Errorf("cannot read the binding of %s: %w", s.path, err)
+	}
+	return b, nil
+}
+
+// Put implements store.Store. See the store package and batch.Make for what
+// it does with each message; the batch is one transaction.
+func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
+	if err := s.h.check(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return []store.Result{}, nil
+	}
+	var results []store.Result
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		if bd == nil {
+			return fmt.Errorf("%w: this store has no lease recorded at all (it is not bound to a run authority yet): record the run's lease before putting messages under it", store.ErrUnknownRun)
+		}
+		look := &txLookup{tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns)}
+		plan, err := batch.Make(ctx, bd.codec, msgs, look)
+		if err != nil {
+			return err
+		}
+		results = plan.Results
+		return s.write(tx, bd.codec, msgs, plan)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
+	}
+	return results, nil
+}
+
+func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, plan batch.Plan) error {
+	messages := tx.Bucket(bucketMessages)
+	messages.FillPercent = appendFill
+	digests := tx.Bucket(bucketDigests)
+	msgids := tx.Bucket(bucketMsgIDs)
+	meta := tx.Bucket(bucketMeta)
+	now := time.Now().UTC()
+	var written uint64
+	for i := range msgs {
+		if plan.Actions[i] != batch.Write {
+			continue
+		}
+		m := &msgs[i]
+		key := packedKey(codec.Packed(m.Number))
+		rec := record.Message{Digest: m.Digest, Added: now, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
+		// bbolt keeps a reference to the value until the commit.
+		if err := messages.Put(key[:], record.AppendMessage(make([]byte, 0, record.Size(rec)), rec)); err != nil {
+			return fmt.Errorf("cannot write message %v: %w", m.Number, err)
+		}
+		if err := digests.Put(m.Digest[:], key[:]); err != nil {
+			return fmt.Errorf("cannot index the digest of %v: %w", m.Number, err)
+		}
+		if m.MessageID != "" {
+			if err := msgids.Put(msgIDKey(m.MessageID, key[:]), nil); err != nil {
+				return fmt.Errorf("cannot index the Message-ID of %v: %w", m.Number, err)
+			}
+		}
+		written++
+	}
+	if written == 0 {
+		return nil
+	}
+	c := meta.Get(keyCount)
+	if len(c) != 8 {
+		return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
+	}
+	return meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(c)+written))
+}
+
+// txLookup answers batch.Make's questions inside the Put transaction.
+type txLookup struct {
+	tx                       *bolt.Tx
+	codec                    *callnumber.Codec
+	messages, digests, runs *bolt.Bucket
+}
+
+func (l *txLookup) HasLease(_ context.Context, run uint32) (bool, error) {
+	return l.runs.Get(runKey(run)) != nil, nil
+}
+
+func (l *txLookup) Raw(_ context.Context, n callnumber.Number) ([]byte, bool, error) {
+	key := packedKey(l.codec.Packed(n))
+	v := l.messages.Get(key[:])
+	if v == nil {
+		return nil, false, nil
+	}
+	m, err := record.DecodeMessage(v)
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot read message %v: %w", n, err)
+	}
+	return m.Raw, true, nil
+}
+
+func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number, bool, error) {
+	v := l.digests.Get(d[:])
+	if v == nil {
+		return 0, false, nil
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("%w: digest entry %v of %d bytes", ErrFormat, d, len(v))
+	}
+	return l.codec.Number(binary.BigEndian.Uint64(v)), true, nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, error) {
+	var out store.Stored
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		if bd == nil || uint64(n)>>callnumber.Bits != 0 {
+			return store.ErrNotFound
+		}
+		key := packedKey(bd.codec.Packed(n))
+		v := tx.Bucket(bucketMessages).Get(key[:])
+		if v == nil {
+			return store.ErrNotFound
+		}
+		m, err := record.DecodeMessage(v)
+		if err != nil {
+			return err
+		}
+		out = m.Stored(n)
+		return nil
+	})
+	if err != nil {
+		return store.Stored{}, fmt.Errorf("cannot get message %v: %w", n, err)
+	}
+	return out, nil
+}
+
+// ByMessageID implements store.Store. The numbers come in the order of
+// their run and sequence, which is the order a process stored them in.
+func (s *Store) ByMessageID(ctx context.Context, id string) ([]callnumber.Number, error) {
+	out := []callnumber.Number{}
+	if id == "" {
+		return out, s.h.check()
+	}
+	prefix := msgIDKey(id, nil)
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil || bd == nil {
+			return err
+		}
+		c := tx.Bucket(bucketMsgIDs).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			// The length check skips longer Message-IDs that have this one
+			// and a NUL byte as a prefix.
+			if len(k) == len(prefix)+8 {
+				out = append(out, bd.codec.Number(binary.BigEndian.Uint64(k[len(prefix):])))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot look up Message-ID %q: %w", id, err)
+	}
+	return out, nil
+}
+
+// ByDigest implements store.Store.
+func (s *Store) ByDigest(ctx context.Context, d store.Digest) (callnumber.Number, error) {
+	var n callnumber.Number
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		if bd == nil {
+			return store.ErrNotFound
+		}
+		look := txLookup{codec: bd.codec, digests: tx.Bucket(bucketDigests)}
+		var ok bool
+		if n, ok, err = look.Digest(ctx, d); err == nil && !ok {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cannot look up digest %v: %w", d, err)
+	}
+	return n, nil
+}
+
+// Count implements store.Store.
+func (s *Store) Count(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketMeta).Get(keyCount)
+		if len(c) != 8 {
+			return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
+		}
+		n = int64(binary.BigEndian.Uint64(c))
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cannot count messages: %w", err)
+	}
+	return n, nil
+}
+
+// Close implements store.Store: it waits for running operations and
+// releases the file.
+func (s *Store) Close() error { return s.h.close() }
+
+func packedKey(v uint64) [8]byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], v)
+	return k
+}
+
+func runKey(run uint32) []byte { return binary.BigEndian.AppendUint32(nil, run) }
+
+// msgIDKey returns the index key of id followed by suffix (a packed
+// number, or nil for the prefix of a scan).
+func msgIDKey(id string, suffix []byte) []byte {
+	var k []byte
+	if len(id) > maxInlineID || id[0] == 0xff {
+		sum := sha256.Sum256([]byte(id))
+		k = append(append(make([]byte, 0, 1+len(sum)+1+len(suffix)), 0xff), sum[:]...)
+	} else {
+		k = append(make([]byte, 0, len(id)+1+len(suffix)), id...)
+	}
+	k = append(k, 0)
+	return append(k, suffix...)
+}

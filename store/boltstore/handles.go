@@ -1,0 +1,248 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/store"
+)
+
+// lockPoll is the longest single bolt.Open attempt while waiting for
+// another process's lock: between attempts the context is checked.
+const lockPoll = 250 * time.Millisecond
+
+// handles shares one bbolt handle among the operations of a process and
+// closes it as soon as none uses it (after Linger), so that the file lock is
+// held only while this process reads or writes.
+//
+// bbolt locks the file with flock when it opens it: LOCK_EX for a writable
+// handle, LOCK_SH for a read-only one. flock belongs to the open file
+// description, so two handles of one process conflict like two processes
+// would. Hence one handle at a time: reads share it whatever its mode;
+// a write needs it writable, and waits until the readers of a read-only
+// handle are done (new readers then wait behind the writer, so a busy
+// resolver cannot starve an import), closes it and opens a writable one.
+type handles struct {
+	path        string
+	lockTimeout time.Duration
+	linger      time.Duration
+	log         *slog.Logger
+
+	mu       sync.Mutex
+	db       *bolt.DB
+	writable bool
+	users    int           // operations using db
+	wantRW   int           // operations waiting for a writable handle
+	busy     bool          // someone is opening a handle without holding mu
+	changed  chan struct{} // closed and replaced when any of the above changes
+	timer    *time.Timer   // closes db after linger
+	closed   bool
+}
+
+func newHandles(path string, lockTimeout, linger time.Duration, log *slog.Logger) *handles {
+	return &handles{path: path, lockTimeout: lockTimeout, linger: linger, log: log, changed: make(chan struct{})}
+}
+
+// notify wakes everyone waiting on a change. Called with mu held.
+func (h *handles) notify() {
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// acquire returns a handle for one operation, writable if write is set.
+// The caller must release it.
+func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
+	h.mu.Lock()
+	waiting := false // counted in wantRW
+	done := func() {
+		if waiting {
+			h.wantRW--
+			waiting = false
+			h.notify()
+		}
+	}
+	for {
+		if h.closed {
+			done()
+			h.mu.Unlock()
+			return nil, store.ErrClosed
+		}
+		if h.db != nil && !h.busy && (h.writable || (!write && h.wantRW == 0)) {
+			h.users++
+			h.stopTimer()
+			done()
+			h.mu.Unlock()
+			return h.db, nil
+		}
+		// Switch handles when none is in use: a writer replaces an idle
+		// read-only handle; a reader opens one unless a writer is waiting.
+		if !h.busy && (write || h.wantRW == 0) && (h.db == nil || h.users == 0) {
+			h.closeDB()
+			h.busy = true
+			h.mu.Unlock()
+			db, err := h.open(ctx, write)
+			h.mu.Lock()
+			h.busy = false
+			h.notify()
+			done()
+			if err != nil {
+				h.mu.Unlock()
+				return nil, err
+			}
+			if h.closed {
+				db.Close()
+				h.mu.Unlock()
+				return nil, store.ErrClosed
+			}
+			h.db, h.writable = db, write
+			h.users++
+			h.mu.Unlock()
+			return db, nil
+		}
+		if write && !waiting {
+			h.wantRW++
+			waiting = true
+		}
+		ch := h.changed
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			h.mu.Lock()
+			done()
+			h.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		h.mu.Lock()
+	}
+}
+
+// release ends one operation on db.
+func (h *handles) release(db *bolt.DB) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.users--
+	if h.users == 0 {
+		switch {
+		case h.closed || h.linger <= 0 || (h.wantRW > 0 && !h.writable):
+			h.closeDB()
+		default:
+			h.stopTimer()
+			h.timer = time.AfterFunc(h.linger, func() { h.expire(db) })
+		}
+	}
+	h.notify()
+}
+
+// expire closes db if it is still the idle handle.
+func (h *handles) expire(db *bolt.DB) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.db == db && h.users == 0 && !h.busy {
+		h.closeDB()
+		h.notify()
+	}
+}
+
+func (h *handles) stopTimer() {
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+}
+
+// closeDB closes the idle handle. Called with mu held.
+func (h *handles) closeDB() {
+	h.stopTimer()
+	if h.db == nil {
+		return
+	}
+	if err := h.db.Close(); err != nil {
+		h.log.Warn("cannot close messages database", "path", h.path, "err", err)
+	}
+	h.db = nil
+}
+
+// close refuses new operations, waits for the running ones and closes the
+// handle.
+func (h *handles) close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	h.notify()
+	for h.users > 0 || h.busy {
+		ch := h.changed
+		h.mu.Unlock()
+		<-ch
+		h.mu.Lock()
+	}
+	h.stopTimer()
+	if h.db == nil {
+		return nil
+	}
+	err := h.db.Close()
+	h.db = nil
+	if err != nil {
+		return fmt.Errorf("cannot close %s: %w", h.path, err)
+	}
+	return nil
+}
+
+// open opens the file, waiting up to lockTimeout for another process's
+// lock, in slices so that ctx can cancel the wait.
+func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
+	start := time.Now()
+	deadline := start.Add(h.lockTimeout)
+	warned := false
+	for {
+		step := min(time.Until(deadline), lockPoll)
+		if step <= 0 {
+			step = time.Nanosecond // one try
+		}
+		db, err := bolt.Open(h.path, 0o644, &bolt.Options{
+			Timeout:        step,
+			ReadOnly:       !write,
+			NoFreelistSync: false, // see the package doc: opening stays cheap
+			FreelistType:   bolt.FreelistMapType,
+		})
+		if err == nil {
+			if waited := time.Since(start); waited > time.Second {
+				h.log.Info("messages database unlocked", "path", h.path, "waited", waited.Round(time.Millisecond))
+			}
+			return db, nil
+		}
+		if !errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("cannot open %s: %w", h.path, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("cannot open %s while another process holds its lock: %w", h.path, err)
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("cannot open %s: %w: another process has held its lock for %v (a chibrary importer, watcher or resolver holds it only for one batch or read, so one may be hung: see `fuser %s`; Options.LockTimeout sets the wait)",
+				h.path, ErrLocked, h.lockTimeout, h.path)
+		}
+		if !warned && time.Since(start) > time.Second {
+			h.log.Warn("waiting for another process's lock on the messages database", "path", h.path, "timeout", h.lockTimeout)
+			warned = true
+		}
+	}
+}
+
+// check returns ErrClosed after close.
+func (h *handles) check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return store.ErrClosed
+	}
+	return nil
+}

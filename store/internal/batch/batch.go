@@ -1,0 +1,191 @@
+// Package batch holds the logic every store backend shares: deciding what
+// a Put does with each message of a batch, and whether a lease may be
+// recorded. Backends supply the lookups; the decisions and the wording of
+// the refusals are made here once, so that bolt and Riak refuse the same
+// batches with the same explanations.
+package batch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Lookup reads what a backend has stored. Backends implement it over a
+// transaction (bolt) or over prefetched values (Riak).
+type Lookup interface {
+	// HasLease reports whether a lease is recorded for run.
+	HasLease(ctx context.Context, run uint32) (bool, error)
+	// Raw returns the raw bytes stored under n, and false if n is free.
+	Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error)
+	// Digest returns the call number indexed under d, and false if none.
+	Digest(ctx context.Context, d store.Digest) (callnumber.Number, bool, error)
+}
+
+// Action is what Put does with one message.
+type Action uint8
+
+const (
+	// Write: the message is new; store it and index it.
+	Write Action = iota
+	// Duplicate: a message with the same digest is stored under another
+	// number (or comes earlier in the batch); write nothing.
+	Duplicate
+	// Retried: the same bytes are already stored under this very number (a
+	// retried batch); write nothing, though a backend without transactions
+	// may repair the message's indexes.
+	Retried
+)
+
+// Plan is the decision for a batch: one Action and one Result per message,
+// in the batch's order, and the decoded fields of every call number.
+type Plan struct {
+	Actions []Action
+	Results []store.Result
+	Fields  []callnumber.Fields
+}
+
+// Make decides what Put does with msgs, or returns the error that refuses
+// the whole batch. It checks every message before anything is written:
+//
+//   - Digest must be DigestOf(Raw) and the number must decode under codec
+//     (ErrInvalidMessage);
+//   - the number's run must have a recorded lease (ErrUnknownRun);
+//   - a number given different bytes earlier in the batch or already stored
+//     with different bytes is refused (ErrNumberTaken); the same bytes under
+//     the same number is a retry, reported as a duplicate of that number;
+//   - a digest that came earlier in the batch or is already stored makes the
+//     message a duplicate of that number.
+func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, look Lookup) (Plan, error) {
+	p := Plan{
+		Actions: make([]Action, len(msgs)),
+		Results: make([]store.Result, len(msgs)),
+		Fields:  make([]callnumber.Fields, len(msgs)),
+	}
+	leased := make(map[uint32]bool)
+	byNumber := make(map[callnumber.Number]int, len(msgs)) // first index in batch
+	byDigest := make(map[store.Digest]callnumber.Number, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		f, err := codec.Decode(m.Number)
+		if err != nil {
+			return Plan{}, fmt.Errorf("%w: message %d of the batch: call number %v does not decode under the store's authority: %w; nothing of this batch was written", store.ErrInvalidMessage, i+1, m.Number, err)
+		}
+		p.Fields[i] = f
+		if d := store.DigestOf(m.Raw); d != m.Digest {
+			return Plan{}, fmt.Errorf("%w: message %d of the batch (call number %v): its Digest %.16s… is not the digest of its %d raw bytes (%.16s…); nothing of this batch was written", store.ErrInvalidMessage, i+1, m.Number, m.Digest, len(m.Raw), d)
+		}
+		known, ok := leased[f.Run]
+		if !ok {
+			if known, err = look.HasLease(ctx, f.Run); err != nil {
+				return Plan{}, err
+			}
+			leased[f.Run] = known
+		}
+		if !known {
+			return Plan{}, fmt.Errorf("%w: call number %v (%v) is in run %d, and no lease for run %d was recorded in this store: record the run's lease before putting messages under it (a program must take its runs from the store's authority); nothing of this batch was written", store.ErrUnknownRun, m.Number, f, f.Run, f.Run)
+		}
+		p.Results[i] = store.Result{Number: m.Number}
+		if j, ok := byNumber[m.Number]; ok {
+			if !bytes.Equal(msgs[j].Raw, m.Raw) {
+				return Plan{}, fmt.Errorf("%w: call number %v (%v) is given to messages %d and %d of the same batch, with different bytes: the program numbering them handed a number out twice; nothing of this batch was written", store.ErrNumberTaken, m.Number, f, j+1, i+1)
+			}
+			p.Actions[i] = Retried
+			p.Results[i].Duplicate = true
+			continue
+		}
+		byNumber[m.Number] = i
+		raw, stored, err := look.Raw(ctx, m.Number)
+		if err != nil {
+			return Plan{}, err
+		}
+		if stored {
+			if !bytes.Equal(raw, m.Raw) {
+				return Plan{}, fmt.Errorf("%w: call number %v (%v) already holds a %d-byte message with digest %.16s…; the batch gives it %d bytes with digest %.16s…: was the run leased twice (a run authority restored from an old backup, or two authorities sharing an ID)? Check the run's lease with `resolver inspect %v`; nothing of this batch was written", store.ErrNumberTaken, m.Number, f, len(raw), store.DigestOf(raw), len(m.Raw), m.Digest, m.Number)
+			}
+			p.Actions[i] = Retried
+			p.Results[i].Duplicate = true
+			byDigest[m.Digest] = m.Number
+			continue
+		}
+		if n, ok := byDigest[m.Digest]; ok {
+			p.Actions[i] = Duplicate
+			p.Results[i] = store.Result{Number: n, Duplicate: true}
+			continue
+		}
+		n, ok, err := look.Digest(ctx, m.Digest)
+		if err != nil {
+			return Plan{}, err
+		}
+		if ok {
+			p.Actions[i] = Duplicate
+			p.Results[i] = store.Result{Number: n, Duplicate: true}
+			byDigest[m.Digest] = n
+			continue
+		}
+		p.Actions[i] = Write
+		byDigest[m.Digest] = m.Number
+	}
+	return p, nil
+}
+
+// LeaseDecision is what RecordLease does.
+type LeaseDecision uint8
+
+const (
+	// Record: remember the lease (and bind the store if it is unbound).
+	Record LeaseDecision = iota
+	// Known: the same lease is already recorded; do nothing.
+	Known
+)
+
+// CheckLease decides whether l may be recorded in a store bound to bound
+// (nil if unbound) that has old recorded for l.Run (nil if none).
+func CheckLease(bound *store.Binding, old *callnumber.Lease, l callnumber.Lease) (LeaseDecision, error) {
+	if err := l.Validate(); err != nil {
+		return 0, fmt.Errorf("cannot record lease of run %d: %w", l.Run, err)
+	}
+	if bound == nil {
+		if l.Key == ([32]byte{}) {
+			return 0, fmt.Errorf("cannot record lease of run %d: %w: the first lease of a store must carry the authority's key, which the store is bound to", l.Run, callnumber.ErrLease)
+		}
+	} else {
+		switch {
+		case l.Authority != bound.Authority:
+			return 0, fmt.Errorf("%w: run %d (%s) comes from run authority %s, and this store is bound to authority %s: point the program at the authority that fills this store (--coordinator or --data), or use another store", store.ErrForeignAuthority, l.Run, describe(l), l.Authority, bound.Authority)
+		case l.Scheme != bound.Scheme:
+			return 0, fmt.Errorf("%w: run %d comes from authority %s with shuffle scheme %q, and this store holds scheme %q for that authority: the authority's database was replaced or tampered with", store.ErrForeignAuthority, l.Run, l.Authority, l.Scheme, bound.Scheme)
+		case l.Key != ([32]byte{}) && l.Key != bound.Key:
+			return 0, fmt.Errorf("%w: run %d comes from authority %s with another shuffle key than the one this store is bound to: the authority's database was replaced or tampered with", store.ErrForeignAuthority, l.Run, l.Authority)
+		}
+	}
+	if old != nil {
+		if old.Nonce == l.Nonce && old.Authority == l.Authority {
+			return Known, nil
+		}
+		return 0, fmt.Errorf("%w: run %d: this store recorded lease nonce %s (%s), and the new lease has nonce %s (%s): was the run authority (runs.db) restored from an old backup? It would hand out runs again and overwrite messages; refusing. Check the authority's next run against the highest run in this store", store.ErrRunReused, l.Run, old.Nonce, describe(*old), l.Nonce, describe(l))
+	}
+	return Record, nil
+}
+
+// describe says who held a lease, for error messages.
+func describe(l callnumber.Lease) string {
+	s := l.Program
+	if s == "" {
+		s = "a program"
+	}
+	if l.Host != "" {
+		s += " on " + l.Host
+	}
+	if l.PID != 0 {
+		s += fmt.Sprintf(" pid %d", l.PID)
+	}
+	if !l.IssuedAt.IsZero() {
+		s += ", issued " + l.IssuedAt.UTC().Format(time.RFC3339)
+	}
+	return s
+}
