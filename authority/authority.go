@@ -626,7 +626,16 @@ func (a *Authority) Check(ctx context.Context) error {
 // WriteTo writes a consistent copy of the whole database to w, while the
 // authority stays in use. The copy opens as the same authority.
 func (a *Authority) WriteTo(w io.Writer) (n int64, err error) {
+	return a.Backup(w, nil)
+}
+
+// Backup is WriteTo that first tells sized (if not nil) how many bytes it
+// is about to write, e.g. for a Content-Length.
+func (a *Authority) Backup(w io.Writer, sized func(size int64)) (n int64, err error) {
 	err = a.db.View(func(tx *bolt.Tx) error {
+		if sized != nil {
+			sized(tx.Size())
+		}
 		n, err = tx.WriteTo(w)
 		return err
 	})
@@ -634,13 +643,6 @@ func (a *Authority) WriteTo(w io.Writer) (n int64, err error) {
 		return n, fmt.Errorf("cannot copy %s: %w", a.path, mapClosed(err))
 	}
 	return n, nil
-}
-
-// Size returns the size in bytes that WriteTo writes, as of now.
-func (a *Authority) Size() (int64, error) {
-	var n int64
-	err := a.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
-	return n, mapClosed(err)
 }
 
 // Close closes the database, waiting for transactions in progress.

@@ -493,12 +493,13 @@ func TestWriteTo(t *testing.T) {
 		want = append(want, l)
 	}
 	var buf bytes.Buffer
-	n, err := a.WriteTo(&buf)
+	var size int64
+	n, err := a.Backup(&buf, func(s int64) { size = s })
 	if err != nil || n != int64(buf.Len()) {
-		t.Fatalf("WriteTo = %d, %v; wrote %d", n, err, buf.Len())
+		t.Fatalf("Backup = %d, %v; wrote %d", n, err, buf.Len())
 	}
-	if size, _ := a.Size(); size != n {
-		t.Errorf("Size() = %d, WriteTo wrote %d", size, n)
+	if size != n {
+		t.Errorf("Backup announced %d bytes, wrote %d", size, n)
 	}
 	// The authority keeps working while and after it is copied.
 	if _, err := a.Issue(ctx, testHolder); err != nil {

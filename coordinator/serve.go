@@ -1,0 +1,297 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/shuffle"
+)
+
+// Config is what `coordinator` (serve) runs with. Zero values are
+// documented per field.
+type Config struct {
+	// DB is the authority database; created with a new authority if
+	// missing. Required.
+	DB string
+	// Listen is the address to listen on; "" means 127.0.0.1:7070. Port 0
+	// picks a free port (the "listening" log line says which).
+	Listen string
+	// TokenFile holds the bearer token; created (random, mode 0600) if
+	// missing. Either TokenFile or Token is required.
+	TokenFile string
+	// Token is the token itself, used when TokenFile is "".
+	Token string
+	// Scheme is the shuffle scheme of a new authority; "" means bits. It
+	// has no effect on an existing database.
+	Scheme shuffle.Scheme
+	// TLSCert and TLSKey, both or neither, make the server speak HTTPS.
+	TLSCert, TLSKey string
+	// ShutdownTimeout bounds the wait for in-flight requests after ctx
+	// ends; 0 means 30 seconds.
+	ShutdownTimeout time.Duration
+	// LockTimeout is how long to wait for a local allocator to release
+	// the database at start-up; 0 means 10 seconds.
+	LockTimeout time.Duration
+	// Logger receives the logs; nil discards them.
+	Logger *slog.Logger
+	// Ready, if not nil, is called with the listening address once the
+	// server accepts connections.
+	Ready func(addr net.Addr)
+}
+
+// DefaultListen is the listening address when none is given: loopback
+// only, so that exposing the coordinator is a decision.
+const DefaultListen = "127.0.0.1:7070"
+
+// Serve runs the coordinator until ctx ends: it opens (or creates) the
+// authority, reads (or creates) the token, serves HTTP, and on ctx's end
+// lets in-flight requests finish before closing the database.
+func Serve(ctx context.Context, cfg Config) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DB == "" {
+		return errors.New("cannot serve: no database (--db)")
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("cannot serve: give both --tls-cert and --tls-key, or neither")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Scheme != "" {
+		if _, err := shuffle.ParseScheme(string(cfg.Scheme)); err != nil {
+			return fmt.Errorf("cannot serve: %w", err)
+		}
+	}
+
+	token := cfg.Token
+	if cfg.TokenFile != "" {
+		var created bool
+		token, created, err = EnsureToken(cfg.TokenFile)
+		if err != nil {
+			return err
+		}
+		if created {
+			log.Info("created a token file", "path", cfg.TokenFile)
+		} else if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the token file is readable by others", "path", cfg.TokenFile, "mode", fi.Mode().Perm())
+		}
+	}
+	if token == "" {
+		return errors.New("cannot serve: no token (--token-file or $CHIBRARY_TOKEN)")
+	}
+
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("cannot load the TLS certificate: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	a, created, err := authority.OpenOrCreate(ctx, cfg.DB, authority.Options{Scheme: cfg.Scheme, LockTimeout: cfg.LockTimeout})
+	if err != nil {
+		if errors.Is(err, authority.ErrLocked) {
+			return fmt.Errorf("%w (another coordinator on this file, or a long local allocation?)", err)
+		}
+		return err
+	}
+	defer func() {
+		if cerr := a.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	next, err := a.NextRun(ctx)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("created a new run authority", "db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme())
+	} else if cfg.Scheme != "" && cfg.Scheme != a.Scheme() {
+		log.Warn("--scheme applies only to a new authority: keeping the existing one's", "asked", cfg.Scheme, "scheme", a.Scheme())
+	}
+
+	handler, err := NewServer(a, ServerOptions{Token: token, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen: %w", err)
+	}
+	scheme := "http"
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+		scheme = "https"
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
+		"db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme(), "next_run", next)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("cannot serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		log.Warn("requests still in flight were cut short", "err", err)
+	}
+	<-served // Serve has returned ErrServerClosed
+	log.Info("stopped; closing the database")
+	return nil
+}
+
+// EnsureToken returns the token in path, first creating the file with a
+// random token (256 bits, hex, mode 0600) if it does not exist.
+func EnsureToken(path string) (token string, created bool, err error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", false, fmt.Errorf("cannot make a token: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		token, err := cli.ReadSecret(path)
+		return token, false, err
+	case err != nil:
+		return "", false, fmt.Errorf("cannot create the token file: %w", err)
+	}
+	token = hex.EncodeToString(b[:])
+	_, err = io.WriteString(f, token+"\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return "", false, fmt.Errorf("cannot write the token file: %w", err)
+	}
+	return token, true, nil
+}
+
+// BackupFile writes a consistent copy of the authority database at db to
+// out, by opening the file read-only. It fails with authority.ErrLocked
+// while a coordinator holds the file: back up through it instead
+// (Client.Backup). It returns the authority ID of the copy.
+func BackupFile(ctx context.Context, db, out string, lockTimeout time.Duration) (id string, err error) {
+	a, err := authority.Open(ctx, db, authority.Options{ReadOnly: true, LockTimeout: lockTimeout})
+	if err != nil {
+		if errors.Is(err, authority.ErrLocked) {
+			return "", fmt.Errorf("%w; if a coordinator is serving it, back up through it with --coordinator URL", err)
+		}
+		return "", err
+	}
+	defer a.Close()
+	err = SaveBackup(ctx, out, a.ID(), func(w io.Writer) error {
+		_, err := a.WriteTo(w)
+		return err
+	})
+	return a.ID(), err
+}
+
+// SaveBackup writes a backup to out through write, atomically: it writes a
+// temporary file beside out, syncs it, checks that it opens as the
+// authority wantID (any authority if ""), and only then renames it over
+// out.
+func SaveBackup(ctx context.Context, out, wantID string, write func(io.Writer) error) error {
+	dir := filepath.Dir(out)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("cannot write the backup: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(authority.FileMode)
+	if err == nil {
+		err = write(f)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write the backup: %w", err)
+	}
+	check, err := authority.Open(ctx, tmp, authority.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("the backup does not open: %w", err)
+	}
+	id := check.ID()
+	check.Close()
+	if wantID != "" && id != wantID {
+		return fmt.Errorf("the backup is of authority %s, want %s", id, wantID)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("cannot write the backup: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// BumpFile moves the next run of the authority database at db forward to
+// `to` (see authority.Authority.Bump), and returns the next run before and
+// after. The coordinator must be stopped.
+func BumpFile(ctx context.Context, db string, to uint64) (from uint64, err error) {
+	a, err := authority.Open(ctx, db, authority.Options{LockTimeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, authority.ErrLocked) {
+			return 0, fmt.Errorf("%w; stop the coordinator before bumping", err)
+		}
+		return 0, err
+	}
+	defer func() {
+		if cerr := a.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if from, err = a.NextRun(ctx); err != nil {
+		return 0, err
+	}
+	return from, a.Bump(ctx, to)
+}

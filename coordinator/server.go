@@ -1,0 +1,368 @@
+package coordinator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// MaxBody is the largest request body the server reads; larger ones are
+// refused with 413.
+const MaxBody = 64 << 10
+
+// Error kinds: the "kind" of an error response body and the label of the
+// errors metric.
+const (
+	KindUnauthorized     = "unauthorized"
+	KindBadRequest       = "bad_request"
+	KindTooLarge         = "too_large"
+	KindNotFound         = "not_found"
+	KindMethodNotAllowed = "method_not_allowed"
+	KindExhausted        = "exhausted"
+	KindUnavailable      = "unavailable"
+	KindInternal         = "internal"
+)
+
+// HeaderAuthority carries the authority ID on backup responses, so that a
+// client can check the copy it receives.
+const HeaderAuthority = "Chibrary-Authority"
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Kind  string `json:"kind"`
+}
+
+// IssueRequest is the body of POST /v1/runs.
+type IssueRequest struct {
+	Program string `json:"program"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Note    string `json:"note"`
+}
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Token is the bearer token every /v1/ request must present. Required.
+	Token string
+	// Logger receives the access log and errors; nil discards them. The
+	// token and the Authorization header are never logged.
+	Logger *slog.Logger
+	// Registry is where the server registers its metrics; nil means a
+	// registry of its own (never the global default), with the Go and
+	// process collectors.
+	Registry *prometheus.Registry
+}
+
+// Server is the coordinator's HTTP handler: it serves one authority.
+type Server struct {
+	a         *authority.Authority
+	tokenHash [sha256.Size]byte
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	mux       *http.ServeMux
+
+	issued   prometheus.Counter
+	errors   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewServer returns the handler serving a. It does not own a: closing a
+// is the caller's business, after the HTTP server has shut down.
+func NewServer(a *authority.Authority, opts ServerOptions) (*Server, error) {
+	if opts.Token == "" {
+		return nil, errors.New("cannot make the coordinator server: no token")
+	}
+	s := &Server{
+		a:         a,
+		tokenHash: sha256.Sum256([]byte(opts.Token)),
+		log:       opts.Logger,
+		reg:       opts.Registry,
+		mux:       http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s.issued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chibrary_coordinator_leases_issued_total",
+		Help: "Runs issued (leases committed and returned).",
+	})
+	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chibrary_coordinator_errors_total",
+		Help: "Error responses, by kind.",
+	}, []string{"kind"})
+	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "chibrary_coordinator_request_duration_seconds",
+		Help:    "Time to serve a request, by route and status code.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms .. 4s
+	}, []string{"route", "code"})
+	for _, c := range []prometheus.Collector{s.issued, s.errors, s.duration} {
+		if err := s.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("cannot register metrics: %w", err)
+		}
+	}
+	for _, k := range []string{KindUnauthorized, KindBadRequest, KindTooLarge, KindNotFound,
+		KindMethodNotAllowed, KindExhausted, KindUnavailable, KindInternal} {
+		s.errors.WithLabelValues(k) // export zeros, so rates work from the start
+	}
+
+	s.mux.Handle("POST /v1/runs", s.auth(http.HandlerFunc(s.handleIssue)))
+	s.mux.Handle("GET /v1/runs/{run}", s.auth(http.HandlerFunc(s.handleLease)))
+	s.mux.Handle("GET /v1/backup", s.auth(http.HandlerFunc(s.handleBackup)))
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	return s, nil
+}
+
+// Registry returns the registry holding the server's metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// ServeHTTP routes the request, then logs it and records its metrics.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	s.mux.ServeHTTP(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	// The mux sets r.Pattern when a route matched; unmatched requests
+	// (404, 405) share one label so that scanners cannot blow up the
+	// metric's cardinality.
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+		switch rec.status {
+		case http.StatusNotFound:
+			rec.kind = KindNotFound
+		case http.StatusMethodNotAllowed:
+			rec.kind = KindMethodNotAllowed
+		}
+	}
+	elapsed := time.Since(start)
+	s.duration.WithLabelValues(route, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
+	if rec.kind != "" {
+		s.errors.WithLabelValues(rec.kind).Inc()
+	}
+	level := slog.LevelInfo
+	if rec.status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.LogAttrs(r.Context(), level, "request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes", rec.bytes),
+		slog.Duration("duration", elapsed),
+		slog.String("remote", r.RemoteAddr),
+	)
+}
+
+// recorder remembers what a handler answered, for the log and metrics.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	kind   string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) fail(w http.ResponseWriter, status int, kind, msg string) {
+	if rec, ok := w.(*recorder); ok {
+		rec.kind = kind
+	}
+	if status == http.StatusUnauthorized {
+		// RFC 6750, section 3.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="chibrary"`)
+	}
+	writeJSON(w, status, ErrorBody{Error: msg, Kind: kind})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // cannot happen for the types used here
+		http.Error(w, "cannot encode response", http.StatusInternalServerError)
+		return
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// auth admits requests bearing the token (RFC 6750, section 2.1). The
+// comparison is of SHA-256 digests in constant time, so that neither the
+// token's content nor its length leaks through timing.
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		// The scheme name is case-insensitive (RFC 9110, section 11.1).
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			s.fail(w, http.StatusUnauthorized, KindUnauthorized, "a bearer token is required")
+			return
+		}
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+			s.fail(w, http.StatusUnauthorized, KindUnauthorized, "wrong token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// handleIssue serves POST /v1/runs.
+func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > MaxBody {
+		s.fail(w, http.StatusRequestEntityTooLarge, KindTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.fail(w, http.StatusRequestEntityTooLarge, KindTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+			return
+		}
+		s.fail(w, http.StatusBadRequest, KindBadRequest, "cannot read body")
+		return
+	}
+	req, err := decodeIssue(body)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, KindBadRequest, err.Error())
+		return
+	}
+	lease, err := s.a.Issue(r.Context(), authority.Holder(req))
+	if err != nil {
+		switch {
+		case errors.Is(err, authority.ErrExhausted):
+			s.fail(w, http.StatusConflict, KindExhausted, authority.ErrExhausted.Error())
+		case errors.Is(err, authority.ErrClosed):
+			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "the authority is shutting down")
+		case r.Context().Err() != nil:
+			// The client went away before anything was issued.
+			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "request cancelled")
+		default:
+			s.log.Error("cannot issue a run", "err", err)
+			s.fail(w, http.StatusInternalServerError, KindInternal, "cannot issue a run")
+		}
+		return
+	}
+	s.issued.Inc()
+	s.log.Info("issued", "run", lease.Run, "program", lease.Program, "host", lease.Host, "pid", lease.PID)
+	w.Header().Set("Location", "/v1/runs/"+strconv.FormatUint(uint64(lease.Run), 10))
+	writeJSON(w, http.StatusCreated, lease)
+}
+
+// decodeIssue reads exactly one JSON object with only the known fields.
+func decodeIssue(body []byte) (IssueRequest, error) {
+	var req IssueRequest
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return req, errors.New(`body must be a JSON object like {"program":"importer","host":"h1","pid":123,"note":"..."}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("malformed body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errors.New("malformed body: data after the JSON object")
+	}
+	if req.PID < 0 {
+		return req, fmt.Errorf("malformed body: pid %d is negative", req.PID)
+	}
+	return req, nil
+}
+
+// handleLease serves GET /v1/runs/{run}.
+func (s *Server) handleLease(w http.ResponseWriter, r *http.Request) {
+	run, err := authority.ParseRun(r.PathValue("run"))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, KindBadRequest, fmt.Sprintf("bad run %q: want a decimal number in 1..%d", r.PathValue("run"), callnumber.MaxRun))
+		return
+	}
+	lease, err := s.a.Lease(r.Context(), run)
+	switch {
+	case errors.Is(err, authority.ErrNotIssued):
+		s.fail(w, http.StatusNotFound, KindNotFound, fmt.Sprintf("run %d was never issued", run))
+	case errors.Is(err, authority.ErrClosed):
+		s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "the authority is shutting down")
+	case err != nil:
+		s.log.Error("cannot read a lease", "run", run, "err", err)
+		s.fail(w, http.StatusInternalServerError, KindInternal, "cannot read the lease")
+	default:
+		writeJSON(w, http.StatusOK, lease)
+	}
+}
+
+// handleBackup serves GET /v1/backup: a consistent copy of the database,
+// streamed from one read transaction while issuing goes on.
+func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
+	// A large database takes longer than the server's write timeout.
+	http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(HeaderAuthority, s.a.ID())
+	started := false
+	_, err := s.a.Backup(w, func(size int64) {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		started = true
+	})
+	if err != nil {
+		s.log.Error("backup failed", "err", err)
+		if !started {
+			s.fail(w, http.StatusInternalServerError, KindInternal, "cannot copy the database")
+			return
+		}
+		// Part of the copy was sent: break the connection so that the
+		// client cannot take a truncated copy for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// handleHealth serves GET /healthz: 200 when the database is usable.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if err := s.a.Check(r.Context()); err != nil {
+		s.log.Error("health check failed", "err", err)
+		s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "the database is not usable")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
