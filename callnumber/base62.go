@@ -3,6 +3,8 @@ package callnumber
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Alphabet is the base62 alphabet, in digit order.
@@ -72,7 +74,7 @@ func (n *Number) UnmarshalText(b []byte) error {
 // ParseError says why and where a string is not a call number.
 type ParseError struct {
 	Input string
-	Pos   int // 0-based position of the offending character, or -1
+	Pos   int // 0-based byte offset of the bad character, or -1 (the message counts from 1)
 	Err   error
 }
 
@@ -83,7 +85,13 @@ func (e *ParseError) Error() string {
 	}
 	switch {
 	case errors.Is(e.Err, ErrCharacter):
-		return fmt.Sprintf("%v %q at position %d of %q (want 0-9, A-Z or a-z)", e.Err, in[e.Pos], e.Pos+1, in)
+		// Show the character as the user typed it when it is valid UTF-8,
+		// else the byte.
+		c := strconv.Quote(e.Input[e.Pos : e.Pos+1])
+		if r, size := utf8.DecodeRuneInString(e.Input[e.Pos:]); size > 1 {
+			c = strconv.Quote(string(r))
+		}
+		return fmt.Sprintf("%v %s at position %d of %q (want 0-9, A-Z or a-z)", e.Err, c, e.Pos+1, in)
 	case errors.Is(e.Err, ErrLength):
 		return fmt.Sprintf("%v: %q has %d characters, want %d", e.Err, in, len(e.Input), Length)
 	}

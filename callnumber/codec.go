@@ -10,6 +10,10 @@ import (
 // keyed permutation. It is safe for concurrent use.
 type Codec struct {
 	perm shuffle.Permutation
+	// The concrete permutation, so that the hot paths (Generator.Next,
+	// Decode) make direct calls the compiler can inline.
+	bits *shuffle.BitPerm
+	mix  *shuffle.FeistelPerm
 }
 
 // NewCodec returns the codec of an authority's scheme and key.
@@ -18,7 +22,34 @@ func NewCodec(scheme shuffle.Scheme, key shuffle.Key) (*Codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make codec: %w", err)
 	}
-	return &Codec{perm: p}, nil
+	c := &Codec{perm: p}
+	switch p := p.(type) {
+	case *shuffle.BitPerm:
+		c.bits = p
+	case *shuffle.FeistelPerm:
+		c.mix = p
+	}
+	return c, nil
+}
+
+func (c *Codec) apply(v uint64) Number {
+	switch {
+	case c.bits != nil:
+		return Number(c.bits.Apply(v))
+	case c.mix != nil:
+		return Number(c.mix.Apply(v))
+	}
+	return Number(c.perm.Apply(v))
+}
+
+func (c *Codec) invert(n Number) uint64 {
+	switch {
+	case c.bits != nil:
+		return c.bits.Invert(uint64(n))
+	case c.mix != nil:
+		return c.mix.Invert(uint64(n))
+	}
+	return c.perm.Invert(uint64(n))
 }
 
 // Scheme returns the codec's shuffle scheme.
@@ -30,7 +61,7 @@ func (c *Codec) Encode(f Fields) (Number, error) {
 	if err != nil {
 		return 0, err
 	}
-	return Number(c.perm.Apply(v)), nil
+	return c.apply(v), nil
 }
 
 // Decode unshuffles and unpacks n, and refuses versions other than
@@ -39,7 +70,7 @@ func (c *Codec) Decode(n Number) (Fields, error) {
 	if uint64(n)>>Bits != 0 {
 		return Fields{}, fmt.Errorf("%w: %d >= 2^%d", ErrRange, uint64(n), Bits)
 	}
-	f, err := Unpack(c.perm.Invert(uint64(n)))
+	f, err := Unpack(c.invert(n))
 	if err != nil {
 		return Fields{}, err
 	}
@@ -51,10 +82,10 @@ func (c *Codec) Decode(n Number) (Fields, error) {
 
 // Packed returns the unshuffled 47-bit value of n. It is monotonic in the
 // sequence within a run, which makes it a good storage key.
-func (c *Codec) Packed(n Number) uint64 { return c.perm.Invert(uint64(n)) }
+func (c *Codec) Packed(n Number) uint64 { return c.invert(n) }
 
 // Number returns the public Number of an unshuffled 47-bit value.
-func (c *Codec) Number(packed uint64) Number { return Number(c.perm.Apply(packed)) }
+func (c *Codec) Number(packed uint64) Number { return c.apply(packed) }
 
 // Parse reads a call number and checks that it decodes to the current
 // version and a run other than 0. Errors are *ParseError.

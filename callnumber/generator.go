@@ -3,7 +3,6 @@ package callnumber
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 )
 
@@ -11,26 +10,39 @@ import (
 // RunSource on first use and whenever the 16,384 sequence numbers of its
 // current run are used up, transparently to the caller. It is safe for
 // concurrent use; Next does not allocate except when it takes a new run.
+//
+// Every lease it takes must come from the same authority, with the same
+// scheme and key, and must not repeat the run it replaces: a Generator
+// refuses anything else with ErrLease rather than risk handing out a number
+// twice.
 type Generator struct {
 	src RunSource
 
-	mu  sync.Mutex // serialises taking a new run
+	// sem serialises taking a new run (a one-slot semaphore rather than a
+	// mutex, so that a caller waiting for another's refill can give up when
+	// its context ends).
+	sem chan struct{}
 	cur atomic.Pointer[genRun]
 }
 
 type genRun struct {
 	lease Lease
 	codec *Codec
-	next  atomic.Uint32 // next sequence number to hand out
+	// next is the next sequence number to hand out. It only grows; 64 bits
+	// so that callers that keep trying while the run source fails can
+	// never wrap it around into numbers already handed out.
+	next atomic.Uint64
 }
 
 // NewGenerator returns a generator that takes its runs from src.
 func NewGenerator(src RunSource) *Generator {
-	return &Generator{src: src}
+	return &Generator{src: src, sem: make(chan struct{}, 1)}
 }
 
 // Next returns a call number never handed out before by any generator of
-// the same authority. A failure of the run source is returned as is.
+// the same authority. A failure of the run source is returned wrapped, so
+// errors.Is finds the source's error; a lease the Generator cannot use is
+// refused with ErrLease.
 func (g *Generator) Next(ctx context.Context) (Number, error) {
 	for {
 		r := g.cur.Load()
@@ -45,16 +57,20 @@ func (g *Generator) Next(ctx context.Context) (Number, error) {
 	}
 }
 
-func (r *genRun) number(seq uint32) Number {
-	v := uint64(r.lease.Version)<<versionShift | uint64(r.lease.Run)<<runShift | uint64(seq)
-	return Number(r.codec.perm.Apply(v))
+func (r *genRun) number(seq uint64) Number {
+	v := uint64(r.lease.Version)<<versionShift | uint64(r.lease.Run)<<runShift | seq
+	return r.codec.apply(v)
 }
 
 // refill replaces the exhausted run old with a new one, unless another
 // goroutine already did.
 func (g *Generator) refill(ctx context.Context, old *genRun) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("cannot take a new run: %w", context.Cause(ctx))
+	}
+	defer func() { <-g.sem }()
 	if g.cur.Load() != old {
 		return nil
 	}
@@ -63,16 +79,21 @@ func (g *Generator) refill(ctx context.Context, old *genRun) error {
 		return fmt.Errorf("cannot take a new run: %w", err)
 	}
 	if err := l.Validate(); err != nil {
-		return err
+		return fmt.Errorf("cannot use run %d: %w", l.Run, err)
 	}
 	var codec *Codec
-	if old != nil && old.lease.Scheme == l.Scheme && old.lease.Key == l.Key {
+	if old != nil {
+		switch p := old.lease; {
+		case p.Authority != l.Authority:
+			return fmt.Errorf("%w: run %d comes from authority %s, earlier runs from %s", ErrLease, l.Run, l.Authority, p.Authority)
+		case p.Scheme != l.Scheme || p.Key != l.Key:
+			return fmt.Errorf("%w: run %d of authority %s has another shuffle scheme or key than run %d", ErrLease, l.Run, l.Authority, p.Run)
+		case p.Run == l.Run:
+			return fmt.Errorf("%w: run %d of authority %s issued twice", ErrLease, l.Run, l.Authority)
+		}
 		codec = old.codec
 	} else if codec, err = NewCodec(l.Scheme, l.Key); err != nil {
 		return err
-	}
-	if old != nil && old.lease.Authority != l.Authority {
-		return fmt.Errorf("%w: run %d comes from authority %s, earlier runs from %s", ErrLease, l.Run, l.Authority, old.lease.Authority)
 	}
 	g.cur.Store(&genRun{lease: l, codec: codec})
 	return nil
