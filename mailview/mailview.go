@@ -141,6 +141,8 @@ var policy = func() *bluemonday.Policy {
 	p.AllowLists()
 	p.AllowTables()
 	p.AllowStandardURLs() // http, https, mailto; parseable; rel=nofollow
+	// A relative link in mail would point into the archive itself.
+	p.AllowRelativeURLs(false)
 	p.AllowAttrs("href").OnElements("a")
 	p.RequireNoReferrerOnLinks(true)
 	p.AddSpaceWhenStrippingTag(true)
@@ -148,6 +150,14 @@ var policy = func() *bluemonday.Policy {
 	p.SkipElementsContent("script", "style", "title", "head", "noscript", "template", "iframe", "object", "svg", "math")
 	return p
 }()
+
+// ParseHeader reads only the header of raw: Parts and Attachments stay
+// empty. It never fails.
+func ParseHeader(raw []byte, opts Options) *Message {
+	p := &parser{opts: opts.withDefaults(), m: &Message{}, headerOnly: true}
+	p.parse(raw)
+	return p.m
+}
 
 // Parse reads raw, a message as the store keeps it. It never fails; what it
 // could not read is listed in Problems.
@@ -159,10 +169,11 @@ func Parse(raw []byte, opts Options) *Message {
 }
 
 type parser struct {
-	opts     Options
-	m        *Message
-	parts    int
-	textLeft int
+	opts       Options
+	headerOnly bool
+	m          *Message
+	parts      int
+	textLeft   int
 }
 
 func (p *parser) problem(format string, args ...any) {
@@ -188,6 +199,9 @@ func (p *parser) parse(raw []byte) {
 		return
 	}
 	p.header(message.Header{Header: th})
+	if p.headerOnly {
+		return
+	}
 	e, err := message.New(message.Header{Header: th}, br)
 	if err != nil && e == nil {
 		p.problem("%v", err)
@@ -276,7 +290,9 @@ func (p *parser) lenient(raw []byte) {
 		h.Add(fields[i].Name, fields[i].Value)
 	}
 	p.header(h)
-	p.text(bytes.NewReader(rest))
+	if !p.headerOnly {
+		p.text(bytes.NewReader(rest))
+	}
 }
 
 // entity shows one MIME entity (RFC 2045, RFC 2046).

@@ -1,0 +1,406 @@
+package resolver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+// Versions of the rendered representations, part of their ETags: bump one
+// when its output changes so that revalidating clients get the new form.
+const (
+	htmlVersion = "h1"
+	jsonVersion = "j1"
+)
+
+// maxListed bounds the messages listed for one shared Message-ID.
+const maxListed = 200
+
+// errorPage is what error.html shows.
+type errorPage struct {
+	Status  int
+	Title   string
+	Message string
+}
+
+// fail answers a request with an error: an HTML page, or JSON for the API.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h := w.Header()
+	h.Del("ETag")
+	h.Del("Cache-Control")
+	h.Del("Content-Disposition")
+	h.Set("Content-Security-Policy", csp)
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
+	s.render(w, r, status, "error.html", errorPage{Status: status, Title: http.StatusText(status), Message: msg})
+}
+
+// failStore answers for an error of the store.
+func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "No message in this archive has that call number.")
+	case busy(err):
+		s.log.Warn("store busy", "path", r.URL.EscapedPath(), "err", err)
+		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+		s.fail(w, r, http.StatusServiceUnavailable, "cancelled")
+	default:
+		s.log.Error("store error", "path", r.URL.EscapedPath(), "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "The archive could not read that message.")
+	}
+}
+
+// busy reports a store that could not answer in time: the bolt store could
+// not get its file lock (another process held it longer than the store
+// waits), or the operation ran out of time.
+func busy(err error) bool {
+	return errors.Is(err, boltstore.ErrLocked) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// lookup resolves text and gets its message, or answers with the error.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, text string) (store.Stored, callnumber.Fields, bool) {
+	n, f, err := s.codecs.resolve(r.Context(), text)
+	if errors.Is(err, ErrMalformed) {
+		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		return store.Stored{}, f, false
+	}
+	if err != nil {
+		s.failStore(w, r, err)
+		return store.Stored{}, f, false
+	}
+	m, err := s.st.Get(r.Context(), n)
+	if err != nil {
+		s.failStore(w, r, err)
+		return store.Stored{}, f, false
+	}
+	return m, f, true
+}
+
+// notModified sets the validators of an immutable message response and
+// answers 304 when the client already has it (RFC 9110 section 13.1.2:
+// If-None-Match uses the weak comparison).
+func notModified(w http.ResponseWriter, r *http.Request, d store.Digest, version string) bool {
+	etag := `"` + d.String()
+	if version != "" {
+		etag += "-" + version
+	}
+	etag += `"`
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", immutable)
+	if etagMatch(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return true
+	}
+	return false
+}
+
+func etagMatch(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	var b bytes.Buffer
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		s.log.Error("cannot render page", "template", name, "path", r.URL.EscapedPath(), "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v) // escapes <, > and & too: safe even if sniffed
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// twoSegments dispatches /m/{message-id} and /{callnumber}/raw.
+func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
+	first, rest := r.PathValue("first"), r.PathValue("rest")
+	switch {
+	case first == "m":
+		setRoute(w, "GET /m/{message-id}")
+		s.byMessageID(w, r, rest)
+	case rest == "raw":
+		setRoute(w, "GET /{callnumber}/raw")
+		s.raw(w, r, first)
+	default:
+		setRoute(w, "unmatched")
+		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
+	}
+}
+
+// link is a call number with what identifies its message to a reader.
+type link struct {
+	CallNumber string
+	MessageID  string
+	Subject    string
+	From       string
+	Date       string
+}
+
+type pageData struct {
+	CallNumber string
+	Title      string
+	View       *mailview.Message
+	List       string
+	InReplyTo  []link
+	References []link
+}
+
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	cn := r.PathValue("callnumber")
+	m, _, ok := s.lookup(w, r, cn)
+	if !ok || notModified(w, r, m.Digest, htmlVersion) {
+		return
+	}
+	v := mailview.Parse(m.Raw, s.opts.View)
+	d := pageData{CallNumber: m.Number.String(), Title: v.Subject, View: v, List: m.List}
+	if d.Title == "" {
+		d.Title = "(no subject)"
+	}
+	budget := s.opts.MaxReferences
+	d.InReplyTo = s.archived(r.Context(), v.InReplyTo, m.Number, &budget)
+	// The last References are the closest ancestors (RFC 5322 section 3.6.4).
+	refs := v.References
+	if len(refs) > budget {
+		refs = refs[len(refs)-budget:]
+	}
+	d.References = s.archived(r.Context(), refs, m.Number, &budget)
+	s.render(w, r, http.StatusOK, "page.html", d)
+}
+
+// archived returns links to the archived messages with the given
+// Message-IDs (other than self), at most *budget lookups.
+func (s *Server) archived(ctx context.Context, ids []string, self callnumber.Number, budget *int) []link {
+	var links []link
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if *budget <= 0 {
+			break
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		*budget--
+		ns, err := s.st.ByMessageID(ctx, id)
+		if err != nil {
+			s.log.Warn("cannot look up a referenced message", "err", err)
+			continue
+		}
+		for _, n := range ns {
+			if n != self {
+				links = append(links, link{CallNumber: n.String(), MessageID: id})
+			}
+		}
+	}
+	return links
+}
+
+func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
+	m, _, ok := s.lookup(w, r, cn)
+	if !ok {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", rawCSP)
+	if notModified(w, r, m.Digest, "") {
+		return
+	}
+	h.Set("Content-Type", "message/rfc822")
+	// The name is the call number: nothing from the mail reaches a header.
+	h.Set("Content-Disposition", `inline; filename="`+m.Number.String()+`.eml"`)
+	h.Set("Content-Length", strconv.Itoa(len(m.Raw)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(m.Raw)
+	}
+}
+
+// messageJSON is the body of GET /api/v1/messages/{callnumber}.
+type messageJSON struct {
+	CallNumber string           `json:"callnumber"`
+	Version    uint8            `json:"version"`
+	Run        uint32           `json:"run"`
+	Sequence   uint16           `json:"sequence"`
+	MessageID  string           `json:"message_id"`
+	List       string           `json:"list"`
+	Digest     string           `json:"digest"`
+	Size       int              `json:"size"`
+	Added      *time.Time       `json:"added,omitempty"`
+	Subject    string           `json:"subject"`
+	InReplyTo  []string         `json:"in_reply_to"`
+	References []string         `json:"references"`
+	Headers    []mailview.Field `json:"headers"`
+}
+
+func (s *Server) messageJSON(w http.ResponseWriter, r *http.Request) {
+	m, f, ok := s.lookup(w, r, r.PathValue("callnumber"))
+	if !ok || notModified(w, r, m.Digest, jsonVersion) {
+		return
+	}
+	v := mailview.ParseHeader(m.Raw, s.opts.View)
+	out := messageJSON{
+		CallNumber: m.Number.String(), Version: f.Version, Run: f.Run, Sequence: f.Sequence,
+		MessageID: m.MessageID, List: m.List, Digest: m.Digest.String(), Size: len(m.Raw),
+		Subject: v.Subject, InReplyTo: v.InReplyTo, References: v.References, Headers: v.Header,
+	}
+	if !m.Added.IsZero() {
+		t := m.Added.UTC()
+		out.Added = &t
+	}
+	if out.Headers == nil {
+		out.Headers = []mailview.Field{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type listData struct {
+	MessageID string
+	Messages  []link
+	More      bool
+}
+
+func (s *Server) byMessageID(w http.ResponseWriter, r *http.Request, text string) {
+	id := mailmsg.NormalizeMessageID(text)
+	if id == "" {
+		s.fail(w, r, http.StatusNotFound, "No message in this archive has that Message-ID.")
+		return
+	}
+	ns, err := s.st.ByMessageID(r.Context(), id)
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
+	switch len(ns) {
+	case 0:
+		s.fail(w, r, http.StatusNotFound, "No message in this archive has that Message-ID.")
+		return
+	case 1:
+		http.Redirect(w, r, "/"+ns[0].String(), http.StatusFound)
+		return
+	}
+	d := listData{MessageID: id, More: len(ns) > maxListed}
+	for _, n := range ns[:min(len(ns), maxListed)] {
+		l := link{CallNumber: n.String(), MessageID: id}
+		if m, err := s.st.Get(r.Context(), n); err == nil {
+			v := mailview.ParseHeader(m.Raw, s.opts.View)
+			for _, f := range v.Fields {
+				switch f.Name {
+				case "Subject":
+					l.Subject = f.Value
+				case "From":
+					l.From = f.Value
+				case "Date":
+					l.Date = f.Value
+				}
+			}
+		}
+		d.Messages = append(d.Messages, l)
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	s.render(w, r, http.StatusOK, "list.html", d)
+}
+
+type statsJSON struct {
+	Messages int64 `json:"messages"`
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	n, err := s.st.Count(r.Context())
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	writeJSON(w, http.StatusOK, statsJSON{Messages: n})
+}
+
+type indexData struct {
+	Messages int64
+	Known    bool
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	d := indexData{}
+	if n, err := s.st.Count(r.Context()); err == nil {
+		d.Messages, d.Known = n, true
+	} else {
+		s.log.Warn("cannot count messages", "err", err)
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	s.render(w, r, http.StatusOK, "index.html", d)
+}
+
+// goTo is the index form's target: /go?n=CALLNUMBER.
+func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
+	text := strings.TrimSpace(r.URL.Query().Get("n"))
+	n, _, err := s.codecs.resolve(r.Context(), text)
+	switch {
+	case errors.Is(err, ErrMalformed):
+		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+	case err != nil:
+		s.failStore(w, r, err)
+	default:
+		http.Redirect(w, r, "/"+n.String(), http.StatusFound)
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if _, err := s.st.Binding(ctx); err != nil && !errors.Is(err, store.ErrUnbound) {
+		s.log.Warn("health check failed", "err", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "store unavailable")
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *Server) stylesheet(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/css; charset=utf-8")
+	h.Set("Cache-Control", "public, max-age=86400")
+	h.Set("Content-Length", strconv.Itoa(len(s.style)))
+	w.Write(s.style)
+}

@@ -1,0 +1,155 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+)
+
+// ErrMalformed is wrapped by the error for a string that is not a call
+// number of this archive: not 8 base62 characters, out of range, or (once
+// the store is bound to an authority) of an unknown version or run 0.
+var ErrMalformed = errors.New("resolver: malformed call number")
+
+// Resolve parses s as a call number of st's archive. A malformed s gives an
+// error wrapping ErrMalformed (and the *callnumber.ParseError saying why).
+// An unbound store (nothing written yet) has no codec: every syntactically
+// valid s resolves, with zero Fields, and is then simply not found.
+func Resolve(ctx context.Context, st store.Store, s string) (callnumber.Number, callnumber.Fields, error) {
+	return newCodecCache(st).resolve(ctx, s)
+}
+
+// codecCache remembers the codec of the store's binding: a store is bound
+// once and forever, so after the first success the store is not asked
+// again (each question is a file open for the bolt backend).
+type codecCache struct {
+	st    store.Store
+	codec atomic.Pointer[callnumber.Codec]
+}
+
+func newCodecCache(st store.Store) *codecCache { return &codecCache{st: st} }
+
+func (c *codecCache) get(ctx context.Context) (*callnumber.Codec, error) {
+	if cd := c.codec.Load(); cd != nil {
+		return cd, nil
+	}
+	b, err := c.st.Binding(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := b.Codec()
+	if err != nil {
+		return nil, fmt.Errorf("cannot use the store's binding: %w", err)
+	}
+	c.codec.Store(cd)
+	return cd, nil
+}
+
+func (c *codecCache) resolve(ctx context.Context, s string) (callnumber.Number, callnumber.Fields, error) {
+	n, err := callnumber.Parse(s)
+	if err != nil {
+		return 0, callnumber.Fields{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	cd, err := c.get(ctx)
+	if errors.Is(err, store.ErrUnbound) {
+		return n, callnumber.Fields{}, nil
+	}
+	if err != nil {
+		return 0, callnumber.Fields{}, fmt.Errorf("cannot read the store's binding: %w", err)
+	}
+	n, f, err := cd.Parse(s)
+	if err != nil {
+		return 0, callnumber.Fields{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return n, f, nil
+}
+
+// Inspection is what `resolver inspect` shows about a call number.
+type Inspection struct {
+	CallNumber callnumber.Number `json:"callnumber"`
+	Version    uint8             `json:"version"`
+	Run        uint32            `json:"run"`
+	Sequence   uint16            `json:"sequence"`
+	// Lease is the lease of the run as the store recorded it (no key).
+	Lease     callnumber.Lease `json:"lease"`
+	MessageID string           `json:"message_id"`
+	List      string           `json:"list"`
+	Digest    string           `json:"digest"`
+	Size      int              `json:"size"`
+	Added     time.Time        `json:"added"`
+}
+
+// Inspect looks up a stored message and the lease of its run. It fails
+// with ErrMalformed for a malformed s and store.ErrNotFound for a message
+// the store does not hold.
+func Inspect(ctx context.Context, st store.Store, s string) (Inspection, error) {
+	n, f, err := Resolve(ctx, st, s)
+	if err != nil {
+		return Inspection{}, err
+	}
+	m, err := st.Get(ctx, n)
+	if err != nil {
+		return Inspection{}, fmt.Errorf("cannot get %s: %w", n, err)
+	}
+	l, err := st.Lease(ctx, f.Run)
+	if err != nil {
+		return Inspection{}, fmt.Errorf("cannot get the lease of run %d: %w", f.Run, err)
+	}
+	l.Key = [32]byte{} // never shown, whatever a backend returns
+	return Inspection{
+		CallNumber: n, Version: f.Version, Run: f.Run, Sequence: f.Sequence,
+		Lease: l, MessageID: m.MessageID, List: m.List, Digest: m.Digest.String(),
+		Size: len(m.Raw), Added: m.Added,
+	}, nil
+}
+
+// WriteText writes the inspection as aligned "name value" lines. Values
+// that came from mail or from a lease's holder are shown with control
+// characters replaced, so they cannot drive a terminal.
+func (in Inspection) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(name string, v any) { fmt.Fprintf(tw, "%s\t%s\n", name, printable(fmt.Sprint(v))) }
+	line("callnumber", in.CallNumber)
+	line("version", in.Version)
+	line("run", in.Run)
+	line("sequence", in.Sequence)
+	line("message-id", in.MessageID)
+	line("list", in.List)
+	line("digest", "sha256:"+in.Digest)
+	line("size", fmt.Sprintf("%d bytes", in.Size))
+	line("added", formatTime(in.Added))
+	line("lease.authority", in.Lease.Authority)
+	line("lease.scheme", in.Lease.Scheme)
+	line("lease.nonce", in.Lease.Nonce)
+	line("lease.program", in.Lease.Program)
+	line("lease.host", in.Lease.Host)
+	line("lease.pid", in.Lease.PID)
+	line("lease.note", in.Lease.Note)
+	line("lease.issued-at", formatTime(in.Lease.IssuedAt))
+	return tw.Flush()
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}

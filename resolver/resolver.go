@@ -1,0 +1,259 @@
+// Package resolver serves an archive over HTTP: a call number's message as
+// an HTML page, as the raw stored bytes and as JSON, lookups by Message-ID,
+// and the archive's statistics.
+//
+// Routes (Go 1.22 ServeMux patterns):
+//
+//	GET /                            index: a form to type a call number, the stats
+//	GET /{callnumber}                the message as an HTML page
+//	GET /{callnumber}/raw            the stored bytes, message/rfc822
+//	GET /api/v1/messages/{callnumber} the headers as JSON
+//	GET /m/{message-id}              302 to the message; a list if several share the ID
+//	GET /api/v1/stats                {"messages": N}
+//	GET /healthz, /metrics           liveness; Prometheus metrics
+//
+// A malformed call number is 400, an unknown one 404. Messages are
+// immutable, so message responses carry an ETag and are cacheable forever.
+// Mail is hostile: every page is rendered with html/template from the
+// sanitized view of package mailview, under a Content-Security-Policy that
+// allows no script, no remote content and no framing.
+//
+// The handlers hold nothing of the store between requests, so importers and
+// the watcher keep writing to the same bolt file while the resolver runs.
+package resolver
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultShutdownTimeout   = 10 * time.Second
+	// DefaultMaxReferences is how many In-Reply-To and References IDs a
+	// page looks up in the store.
+	DefaultMaxReferences = 50
+)
+
+// Options configure a Server. The zero value is usable: no logging, the
+// default timeouts and mailview's default limits.
+type Options struct {
+	// Logger receives access logs (method, path, status, duration) and
+	// errors. nil discards them.
+	Logger *slog.Logger
+	// View bounds the parsing of a message for its page.
+	View mailview.Options
+	// MaxReferences bounds the Message-ID lookups of one page; 0 means
+	// DefaultMaxReferences.
+	MaxReferences int
+	// Timeouts of Serve's http.Server; 0 means the Default above.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	// ShutdownTimeout is how long Serve waits for requests in flight once
+	// its context is done; 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Security headers of every response. The CSP allows the stylesheet served
+// here and nothing else: no script, no image, no frame, no remote content.
+const (
+	csp    = "default-src 'none'; style-src 'self'; img-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	rawCSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
+	// immutable is the Cache-Control of message responses: call numbers
+	// are permanent and messages never change.
+	immutable = "public, max-age=31536000, immutable"
+)
+
+//go:embed templates/*.html static/style.css
+var assets embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"size": humanSize,
+}).ParseFS(assets, "templates/*.html"))
+
+// Server is the resolver's HTTP handler. It is safe for concurrent use.
+type Server struct {
+	st      store.Store
+	opts    Options
+	log     *slog.Logger
+	codecs  *codecCache
+	mux     *http.ServeMux
+	reg     *prometheus.Registry
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+	style   []byte
+}
+
+// New returns a Server over st. The caller keeps st open while the server
+// runs and closes it afterwards.
+func New(st store.Store, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxReferences <= 0 {
+		opts.MaxReferences = DefaultMaxReferences
+	}
+	style, err := assets.ReadFile("static/style.css")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style}
+	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chibrary_resolver_requests_total",
+		Help: "HTTP requests served, by route and status code.",
+	}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "chibrary_resolver_request_duration_seconds",
+		Help:    "Time to serve an HTTP request, by route.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"route"})
+	s.reg.MustRegister(s.reqs, s.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	s.mux.HandleFunc("GET /{$}", s.index)
+	s.mux.HandleFunc("GET /go", s.goTo)
+	s.mux.HandleFunc("GET /{callnumber}", s.page)
+	// "/m/{id...}" and "/{callnumber}/raw" would both match "/m/raw", which
+	// ServeMux refuses as a conflict; one pattern dispatches both.
+	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
+	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
+	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /static/style.css", s.stylesheet)
+	return s
+}
+
+// recorder captures the status for logs and metrics, and the route a
+// handler names for itself.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	route  string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// setRoute names the route of a request for metrics, where the ServeMux
+// pattern is not precise enough.
+func setRoute(w http.ResponseWriter, route string) {
+	if r, ok := w.(*recorder); ok {
+		r.route = route
+	}
+}
+
+// ServeHTTP serves a request with the security headers, access logging and
+// metrics around the routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	rec := &recorder{ResponseWriter: w}
+	s.mux.ServeHTTP(rec, r)
+	d := time.Since(start)
+	route := rec.route
+	if route == "" {
+		route = r.Pattern // set by the ServeMux on r itself
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+	s.latency.WithLabelValues(route).Observe(d.Seconds())
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
+		slog.Int("status", rec.status), slog.Duration("duration", d))
+}
+
+// Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
+// it stops accepting, waits up to ShutdownTimeout for requests in flight
+// and returns nil. It returns the error that stopped it otherwise.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: orDefault(s.opts.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		ReadTimeout:       orDefault(s.opts.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:      orDefault(s.opts.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:       orDefault(s.opts.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("cannot serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout))
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot shut down: %w", err)
+	}
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
