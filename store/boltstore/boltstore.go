@@ -12,6 +12,14 @@
 // the operations share one handle (see handles.go): reads share it in
 // either mode, writes need it writable.
 //
+// flock is not fair and bbolt polls for it every 50ms, so a process reading
+// in a loop could starve a writer elsewhere. A side file, PATH.lock, is the
+// turnstile: a process takes its exclusive lock while it waits to open the
+// database, and a process that sees it taken stops starting operations on
+// its open handle and closes it when the running ones end. Waiting
+// processes thus get in, in turn, within a millisecond or so of each
+// other's batch (TestMultiProcess: three writers and a busy reader).
+//
 // Options.Linger keeps an idle handle open a few milliseconds, so that a
 // burst of reads (a busy resolver) or back-to-back batches reuse one open.
 // The trade-off: for that long the lock stays held, and other processes
@@ -166,7 +174,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		path: path,
 		log:  opts.Logger.With("store", path),
 	}
-	s.h = newHandles(path, opts.LockTimeout, opts.Linger, s.log)
+	turn, err := openTurnstile(path + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	s.h = newHandles(path, turn, opts.LockTimeout, opts.Linger, s.log)
 	if err := s.init(ctx); err != nil {
 		s.h.close()
 		return nil, err
@@ -418,8 +430,8 @@ func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message
 
 // txLookup answers batch.Make's questions inside the Put transaction.
 type txLookup struct {
-	tx                       *bolt.Tx
-	codec                    *callnumber.Codec
+	tx                      *bolt.Tx
+	codec                   *callnumber.Codec
 	messages, digests, runs *bolt.Bucket
 }
 

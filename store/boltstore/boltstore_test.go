@@ -1,7 +1,12 @@
 package boltstore_test
 
 import (
+	"errors"
+	"strings"
+	"time"
+
 	"context"
+	bolt "go.etcd.io/bbolt"
 	"path/filepath"
 	"testing"
 
@@ -26,5 +31,49 @@ func TestConformance(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+func TestLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	s, err := boltstore.Open(t.Context(), path, boltstore.Options{LockTimeout: 100 * time.Millisecond, Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Another holder of bbolt's lock: flock belongs to the open file
+	// description, so a second handle in this process stands in for
+	// another process.
+	other, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Count(t.Context())
+	if !errors.Is(err, boltstore.ErrLocked) {
+		t.Errorf("Count() while locked = %v, want %v", err, boltstore.ErrLocked)
+	} else if !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q does not name %s", err, path)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Count(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Count(cancelled) while locked = %v, want %v", err, context.Canceled)
+	}
+	other.Close()
+	if n, err := s.Count(t.Context()); err != nil || n != 0 {
+		t.Errorf("Count() after unlock = %d, %v; want 0", n, err)
+	}
+}
+
+func TestNotAStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("something")); return err })
+	db.Close()
+	if s, err := boltstore.Open(t.Context(), path, boltstore.Options{}); !errors.Is(err, boltstore.ErrFormat) {
+		t.Errorf("Open(foreign bbolt file) = %v, %v; want %v", s, err, boltstore.ErrFormat)
 	}
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// lockPoll is the longest single bolt.Open attempt while waiting for
-// another process's lock: between attempts the context is checked.
-const lockPoll = 250 * time.Millisecond
+// Polling intervals while waiting for another process's lock: they start
+// short, for a quick hand-over after a batch, and back off.
+const (
+	minPoll = time.Millisecond
+	maxPoll = 20 * time.Millisecond
+)
 
 // handles shares one bbolt handle among the operations of a process and
 // closes it as soon as none uses it (after Linger), so that the file lock is
@@ -30,6 +33,7 @@ const lockPoll = 250 * time.Millisecond
 // resolver cannot starve an import), closes it and opens a writable one.
 type handles struct {
 	path        string
+	turn        *turnstile
 	lockTimeout time.Duration
 	linger      time.Duration
 	log         *slog.Logger
@@ -45,8 +49,8 @@ type handles struct {
 	closed   bool
 }
 
-func newHandles(path string, lockTimeout, linger time.Duration, log *slog.Logger) *handles {
-	return &handles{path: path, lockTimeout: lockTimeout, linger: linger, log: log, changed: make(chan struct{})}
+func newHandles(path string, turn *turnstile, lockTimeout, linger time.Duration, log *slog.Logger) *handles {
+	return &handles{path: path, turn: turn, lockTimeout: lockTimeout, linger: linger, log: log, changed: make(chan struct{})}
 }
 
 // notify wakes everyone waiting on a change. Called with mu held.
@@ -73,7 +77,12 @@ func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
 			h.mu.Unlock()
 			return nil, store.ErrClosed
 		}
-		if h.db != nil && !h.busy && (h.writable || (!write && h.wantRW == 0)) {
+		if h.db != nil && !h.busy && h.users == 0 && h.turn.othersWaiting() {
+			// Another process waits for the file: let it in.
+			h.closeDB()
+			h.notify()
+		}
+		if h.db != nil && !h.busy && (h.writable || (!write && h.wantRW == 0)) && (h.users == 0 || !h.turn.othersWaiting()) {
 			h.users++
 			h.stopTimer()
 			done()
@@ -130,7 +139,7 @@ func (h *handles) release(db *bolt.DB) {
 	h.users--
 	if h.users == 0 {
 		switch {
-		case h.closed || h.linger <= 0 || (h.wantRW > 0 && !h.writable):
+		case h.closed || h.linger <= 0 || (h.wantRW > 0 && !h.writable) || h.turn.othersWaiting():
 			h.closeDB()
 		default:
 			h.stopTimer()
@@ -187,53 +196,74 @@ func (h *handles) close() error {
 	}
 	h.stopTimer()
 	if h.db == nil {
-		return nil
+		return h.turn.close()
 	}
 	err := h.db.Close()
 	h.db = nil
+	if cerr := h.turn.close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("cannot close %s: %w", h.path, err)
 	}
 	return nil
 }
 
-// open opens the file, waiting up to lockTimeout for another process's
-// lock, in slices so that ctx can cancel the wait.
+// open opens the file, waiting up to lockTimeout for other processes:
+// first for the turnstile, then for bbolt's own lock.
 func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 	start := time.Now()
 	deadline := start.Add(h.lockTimeout)
+	poll := minPoll
 	warned := false
+	entered := false
+	defer func() {
+		if entered {
+			h.turn.leave()
+		}
+	}()
 	for {
-		step := min(time.Until(deadline), lockPoll)
-		if step <= 0 {
-			step = time.Nanosecond // one try
-		}
-		db, err := bolt.Open(h.path, 0o644, &bolt.Options{
-			Timeout:        step,
-			ReadOnly:       !write,
-			NoFreelistSync: false, // see the package doc: opening stays cheap
-			FreelistType:   bolt.FreelistMapType,
-		})
-		if err == nil {
-			if waited := time.Since(start); waited > time.Second {
-				h.log.Info("messages database unlocked", "path", h.path, "waited", waited.Round(time.Millisecond))
+		var err error
+		if !entered {
+			if entered, err = h.turn.tryEnter(); err != nil {
+				return nil, err
 			}
-			return db, nil
 		}
-		if !errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("cannot open %s: %w", h.path, err)
+		if entered {
+			db, err := bolt.Open(h.path, 0o644, &bolt.Options{
+				Timeout:        time.Nanosecond, // one try: we poll ourselves
+				ReadOnly:       !write,
+				NoFreelistSync: false, // see the package doc: opening stays cheap
+				FreelistType:   bolt.FreelistMapType,
+			})
+			if err == nil {
+				if waited := time.Since(start); waited > time.Second {
+					h.log.Info("messages database unlocked", "path", h.path, "waited", waited.Round(time.Millisecond))
+				}
+				return db, nil
+			}
+			if !errors.Is(err, bolt.ErrTimeout) {
+				return nil, fmt.Errorf("cannot open %s: %w", h.path, err)
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("cannot open %s while another process holds its lock: %w", h.path, err)
 		}
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("cannot open %s: %w: another process has held its lock for %v (a chibrary importer, watcher or resolver holds it only for one batch or read, so one may be hung: see `fuser %s`; Options.LockTimeout sets the wait)",
-				h.path, ErrLocked, h.lockTimeout, h.path)
+			return nil, fmt.Errorf("cannot open %s: %w: another process has held its lock for %v (a chibrary importer, watcher or resolver holds it only for one batch or read, so one may be hung: see `fuser %s %s.lock`; Options.LockTimeout sets the wait)",
+				h.path, ErrLocked, h.lockTimeout, h.path, h.path)
 		}
 		if !warned && time.Since(start) > time.Second {
 			h.log.Warn("waiting for another process's lock on the messages database", "path", h.path, "timeout", h.lockTimeout)
 			warned = true
 		}
+		t := time.NewTimer(min(poll, time.Until(deadline)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		poll = min(2*poll, maxPoll)
 	}
 }
 

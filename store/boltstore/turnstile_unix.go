@@ -1,0 +1,60 @@
+//go:build unix
+
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// turnstile is the side file PATH.lock that makes sharing the database fair
+// between processes. bbolt polls for its flock every 50ms, and flock is not
+// fair: a process that reads in a loop would keep a shared lock almost all
+// the time and a writer polling for an exclusive one would starve. So every
+// process that wants to open the database first takes the turnstile's
+// exclusive lock and keeps it until its bbolt open succeeded; a process
+// that sees the turnstile taken stops reusing its open handle and closes
+// it as soon as its running operations end. Waiters thus get in, in turn.
+type turnstile struct {
+	f *os.File
+}
+
+func openTurnstile(path string) (*turnstile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open lock file %s: %w", path, err)
+	}
+	return &turnstile{f: f}, nil
+}
+
+// tryEnter takes the turnstile if it is free.
+func (t *turnstile) tryEnter() (bool, error) {
+	err := syscall.Flock(int(t.f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot lock %s: %w", t.f.Name(), err)
+	}
+	return true, nil
+}
+
+func (t *turnstile) leave() {
+	syscall.Flock(int(t.f.Fd()), syscall.LOCK_UN)
+}
+
+// othersWaiting reports whether another process holds the turnstile, that
+// is, waits to open the database. It must not be called while this process
+// holds it.
+func (t *turnstile) othersWaiting() bool {
+	fd := int(t.f.Fd())
+	if err := syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	syscall.Flock(fd, syscall.LOCK_UN)
+	return false
+}
+
+func (t *turnstile) close() error { return t.f.Close() }
