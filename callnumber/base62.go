@@ -35,15 +35,36 @@ var decode = func() (t [256]byte) {
 	return t
 }()
 
-// Array returns the 8 base62 characters of n.
-func (n Number) Array() [Length]byte {
-	var b [Length]byte
-	v := uint64(n)
-	for i := Length - 1; i >= 0; i-- {
-		b[i] = Alphabet[v%62]
-		v /= 62
+// pairs holds the two base62 digits of every value below 62^2.
+var pairs = func() (t [62 * 62][2]byte) {
+	for i := range t {
+		t[i] = [2]byte{Alphabet[i/62], Alphabet[i%62]}
 	}
-	return b
+	return t
+}()
+
+const (
+	pow4 = 62 * 62 * 62 * 62 // 14,776,336 < 2^24
+	pow8 = pow4 * pow4       // 218,340,105,584,896 > 2^47
+)
+
+// Array returns the 8 base62 characters of n. (A Number above 2^47-1 is not
+// a call number; it prints modulo 62^8.)
+//
+// The value is cut into two halves below 62^4 and each half into two pairs
+// of digits, so that most divisions are 32-bit and independent of each
+// other, then each pair is looked up in a table.
+func (n Number) Array() [Length]byte {
+	v := uint64(n)
+	if v >= pow8 {
+		v %= pow8
+	}
+	hi := uint32(v / pow4)
+	lo := uint32(v - uint64(hi)*pow4)
+	hh, lh := hi/(62*62), lo/(62*62)
+	a, b := pairs[hh], pairs[hi-hh*(62*62)]
+	c, d := pairs[lh], pairs[lo-lh*(62*62)]
+	return [Length]byte{a[0], a[1], b[0], b[1], c[0], c[1], d[0], d[1]}
 }
 
 // String returns the 8 base62 characters of n.
