@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+// testArchive makes DIR/messages.db holding the signed fixture under run 1
+// of a fixed test authority, and returns DIR, the codec and the number.
+func testArchive(t *testing.T) (string, *callnumber.Codec, callnumber.Number, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := boltstore.Open(t.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var key shuffle.Key
+	for i := range key {
+		key[i] = byte(255 - i)
+	}
+	lease := callnumber.Lease{Run: 1, Authority: "test", Scheme: shuffle.Bits, Key: key, Nonce: "n1",
+		Program: "importer", Host: "h1", PID: 123, Note: "cmd test", IssuedAt: time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)}
+	if err := st.RecordLease(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	codec, err := callnumber.NewCodec(shuffle.Bits, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := codec.Encode(callnumber.Fields{Run: 1, Sequence: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "web", "signed.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(t.Context(), []store.Message{{Number: n, Raw: raw, Digest: store.DigestOf(raw), MessageID: "signed-1@example.com", List: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, codec, n, raw
+}
+
+// runCmd runs the command in-process and returns its exit status, stdout
+// and stderr.
+func runCmd(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, args, strings.NewReader(""), &stdout, &stderr)
+	status := cli.ExitStatus(&stderr, "resolver", err)
+	return status, stdout.String(), stderr.String()
+}
+
+func TestGetAndInspect(t *testing.T) {
+	dir, codec, n, raw := testArchive(t)
+	v1 := codec.Number(1<<(callnumber.RunBits+callnumber.SequenceBits) | 1<<callnumber.SequenceBits).String()
+	unknown, _ := codec.Encode(callnumber.Fields{Run: 1, Sequence: 43})
+	tests := []struct {
+		name      string
+		args      []string
+		status    int
+		stdout    string // exact, unless empty
+		stdoutHas []string
+		stderrHas string
+	}{
+		{"get", []string{"get", "--data", dir, n.String()}, 0, string(raw), nil, ""},
+		{"get via --store", []string{"get", "--store", "bolt:" + filepath.Join(dir, "messages.db"), n.String()}, 0, string(raw), nil, ""},
+		{"get wrong length", []string{"get", "--data", dir, "abc"}, 2, "", nil, "wrong length"},
+		{"get bad character", []string{"get", "--data", dir, "abcdefg!"}, 2, "", nil, "bad character"},
+		{"get out of range", []string{"get", "--data", dir, "zzzzzzzz"}, 2, "", nil, "out of range"},
+		{"get unknown version", []string{"get", "--data", dir, v1}, 2, "", nil, "unknown version"},
+		{"get unknown", []string{"get", "--data", dir, unknown.String()}, 1, "", nil, unknown.String() + ": not found"},
+		{"get no archive", []string{"get", "--data", filepath.Join(dir, "nope"), n.String()}, 1, "", nil, "no archive in"},
+		{"get no argument", []string{"get", "--data", dir}, 2, "", nil, "missing CALLNUMBER"},
+		{"get two arguments", []string{"get", "--data", dir, n.String(), n.String()}, 2, "", nil, "one CALLNUMBER only"},
+		{"inspect", []string{"inspect", "--data", dir, n.String()}, 0, "", []string{
+			"callnumber       " + n.String() + "\n", "version          0\n", "run              1\n", "sequence         42\n",
+			"lease.nonce      n1\n", "lease.program    importer\n", "lease.host       h1\n", "lease.pid        123\n",
+			"lease.issued-at  2024-05-06T07:08:09Z\n", "message-id       signed-1@example.com\n",
+		}, ""},
+		{"inspect unknown", []string{"inspect", "--data", dir, unknown.String()}, 1, "", nil, "not found"},
+		{"inspect malformed", []string{"inspect", "--json", "--data", dir, "0000000"}, 2, "", nil, "wrong length"},
+		{"no command", nil, 2, "", nil, "missing command"},
+		{"unknown command", []string{"frobnicate"}, 2, "", nil, "unknown command"},
+		{"help", []string{"--help"}, 0, "", nil, "Examples:"},
+		{"get help", []string{"get", "--help"}, 0, "", nil, "resolver get --data"},
+		{"bad flag", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, stdout, stderr := runCmd(t, t.Context(), tt.args...)
+			if status != tt.status {
+				t.Fatalf("resolver %q exit status = %d, want %d; stderr %q", tt.args, status, tt.status, stderr)
+			}
+			if tt.stdout != "" && stdout != tt.stdout {
+				t.Errorf("resolver %q stdout = %q, want %q", tt.args, stdout, tt.stdout)
+			}
+			for _, s := range tt.stdoutHas {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("resolver %q stdout does not contain %q:\n%s", tt.args, s, stdout)
+				}
+			}
+			if !strings.Contains(stderr, tt.stderrHas) {
+				t.Errorf("resolver %q stderr = %q, want it to contain %q", tt.args, stderr, tt.stderrHas)
+			}
+			if status == 2 && tt.stderrHas != "Examples:" && strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+				t.Errorf("resolver %q stderr = %q, want one line and the usage hint", tt.args, stderr)
+			}
+			if status != 0 && stdout != "" {
+				t.Errorf("resolver %q failed but wrote %q to stdout", tt.args, stdout)
+			}
+		})
+	}
+}
+
+func TestInspectJSON(t *testing.T) {
+	dir, _, n, _ := testArchive(t)
+	t.Setenv("CHIBRARY_DATA", dir) // the environment fallback of --data
+	status, stdout, stderr := runCmd(t, t.Context(), "inspect", "--json", n.String())
+	if status != 0 {
+		t.Fatalf("exit status = %d, stderr %q", status, stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout %q is not JSON: %v", stdout, err)
+	}
+	if strings.Count(strings.TrimSpace(stdout), "\n") != 0 {
+		t.Errorf("stdout %q is not one line", stdout)
+	}
+	lease, _ := got["lease"].(map[string]any)
+	if got["callnumber"] != n.String() || got["version"] != 0.0 || got["run"] != 1.0 || got["sequence"] != 42.0 ||
+		lease["nonce"] != "n1" || lease["authority"] != "test" || lease["program"] != "importer" || lease["run"] != 1.0 {
+		t.Errorf("inspect --json = %s, want callnumber %s, version 0, run 1, sequence 42 and the lease", stdout, n)
+	}
+	if _, ok := lease["key"]; ok {
+		t.Errorf("inspect --json shows the authority's key: %s", stdout)
+	}
+}
+
+func TestServe(t *testing.T) {
+	dir, _, n, raw := testArchive(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	t.Setenv("CHIBRARY_LISTEN", addr)
+	ctx, cancel := context.WithCancel(t.Context())
+	type result struct {
+		status         int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, o, e := runCmd(t, ctx, "serve", "--data", dir, "--log-format", "json")
+		done <- result{s, o, e}
+	}()
+	var resp *http.Response
+	for i := 0; ; i++ { // wait for the listener
+		resp, err = http.Get("http://" + addr + "/" + n.String() + "/raw")
+		if err == nil || i == 200 {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err != nil {
+		cancel()
+		t.Fatalf("GET raw: %v; server: %+v", err, <-done)
+	}
+	var body bytes.Buffer
+	body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || body.String() != string(raw) {
+		t.Errorf("GET raw = %d %q, want 200 and the message", resp.StatusCode, body.String())
+	}
+	cancel()
+	r := <-done
+	if r.status != 0 {
+		t.Errorf("serve exit status after SIGINT-like cancel = %d, want 0; stderr %q", r.status, r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"msg":"request"`) || !strings.Contains(r.stderr, `"status":200`) {
+		t.Errorf("serve logs %q: want a JSON access log line", r.stderr)
+	}
+}
