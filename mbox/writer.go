@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // DefaultSeparator is the From_ line Writer uses when given none.
@@ -14,7 +15,7 @@ const DefaultSeparator = "From MAILER-DAEMON Thu Jan  1 00:00:00 1970"
 // each message is its From_ line, the message with every line matching
 // ^>*From  quoted by one more '>', and an empty line. Reading the output
 // with FormatMboxrd gives back each message's Raw and Separator, except
-// that a message not ending in a newline gets one.
+// that a message not ending in a newline gets one (a final CR becomes CRLF).
 //
 // Line ends follow the message: when its first line ends in CRLF, the
 // From_ line, an added final line end and the empty line are CRLF too.
@@ -29,19 +30,17 @@ func NewWriter(w io.Writer) *Writer {
 
 // WriteMessage writes one message. separator is its From_ line without a
 // line end ("" is DefaultSeparator); it must look like a From_ line (see
-// the package documentation) or the reader would not find it: otherwise
-// WriteMessage returns an error wrapping ErrBadSeparator.
+// the package documentation) and hold no CR or LF, or the reader would not
+// find it or give it back: otherwise WriteMessage returns an error
+// wrapping ErrBadSeparator.
 func (w *Writer) WriteMessage(separator string, raw []byte) error {
 	if separator == "" {
 		separator = DefaultSeparator
 	}
-	if !isSeparator([]byte(separator)) || bytes.ContainsAny([]byte(separator), "\n") {
+	if !isSeparator([]byte(separator)) || strings.ContainsAny(separator, "\r\n") {
 		return fmt.Errorf("cannot write message: %w: %q", ErrBadSeparator, separator)
 	}
-	eol := "\n"
-	if i := bytes.IndexByte(raw, '\n'); i > 0 && raw[i-1] == '\r' {
-		eol = "\r\n"
-	}
+	eol := lineEnd(raw)
 	w.w.WriteString(separator)
 	w.w.WriteString(eol)
 	for len(raw) > 0 {
@@ -55,7 +54,11 @@ func (w *Writer) WriteMessage(separator string, raw []byte) error {
 		}
 		w.w.Write(line)
 		if len(raw) == 0 && line[len(line)-1] != '\n' {
-			w.w.WriteString(eol)
+			if line[len(line)-1] == '\r' {
+				w.w.WriteByte('\n') // complete the CRLF
+			} else {
+				w.w.WriteString(eol)
+			}
 		}
 	}
 	if _, err := w.w.WriteString(eol); err != nil {
@@ -79,4 +82,14 @@ func WriteMboxrd(w io.Writer, separator string, raw []byte) error {
 		return err
 	}
 	return mw.Flush()
+}
+
+// lineEnd is the line end Writer uses around raw: CRLF when its first line
+// ends in CRLF (or raw is one line ending in CR), else LF.
+func lineEnd(raw []byte) string {
+	i := bytes.IndexByte(raw, '\n')
+	if i > 0 && raw[i-1] == '\r' || i < 0 && len(raw) > 0 && raw[len(raw)-1] == '\r' {
+		return "\r\n"
+	}
+	return "\n"
 }
