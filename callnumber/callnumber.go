@@ -1,26 +1,3 @@
-// Package callnumber assigns, encodes and parses call numbers: the short,
-// permanent, non-enumerable identifiers that name archived messages.
-//
-// # Layout
-//
-// A call number is 47 bits, most significant first:
-//
-//	 46    44 43                                 14 13             0
-//	+--------+-------------------------------------+---------------+
-//	|version |                 run                 |   sequence    |
-//	| 3 bits |               30 bits               |    14 bits    |
-//	+--------+-------------------------------------+---------------+
-//
-// The version is 0 today. A run is issued once, by the run authority, to
-// one process, which then numbers its messages 0..16383 in that run without
-// talking to anyone. Run 0 is never issued, so no call number is 0, and
-// every call number is below 2^47: it fits in a JavaScript number and in a
-// signed 64-bit integer.
-//
-// [Pack] and [Unpack] convert between [Fields] and that 47-bit value. A
-// [Codec] then passes the value through the authority's keyed permutation
-// (package shuffle) to get the public [Number], which is written as 8
-// base62 characters (alphabet 0-9A-Za-z, big-endian, left-padded with 0).
 package callnumber
 
 import (
