@@ -14,7 +14,7 @@ import (
 // Every lease it takes must come from the same authority, with the same
 // scheme and key, and must not repeat the run it replaces: a Generator
 // refuses anything else with ErrLease rather than risk handing out a number
-// twice.
+// twice. Make one with NewGenerator; the zero Generator has no source.
 type Generator struct {
 	src RunSource
 
