@@ -75,6 +75,20 @@ func newFlagSet(name string, c *common) *flag.FlagSet {
 	return fs
 }
 
+// usageTo is cli.Usage writing the help to w (the command's stderr)
+// rather than os.Stderr. cli.Parse silences the usage a parse error would
+// print (the error says it in one line), and so does this.
+func usageTo(w io.Writer, fs *flag.FlagSet, text string, env map[string]string) func() {
+	usage := cli.Usage(fs, text, env)
+	return func() {
+		if fs.Output() == io.Discard {
+			return
+		}
+		fs.SetOutput(w)
+		usage()
+	}
+}
+
 // openExisting opens the store of an archive that must exist: get and
 // inspect only read, and must not create an empty store by mistake.
 func (c *common) openExisting(ctx context.Context, log *slog.Logger) (store.Store, error) {
@@ -112,7 +126,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", &c)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	c.env["listen"] = "CHIBRARY_LISTEN"
-	fs.Usage = cli.Usage(fs, serveUsage, c.env)
+	fs.Usage = usageTo(stderr, fs, serveUsage, c.env)
 	if err := cli.Parse(fs, args, c.env); err != nil {
 		return err
 	}
@@ -150,7 +164,7 @@ Examples:
 func get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	fs := newFlagSet("get", &c)
-	fs.Usage = cli.Usage(fs, getUsage, c.env)
+	fs.Usage = usageTo(stderr, fs, getUsage, c.env)
 	text, err := parseOne(fs, args, c.env)
 	if err != nil {
 		return err
@@ -200,7 +214,7 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	)
 	fs := newFlagSet("inspect", &c)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	fs.Usage = cli.Usage(fs, inspectUsage, c.env)
+	fs.Usage = usageTo(stderr, fs, inspectUsage, c.env)
 	text, err := parseOne(fs, args, c.env)
 	if err != nil {
 		return err
