@@ -43,9 +43,10 @@ type Meta struct {
 	References []string // Message-IDs without angle brackets
 }
 
-// Parse reads the header of raw. On a malformed header it still returns
-// every field it could read (at least a best-effort Message-ID) and an
-// error wrapping ErrHeader that says what was wrong.
+// Parse reads the header of raw. Fields that do not parse are left empty
+// (or, for text fields, undecoded). When the header block itself cannot be
+// read, Parse returns a best-effort Message-ID and an error wrapping
+// ErrHeader that says what was wrong.
 func Parse(raw []byte) (Meta, error) {
 	br := bufio.NewReaderSize(io.LimitReader(bytes.NewReader(raw), MaxHeaderBytes), 4096)
 	th, err := textproto.ReadHeader(br)
@@ -54,35 +55,49 @@ func Parse(raw []byte) (Meta, error) {
 	}
 	h := mail.Header{Header: message.Header{Header: th}}
 	var m Meta
-	var errs []string
-	note := func(field string, err error) {
-		if err != nil {
-			errs = append(errs, field+": "+err.Error())
-		}
-	}
 	if m.MessageID, err = h.MessageID(); err != nil || m.MessageID == "" {
 		// Many real Message-IDs are not RFC 5322 msg-ids (spaces, no @,
 		// no brackets); index them by their text rather than not at all.
 		m.MessageID = NormalizeMessageID(h.Get("Message-Id"))
 	}
+	// Fields that do not parse are left empty: only an unreadable header
+	// block is worth a warning, since the message is stored as is anyway.
 	if h.Has("Date") {
-		m.Date, err = h.Date()
-		note("Date", err)
+		m.Date, _ = h.Date()
 	}
-	m.Subject, err = h.Subject()
-	note("Subject", err)
-	m.From, err = h.Text("From")
-	note("From", err)
-	m.ListID, err = h.Text("List-Id")
-	note("List-Id", err)
-	m.InReplyTo, err = h.MsgIDList("In-Reply-To")
-	note("In-Reply-To", err)
-	m.References, err = h.MsgIDList("References")
-	note("References", err)
-	if len(errs) > 0 {
-		return m, fmt.Errorf("%w: %s", ErrHeader, strings.Join(errs, "; "))
+	if m.Subject, err = h.Subject(); err != nil {
+		m.Subject = h.Get("Subject")
 	}
+	if m.From, err = h.Text("From"); err != nil {
+		m.From = h.Get("From")
+	}
+	if m.ListID, err = h.Text("List-Id"); err != nil {
+		m.ListID = h.Get("List-Id")
+	}
+	m.InReplyTo = msgIDs(h.Get("In-Reply-To"))
+	m.References = msgIDs(h.Get("References"))
 	return m, nil
+}
+
+// msgIDs returns the <...> tokens of a threading field (RFC 5322 section
+// 3.6.4), without brackets. Real In-Reply-To fields often carry free text
+// around them ("message from X of date <id>"), which is skipped.
+func msgIDs(v string) []string {
+	var ids []string
+	for {
+		i := strings.IndexByte(v, '<')
+		if i < 0 {
+			return ids
+		}
+		j := strings.IndexByte(v[i:], '>')
+		if j < 0 {
+			return ids
+		}
+		if id := strings.TrimSpace(v[i+1 : i+j]); id != "" {
+			ids = append(ids, id)
+		}
+		v = v[i+j+1:]
+	}
 }
 
 // NormalizeMessageID returns a Message-ID header value as the archive

@@ -44,10 +44,9 @@ func TestParse(t *testing.T) {
 			wantErr: true,
 		},
 		{
-			name:    "bad date",
-			raw:     "Message-ID: <d@x>\nDate: yesterday-ish\n\n",
-			want:    Meta{MessageID: "d@x"},
-			wantErr: true,
+			name: "bad date and free-text In-Reply-To are not errors",
+			raw:  "Message-ID: <d@x>\nDate: yesterday-ish\nIn-Reply-To: message from Ann <ann@x> of Monday <p@x>\nReferences: <r@x>\n\n",
+			want: Meta{MessageID: "d@x", InReplyTo: []string{"ann@x", "p@x"}, References: []string{"r@x"}},
 		},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,288 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+)
+
+// Item is one message read from an input.
+type Item struct {
+	Raw []byte
+	// Where says where it came from: file:line, a path, "stdin".
+	Where string
+	// Err, when set, says why the message could be delimited but not read
+	// (e.g. it is too large); it is reported as failed.
+	Err error
+}
+
+// Source yields the messages of one input, then io.EOF. Any other error
+// ends the input.
+type Source interface {
+	Next() (Item, error)
+}
+
+// ImportOptions configure Import. Zero values are documented per field.
+type ImportOptions struct {
+	// Archiver stores the messages. Required.
+	Archiver *Archiver
+	// Workers digest and parse messages in parallel; 0 means GOMAXPROCS.
+	Workers int
+	// BatchMessages and BatchBytes bound a store batch: a batch is written
+	// when it reaches either. 0 means 1,000 messages and 16 MiB. Memory
+	// use is a small multiple of BatchBytes (plus the largest message),
+	// whatever the size of the input.
+	BatchMessages int
+	BatchBytes    int
+	// Partition K of N (1 <= K <= N) imports only the messages whose
+	// 0-based position in the input is K-1 modulo N, so that N processes
+	// given the same inputs share them out. N = 0 imports everything.
+	PartitionK, PartitionN int
+	// Manifest, if set, receives one JSON object per message of this
+	// process's share, in input order (see ManifestEntry).
+	Manifest io.Writer
+	// OnBatch, if set, is called after every stored batch with the totals
+	// so far (for progress reporting). It runs on Import's goroutine.
+	OnBatch func(Stats)
+}
+
+// Stats count what Import did.
+type Stats struct {
+	Imported, Duplicates, Failed int64
+	// Bytes is the size of the messages handled (stored or not).
+	Bytes int64
+}
+
+// Messages returns the number of messages handled.
+func (s Stats) Messages() int64 { return s.Imported + s.Duplicates + s.Failed }
+
+// Add adds o to s.
+func (s *Stats) Add(o Stats) {
+	s.Imported += o.Imported
+	s.Duplicates += o.Duplicates
+	s.Failed += o.Failed
+	s.Bytes += o.Bytes
+}
+
+// ManifestEntry is one line of the manifest. For a duplicate, CallNumber
+// is the one already stored; for a failed message it is empty and Error
+// says why.
+type ManifestEntry struct {
+	CallNumber string `json:"callnumber"`
+	MessageID  string `json:"message_id"`
+	Status     Status `json:"status"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ErrPartition is returned for a partition outside 1 <= K <= N.
+var ErrPartition = errors.New("ingest: bad partition")
+
+// chunk is a run of consecutive input messages prepared together.
+type chunk struct {
+	items    []Item
+	prepared []Prepared
+	done     chan struct{}
+}
+
+const (
+	chunkMessages = 128
+	chunkBytes    = 4 << 20
+)
+
+// Import reads src to the end and archives every message of this
+// process's share. It returns the totals; its error is a read error of
+// src (after everything read before it was stored) or a store error (which
+// stops the import: messages of earlier batches are stored, the failed
+// batch and everything after it are not). Messages that could not be
+// stored individually are counted as Failed, not returned as an error.
+func Import(ctx context.Context, src Source, opts ImportOptions) (Stats, error) {
+	if opts.Archiver == nil {
+		return Stats{}, errors.New("ingest: ImportOptions.Archiver is required")
+	}
+	if opts.PartitionN < 0 || (opts.PartitionN > 0 && (opts.PartitionK < 1 || opts.PartitionK > opts.PartitionN)) {
+		return Stats{}, fmt.Errorf("%w: %d/%d (want K/N with 1 <= K <= N)", ErrPartition, opts.PartitionK, opts.PartitionN)
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.BatchMessages <= 0 {
+		opts.BatchMessages = 1000
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 16 << 20
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan *chunk)
+	ordered := make(chan *chunk, 2*workers) // bounds read-ahead
+	var wg sync.WaitGroup
+	var readErr error
+	wg.Go(func() {
+		defer close(work)
+		defer close(ordered)
+		readErr = readChunks(ctx, src, opts, ordered, work)
+	})
+	for range workers {
+		wg.Go(func() {
+			for c := range work {
+				c.prepared = make([]Prepared, len(c.items))
+				for i, it := range c.items {
+					if it.Err != nil {
+						c.prepared[i] = Prepared{Raw: it.Raw, Where: it.Where, Err: it.Err}
+						continue
+					}
+					c.prepared[i] = Prepare(it.Raw, it.Where)
+				}
+				close(c.done)
+			}
+		})
+	}
+	stats, writeErr := writeBatches(ctx, ordered, opts)
+	if writeErr != nil {
+		cancel()
+		for range ordered { // let the reader finish
+		}
+	}
+	wg.Wait()
+	if writeErr != nil {
+		return stats, writeErr
+	}
+	if readErr != nil && !errors.Is(readErr, context.Canceled) {
+		return stats, readErr
+	}
+	return stats, ctx.Err()
+}
+
+// readChunks groups src's messages into chunks and hands each to the
+// writer (in order) and to a worker.
+func readChunks(ctx context.Context, src Source, opts ImportOptions, ordered, work chan<- *chunk) error {
+	var c *chunk
+	var size int
+	flush := func() bool {
+		if c == nil {
+			return true
+		}
+		select {
+		case ordered <- c:
+		case <-ctx.Done():
+			return false
+		}
+		select {
+		case work <- c:
+		case <-ctx.Done():
+			return false
+		}
+		c, size = nil, 0
+		return true
+	}
+	for pos := 0; ; pos++ {
+		it, err := src.Next()
+		if err != nil {
+			if !flush() {
+				return ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if opts.PartitionN > 0 && pos%opts.PartitionN != opts.PartitionK-1 {
+			continue
+		}
+		if c == nil {
+			c = &chunk{done: make(chan struct{})}
+		}
+		c.items = append(c.items, it)
+		size += len(it.Raw)
+		if len(c.items) >= chunkMessages || size >= chunkBytes {
+			if !flush() {
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// writeBatches stores the prepared chunks in input order, in batches.
+func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions) (Stats, error) {
+	var total Stats
+	var batch []Prepared
+	var size int
+	var enc *json.Encoder
+	if opts.Manifest != nil {
+		enc = json.NewEncoder(opts.Manifest)
+		enc.SetEscapeHTML(false)
+	}
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		out, err := opts.Archiver.Archive(ctx, batch)
+		if err != nil {
+			if enc != nil {
+				for _, p := range batch {
+					enc.Encode(ManifestEntry{MessageID: bracket(p.Meta.MessageID), Status: Failed, Error: err.Error()})
+				}
+			}
+			return err
+		}
+		var s Stats
+		for i, o := range out {
+			s.Bytes += int64(len(batch[i].Raw))
+			e := ManifestEntry{MessageID: bracket(o.MessageID), Status: o.Status}
+			switch o.Status {
+			case Imported:
+				s.Imported++
+			case Duplicate:
+				s.Duplicates++
+			case Failed:
+				s.Failed++
+				e.Error = o.Err.Error()
+				opts.Archiver.log.Warn("message not stored", "where", o.Where, "err", o.Err)
+			}
+			if o.Status != Failed {
+				e.CallNumber = o.Number.String()
+			}
+			if enc != nil {
+				if err := enc.Encode(e); err != nil {
+					return fmt.Errorf("cannot write manifest: %w", err)
+				}
+			}
+		}
+		total.Add(s)
+		batch, size = batch[:0], 0
+		if opts.OnBatch != nil {
+			opts.OnBatch(total)
+		}
+		return nil
+	}
+	for c := range ordered {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return total, ctx.Err()
+		}
+		for _, p := range c.prepared {
+			batch = append(batch, p)
+			size += len(p.Raw)
+			if len(batch) >= opts.BatchMessages || size >= opts.BatchBytes {
+				if err := flush(); err != nil {
+					return total, err
+				}
+			}
+		}
+	}
+	return total, flush()
+}
+
+func bracket(id string) string {
+	if id == "" {
+		return ""
+	}
+	return "<" + id + ">"
+}

@@ -1,0 +1,137 @@
+// Package setup turns the flags the programs share (--data, --store,
+// --coordinator, --token-file) into a store and a run source.
+package setup
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/coordinator"
+	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
+	"github.com/chibrary/chibrary/store/riakstore"
+)
+
+// DefaultData is the data directory when neither --data nor --store is
+// given.
+const DefaultData = "./archive"
+
+// File names inside a data directory.
+const (
+	MessagesFile = "messages.db"
+	RunsFile     = "runs.db"
+)
+
+// StoreFlags select the store: --data DIR (the embedded bbolt store
+// DIR/messages.db) or --store URL (bolt:PATH or riak://host:port,...).
+type StoreFlags struct {
+	Data  string
+	Store string
+}
+
+// AddFlags registers --data and --store.
+func (f *StoreFlags) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&f.Data, "data", DefaultData, "data directory: the embedded store DIR/messages.db and local run authority DIR/runs.db")
+	fs.StringVar(&f.Store, "store", "", "store URL instead of --data's: bolt:PATH or riak://host:port[,host:port...]")
+}
+
+// Env returns the environment fallbacks of the flags.
+func (f *StoreFlags) Env() map[string]string {
+	return map[string]string{"data": "CHIBRARY_DATA", "store": "CHIBRARY_STORE"}
+}
+
+// Open opens the selected store.
+func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, error) {
+	u := f.Store
+	if u == "" {
+		u = "bolt:" + filepath.Join(f.Data, MessagesFile)
+	}
+	return OpenStore(ctx, u, log)
+}
+
+// OpenStore opens a store by URL: bolt:PATH or riak://host:port[,...].
+func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "bolt:"):
+		path := strings.TrimPrefix(url, "bolt:")
+		path = strings.TrimPrefix(path, "//") // accept bolt://PATH too
+		if path == "" {
+			return nil, cli.Usagef("store URL %q has no path", url)
+		}
+		return boltstore.Open(ctx, path, boltstore.Options{Logger: log})
+	case strings.HasPrefix(url, "riak://"):
+		var nodes []string
+		for _, n := range strings.Split(strings.TrimPrefix(url, "riak://"), ",") {
+			n = strings.TrimSuffix(strings.TrimSpace(n), "/")
+			if n == "" {
+				continue
+			}
+			if !strings.Contains(n, ":") {
+				n += ":8087"
+			}
+			nodes = append(nodes, n)
+		}
+		if len(nodes) == 0 {
+			return nil, cli.Usagef("store URL %q names no Riak node", url)
+		}
+		return riakstore.Open(ctx, riakstore.Options{Nodes: nodes, Logger: log})
+	}
+	return nil, cli.Usagef("store URL %q: want bolt:PATH or riak://host:port[,host:port...]", url)
+}
+
+// RunFlags select the run authority: a coordinator (--coordinator URL with
+// --token-file or $CHIBRARY_TOKEN), or the local authority DATA/runs.db.
+type RunFlags struct {
+	Coordinator string
+	TokenFile   string
+	Note        string
+}
+
+// AddFlags registers --coordinator, --token-file and --note.
+func (f *RunFlags) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&f.Coordinator, "coordinator", "", "run authority URL (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
+	fs.StringVar(&f.TokenFile, "token-file", "", "file holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
+	fs.StringVar(&f.Note, "note", "", "note recorded with every run this process takes")
+}
+
+// Env returns the environment fallbacks of the flags.
+func (f *RunFlags) Env() map[string]string {
+	return map[string]string{"coordinator": "CHIBRARY_COORDINATOR", "token-file": "CHIBRARY_TOKEN_FILE"}
+}
+
+// Source returns the run source the flags select. dataDir is where the
+// local authority lives (its runs.db); program names the caller in lease
+// records.
+func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slog.Logger) (callnumber.RunSource, error) {
+	holder := authority.Holder{Program: program, Host: cli.Hostname(), PID: os.Getpid(), Note: f.Note}
+	if f.Coordinator == "" {
+		if dataDir == "" {
+			return nil, cli.Usagef("without --coordinator, the local run authority needs --data")
+		}
+		return authority.NewLocal(filepath.Join(dataDir, RunsFile), holder, authority.LocalOptions{}), nil
+	}
+	token := os.Getenv("CHIBRARY_TOKEN")
+	if f.TokenFile != "" {
+		var err error
+		if token, err = cli.ReadSecret(f.TokenFile); err != nil {
+			return nil, err
+		}
+	}
+	if token == "" {
+		return nil, cli.Usagef("--coordinator needs --token-file or $CHIBRARY_TOKEN")
+	}
+	c, err := coordinator.NewClient(f.Coordinator, token, holder, coordinator.ClientOptions{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("cannot use coordinator: %w", err)
+	}
+	return c, nil
+}
+

@@ -1,0 +1,229 @@
+// Command importbench measures the importer against the floor: a bare
+// bbolt loop that puts the same raw messages under sequential keys in
+// 1,000-message transactions. Both read the same decompressed mbox file,
+// each in its own process, so that wall time, peak RSS and bytes on disk
+// are each program's own. It prints both, and their ratio.
+//
+//	go run ./internal/tools/importbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --importer bin/importer
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/mbox"
+)
+
+func main() {
+	corpus := flag.String("corpus", "../shared/corpus/linux-mips-sample.mbox.gz", "mbox (plain or .gz) to import")
+	importer := flag.String("importer", "bin/importer", "importer binary")
+	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
+	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
+	out := flag.String("out", "", "internal: the bare loop's database")
+	flag.Parse()
+	if *bare != "" {
+		if err := bareLoop(*bare, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "importbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := compare(*corpus, *importer, *rounds); err != nil {
+		fmt.Fprintln(os.Stderr, "importbench:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	wall      time.Duration
+	maxRSS    int64 // bytes
+	disk      int64
+	messages  int
+	writeOnly time.Duration // bare loop: the bbolt puts alone
+}
+
+func compare(corpus, importer string, rounds int) error {
+	if _, err := os.Stat(corpus); err != nil {
+		return fmt.Errorf("no corpus (%w): pass --corpus", err)
+	}
+	tmp, err := os.MkdirTemp("", "importbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	plain := filepath.Join(tmp, "corpus.mbox")
+	size, err := decompress(corpus, plain)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var imp, bar []result
+	for i := 0; i < rounds; i++ {
+		dir := filepath.Join(tmp, fmt.Sprint("imp", i))
+		r, err := measure(exec.Command(importer, "--data", dir, "--log-level", "error", plain), dir)
+		if err != nil {
+			return fmt.Errorf("importer: %w", err)
+		}
+		imp = append(imp, r)
+		bdir := filepath.Join(tmp, fmt.Sprint("bare", i))
+		os.MkdirAll(bdir, 0o755)
+		r, err = measure(exec.Command(self, "--bare", plain, "--out", filepath.Join(bdir, "bare.db")), bdir)
+		if err != nil {
+			return fmt.Errorf("bare loop: %w", err)
+		}
+		bar = append(bar, r)
+	}
+	mi, mb := median(imp), median(bar)
+	msgs := mb.messages
+	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", corpus, msgs, float64(size)/1e6, rounds)
+	fmt.Printf("%-28s %10s %10s %9s %12s %12s\n", "", "msg/s", "MB/s", "wall s", "peak RSS MB", "on disk MB")
+	row := func(name string, r result) {
+		s := r.wall.Seconds()
+		fmt.Printf("%-28s %10.0f %10.1f %9.2f %12.1f %12.1f\n", name, float64(msgs)/s, float64(size)/1e6/s, s, float64(r.maxRSS)/1e6, float64(r.disk)/1e6)
+	}
+	row("importer (read+index+store)", mi)
+	row("bare bbolt loop (read+put)", mb)
+	fmt.Printf("%-28s %10.0f %10.1f %9.2f\n", "bare bbolt puts alone", float64(msgs)/mb.writeOnly.Seconds(), float64(size)/1e6/mb.writeOnly.Seconds(), mb.writeOnly.Seconds())
+	fmt.Printf("\nimporter / bare loop: %.0f%% of its msg/s (target >= 50%%); importer / bare puts alone: %.0f%%\n",
+		100*mb.wall.Seconds()/mi.wall.Seconds(), 100*mb.writeOnly.Seconds()/mi.wall.Seconds())
+	fmt.Printf("importer peak RSS: %.0f MB (target < 200 MB)\n", float64(mi.maxRSS)/1e6)
+	return nil
+}
+
+func median(rs []result) result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b result) int { return int(a.wall - b.wall) })
+	return s[len(s)/2]
+}
+
+func measure(cmd *exec.Cmd, dir string) (result, error) {
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return result{}, fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	r := result{wall: time.Since(start)}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSS = ru.Maxrss * 1024 // Linux reports KiB
+	}
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				r.disk += fi.Size()
+			}
+		}
+		return nil
+	})
+	var rep struct {
+		Messages  int
+		WriteOnly time.Duration
+	}
+	if json.Unmarshal([]byte(stdout.String()), &rep) == nil {
+		r.messages, r.writeOnly = rep.Messages, rep.WriteOnly
+	}
+	return r, nil
+}
+
+func decompress(src, dst string) (int64, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var r io.Reader = bufio.NewReader(f)
+	if strings.HasSuffix(src, ".gz") {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return 0, err
+		}
+		r = zr
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, r)
+	return n, errors.Join(err, out.Close())
+}
+
+// bareLoop is the floor: split the mbox with the same reader, put each raw
+// message under a sequential key, commit every 1,000 messages.
+func bareLoop(in, out string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	db, err := bolt.Open(out, 0o600, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rd := mbox.NewReader(f, mbox.Options{Name: in, Format: mbox.FormatMboxrd})
+	var n int
+	var write time.Duration
+	batch := make([][]byte, 0, 1000)
+	flush := func() error {
+		start := time.Now()
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("messages"))
+			if err != nil {
+				return err
+			}
+			b.FillPercent = 1.0
+			var k [8]byte
+			for _, raw := range batch {
+				n++
+				binary.BigEndian.PutUint64(k[:], uint64(n))
+				if err := b.Put(k[:], raw); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		write += time.Since(start)
+		batch = batch[:0]
+		return err
+	}
+	for {
+		m, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		batch = append(batch, m.Raw)
+		if len(batch) == 1000 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(struct {
+		Messages  int
+		WriteOnly time.Duration
+	}{n, write})
+}
