@@ -97,8 +97,8 @@ type Source struct {
 	kind string // KindMaildir, KindEMLDir, KindEML, or "" for mbox
 	comp string // "gzip", "bzip2" or ""
 
-	file   *os.File
-	closer io.Closer // decompressor to close, if any
+	file    *os.File
+	closers []io.Closer // decompressor and prefetcher, closed in reverse
 	in     io.Reader // decompressed input (mbox or single message)
 	mr     *mbox.Reader
 	single bool // the single message was returned
@@ -143,6 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 			stdin = bytes.NewReader(nil)
 		}
 		if err := s.openStream(countingReader{stdin, &s.done}, opts); err != nil {
+			s.Close()
 			return nil, fmt.Errorf("cannot open stdin: %w", err)
 		}
 		return s, nil
@@ -163,7 +164,7 @@ func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 	}
 	s.file, s.total = f, fi.Size()
 	if err := s.openStream(countingReader{f, &s.done}, opts); err != nil {
-		f.Close()
+		s.Close()
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	return s, nil
@@ -184,11 +185,20 @@ func (s *Source) openStream(r io.Reader, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("cannot read gzip: %w", err)
 		}
-		s.comp, s.closer, in = "gzip", zr, zr
+		s.comp, in = "gzip", zr
+		s.closers = append(s.closers, zr)
 	case string(magic) == "BZh":
 		s.comp, in = "bzip2", bzip2.NewReader(br)
 	}
 	if s.comp != "" {
+		if s.file != nil {
+			// Decompress on another core while the mbox reader parses.
+			// Not for stdin, where Close could wait forever on a blocked
+			// read.
+			pf := newPrefetcher(in, 256<<10, 4)
+			s.closers = append(s.closers, pf)
+			in = pf
+		}
 		in = bufio.NewReaderSize(in, 64<<10)
 	}
 	head, err := in.(*bufio.Reader).Peek(1000)
@@ -421,12 +431,15 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-// Close releases the input. It does not close Options.Stdin.
+// Close releases the input and stops the goroutine that decompresses
+// ahead of Next (compressed inputs); it must be called. It does not close
+// Options.Stdin.
 func (s *Source) Close() error {
 	var errs []error
-	if s.closer != nil {
-		errs = append(errs, s.closer.Close())
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i].Close())
 	}
+	s.closers = nil
 	if s.file != nil {
 		errs = append(errs, s.file.Close())
 	}

@@ -1,0 +1,54 @@
+package mailsource
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func corpusPath(tb testing.TB) string {
+	path := os.Getenv("CHIBRARY_CORPUS")
+	if fi, err := os.Stat(path); path != "" && err == nil && fi.IsDir() {
+		path = filepath.Join(path, "linux-mips-sample.mbox.gz")
+	}
+	if path == "" {
+		path = filepath.Join("..", "..", "shared", "corpus", "linux-mips-sample.mbox.gz")
+	}
+	if _, err := os.Stat(path); err != nil {
+		tb.Skipf("shared corpus absent: %v", err)
+	}
+	return path
+}
+
+// BenchmarkCorpusGzip reads the shared corpus (.mbox.gz) through Open, as
+// the importer does; MB/s counts decompressed bytes.
+func BenchmarkCorpusGzip(b *testing.B) {
+	path := corpusPath(b)
+	const decompressed = 40775597
+	b.SetBytes(decompressed)
+	for b.Loop() {
+		s, err := Open(context.Background(), path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			_, err := s.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		s.Close()
+		if n != 5256 {
+			b.Fatalf("read %d messages, want 5256", n)
+		}
+	}
+	b.ReportMetric(float64(5256*b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
