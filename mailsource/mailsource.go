@@ -99,9 +99,9 @@ type Source struct {
 
 	file    *os.File
 	closers []io.Closer // decompressor and prefetcher, closed in reverse
-	in     io.Reader // decompressed input (mbox or single message)
-	mr     *mbox.Reader
-	single bool // the single message was returned
+	in      io.Reader   // decompressed input (mbox or single message)
+	mr      *mbox.Reader
+	single  bool // the single message was returned
 
 	files []string // Maildir or .eml directory: paths to read
 	sizes []int64
