@@ -1,0 +1,458 @@
+// Package dovecottest runs a real Dovecot IMAP server for tests: one user,
+// plain-text LOGIN on a free loopback port, Maildir storage, everything
+// (configuration, sockets, state, logs, mail) in a temporary directory that
+// is removed when the test ends.
+//
+// A test that calls Start is skipped when dovecot is not installed, unless
+// the environment variable CI is "true": CI installs it, so there a missing
+// dovecot fails the test instead of hiding it.
+//
+// What it takes to run Dovecot this way (Debian's 2.3, as root) is written
+// down in the project's TESTING.md; the configuration below follows it.
+package dovecottest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+)
+
+// Options configure a Server. The zero value is a server with user
+// "test", password "secret" and an empty INBOX.
+type Options struct {
+	// User and Password of the only account; "" for "test" and "secret".
+	User, Password string
+	// Populate, when set, is called with the user's Maildir directory
+	// before the server starts for the first time, to deliver mail by
+	// writing files (much faster than APPEND for large fixtures). The
+	// directory exists and has cur/, new/ and tmp/; ownership is fixed up
+	// afterwards.
+	Populate func(maildir string) error
+}
+
+// Server is a running (or stopped) Dovecot instance.
+type Server struct {
+	// Addr is the host:port of the IMAP listener (plain text, no TLS).
+	Addr string
+	// User and Password log in to the only account.
+	User, Password string
+
+	t            testing.TB
+	bin, doveadm string
+	dir          string
+	conf         string
+	home         string
+	uid          int
+	gid          int
+	up           bool
+}
+
+// Start starts a Dovecot server and stops it (and removes its files) when
+// the test ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	// /usr/sbin is not on every PATH.
+	bin, doveadm := lookup("dovecot", "/usr/sbin"), lookup("doveadm", "/usr/bin")
+	if bin == "" || doveadm == "" {
+		msg := "dovecot is not installed (apt-get install dovecot-imapd); skipping the tests against a real IMAP server"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + ", but CI=true: CI must install it")
+		}
+		t.Skip(msg)
+	}
+	s := &Server{User: opts.User, Password: opts.Password, t: t}
+	if s.User == "" {
+		s.User = "test"
+	}
+	if s.Password == "" {
+		s.Password = "secret"
+	}
+	// Not t.TempDir(): its parent is mode 0700 and Dovecot's unprivileged
+	// processes must reach the mail directory.
+	var err error
+	s.dir, err = os.MkdirTemp("", "dovecottest-")
+	if err != nil {
+		t.Fatalf("dovecottest: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(s.dir) })
+	if err := os.Chmod(s.dir, 0o755); err != nil {
+		t.Fatalf("dovecottest: %v", err)
+	}
+	s.bin, s.doveadm = bin, doveadm
+	if err := s.configure(opts); err != nil {
+		t.Fatalf("dovecottest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	s.start()
+	return s
+}
+
+func (s *Server) configure(opts Options) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s.home = filepath.Join(s.dir, "home")
+	maildir := filepath.Join(s.home, "Maildir")
+	for _, d := range []string{"run", "state", "cur", "new", "tmp"} {
+		p := filepath.Join(s.dir, d)
+		if d == "cur" || d == "new" || d == "tmp" {
+			p = filepath.Join(maildir, d)
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	}
+	if opts.Populate != nil {
+		if err := opts.Populate(maildir); err != nil {
+			return fmt.Errorf("cannot populate the Maildir: %w", err)
+		}
+	}
+
+	// Dovecot refuses uid 0 for mail access: as root, mail belongs to the
+	// unprivileged user "mail"; otherwise to whoever runs the test.
+	extra := ""
+	s.uid, s.gid = os.Getuid(), os.Getgid()
+	if s.uid == 0 {
+		u, err := user.Lookup("mail")
+		if err != nil {
+			return fmt.Errorf("cannot find user mail: %w", err)
+		}
+		s.uid, _ = strconv.Atoi(u.Uid)
+		s.gid, _ = strconv.Atoi(u.Gid)
+	} else {
+		u, err := user.Current()
+		if err != nil {
+			return err
+		}
+		extra = fmt.Sprintf("default_login_user = %s\ndefault_internal_user = %s\n", u.Username, u.Username)
+	}
+	if err := chownTree(s.home, s.uid, s.gid); err != nil {
+		return err
+	}
+
+	passwd := filepath.Join(s.dir, "passwd")
+	if err := os.WriteFile(passwd, fmt.Appendf(nil, "%s:{PLAIN}%s\n", s.User, s.Password), 0o644); err != nil {
+		return err
+	}
+	s.conf = filepath.Join(s.dir, "dovecot.conf")
+	conf := fmt.Sprintf(`# dovecottest: a throw-away server for tests
+base_dir = %[1]s/run
+state_dir = %[1]s/state
+log_path = %[1]s/dovecot.log
+info_log_path = %[1]s/dovecot.log
+protocols = imap
+listen = 127.0.0.1
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+first_valid_uid = 1
+mail_location = maildir:~/Maildir
+namespace inbox {
+  inbox = yes
+  separator = /
+}
+%[5]s
+passdb {
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%%u %[2]s
+}
+userdb {
+  driver = static
+  args = uid=%[3]d gid=%[4]d home=%[1]s/home
+}
+service imap-login {
+  inet_listener imap {
+    address = 127.0.0.1
+    port = %[6]d
+  }
+  inet_listener imaps {
+    port = 0
+  }
+}
+service pop3-login {
+  inet_listener pop3 {
+    port = 0
+  }
+  inet_listener pop3s {
+    port = 0
+  }
+}
+`, s.dir, passwd, s.uid, s.gid, extra, port)
+	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	return nil
+}
+
+func lookup(name, dir string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return ""
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("cannot find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func chownTree(root string, uid, gid int) error {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	return filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+// Dir returns the server's temporary directory (configuration, logs, mail).
+func (s *Server) Dir() string { return s.dir }
+
+// Log returns what Dovecot logged so far, for failure messages.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "dovecot.log"))
+	return string(b)
+}
+
+// start starts dovecot and waits until it accepts connections.
+func (s *Server) start() {
+	s.t.Helper()
+	// The master daemonizes and its children inherit stdout and stderr:
+	// a pipe would never reach EOF, so they go to a file.
+	out, err := os.OpenFile(filepath.Join(s.dir, "start.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatalf("dovecottest: %v", err)
+	}
+	cmd := exec.Command(s.bin, "-c", s.conf)
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	out.Close()
+	if err != nil {
+		b, _ := os.ReadFile(out.Name())
+		s.t.Fatalf("dovecottest: dovecot -c %s: %v\n%s\n%s", s.conf, err, b, s.Log())
+	}
+	s.up = true
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("dovecottest: dovecot does not listen on %s: %v\n%s", s.Addr, err, s.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop stops the server (its connections are cut); it is a no-op when it
+// is already stopped. Start it again with Restart.
+func (s *Server) Stop() {
+	s.t.Helper()
+	if !s.up {
+		return
+	}
+	s.up = false
+	out, err := exec.Command(s.doveadm, "-c", s.conf, "stop").CombinedOutput()
+	if err != nil {
+		s.t.Errorf("dovecottest: doveadm stop: %v\n%s", err, out)
+		return
+	}
+	// doveadm stop returns before the master has exited: wait for the
+	// port to be free so that a restart can bind it again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			s.t.Errorf("dovecottest: dovecot still listens on %s after doveadm stop", s.Addr)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pidfile := filepath.Join(s.dir, "run", "master.pid")
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(pidfile); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Restart stops the server if it runs and starts it again on the same
+// address, with the same mail.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Running reports whether the server was started and not stopped since.
+func (s *Server) Running() bool { return s.up }
+
+// Client returns a client logged in to the server; the caller logs out.
+func (s *Server) Client(ctx context.Context) (*imapclient.Client, error) {
+	c, err := imapclient.DialInsecure(s.Addr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to %s: %w", s.Addr, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if err := c.Login(s.User, s.Password).Wait(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cannot log in: %w", err)
+	}
+	return c, nil
+}
+
+func (s *Server) with(ctx context.Context, f func(c *imapclient.Client) error) error {
+	c, err := s.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if err := f(c); err != nil {
+		return err
+	}
+	return c.Logout().Wait()
+}
+
+// Append delivers raw to mailbox with IMAP APPEND (RFC 9051 section 6.3.12)
+// and returns its UID (0 if the server did not say, which Dovecot does).
+// Bare LF line ends are sent as CRLF, as IMAP requires.
+func (s *Server) Append(ctx context.Context, mailbox string, raw []byte) (imap.UID, error) {
+	raw = CRLF(raw)
+	var uid imap.UID
+	err := s.with(ctx, func(c *imapclient.Client) error {
+		cmd := c.Append(mailbox, int64(len(raw)), nil)
+		if _, err := cmd.Write(raw); err != nil {
+			return fmt.Errorf("cannot append to %s: %w", mailbox, err)
+		}
+		if err := cmd.Close(); err != nil {
+			return fmt.Errorf("cannot append to %s: %w", mailbox, err)
+		}
+		data, err := cmd.Wait()
+		if err != nil {
+			return fmt.Errorf("cannot append to %s: %w", mailbox, err)
+		}
+		uid = data.UID
+		return nil
+	})
+	return uid, err
+}
+
+// CreateMailbox creates a mailbox.
+func (s *Server) CreateMailbox(ctx context.Context, name string) error {
+	return s.with(ctx, func(c *imapclient.Client) error {
+		if err := c.Create(name, nil).Wait(); err != nil {
+			return fmt.Errorf("cannot create mailbox %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// DeleteMailbox deletes a mailbox and the messages in it. Deleting INBOX
+// is refused by IMAP; DeleteMailbox("INBOX") expunges every message
+// instead, and recreating it gives it a new UIDVALIDITY only when the
+// server decides so: use another mailbox for UIDVALIDITY tests.
+func (s *Server) DeleteMailbox(ctx context.Context, name string) error {
+	return s.with(ctx, func(c *imapclient.Client) error {
+		if err := c.Delete(name).Wait(); err != nil {
+			return fmt.Errorf("cannot delete mailbox %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// Message is a message in a mailbox as the server has it.
+type Message struct {
+	UID   imap.UID
+	Flags []imap.Flag
+	Raw   []byte
+}
+
+// Messages returns every message of mailbox in UID order (for checks
+// after the fact: it reads them all into memory).
+func (s *Server) Messages(ctx context.Context, mailbox string) ([]Message, error) {
+	var msgs []Message
+	err := s.with(ctx, func(c *imapclient.Client) error {
+		sel, err := c.Select(mailbox, &imap.SelectOptions{ReadOnly: true}).Wait()
+		if err != nil {
+			return fmt.Errorf("cannot select %s: %w", mailbox, err)
+		}
+		if sel.NumMessages == 0 {
+			return nil
+		}
+		var all imap.SeqSet
+		all.AddRange(1, 0)
+		section := &imap.FetchItemBodySection{Peek: true}
+		bufs, err := c.Fetch(all, &imap.FetchOptions{UID: true, Flags: true, BodySection: []*imap.FetchItemBodySection{section}}).Collect()
+		if err != nil {
+			return fmt.Errorf("cannot fetch %s: %w", mailbox, err)
+		}
+		for _, b := range bufs {
+			msgs = append(msgs, Message{UID: b.UID, Flags: b.Flags, Raw: b.FindBodySection(section)})
+		}
+		return nil
+	})
+	return msgs, err
+}
+
+// CRLF returns raw with every bare LF turned into CRLF.
+func CRLF(raw []byte) []byte {
+	if !bytes.Contains(raw, []byte("\n")) {
+		return raw
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw) + len(raw)/32)
+	for len(raw) > 0 {
+		i := bytes.IndexByte(raw, '\n')
+		if i < 0 {
+			b.Write(raw)
+			break
+		}
+		line := raw[:i]
+		b.Write(bytes.TrimSuffix(line, []byte("\r")))
+		b.WriteString("\r\n")
+		raw = raw[i+1:]
+	}
+	return b.Bytes()
+}
+
+// MaildirName returns a file name for a message written straight into a
+// Maildir's cur/ directory (for Options.Populate): unique per n, marked
+// as not yet seen.
+func MaildirName(n int, size int) string {
+	return fmt.Sprintf("%d.M%dP%d.dovecottest,S=%d:2,", time.Now().Unix(), n, os.Getpid(), size)
+}
