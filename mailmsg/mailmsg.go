@@ -8,11 +8,9 @@
 package mailmsg
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -34,8 +32,9 @@ var ErrHeader = errors.New("mailmsg: malformed header")
 // UTF-8 where the field allows encoded words.
 type Meta struct {
 	// MessageID is the Message-ID without angle brackets, or "".
-	MessageID  string
-	Date       time.Time // zero when missing or unparseable
+	MessageID string
+	// Date is the Date field as written; see Time.
+	Date       string
 	From       string
 	Subject    string
 	ListID     string
@@ -43,28 +42,39 @@ type Meta struct {
 	References []string // Message-IDs without angle brackets
 }
 
+// Time parses Date (RFC 5322 section 3.3, with the obsolete forms real
+// mail uses). It is separate because nothing on the import path needs it
+// and it is the costliest field to parse.
+func (m Meta) Time() (time.Time, error) {
+	h := mail.Header{}
+	h.Set("Date", m.Date)
+	return h.Date()
+}
+
+// wanted are the fields Parse reads, lower-case.
+var wanted = [...]string{"message-id", "date", "from", "subject", "list-id", "in-reply-to", "references"}
+
 // Parse reads the header of raw. Fields that do not parse are left empty
-// (or, for text fields, undecoded). When the header block itself cannot be
-// read, Parse returns a best-effort Message-ID and an error wrapping
-// ErrHeader that says what was wrong.
+// (or, for text fields, undecoded). When the header block is malformed (a
+// line that is neither a field nor a continuation), Parse still returns
+// every wanted field it found and an error wrapping ErrHeader.
+//
+// Only the wanted fields are handed to go-message: real archive headers are
+// mostly Received chains, and building all of them cost the importer
+// nine-tenths of its parsing time.
 func Parse(raw []byte) (Meta, error) {
-	br := bufio.NewReaderSize(io.LimitReader(bytes.NewReader(raw), MaxHeaderBytes), 4096)
-	th, err := textproto.ReadHeader(br)
-	if err != nil {
-		return Meta{MessageID: scanMessageID(raw)}, fmt.Errorf("%w: %v", ErrHeader, err)
-	}
+	th, herr := scan(raw)
 	h := mail.Header{Header: message.Header{Header: th}}
 	var m Meta
+	var err error
 	if m.MessageID, err = h.MessageID(); err != nil || m.MessageID == "" {
 		// Many real Message-IDs are not RFC 5322 msg-ids (spaces, no @,
 		// no brackets); index them by their text rather than not at all.
 		m.MessageID = NormalizeMessageID(h.Get("Message-Id"))
 	}
-	// Fields that do not parse are left empty: only an unreadable header
-	// block is worth a warning, since the message is stored as is anyway.
-	if h.Has("Date") {
-		m.Date, _ = h.Date()
-	}
+	// Fields that do not parse are left raw or empty: only a malformed
+	// header block is worth a warning, since the message is stored as is.
+	m.Date = strings.TrimSpace(h.Get("Date"))
 	if m.Subject, err = h.Subject(); err != nil {
 		m.Subject = h.Get("Subject")
 	}
@@ -76,7 +86,71 @@ func Parse(raw []byte) (Meta, error) {
 	}
 	m.InReplyTo = msgIDs(h.Get("In-Reply-To"))
 	m.References = msgIDs(h.Get("References"))
-	return m, nil
+	return m, herr
+}
+
+// scan collects the wanted fields of the header block (RFC 5322 section
+// 2.2: "name: value" lines, continued by lines that start with white space,
+// ended by an empty line), unfolded, first occurrence of each. It reads at
+// most MaxHeaderBytes and never fails: a malformed line is skipped and
+// reported.
+func scan(raw []byte) (textproto.Header, error) {
+	var h textproto.Header
+	var bad []string
+	if len(raw) > MaxHeaderBytes {
+		raw = raw[:MaxHeaderBytes]
+	}
+	var name string  // the wanted field being read, or ""
+	var value []byte // its unfolded value so far
+	have := map[string]bool{}
+	flush := func() {
+		if name != "" && !have[name] {
+			have[name] = true
+			h.Add(name, strings.TrimSpace(string(value)))
+		}
+		name, value = "", value[:0]
+	}
+	for n := 1; len(raw) > 0; n++ {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break // end of the header
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if name != "" {
+				value = append(value, line...)
+			} else if n == 1 {
+				bad = append(bad, "line 1 is a continuation")
+			}
+			continue
+		}
+		flush()
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			if len(bad) < 3 {
+				bad = append(bad, fmt.Sprintf("line %d is not a header field", n))
+			}
+			continue
+		}
+		field := bytes.TrimRight(line[:colon], " \t")
+		for _, w := range wanted {
+			if len(field) == len(w) && strings.EqualFold(string(field), w) {
+				name = w
+				value = append(value[:0], line[colon+1:]...)
+				break
+			}
+		}
+	}
+	flush()
+	if len(bad) > 0 {
+		return h, fmt.Errorf("%w: %s", ErrHeader, strings.Join(bad, ", "))
+	}
+	return h, nil
 }
 
 // msgIDs returns the <...> tokens of a threading field (RFC 5322 section
@@ -110,29 +184,4 @@ func NormalizeMessageID(v string) string {
 		}
 	}
 	return strings.Trim(v, "<> \t")
-}
-
-// scanMessageID finds a Message-ID field by a plain line scan, for headers
-// the parser refused.
-func scanMessageID(raw []byte) string {
-	if len(raw) > MaxHeaderBytes {
-		raw = raw[:MaxHeaderBytes]
-	}
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if len(line) == 0 {
-			return "" // end of the header
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if ok && strings.EqualFold(string(bytes.TrimSpace(name)), "Message-Id") {
-			return NormalizeMessageID(string(value))
-		}
-	}
-	return ""
 }

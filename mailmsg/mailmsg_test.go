@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 			name: "plain",
 			raw: "Message-ID: <a@b.example>\r\nDate: Mon, 02 Jan 2006 15:04:05 -0700\r\nFrom: Ann <ann@example.org>\r\n" +
 				"Subject: hello\r\nList-Id: MIPS <linux-mips.vger.kernel.org>\r\nIn-Reply-To: <p@b>\r\nReferences: <r1@b> <p@b>\r\n\r\nbody\r\n",
-			want: Meta{MessageID: "a@b.example", Date: time.Date(2006, 1, 2, 22, 4, 5, 0, time.UTC), From: "Ann <ann@example.org>",
+			want: Meta{MessageID: "a@b.example", Date: "Mon, 02 Jan 2006 15:04:05 -0700", From: "Ann <ann@example.org>",
 				Subject: "hello", ListID: "MIPS <linux-mips.vger.kernel.org>", InReplyTo: []string{"p@b"}, References: []string{"r1@b", "p@b"}},
 		},
 		{
@@ -38,15 +38,25 @@ func TestParse(t *testing.T) {
 			want: Meta{MessageID: "12345 at host"},
 		},
 		{
-			name:    "malformed header still yields the message-id",
-			raw:     "Message-ID: <ok@x>\n" + strings.Repeat("X", 5000) + "\n\nbody",
-			want:    Meta{MessageID: "ok@x"},
-			wantErr: true,
+			name: "a 10 MB header line: fields past MaxHeaderBytes are not read, and nothing fails",
+			raw:  "X-Long: " + strings.Repeat("X", 10<<20) + "\nMessage-ID: <ok@x>\n\nbody",
+			want: Meta{},
 		},
 		{
 			name: "bad date and free-text In-Reply-To are not errors",
 			raw:  "Message-ID: <d@x>\nDate: yesterday-ish\nIn-Reply-To: message from Ann <ann@x> of Monday <p@x>\nReferences: <r@x>\n\n",
-			want: Meta{MessageID: "d@x", InReplyTo: []string{"ann@x", "p@x"}, References: []string{"r@x"}},
+			want: Meta{MessageID: "d@x", Date: "yesterday-ish", InReplyTo: []string{"ann@x", "p@x"}, References: []string{"r@x"}},
+		},
+		{
+			name: "folded fields, first occurrence wins, CRLF",
+			raw:  "Received: from a\r\n\tby b\r\nSubject: one\r\n two\r\nsubject: later\r\nREFERENCES: <a@x>\r\n <b@x>\r\n\r\nSubject: in body\r\n",
+			want: Meta{Subject: "one two", References: []string{"a@x", "b@x"}},
+		},
+		{
+			name:    "a line that is no field is reported, fields after it still read",
+			raw:     "Subject: s\nthis is not a field\nMessage-ID: <late@x>\n\n",
+			want:    Meta{Subject: "s", MessageID: "late@x"},
+			wantErr: true,
 		},
 	}
 	for _, tt := range tests {
@@ -59,7 +69,7 @@ func TestParse(t *testing.T) {
 				t.Errorf("Parse() error = %v, want it to wrap ErrHeader", err)
 			}
 			if got.MessageID != tt.want.MessageID || got.Subject != tt.want.Subject || got.From != tt.want.From ||
-				got.ListID != tt.want.ListID || !got.Date.Equal(tt.want.Date) ||
+				got.ListID != tt.want.ListID || got.Date != tt.want.Date ||
 				!slices.Equal(got.InReplyTo, tt.want.InReplyTo) || !slices.Equal(got.References, tt.want.References) {
 				t.Errorf("Parse() = %+v, want %+v", got, tt.want)
 			}
@@ -93,4 +103,18 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("Parse(%q).MessageID = %q contains a line break", raw, m.MessageID)
 		}
 	})
+}
+
+func TestTime(t *testing.T) {
+	m, err := Parse([]byte("Date: Mon, 02 Jan 2006 15:04:05 -0700\n\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Time()
+	if want := time.Date(2006, 1, 2, 22, 4, 5, 0, time.UTC); err != nil || !got.Equal(want) {
+		t.Errorf("Time() = %v, %v; want %v", got, err, want)
+	}
+	if _, err := (Meta{Date: "yesterday"}).Time(); err == nil {
+		t.Error("Time() of a bad date = nil error, want one")
+	}
 }
