@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -482,4 +483,22 @@ func TestResolveAndInspect(t *testing.T) {
 			t.Errorf("Inspect(%q) = %v, want %v", tt.in, err, tt.want)
 		}
 	}
+}
+
+// FuzzPage renders the message page of arbitrary bytes and checks that
+// nothing executable or remote comes out.
+func FuzzPage(f *testing.F) {
+	for _, name := range fixtureFiles {
+		f.Add(readFixture(f, name))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v := mailview.Parse(raw, mailview.Options{MaxTextBytes: 1 << 16})
+		var b strings.Builder
+		if err := templates.ExecuteTemplate(&b, "page.html", pageData{CallNumber: "00000001", Title: v.Subject, View: v}); err != nil {
+			t.Fatalf("cannot render: %v", err)
+		}
+		if err := unsafeHTML(b.String()); err != nil {
+			t.Fatalf("page of %q is unsafe: %v", raw, err)
+		}
+	})
 }
