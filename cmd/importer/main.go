@@ -64,6 +64,7 @@ func main() { cli.Main("importer", run) }
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c config
 	fs := flag.NewFlagSet("importer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	c.store.AddFlags(fs)
 	c.runs.AddFlags(fs)
 	c.log.AddFlags(fs)
@@ -159,7 +160,7 @@ func (c *config) importPath(ctx context.Context, path string, arch *ingest.Archi
 		return ingest.Stats{}, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	defer src.Close()
-	log.Info("importing", "path", path, "format", src.Format())
+	log.Debug("importing", "path", path)
 
 	opts := ingest.ImportOptions{Archiver: arch, Workers: c.workers, PartitionK: k, PartitionN: n}
 	if manifest != nil {
@@ -169,6 +170,7 @@ func (c *config) importPath(ctx context.Context, path string, arch *ingest.Archi
 	opts.OnBatch = report
 	s, err := ingest.Import(ctx, adapter{src}, opts)
 	report(s)
+	log.Info("read", "path", path, "format", src.Format(), "imported", s.Imported, "duplicates", s.Duplicates, "failed", s.Failed)
 	if err != nil {
 		return s, fmt.Errorf("cannot import %s: %w", path, err)
 	}

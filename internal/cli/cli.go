@@ -60,12 +60,14 @@ func ExitStatus(w io.Writer, name string, err error) int {
 // Parse parses args into fs, then fills every flag not given on the command
 // line from its environment variable in env (flag name -> variable), so
 // that the command line wins over the environment, which wins over the
-// default. Parse errors are usage errors.
+// default. Parse errors are usage errors; --help prints fs.Usage to fs's
+// output (set it with fs.SetOutput; os.Stderr by default).
 func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
+	out := fs.Output()
 	fs.SetOutput(io.Discard) // errors are reported once, by ExitStatus
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(nil)
+			fs.SetOutput(out)
 			fs.Usage()
 			return err
 		}
@@ -88,6 +90,7 @@ func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
 			return fmt.Errorf("%w: $%s: %v", ErrUsage, variable, err)
 		}
 	}
+	fs.SetOutput(out)
 	return nil
 }
 
