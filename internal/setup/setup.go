@@ -134,4 +134,3 @@ func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slo
 	}
 	return c, nil
 }
-
