@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
@@ -128,7 +129,11 @@ func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slo
 	if token == "" {
 		return nil, cli.Usagef("--coordinator needs --token-file or $CHIBRARY_TOKEN")
 	}
-	c, err := coordinator.NewClient(f.Coordinator, token, holder, coordinator.ClientOptions{Logger: log})
+	// A program that needs a run can only wait for it, so ride out a
+	// coordinator restart: about 35 s of retries before giving up.
+	c, err := coordinator.NewClient(f.Coordinator, token, holder, coordinator.ClientOptions{
+		Logger: log, MaxAttempts: 10, MaxBackoff: 10 * time.Second,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot use coordinator: %w", err)
 	}

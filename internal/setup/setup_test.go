@@ -1,0 +1,84 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/coordinator"
+	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+func TestOpenStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, url := range []string{"bolt:" + filepath.Join(dir, "a.db"), "bolt://" + filepath.Join(dir, "b.db")} {
+		st, err := OpenStore(ctx, url, nil)
+		if err != nil {
+			t.Fatalf("OpenStore(%q) error = %v", url, err)
+		}
+		if _, ok := st.(*boltstore.Store); !ok {
+			t.Errorf("OpenStore(%q) = %T, want *boltstore.Store", url, st)
+		}
+		st.Close()
+	}
+	for _, url := range []string{"bolt:", "ftp://x", "riak://", "riak://,", "/plain/path"} {
+		if _, err := OpenStore(ctx, url, nil); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("OpenStore(%q) error = %v, want a usage error", url, err)
+		}
+	}
+}
+
+func TestStoreFlagsDefaultToDataDir(t *testing.T) {
+	dir := t.TempDir()
+	f := StoreFlags{Data: dir}
+	st, err := f.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := os.Stat(filepath.Join(dir, MessagesFile)); err != nil {
+		t.Errorf("--data %s did not open %s: %v", dir, MessagesFile, err)
+	}
+}
+
+func TestRunSource(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	src, err := (&RunFlags{}).Source(ctx, dir, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.(*authority.Local); !ok {
+		t.Errorf("Source() without --coordinator = %T, want the local authority", src)
+	}
+	l, err := src.NewRun(ctx)
+	if err != nil || l.Run != 1 || l.Program != "test" {
+		t.Errorf("local NewRun() = %+v, %v; want run 1 for program test", l, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RunsFile)); err != nil {
+		t.Errorf("local authority did not create %s: %v", RunsFile, err)
+	}
+
+	if _, err := (&RunFlags{}).Source(ctx, "", "test", nil); !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("Source() without --coordinator or --data error = %v, want a usage error", err)
+	}
+	t.Setenv("CHIBRARY_TOKEN", "")
+	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, dir, "test", nil); !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("Source() with --coordinator and no token error = %v, want a usage error", err)
+	}
+	t.Setenv("CHIBRARY_TOKEN", "from-env")
+	if src, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, dir, "test", nil); err != nil {
+		t.Errorf("Source() with $CHIBRARY_TOKEN error = %v", err)
+	} else if _, ok := src.(*coordinator.Client); !ok {
+		t.Errorf("Source() with --coordinator = %T, want *coordinator.Client", src)
+	}
+	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1", TokenFile: filepath.Join(dir, "missing")}).Source(ctx, dir, "test", nil); err == nil {
+		t.Error("Source() with a missing --token-file: nil error, want one")
+	}
+}
