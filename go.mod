@@ -1,6 +1,6 @@
 module github.com/chibrary/chibrary
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/aymerick/douceur v0.2.0 // indirect
