@@ -15,7 +15,6 @@ import (
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
-	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // Versions of the rendered representations, part of their ETags: bump one
@@ -73,7 +72,7 @@ func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 // not get its file lock (another process held it longer than the store
 // waits), or the operation ran out of time.
 func busy(err error) bool {
-	return errors.Is(err, boltstore.ErrLocked) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // lookup resolves text and gets its message, or answers with the error.

@@ -51,6 +51,10 @@ var (
 	ErrUnbound = errors.New("store: not bound to a run authority yet")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnavailable: the store could not be reached in time (another
+	// process holds the bbolt file, Riak nodes do not answer). The
+	// operation may succeed later; a server answers 503.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // Digest is the SHA-256 of a message's raw bytes with every CRLF read as

@@ -94,7 +94,7 @@ import (
 
 // ErrLocked: another process held the file's lock for longer than
 // Options.LockTimeout.
-var ErrLocked = errors.New("boltstore: messages database locked by another process")
+var ErrLocked = fmt.Errorf("boltstore: messages database locked by another process (%w)", store.ErrUnavailable)
 
 // ErrFormat: the file is not a message store this package can read.
 var ErrFormat = errors.New("boltstore: not a chibrary message store")

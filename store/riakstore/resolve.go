@@ -142,22 +142,45 @@ func resolveLease(values []*riak.Object) (*callnumber.Lease, error) {
 	return &first, nil
 }
 
-// isMatchFound reports whether err is Riak's answer to a put with
-// if_none_match on a key that exists.
-func isMatchFound(err error) bool {
+// riakError returns the error Riak itself answered, looking through the
+// client's ClientError wrapping (which has no Unwrap).
+func riakError(err error) (riak.RiakError, bool) {
 	for err != nil {
 		var re riak.RiakError
 		if errors.As(err, &re) {
-			return strings.Contains(re.Errmsg, "match_found")
+			return re, true
 		}
 		var ce riak.ClientError
-		if errors.As(err, &ce) {
-			err = ce.InnerError
-			continue
+		if !errors.As(err, &ce) {
+			return riak.RiakError{}, false
 		}
-		return false
+		err = ce.InnerError
 	}
-	return false
+	return riak.RiakError{}, false
+}
+
+// isMatchFound reports whether err is Riak's answer to a put with
+// if_none_match on a key that exists.
+func isMatchFound(err error) bool {
+	re, ok := riakError(err)
+	return ok && strings.Contains(re.Errmsg, "match_found")
+}
+
+// classify marks errors that say the cluster could not be reached in time
+// (no node answered, a timeout, an overloaded node) as
+// store.ErrUnavailable; what Riak answered otherwise (a missing bucket
+// type, match_found) is returned as is.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if re, ok := riakError(err); ok {
+		msg := strings.ToLower(re.Errmsg)
+		if !strings.Contains(msg, "timeout") && !strings.Contains(msg, "overload") {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
 // sortNumbers orders call numbers by run and sequence (the packed value),

@@ -216,7 +216,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 func (s *Store) exec(ctx context.Context, cmd riak.Command) error {
 	a := &riak.Async{Command: cmd, Done: make(chan riak.Command, 1)}
 	if err := s.cluster.ExecuteAsync(a); err != nil {
-		return err
+		return classify(err)
 	}
 	select {
 	case <-a.Done:
@@ -224,9 +224,9 @@ func (s *Store) exec(ctx context.Context, cmd riak.Command) error {
 		return ctx.Err()
 	}
 	if a.Error != nil {
-		return a.Error
+		return classify(a.Error)
 	}
-	return cmd.Error()
+	return classify(cmd.Error())
 }
 
 // begin starts an operation; end must follow.

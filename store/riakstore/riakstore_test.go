@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -195,5 +196,33 @@ func TestSortNumbers(t *testing.T) {
 	}
 	if _, err := decodeSet([][]byte{[]byte("bad")}); !errors.Is(err, record.ErrCorrupt) {
 		t.Errorf("decodeSet(bad) = %v, want %v", err, record.ErrCorrupt)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	netErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	tests := []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"nil", nil, false},
+		{"no node answered", riak.ClientError{Errmsg: "no nodes available", InnerError: netErr}, true},
+		{"network error", netErr, true},
+		{"riak timeout", riak.RiakError{Errmsg: "timeout"}, true},
+		{"overloaded vnode", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "overload"}}, true},
+		{"match_found after retries", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "match_found"}}, false},
+		{"missing bucket type", riak.RiakError{Errmsg: "Error no bucket type `chibrary_kv`"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := classify(tt.err)
+			if errors.Is(got, store.ErrUnavailable) != tt.unavailable {
+				t.Errorf("classify(%v) = %v, want unavailable %v", tt.err, got, tt.unavailable)
+			}
+			if tt.err != nil && !tt.unavailable && got != tt.err {
+				t.Errorf("classify(%v) = %v, want it unchanged", tt.err, got)
+			}
+		})
 	}
 }
