@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/coordinator"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 	"github.com/chibrary/chibrary/store/riakstore"
@@ -94,6 +96,8 @@ type RunFlags struct {
 	Coordinator string
 	TokenFile   string
 	Note        string
+	// Scheme is the shuffle scheme of a local authority created now.
+	Scheme string
 }
 
 // AddFlags registers --coordinator, --token-file and --note.
@@ -101,23 +105,52 @@ func (f *RunFlags) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.Coordinator, "coordinator", "", "run authority URL (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
 	fs.StringVar(&f.TokenFile, "token-file", "", "file holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
 	fs.StringVar(&f.Note, "note", "", "note recorded with every run this process takes")
+	fs.StringVar(&f.Scheme, "scheme", "", "call-number shuffle, bits or mix, of the local authority DATA/runs.db if it is created now\n(default bits; an existing authority keeps its own; a coordinator's is chosen with coordinator --scheme)")
 }
 
 // Env returns the environment fallbacks of the flags.
 func (f *RunFlags) Env() map[string]string {
-	return map[string]string{"coordinator": "CHIBRARY_COORDINATOR", "token-file": "CHIBRARY_TOKEN_FILE"}
+	return map[string]string{"coordinator": "CHIBRARY_COORDINATOR", "token-file": "CHIBRARY_TOKEN_FILE", "scheme": "CHIBRARY_SCHEME"}
 }
 
 // Source returns the run source the flags select. dataDir is where the
 // local authority lives (its runs.db); program names the caller in lease
 // records.
 func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slog.Logger) (callnumber.RunSource, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	holder := authority.Holder{Program: program, Host: cli.Hostname(), PID: os.Getpid(), Note: f.Note}
 	if f.Coordinator == "" {
 		if dataDir == "" {
 			return nil, cli.Usagef("without --coordinator, the local run authority needs --data")
 		}
-		return authority.NewLocal(filepath.Join(dataDir, RunsFile), holder, authority.LocalOptions{}), nil
+		var scheme shuffle.Scheme
+		if f.Scheme != "" {
+			var err error
+			if scheme, err = shuffle.ParseScheme(f.Scheme); err != nil {
+				return nil, cli.Usagef("--scheme: %v", err)
+			}
+		}
+		local := authority.NewLocal(filepath.Join(dataDir, RunsFile), holder, authority.LocalOptions{Scheme: scheme})
+		if scheme == "" {
+			return local, nil
+		}
+		// An existing authority keeps its scheme: say so rather than
+		// leave the user believing --scheme took effect.
+		var once sync.Once
+		return callnumber.RunSourceFunc(func(ctx context.Context) (callnumber.Lease, error) {
+			l, err := local.NewRun(ctx)
+			if err == nil && l.Scheme != scheme {
+				once.Do(func() {
+					log.Warn("--scheme ignored: the local authority already exists with another scheme", "path", filepath.Join(dataDir, RunsFile), "scheme", l.Scheme, "requested", scheme)
+				})
+			}
+			return l, err
+		}), nil
+	}
+	if f.Scheme != "" {
+		return nil, cli.Usagef("--scheme applies to a local authority; a coordinator's scheme is chosen with coordinator --scheme")
 	}
 	token := os.Getenv("CHIBRARY_TOKEN")
 	if f.TokenFile != "" {

@@ -1,15 +1,19 @@
 package setup
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/coordinator"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -80,5 +84,35 @@ func TestRunSource(t *testing.T) {
 	}
 	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1", TokenFile: filepath.Join(dir, "missing")}).Source(ctx, dir, "test", nil); err == nil {
 		t.Error("Source() with a missing --token-file: nil error, want one")
+	}
+}
+
+func TestRunSourceScheme(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	src, err := (&RunFlags{Scheme: "mix"}).Source(ctx, dir, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := src.NewRun(ctx); err != nil || l.Scheme != shuffle.Mix {
+		t.Fatalf("NewRun() with --scheme mix on a new authority = %+v, %v; want scheme mix", l, err)
+	}
+	// The authority exists now: asking for bits keeps mix, with a warning.
+	src, err = (&RunFlags{Scheme: "bits"}).Source(ctx, dir, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := src.NewRun(ctx); err != nil || l.Scheme != shuffle.Mix {
+		t.Errorf("NewRun() with --scheme bits on an existing mix authority = %+v, %v; want scheme mix", l, err)
+	}
+	if !strings.Contains(logs.String(), "--scheme ignored") {
+		t.Errorf("no warning that --scheme was ignored; logs:\n%s", logs.String())
+	}
+	for _, f := range []RunFlags{{Scheme: "rot13"}, {Scheme: "mix", Coordinator: "http://127.0.0.1:1"}} {
+		if _, err := f.Source(ctx, dir, "test", log); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("Source(%+v) error = %v, want a usage error", f, err)
+		}
 	}
 }
