@@ -1,0 +1,290 @@
+// Package imapwatch follows one IMAP mailbox and archives every message in
+// it: first all the messages already there, in UID order and in bounded
+// batches, then each new one as it arrives, announced by IDLE (RFC 2177)
+// or, on a server without IDLE, found by polling.
+//
+// Messages are stored through an ingest.Archiver, which numbers and stores
+// them durably; only after it has accepted a batch does the watcher act on
+// the messages of that batch (--after: flag them \Seen, delete them, or move
+// them to another folder) and record, in a small state file, the mailbox's
+// UIDVALIDITY and the highest UID archived. A crash anywhere in that order
+// costs at most a re-fetch, which the store's digest index turns into
+// duplicates: a message is never given two call numbers.
+//
+// Network and server errors end the session; Run connects again with
+// exponential backoff and jitter, and goes on from the state it saved.
+package imapwatch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/ingest"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Sentinel errors.
+var (
+	// ErrBadAfter: an --after value that is not keep, seen, delete or
+	// move:FOLDER.
+	ErrBadAfter = errors.New("imapwatch: bad --after")
+	// ErrBadURL: an --imap URL that is not imaps:// or imap://USER@HOST/MAILBOX.
+	ErrBadURL = errors.New("imapwatch: bad IMAP URL")
+	// ErrOptions: Options are incomplete or inconsistent.
+	ErrOptions = errors.New("imapwatch: bad options")
+	// ErrAuth: the server refused the user name or password.
+	ErrAuth = errors.New("imapwatch: login refused")
+	// ErrPlaintext: the password would cross a non-loopback network
+	// unencrypted and Options.AllowPlaintext is not set.
+	ErrPlaintext = errors.New("imapwatch: refusing to send the password unencrypted")
+	// ErrNoMailbox: the mailbox does not exist (at the first connection;
+	// later, it is retried, since a mailbox may be deleted and recreated).
+	ErrNoMailbox = errors.New("imapwatch: no such mailbox")
+	// ErrBadState: the state file cannot be read.
+	ErrBadState = errors.New("imapwatch: unreadable state file")
+	// ErrStateMismatch: the state file belongs to another mailbox.
+	ErrStateMismatch = errors.New("imapwatch: state file is for another mailbox")
+)
+
+// Security says how the connection is protected.
+type Security int
+
+const (
+	// ImplicitTLS is TLS from the first byte (imaps://, port 993).
+	ImplicitTLS Security = iota
+	// StartTLS upgrades with STARTTLS (RFC 9051 section 6.2.1) when the
+	// server offers it and stays plain otherwise (imap://, port 143);
+	// LOGIN over a plain connection is refused unless the server is on a
+	// loopback address or Options.AllowPlaintext is set.
+	StartTLS
+)
+
+// Options configure a Watcher. Zero values are documented per field.
+type Options struct {
+	// Archiver numbers and stores the messages. Required.
+	Archiver *ingest.Archiver
+	// Addr is the server's host:port. Required.
+	Addr string
+	// Security is how the connection is protected; zero is ImplicitTLS.
+	Security Security
+	// TLSConfig is used for implicit TLS and STARTTLS; nil verifies the
+	// server's certificate against the system roots for Addr's host. A
+	// config without ServerName gets Addr's host.
+	TLSConfig *tls.Config
+	// AllowPlaintext permits LOGIN over an unencrypted connection to a
+	// non-loopback address. Off: such a connection fails with ErrPlaintext.
+	AllowPlaintext bool
+	// User and Password log in (IMAP LOGIN). Required. The password is
+	// never logged nor put in an error.
+	User, Password string
+	// Mailbox is the mailbox followed; "" is INBOX.
+	Mailbox string
+	// After is what is done to each archived message; zero is Keep.
+	After After
+	// StatePath is the JSON file where the mailbox's UIDVALIDITY and last
+	// archived UID are kept. Required.
+	StatePath string
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics are updated as the watcher works; nil records nothing.
+	Metrics *Metrics
+	// PollInterval is how often a server without IDLE is asked for new
+	// messages; zero is one minute.
+	PollInterval time.Duration
+	// IdleRefresh is how long one IDLE lasts before it is ended and
+	// started again, well within the 30 minutes after which RFC 2177
+	// section 3 lets a server drop an idle client; zero is 25 minutes.
+	IdleRefresh time.Duration
+	// BatchMessages and BatchBytes bound one fetch-and-store batch; zero is
+	// 100 messages and 16 MiB (a single larger message is a batch of its
+	// own).
+	BatchMessages int
+	BatchBytes    int64
+	// CommandTimeout is how long the server may stay silent on a command
+	// before the connection is taken as dead and closed; zero is 2 minutes.
+	CommandTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before reconnecting, which
+	// doubles after each failed session (with jitter) and is reset after a
+	// session that reached the mailbox; zero is 1 second and 5 minutes.
+	MinBackoff, MaxBackoff time.Duration
+	// Dial opens the TCP connection; nil is a net.Dialer with a 30-second
+	// timeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Watcher follows one mailbox. Create it with New and call Run once.
+type Watcher struct {
+	opts Options
+	log  *slog.Logger
+	host string
+	// wake receives a token when the server announces new messages.
+	wake chan struct{}
+	// onIdle, when set (tests), is called each time the watcher is caught
+	// up and starts waiting for new messages.
+	onIdle func()
+}
+
+// New checks opts, fills in defaults and returns a Watcher.
+func New(opts Options) (*Watcher, error) {
+	switch {
+	case opts.Archiver == nil:
+		return nil, fmt.Errorf("%w: Archiver is required", ErrOptions)
+	case opts.Addr == "":
+		return nil, fmt.Errorf("%w: Addr is required", ErrOptions)
+	case opts.User == "" || opts.Password == "":
+		return nil, fmt.Errorf("%w: User and Password are required", ErrOptions)
+	case opts.StatePath == "":
+		return nil, fmt.Errorf("%w: StatePath is required", ErrOptions)
+	case opts.Security != ImplicitTLS && opts.Security != StartTLS:
+		return nil, fmt.Errorf("%w: unknown Security %d", ErrOptions, opts.Security)
+	}
+	host, _, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Addr %q: %v", ErrOptions, opts.Addr, err)
+	}
+	if _, err := ParseAfter(opts.After.String()); err != nil {
+		return nil, err
+	}
+	if opts.Mailbox == "" {
+		opts.Mailbox = "INBOX"
+	}
+	if opts.After.Action == Move && opts.After.Folder == opts.Mailbox {
+		return nil, fmt.Errorf("%w: cannot move messages to the mailbox they are in (%s)", ErrBadAfter, opts.Mailbox)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.PollInterval, time.Minute)
+	def(&opts.IdleRefresh, 25*time.Minute)
+	def(&opts.CommandTimeout, 2*time.Minute)
+	def(&opts.MinBackoff, time.Second)
+	def(&opts.MaxBackoff, 5*time.Minute)
+	if opts.BatchMessages <= 0 {
+		opts.BatchMessages = 100
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 16 << 20
+	}
+	if opts.Dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second}
+		opts.Dial = d.DialContext
+	}
+	return &Watcher{
+		opts: opts,
+		log:  opts.Logger.With("mailbox", opts.Mailbox),
+		host: host,
+		wake: make(chan struct{}, 1),
+	}, nil
+}
+
+// Run archives the mailbox and follows it until ctx is cancelled, then
+// finishes the batch in progress and returns nil. It returns an error only
+// for what reconnecting cannot fix: a refused login, an unverifiable
+// certificate, a plain-text connection it may not use, a missing mailbox at
+// start, a store that refuses the messages for a safety rule, a state file
+// it cannot use.
+func (w *Watcher) Run(ctx context.Context) error {
+	st, err := LoadState(w.opts.StatePath)
+	if err != nil {
+		return err
+	}
+	if st.Server != "" && (st.Server != w.opts.Addr || st.User != w.opts.User || st.Mailbox != w.opts.Mailbox) {
+		return fmt.Errorf("%w: %s is for %s@%s/%s", ErrStateMismatch, w.opts.StatePath, st.User, st.Server, st.Mailbox)
+	}
+	st.Server, st.User, st.Mailbox = w.opts.Addr, w.opts.User, w.opts.Mailbox
+	w.log.Info("watching", "server", w.opts.Addr, "user", w.opts.User, "after", w.opts.After.String(),
+		"uidvalidity", st.UIDValidity, "last_uid", st.LastUID)
+
+	var failures int // consecutive failed sessions
+	for session := 0; ; session++ {
+		if session > 0 {
+			w.opts.Metrics.reconnect()
+		}
+		reached, err := w.session(ctx, &st, session == 0)
+		if ctx.Err() != nil {
+			w.log.Info("stopped", "last_uid", st.LastUID)
+			return nil
+		}
+		if err == nil { // the server ended a healthy session (e.g. BYE)
+			err = errors.New("connection closed")
+		}
+		w.opts.Metrics.error()
+		if fatal(err) {
+			return err
+		}
+		if reached {
+			failures = 0
+		}
+		delay := backoff(w.opts.MinBackoff, w.opts.MaxBackoff, failures)
+		failures++
+		w.log.Warn("connection lost; reconnecting", "err", err, "in", delay.Round(time.Millisecond))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			w.log.Info("stopped", "last_uid", st.LastUID)
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns the wait before reconnection attempt n (0-based):
+// min·2^n capped at max, with "equal jitter" (a random half of it) so that
+// watchers cut off together do not reconnect together.
+func backoff(minD, maxD time.Duration, n int) time.Duration {
+	d := minD
+	for i := 0; i < n && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// fatalError marks an error reconnecting will not fix.
+type fatalError struct{ err error }
+
+func (e fatalError) Error() string { return e.err.Error() }
+func (e fatalError) Unwrap() error { return e.err }
+
+func fatal(err error) bool {
+	var fe fatalError
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	switch {
+	case errors.As(err, &fe), errors.As(err, &cv), errors.As(err, &ua), errors.As(err, &hn):
+		return true
+	case errors.Is(err, ErrAuth), errors.Is(err, ErrPlaintext), errors.Is(err, ErrStateMismatch), errors.Is(err, ErrBadState):
+		return true
+	// The store refusing a batch for a safety rule is not transient.
+	case errors.Is(err, store.ErrNumberTaken), errors.Is(err, store.ErrForeignAuthority),
+		errors.Is(err, store.ErrRunReused), errors.Is(err, store.ErrUnknownRun),
+		errors.Is(err, store.ErrClosed), errors.Is(err, callnumber.ErrLease):
+		return true
+	}
+	return false
+}
+
+// imapError returns the IMAP status response inside err, if any.
+func imapError(err error) (*imap.Error, bool) {
+	var ie *imap.Error
+	ok := errors.As(err, &ie)
+	return ie, ok
+}

@@ -1,0 +1,88 @@
+package imapwatch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// State is what the watcher remembers of one mailbox between runs: a small
+// JSON file, replaced atomically (written to a temporary file, fsynced,
+// renamed over the old one, directory fsynced) after every batch. It is an
+// optimisation, not a safety device: losing it only makes the watcher fetch
+// the mailbox again, and the store's digest index turns every re-fetched
+// message into a duplicate.
+type State struct {
+	// Server, User and Mailbox say which mailbox the state is for; a state
+	// file of another mailbox is refused (ErrStateMismatch).
+	Server  string `json:"server"`
+	User    string `json:"user"`
+	Mailbox string `json:"mailbox"`
+	// UIDValidity is the mailbox's UIDVALIDITY (RFC 9051 section 2.3.1.1)
+	// when LastUID was archived.
+	UIDValidity uint32 `json:"uidvalidity"`
+	// LastUID is the highest UID whose batch was archived (and, with
+	// --after, acted on).
+	LastUID uint32    `json:"last_uid"`
+	Updated time.Time `json:"updated"`
+}
+
+// LoadState reads a state file; a missing file is the zero State.
+func LoadState(path string) (State, error) {
+	var st State
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("cannot read state: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%w: %s: %v", ErrBadState, path, err)
+	}
+	return st, nil
+}
+
+// saveState writes st to path atomically and durably.
+func saveState(path string, st State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot save state: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("cannot save state: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cannot save state: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot save state: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("cannot save state: %w", err)
+	}
+	return nil
+}
