@@ -7,8 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,16 +63,24 @@ func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, e
 	return OpenStore(ctx, u, log)
 }
 
-// OpenStore opens a store by URL: bolt:PATH or riak://host:port[,...].
-func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, error) {
+// StoreURL is a parsed store URL.
+type StoreURL struct {
+	// Bolt is the bbolt file of a bolt: URL.
+	Bolt string
+	// Riak are the host:port addresses of a riak:// URL.
+	Riak []string
+}
+
+// ParseStoreURL reads bolt:PATH (or bolt://PATH) and
+// riak://host[:port][,host[:port]...] (port 8087 by default).
+func ParseStoreURL(url string) (StoreURL, error) {
 	switch {
 	case strings.HasPrefix(url, "bolt:"):
-		path := strings.TrimPrefix(url, "bolt:")
-		path = strings.TrimPrefix(path, "//") // accept bolt://PATH too
+		path := strings.TrimPrefix(strings.TrimPrefix(url, "bolt:"), "//")
 		if path == "" {
-			return nil, cli.Usagef("store URL %q has no path", url)
+			return StoreURL{}, cli.Usagef("store URL %q has no path", url)
 		}
-		return boltstore.Open(ctx, path, boltstore.Options{Logger: log})
+		return StoreURL{Bolt: path}, nil
 	case strings.HasPrefix(url, "riak://"):
 		var nodes []string
 		for _, n := range strings.Split(strings.TrimPrefix(url, "riak://"), ",") {
@@ -77,17 +88,53 @@ func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, 
 			if n == "" {
 				continue
 			}
-			if !strings.Contains(n, ":") {
-				n += ":8087"
+			host, port, err := net.SplitHostPort(n)
+			if err != nil { // no port
+				host, port = n, "8087"
 			}
-			nodes = append(nodes, n)
+			if !validHost(host) {
+				return StoreURL{}, cli.Usagef("store URL %q: bad Riak node %q (want host:port)", url, n)
+			}
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				return StoreURL{}, cli.Usagef("store URL %q: bad port in %q", url, n)
+			}
+			nodes = append(nodes, net.JoinHostPort(host, port))
 		}
 		if len(nodes) == 0 {
-			return nil, cli.Usagef("store URL %q names no Riak node", url)
+			return StoreURL{}, cli.Usagef("store URL %q names no Riak node", url)
 		}
-		return riakstore.Open(ctx, riakstore.Options{Nodes: nodes, Logger: log})
+		return StoreURL{Riak: nodes}, nil
 	}
-	return nil, cli.Usagef("store URL %q: want bolt:PATH or riak://host:port[,host:port...]", url)
+	return StoreURL{}, cli.Usagef("store URL %q: want bolt:PATH or riak://host:port[,host:port...]", url)
+}
+
+// validHost accepts an IP address or a DNS name (letters, digits, '-',
+// '_' and '.').
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// OpenStore opens a store by URL (see ParseStoreURL).
+func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, error) {
+	u, err := ParseStoreURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if u.Bolt != "" {
+		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log})
+	}
+	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Logger: log})
 }
 
 // RunFlags select the run authority: a coordinator (--coordinator URL with

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,4 +117,51 @@ func TestRunSourceScheme(t *testing.T) {
 			t.Errorf("Source(%+v) error = %v, want a usage error", f, err)
 		}
 	}
+}
+
+func TestParseStoreURL(t *testing.T) {
+	tests := []struct {
+		url  string
+		want StoreURL
+	}{
+		{"bolt:/srv/a/messages.db", StoreURL{Bolt: "/srv/a/messages.db"}},
+		{"bolt://rel/m.db", StoreURL{Bolt: "rel/m.db"}},
+		{"riak://r1:8087,r2:9000", StoreURL{Riak: []string{"r1:8087", "r2:9000"}}},
+		{"riak://r1, r2/", StoreURL{Riak: []string{"r1:8087", "r2:8087"}}},
+		{"riak://[::1]:8087", StoreURL{Riak: []string{"[::1]:8087"}}},
+	}
+	for _, tt := range tests {
+		got, err := ParseStoreURL(tt.url)
+		if err != nil || got.Bolt != tt.want.Bolt || !slices.Equal(got.Riak, tt.want.Riak) {
+			t.Errorf("ParseStoreURL(%q) = %+v, %v; want %+v", tt.url, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "bolt:", "bolt://", "riak://", "riak://,", "riak://h:0", "riak://h:99999", "riak://h:x", "riak://user@h", "riak://[", "riak://a:b:c", "http://h", "/plain/path"} {
+		if got, err := ParseStoreURL(bad); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("ParseStoreURL(%q) = %+v, %v; want a usage error", bad, got, err)
+		}
+	}
+}
+
+func FuzzParseStoreURL(f *testing.F) {
+	for _, s := range []string{"bolt:/a", "riak://a:1,b", "riak://[::1]:8087", "riak://,,", "bolt://"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, url string) {
+		u, err := ParseStoreURL(url)
+		if err != nil {
+			if !errors.Is(err, cli.ErrUsage) {
+				t.Fatalf("ParseStoreURL(%q) error = %v, want a usage error", url, err)
+			}
+			return
+		}
+		if (u.Bolt == "") == (len(u.Riak) == 0) {
+			t.Fatalf("ParseStoreURL(%q) = %+v: want exactly one of Bolt, Riak", url, u)
+		}
+		for _, n := range u.Riak {
+			if _, _, err := net.SplitHostPort(n); err != nil {
+				t.Fatalf("ParseStoreURL(%q) node %q: %v", url, n, err)
+			}
+		}
+	})
 }
