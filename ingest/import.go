@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -80,6 +82,20 @@ type ManifestEntry struct {
 
 // ErrPartition is returned for a partition outside 1 <= K <= N.
 var ErrPartition = errors.New("ingest: bad partition")
+
+// ParsePartition reads "K/N" (1 <= K <= N); "" means no partition (0, 0).
+func ParsePartition(s string) (k, n int, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	ks, ns, ok := strings.Cut(s, "/")
+	k, err1 := strconv.Atoi(ks)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || n < 1 || k < 1 || k > n {
+		return 0, 0, fmt.Errorf("%w %q: want K/N with 1 <= K <= N, e.g. 2/4", ErrPartition, s)
+	}
+	return k, n, nil
+}
 
 // chunk is a run of consecutive input messages prepared together.
 type chunk struct {

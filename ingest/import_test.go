@@ -386,3 +386,44 @@ func BenchmarkImportCorpus(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(list)*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+func TestParsePartition(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		k, n int
+	}{{"", 0, 0}, {"1/1", 1, 1}, {"2/4", 2, 4}, {"4/4", 4, 4}} {
+		if k, n, err := ingest.ParsePartition(tt.in); err != nil || k != tt.k || n != tt.n {
+			t.Errorf("ParsePartition(%q) = %d, %d, %v; want %d, %d", tt.in, k, n, err, tt.k, tt.n)
+		}
+	}
+	for _, bad := range []string{"0/2", "3/2", "1/0", "-1/2", "1/-2", "two", "1/2/3", "/2", "1/", " 1/2"} {
+		if _, _, err := ingest.ParsePartition(bad); !errors.Is(err, ingest.ErrPartition) {
+			t.Errorf("ParsePartition(%q) error = %v, want ErrPartition", bad, err)
+		}
+	}
+}
+
+func FuzzParsePartition(f *testing.F) {
+	for _, s := range []string{"", "1/2", "0/0", "9/3", "1/2/3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, n, err := ingest.ParsePartition(s)
+		if err != nil {
+			return
+		}
+		if s == "" {
+			if k != 0 || n != 0 {
+				t.Fatalf("ParsePartition(%q) = %d/%d, want 0/0", s, k, n)
+			}
+			return
+		}
+		if k < 1 || k > n {
+			t.Fatalf("ParsePartition(%q) = %d/%d, outside 1 <= K <= N", s, k, n)
+		}
+		k2, n2, err := ingest.ParsePartition(fmt.Sprintf("%d/%d", k, n))
+		if err != nil || k2 != k || n2 != n {
+			t.Fatalf("ParsePartition(%q) = %d/%d, which reads back as %d/%d, %v", s, k, n, k2, n2, err)
+		}
+	})
+}

@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -99,9 +97,9 @@ func (c *config) run(ctx context.Context, stdin io.Reader, stderr io.Writer) (er
 	if c.mboxFormat, err = mbox.ParseFormat(c.format); err != nil {
 		return cli.Usagef("--format: %v", err)
 	}
-	k, n, err := parsePartition(c.partition)
+	k, n, err := ingest.ParsePartition(c.partition)
 	if err != nil {
-		return err
+		return cli.Usagef("--partition: %v", err)
 	}
 	var manifest *os.File
 	if c.manifest != "" {
@@ -217,17 +215,4 @@ type adapter struct{ src *mailsource.Source }
 func (a adapter) Next() (ingest.Item, error) {
 	it, err := a.src.Next()
 	return ingest.Item{Raw: it.Raw, Where: it.Where, Err: it.Err}, err
-}
-
-func parsePartition(s string) (k, n int, err error) {
-	if s == "" {
-		return 0, 0, nil
-	}
-	ks, ns, ok := strings.Cut(s, "/")
-	k, err1 := strconv.Atoi(ks)
-	n, err2 := strconv.Atoi(ns)
-	if !ok || err1 != nil || err2 != nil || n < 1 || k < 1 || k > n {
-		return 0, 0, cli.Usagef("--partition %q: want K/N with 1 <= K <= N, e.g. 2/4", s)
-	}
-	return k, n, nil
 }
