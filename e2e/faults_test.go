@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-		"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store"
 )
 
 // asImported returns what an importer stores of raw written to an mbox
