@@ -25,11 +25,16 @@ check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 
-# Speed and memory figures: the importer against a bare bbolt loop on the
-# shared corpus, then the packages' Go benchmarks.
+# Speed and memory figures, each beside its baseline in the same run: the
+# importer against a bare bbolt loop (separate processes: wall time, peak
+# RSS, bytes on disk), then the packages' Go benchmarks. The corpus
+# benchmarks skip when $(CORPUS) is absent. Takes a few minutes.
 bench: build
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./callnumber/ ./shuffle/
+	$(GO) test -run '^$$' -bench . -benchmem ./callnumber/ ./shuffle/
+	$(GO) test -run '^$$' -bench . -benchtime 5000x ./authority/ ./coordinator/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./store/boltstore/ ./ingest/ ./mbox/ ./mailsource/
+	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
 demo: build
