@@ -172,7 +172,9 @@ func memServer(t testing.TB, caps imap.CapSet, msgs ...[]byte) (string, *imapmem
 		caps = imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapIMAP4rev2: {}}
 	}
 	srv := imapserver.New(&imapserver.Options{
-		NewSession:   func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) { return mem.NewSession(), nil, nil },
+		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
+			return mem.NewSession(), nil, nil
+		},
 		Caps:         caps,
 		InsecureAuth: true,
 		Logger:       slog.NewLogLogger(slog.DiscardHandler, slog.LevelError),

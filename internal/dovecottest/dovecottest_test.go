@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/internal/dovecottest"
 )
@@ -50,5 +51,26 @@ func TestPopulate(t *testing.T) {
 	}
 	if len(msgs) != 1 || !bytes.Equal(msgs[0].Raw, raw) {
 		t.Fatalf("Messages = %+v, want the populated message", msgs)
+	}
+}
+
+// TestStopCutsConnections: Stop ends the sessions of connected clients, as
+// a real server restart does.
+func TestStopCutsConnections(t *testing.T) {
+	ctx := context.Background()
+	s := dovecottest.Start(t, dovecottest.Options{})
+	c, err := s.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Select("INBOX", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	select {
+	case <-c.Closed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client's connection is still open 30 s after Stop")
 	}
 }
