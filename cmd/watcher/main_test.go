@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+// build compiles the watcher into a temporary directory.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "watcher")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestUsage(t *testing.T) {
+	bin := build(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		env    []string
+		want   int
+		stderr string
+	}{
+		{"help", []string{"--help"}, nil, 0, "Examples:"},
+		{"no imap", nil, nil, 2, "--imap is required"},
+		{"bad scheme", []string{"--imap", "pop3://u@h/INBOX", "--password-file", pw}, nil, 2, "scheme"},
+		{"password in URL", []string{"--imap", "imaps://u:hunter2@h/INBOX"}, nil, 2, "password"},
+		{"bad after", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--after", "archive"}, nil, 2, "--after"},
+		{"bad after from env", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw}, []string{"CHIBRARY_AFTER=move:"}, 2, "CHIBRARY_AFTER"},
+		{"move into itself", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--after", "move:INBOX"}, nil, 2, "cannot move"},
+		{"no password", []string{"--imap", "imaps://u@h/INBOX"}, nil, 2, "no IMAP password"},
+		{"empty password file", []string{"--imap", "imaps://u@h/INBOX", "--password-file", empty}, nil, 1, "empty"},
+		{"store without state", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--store", "bolt:/tmp/x.db"}, nil, 2, "--state"},
+		{"stray argument", []string{"--imap", "imaps://u@h/INBOX", "extra"}, nil, 2, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tt.args...)
+			cmd.Env = append(cleanEnv(), tt.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr, cmd.Stdout = &stderr, &stderr
+			err := cmd.Run()
+			if got := exitCode(err); got != tt.want {
+				t.Errorf("watcher %q exit status = %d, want %d\n%s", tt.args, got, tt.want, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("watcher %q stderr = %q, want it to contain %q", tt.args, stderr.String(), tt.stderr)
+			}
+			if strings.Contains(stderr.String(), "hunter2") {
+				t.Errorf("watcher %q printed the password: %q", tt.args, stderr.String())
+			}
+		})
+	}
+}
+
+// cleanEnv is the environment without the CHIBRARY_ variables of whoever
+// runs the tests.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CHIBRARY_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func message(i int) []byte {
+	return fmt.Appendf(nil, "From: s%d@example.org\nSubject: kill test %d\nMessage-ID: <k%d@example.org>\n\nbody %d\n", i, i, i, i)
+}
+
+// TestKillAndRestart: a watcher killed with SIGKILL in the middle of the
+// first pass and started again archives every message exactly once; a
+// SIGTERM then stops it with status 0.
+func TestKillAndRestart(t *testing.T) {
+	const total = 300
+	var msgs [][]byte
+	for i := range total {
+		msgs = append(msgs, message(i))
+	}
+	srv := dovecottest.Start(t, dovecottest.Options{Populate: func(dir string) error {
+		for i, m := range msgs {
+			if err := os.WriteFile(filepath.Join(dir, "cur", dovecottest.MaildirName(i, len(m))), m, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	bin := build(t)
+	data := t.TempDir()
+	ctx := context.Background()
+	st, err := boltstore.Open(ctx, filepath.Join(data, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	count := func() int64 {
+		n, err := st.Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor := func(cond func(int64) bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(120 * time.Second)
+		for !cond(count()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("store holds %d messages after 120 s, want %s", count(), what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	startWatcher := func(log string) *exec.Cmd {
+		f, err := os.Create(filepath.Join(data, log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		cmd := exec.Command(bin, "--imap", "imap://"+srv.User+"@"+srv.Addr+"/INBOX", "--data", data,
+			"--batch-messages", "10", "--log-level", "debug")
+		cmd.Env = append(cleanEnv(), "CHIBRARY_IMAP_PASSWORD="+srv.Password)
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+
+	first := startWatcher("first.log")
+	waitFor(func(n int64) bool { return n >= 40 }, "at least 40")
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait()
+	killedAt := count()
+	if killedAt >= total {
+		t.Skipf("the first pass ended (%d messages) before the kill; nothing to show", killedAt)
+	}
+
+	second := startWatcher("second.log")
+	waitFor(func(n int64) bool { return n >= total }, fmt.Sprint(total))
+	// Let the second run reach IDLE, then stop it cleanly.
+	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(data, "second.log"))
+		t.Fatalf("watcher after SIGTERM: %v, want exit status 0\n%s", err, log)
+	}
+	if got := count(); got != total {
+		t.Fatalf("store holds %d messages, want %d (killed at %d)", got, total, killedAt)
+	}
+	for _, m := range msgs {
+		if _, err := st.ByDigest(ctx, store.DigestOf(m)); err != nil {
+			t.Fatalf("message %.30q not stored: %v", m, err)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(data, "second.log"))
+	if strings.Contains(string(log), srv.Password) {
+		t.Errorf("the log shows the password")
+	}
+	t.Logf("killed after %d of %d messages; the restart archived the rest once", killedAt, total)
+}
