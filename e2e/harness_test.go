@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +44,9 @@ var binaries struct {
 var programs = []string{"coordinator", "importer", "resolver", "watcher"}
 
 func TestMain(m *testing.M) {
+	if out := os.Getenv(rusageEnv); out != "" {
+		os.Exit(measure(out, os.Args[1:]))
+	}
 	code := m.Run()
 	if binaries.dir != "" {
 		os.RemoveAll(binaries.dir)
@@ -92,6 +94,38 @@ func bin(t *testing.T, name string) string {
 	return filepath.Join(binaries.dir, name)
 }
 
+// rusageEnv makes the test binary a wrapper that runs its arguments as a
+// command and writes the command's peak RSS to the file it names.
+//
+// Why a wrapper: Go starts children with CLONE_VM|CLONE_VFORK, so until
+// it execs, a child runs in its parent's address space, and Linux records
+// that space's peak RSS in the child's maxrss at exec. Read directly, a
+// program's maxrss would be at least the test process's. Started from this
+// small wrapper instead, it inherits the wrapper's few megabytes.
+const rusageEnv = "CHIBRARY_E2E_RUSAGE_OUT"
+
+// measure runs argv, writes its peak RSS in bytes to out and returns its
+// exit status (128+signal when a signal ended it).
+func measure(out string, argv []string) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err := cmd.Run()
+	if cmd.ProcessState == nil {
+		fmt.Fprintf(os.Stderr, "e2e measure: %v\n", err)
+		return 125
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if err := os.WriteFile(out, []byte(strconv.FormatInt(ru.Maxrss*1024, 10)), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e measure: %v\n", err)
+		return 125
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
 // proc is a program running as a subprocess, its stdout and stderr in a
 // log file that is printed when the test fails.
 type proc struct {
@@ -102,6 +136,7 @@ type proc struct {
 	done    chan struct{}
 	err     error // cmd.Wait's, once done is closed
 	stdin   io.WriteCloser
+	rssPath string // where the measuring wrapper writes the peak RSS
 }
 
 type procOptions struct {
@@ -109,6 +144,9 @@ type procOptions struct {
 	Pipe bool
 	// Prefix runs the program through another one (e.g. prlimit).
 	Prefix []string
+	// MeasureRSS runs the program under a wrapper that records its peak
+	// RSS (proc.maxRSS).
+	MeasureRSS bool
 	Env    []string
 }
 
@@ -133,9 +171,19 @@ func start(t *testing.T, name string, opts procOptions, args ...string) *proc {
 		t.Fatal(err)
 	}
 	argv := append(append(append([]string{}, opts.Prefix...), program), args...)
+	env := append(cleanEnv(), opts.Env...)
+	if opts.MeasureRSS {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.rssPath = p.logPath + ".rss"
+		argv = append([]string{self}, argv...)
+		env = append(env, rusageEnv+"="+p.rssPath)
+	}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(cleanEnv(), opts.Env...)
+	p.cmd.Env = env
 	if opts.Pipe {
 		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
@@ -226,14 +274,19 @@ func (p *proc) stop() {
 	}
 }
 
-// maxRSS returns the peak resident set size of an exited process, in
-// bytes.
+// maxRSS returns the peak resident set size of an exited process started
+// with MeasureRSS, in bytes.
 func (p *proc) maxRSS() int64 {
-	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		p.t.Fatalf("no rusage for %s on %s", p.name, runtime.GOOS)
+	p.t.Helper()
+	b, err := os.ReadFile(p.rssPath)
+	if err != nil {
+		p.t.Fatalf("no peak RSS recorded for %s: %v", p.name, err)
 	}
-	return ru.Maxrss * 1024 // kilobytes on Linux
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		p.t.Fatalf("peak RSS of %s: %v", p.name, err)
+	}
+	return n
 }
 
 // waitLog waits until the process's log has a line containing substr and
