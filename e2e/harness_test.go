@@ -147,7 +147,7 @@ type procOptions struct {
 	// MeasureRSS runs the program under a wrapper that records its peak
 	// RSS (proc.maxRSS).
 	MeasureRSS bool
-	Env    []string
+	Env        []string
 }
 
 var logSeq struct {
