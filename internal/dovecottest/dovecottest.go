@@ -3,6 +3,11 @@
 // (configuration, sockets, state, logs, mail) in a temporary directory that
 // is removed when the test ends.
 //
+// With Options.TLS, the server also speaks TLS: STARTTLS on Addr and
+// implicit TLS on TLSAddr, with a certificate for 127.0.0.1, ::1 and
+// localhost issued by a throw-away CA (CAPool, CAFile), and plain-text
+// LOGIN refused on a connection that is neither encrypted nor local.
+//
 // A test that calls Start is skipped when dovecot is not installed, unless
 // the environment variable CI is "true": CI installs it, so there a missing
 // dovecot fails the test instead of hiding it.
@@ -14,6 +19,8 @@ package dovecottest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -42,12 +49,23 @@ type Options struct {
 	// directory exists and has cur/, new/ and tmp/; ownership is fixed up
 	// afterwards.
 	Populate func(maildir string) error
+	// TLS, when set, makes the server offer STARTTLS on Addr and implicit
+	// TLS on TLSAddr, and refuse plain-text authentication on a connection
+	// that is not encrypted ("ssl = required", "disable_plaintext_auth =
+	// yes"). Dovecot counts a connection whose client and server addresses
+	// are equal as secure: to see the refusal, connect from another
+	// loopback address (127.0.0.2) to Addr. Off: plain text only.
+	TLS bool
 }
 
 // Server is a running (or stopped) Dovecot instance.
 type Server struct {
-	// Addr is the host:port of the IMAP listener (plain text, no TLS).
+	// Addr is the host:port of the IMAP listener: plain text, with
+	// STARTTLS (RFC 9051 section 6.2.1) when Options.TLS is set.
 	Addr string
+	// TLSAddr is the host:port of the implicit-TLS (imaps) listener when
+	// Options.TLS is set, "" otherwise.
+	TLSAddr string
 	// User and Password log in to the only account.
 	User, Password string
 
@@ -59,6 +77,8 @@ type Server struct {
 	uid          int
 	gid          int
 	up           bool
+	ca           *x509.Certificate // with Options.TLS
+	caFile       string
 }
 
 // Start starts a Dovecot server and stops it (and removes its files) when
@@ -102,11 +122,27 @@ func Start(t testing.TB, opts Options) *Server {
 }
 
 func (s *Server) configure(opts Options) error {
-	port, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
+	port := ports[0]
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	// Plain text only: no certificate, and the default imaps listener
+	// must not clash with other instances.
+	security := "ssl = no\ndisable_plaintext_auth = no\n"
+	imaps := "    port = 0\n"
+	if opts.TLS {
+		f, err := issue(s.dir)
+		if err != nil {
+			return err
+		}
+		s.ca, s.caFile = f.ca, f.caFile
+		s.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+		imaps = fmt.Sprintf("    address = 127.0.0.1\n    port = %d\n    ssl = yes\n", ports[1])
+		// Dovecot 2.3 syntax: "<" reads the file's content.
+		security = fmt.Sprintf("ssl = required\nssl_cert = <%s\nssl_key = <%s\ndisable_plaintext_auth = yes\n", f.cert, f.key)
+	}
 	s.home = filepath.Join(s.dir, "home")
 	maildir := filepath.Join(s.home, "Maildir")
 	for _, d := range []string{"run", "state", "cur", "new", "tmp"} {
@@ -158,9 +194,7 @@ log_path = %[1]s/dovecot.log
 info_log_path = %[1]s/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain login
+%[7]sauth_mechanisms = plain login
 first_valid_uid = 1
 mail_location = maildir:~/Maildir
 namespace inbox {
@@ -182,8 +216,7 @@ service imap-login {
     port = %[6]d
   }
   inet_listener imaps {
-    port = 0
-  }
+%[8]s  }
 }
 service pop3-login {
   inet_listener pop3 {
@@ -193,7 +226,7 @@ service pop3-login {
     port = 0
   }
 }
-`, s.dir, passwd, s.uid, s.gid, extra, port)
+`, s.dir, passwd, s.uid, s.gid, extra, port, security, imaps)
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -211,13 +244,19 @@ func lookup(name, dir string) string {
 	return ""
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("cannot find a free port: %w", err)
+// freePorts returns n distinct free loopback ports (all held open until
+// every one is found, so that none comes twice).
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("cannot find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func chownTree(root string, uid, gid int) error {
@@ -260,16 +299,18 @@ func (s *Server) start() {
 	}
 	s.up = true
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
+	for _, addr := range []string{s.Addr, s.TLSAddr} {
+		for addr != "" {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				s.t.Fatalf("dovecottest: dovecot does not listen on %s: %v\n%s", addr, err, s.Log())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("dovecottest: dovecot does not listen on %s: %v\n%s", s.Addr, err, s.Log())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -365,6 +406,43 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z"
 }
 
+// Login is a successful login as the server logged it.
+type Login struct {
+	User string
+	// Remote is the client's IP address.
+	Remote string
+	// TLS: the session was encrypted (implicit TLS or STARTTLS).
+	TLS bool
+}
+
+// Logins returns the successful logins the server logged so far, oldest
+// first: tests read from them whether a client really used TLS.
+func (s *Server) Logins() []Login {
+	var out []Login
+	// Dovecot 2.3: "imap-login: Info: Login: user=<test>, method=PLAIN,
+	// rip=127.0.0.1, lip=127.0.0.1, mpid=31595, TLS, session=<...>".
+	for line := range strings.Lines(s.Log()) {
+		_, rest, ok := strings.Cut(line, "imap-login: Info: Login: ")
+		if !ok {
+			continue
+		}
+		var l Login
+		for f := range strings.SplitSeq(strings.TrimSpace(rest), ", ") {
+			k, v, _ := strings.Cut(f, "=")
+			switch {
+			case k == "user":
+				l.User = strings.TrimSuffix(strings.TrimPrefix(v, "<"), ">")
+			case k == "rip":
+				l.Remote = v
+			case f == "TLS":
+				l.TLS = true
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // Restart stops the server if it runs and starts it again on the same
 // address, with the same mail.
 func (s *Server) Restart() {
@@ -377,10 +455,19 @@ func (s *Server) Restart() {
 func (s *Server) Running() bool { return s.up }
 
 // Client returns a client logged in to the server; the caller logs out.
+// With Options.TLS it connects to TLSAddr and checks the certificate.
 func (s *Server) Client(ctx context.Context) (*imapclient.Client, error) {
-	c, err := imapclient.DialInsecure(s.Addr, nil)
+	addr := s.Addr
+	var c *imapclient.Client
+	var err error
+	if s.TLSAddr != "" {
+		addr = s.TLSAddr
+		c, err = imapclient.DialTLS(addr, &imapclient.Options{TLSConfig: &tls.Config{RootCAs: s.CAPool(), ServerName: "127.0.0.1"}})
+	} else {
+		c, err = imapclient.DialInsecure(addr, nil)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to %s: %w", s.Addr, err)
+		return nil, fmt.Errorf("cannot connect to %s: %w", addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
