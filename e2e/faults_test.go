@@ -96,7 +96,13 @@ func TestCoordinatorKilled(t *testing.T) {
 	manifestB := filepath.Join(dir, "b.jsonl")
 	b := start(t, "importer b", procOptions{}, "--data", data, "--coordinator", coord.url, "--token-file", token,
 		"--manifest", manifestB, "--log-format", "json", secondPath)
-	b.waitLog("retrying", 30*time.Second)
+	// Down for a while: until b has retried three times.
+	eventually(t, 60*time.Second, "importer b to retry three times", func() bool {
+		if b.exited() {
+			t.Fatalf("importer b exited (%v) while the coordinator was down, want it to wait and retry", b.err)
+		}
+		return strings.Count(b.log(), "retrying") >= 3
+	})
 
 	// The first goes on with its run, the coordinator still down.
 	feed(t, a, first[1500:])

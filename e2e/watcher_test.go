@@ -174,3 +174,32 @@ func TestHostileWatcher(t *testing.T) {
 	st := openStore(t, data)
 	verifyArchive(t, st, w)
 }
+
+// TestWatcherKilled kills the watcher (SIGKILL) while mail arrives and
+// starts it again: what it archived before is not archived again (the
+// digest index makes a re-fetch a duplicate), and nothing is missed.
+func TestWatcherKilled(t *testing.T) {
+	dove := dovecottest.Start(t, dovecottest.Options{})
+	data := filepath.Join(t.TempDir(), "archive")
+	ctx := t.Context()
+	watcher := startWatcher(t, dove, data, nil)
+	deliveries := deliver(ctx, dove, 30, 5*time.Millisecond, func(i int) []byte { return watcherMessage("killed", i) })
+	// Kill it once it has archived something, deliveries still going.
+	st := openStore(t, data)
+	eventually(t, 60*time.Second, "the watcher to archive a first message", func() bool {
+		n, err := st.Count(ctx)
+		return err == nil && n > 0
+	})
+	st.Close()
+	watcher.kill()
+	delivered := deliveries.finish(t)
+
+	watcher = startWatcher(t, dove, data, nil)
+	w := serverMail(t, dove)
+	if len(w) != delivered {
+		t.Fatalf("the server holds %d distinct messages, want the %d delivered", len(w), delivered)
+	}
+	waitArchived(t, data, w, watcher, 90*time.Second)
+	watcher.stop()
+	verifyArchive(t, openStore(t, data), w)
+}
