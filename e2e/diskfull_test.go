@@ -59,6 +59,7 @@ func newSmallDisk(t *testing.T, size int64) *smallDisk {
 // message it acknowledged (imported in the manifest) is readable
 // afterwards, and once there is room a re-run stores the rest.
 func TestDiskFull(t *testing.T) {
+	needPrograms(t)
 	msgs := mail(t, 0)
 	var total int64
 	for _, m := range msgs {

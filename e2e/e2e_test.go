@@ -115,6 +115,7 @@ func (p *poller) finish(t *testing.T) {
 // message delivered or imported is stored exactly once under distinct
 // call numbers, and resolves over HTTP to its bytes.
 func TestEndToEnd(t *testing.T) {
+	needPrograms(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "archive")
 	ctx := t.Context()

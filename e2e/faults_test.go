@@ -70,6 +70,7 @@ func checkManifest(t *testing.T, name string, m []manifestEntry, wantLen int) {
 // starts while it is down waits, retrying, until the coordinator is back
 // on the same runs.db and port.
 func TestCoordinatorKilled(t *testing.T) {
+	needPrograms(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "archive")
 	db, token := filepath.Join(dir, "runs.db"), filepath.Join(dir, "token")
@@ -168,6 +169,7 @@ func runsOf(t *testing.T, st store.Store, m []manifestEntry) map[uint32]bool {
 // stored exactly once, and what the first run acknowledged keeps its
 // call number.
 func TestImporterKilled(t *testing.T) {
+	needPrograms(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "archive")
 	msgs := mail(t, 3000)
@@ -209,6 +211,7 @@ func TestImporterKilled(t *testing.T) {
 // without bumping it: the runs it hands out again are refused by the
 // store, so nothing is overwritten; "coordinator bump" then fixes it.
 func TestRestoredBackup(t *testing.T) {
+	needPrograms(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "archive")
 	db, token := filepath.Join(dir, "runs.db"), filepath.Join(dir, "token")

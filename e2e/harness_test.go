@@ -54,6 +54,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// needPrograms skips a test in -short mode and builds the programs, first
+// thing, before a test starts servers or reads the corpus.
+func needPrograms(t *testing.T) {
+	t.Helper()
+	bin(t, "importer")
+}
+
 // bin returns the path of a program, building them all on first use.
 func bin(t *testing.T, name string) string {
 	t.Helper()

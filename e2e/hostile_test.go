@@ -33,6 +33,7 @@ const maxImporterRSS = 512 << 20
 // reported failed with its reason, the importer's memory stays bounded,
 // and no page, raw or JSON answer is a 5xx or carries executable content.
 func TestHostileImport(t *testing.T) {
+	needPrograms(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "archive")
 	msgs := hostile.Messages(hostile.Options{Large: true})
@@ -248,6 +249,7 @@ func TestExecutableDetects(t *testing.T) {
 // lost, none swallows its neighbours, and the importer does not try to
 // buffer 2 GiB.
 func TestHostileContentLength(t *testing.T) {
+	needPrograms(t)
 	data, msgs := hostile.ContentLengthMbox()
 	for _, format := range []string{"auto", "mboxcl2"} {
 		t.Run(format, func(t *testing.T) {

@@ -125,6 +125,7 @@ func (d *deliverer) finish(t *testing.T) int {
 // TestDovecotRestart restarts Dovecot while the watcher idles: the watcher
 // reconnects, and everything delivered before and after is archived once.
 func TestDovecotRestart(t *testing.T) {
+	needPrograms(t)
 	dove := dovecottest.Start(t, dovecottest.Options{})
 	data := filepath.Join(t.TempDir(), "archive")
 	ctx := t.Context()
@@ -155,6 +156,7 @@ func TestDovecotRestart(t *testing.T) {
 // large messages): whatever Dovecot accepts, the watcher archives once,
 // byte for byte as the server has it, without dying.
 func TestHostileWatcher(t *testing.T) {
+	needPrograms(t)
 	dove := dovecottest.Start(t, dovecottest.Options{})
 	data := filepath.Join(t.TempDir(), "archive")
 	watcher := startWatcher(t, dove, data, nil)
@@ -179,6 +181,7 @@ func TestHostileWatcher(t *testing.T) {
 // starts it again: what it archived before is not archived again (the
 // digest index makes a re-fetch a duplicate), and nothing is missed.
 func TestWatcherKilled(t *testing.T) {
+	needPrograms(t)
 	dove := dovecottest.Start(t, dovecottest.Options{})
 	data := filepath.Join(t.TempDir(), "archive")
 	ctx := t.Context()
