@@ -79,7 +79,9 @@ type Options struct {
 	Security Security
 	// TLSConfig is used for implicit TLS and STARTTLS; nil verifies the
 	// server's certificate against the system roots for Addr's host. A
-	// config without ServerName gets Addr's host.
+	// config without ServerName gets Addr's host; set RootCAs to trust a
+	// private CA. InsecureSkipVerify is obeyed, with a warning logged at
+	// every Run.
 	TLSConfig *tls.Config
 	// AllowPlaintext permits LOGIN over an unencrypted connection to a
 	// non-loopback address. Off: such a connection fails with ErrPlaintext.
@@ -195,7 +197,8 @@ func New(opts Options) (*Watcher, error) {
 // Run archives the mailbox and follows it until ctx is cancelled, then
 // finishes the batch in progress and returns nil. It returns an error only
 // for what reconnecting cannot fix: a refused login, an unverifiable
-// certificate, a plain-text connection it may not use, a missing mailbox at
+// certificate, imaps:// to a port that answers in plain text, a plain-text
+// connection it may not use, a missing mailbox at
 // start, a store that refuses the messages for a safety rule, a state file
 // it cannot use.
 func (w *Watcher) Run(ctx context.Context) error {
@@ -209,6 +212,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	st.Server, st.User, st.Mailbox = w.opts.Addr, w.opts.User, w.opts.Mailbox
 	w.log.Info("watching", "server", w.opts.Addr, "user", w.opts.User, "after", w.opts.After.String(),
 		"uidvalidity", st.UIDValidity, "last_uid", st.LastUID)
+	if w.opts.TLSConfig != nil && w.opts.TLSConfig.InsecureSkipVerify {
+		w.log.Warn("TLS certificate verification is OFF (InsecureSkipVerify): the server's certificate is NOT checked; anyone on the network path can impersonate the server and read the password",
+			"server", w.opts.Addr)
+	}
 
 	var failures int // consecutive failed sessions
 	for session := 0; ; session++ {

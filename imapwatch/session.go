@@ -21,7 +21,7 @@ import (
 // is cancelled (nil) or something fails. reached is true once the mailbox
 // was selected: the connection was healthy, and the backoff starts over.
 func (w *Watcher) session(ctx context.Context, st *State, first bool) (reached bool, err error) {
-	c, err := w.connect(ctx)
+	c, encrypted, err := w.connect(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -66,7 +66,7 @@ func (w *Watcher) session(ctx context.Context, st *State, first bool) (reached b
 			return true, fatalError{err}
 		}
 	}
-	w.log.Info("connected", "messages", sel.NumMessages, "uidvalidity", sel.UIDValidity, "uidnext", sel.UIDNext,
+	w.log.Info("connected", "tls", encrypted, "messages", sel.NumMessages, "uidvalidity", sel.UIDValidity, "uidnext", sel.UIDNext,
 		"last_uid", st.LastUID, "idle", caps.Has(imap.CapIdle))
 
 	for {
@@ -101,8 +101,9 @@ func (w *Watcher) logout(c *imapclient.Client) {
 	_ = c.Logout().Wait()
 }
 
-// connect dials, protects and logs in.
-func (w *Watcher) connect(ctx context.Context) (*imapclient.Client, error) {
+// connect dials, protects and logs in; encrypted says whether the
+// connection is TLS.
+func (w *Watcher) connect(ctx context.Context) (c *imapclient.Client, encrypted bool, err error) {
 	opts := &imapclient.Options{
 		TLSConfig: w.tlsConfig(),
 		UnilateralDataHandler: &imapclient.UnilateralDataHandler{
@@ -119,19 +120,27 @@ func (w *Watcher) connect(ctx context.Context) (*imapclient.Client, error) {
 	}
 	conn, err := w.dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var c *imapclient.Client
-	encrypted := false
 	switch w.opts.Security {
 	case ImplicitTLS:
-		tc := tls.Client(conn, opts.TLSConfig)
+		cfg := opts.TLSConfig.Clone()
+		if cfg.NextProtos == nil {
+			cfg.NextProtos = []string{"imap"} // ALPN, RFC 7301
+		}
+		tc := tls.Client(conn, cfg)
 		hctx, cancel := context.WithTimeout(ctx, w.opts.CommandTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
 		if err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("cannot start TLS with %s: %w", w.opts.Addr, err)
+			var rh tls.RecordHeaderError
+			if errors.As(err, &rh) {
+				// The server answered in plain text: retrying will not
+				// change that.
+				return nil, false, fatalError{fmt.Errorf("cannot start TLS with %s: the server does not speak TLS on this port (imaps:// to a plain IMAP port? use imap://): %w", w.opts.Addr, err)}
+			}
+			return nil, false, fmt.Errorf("cannot start TLS with %s: %w", w.opts.Addr, err)
 		}
 		c, encrypted = imapclient.New(tc, opts), true
 	case StartTLS:
@@ -141,44 +150,44 @@ func (w *Watcher) connect(ctx context.Context) (*imapclient.Client, error) {
 		g.stop()
 		if caps == nil {
 			c.Close()
-			return nil, fmt.Errorf("cannot read the capabilities of %s", w.opts.Addr)
+			return nil, false, fmt.Errorf("cannot read the capabilities of %s", w.opts.Addr)
 		}
 		if caps.Has(imap.CapStartTLS) {
 			// imapclient upgrades only a fresh connection.
 			c.Close()
 			if conn, err = w.dial(ctx); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			t := time.AfterFunc(w.opts.CommandTimeout, func() { conn.Close() })
 			c, err = imapclient.NewStartTLS(conn, opts)
 			t.Stop()
 			if err != nil {
 				conn.Close()
-				return nil, fmt.Errorf("cannot start TLS with %s: %w", w.opts.Addr, err)
+				return nil, false, fmt.Errorf("cannot start TLS with %s: %w", w.opts.Addr, err)
 			}
 			encrypted = true
 		}
 	}
 	if !encrypted && !w.opts.AllowPlaintext && !isLoopback(w.host) {
 		c.Close()
-		return nil, fmt.Errorf("%w to %s: the server offers no STARTTLS (use imaps://, or allow plain-text login explicitly)", ErrPlaintext, w.opts.Addr)
+		return nil, false, fmt.Errorf("%w to %s: the server offers no STARTTLS (use imaps://, or allow plain-text login explicitly)", ErrPlaintext, w.opts.Addr)
 	}
 	g := w.guard(c)
 	defer g.stop()
 	if c.Caps().Has(imap.CapLoginDisabled) {
 		c.Close()
-		return nil, fmt.Errorf("%w: %s disables LOGIN on this connection", ErrAuth, w.opts.Addr)
+		return nil, false, fmt.Errorf("%w: %s disables LOGIN on this connection", ErrAuth, w.opts.Addr)
 	}
 	// RFC 9051 section 6.2.3. The error carries the server's text, never
 	// the password.
 	if err := c.Login(w.opts.User, w.opts.Password).Wait(); err != nil {
 		c.Close()
 		if ie, ok := imapError(err); ok && ie.Type == imap.StatusResponseTypeNo && ie.Code != imap.ResponseCodeUnavailable {
-			return nil, fmt.Errorf("%w: %s as %s: %s", ErrAuth, w.opts.Addr, w.opts.User, ie.Text)
+			return nil, false, fmt.Errorf("%w: %s as %s: %s", ErrAuth, w.opts.Addr, w.opts.User, ie.Text)
 		}
-		return nil, fmt.Errorf("cannot log in to %s: %w", w.opts.Addr, err)
+		return nil, false, fmt.Errorf("cannot log in to %s: %w", w.opts.Addr, err)
 	}
-	return c, nil
+	return c, encrypted, nil
 }
 
 func (w *Watcher) dial(ctx context.Context) (net.Conn, error) {
