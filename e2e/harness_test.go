@@ -4,7 +4,9 @@
 // Dovecot and the embedded bbolt store shared by several processes.
 //
 // The binaries are built without the race detector (the packages' own
-// tests run with it); CHIBRARY_E2E_RACE=1 builds them with -race too.
+// tests run with it); CHIBRARY_E2E_RACE=1 builds them with -race too (a
+// data race in a program then fails the test through its exit status 66;
+// peak-RSS bounds are only logged).
 package e2e
 
 import (
@@ -74,7 +76,7 @@ func bin(t *testing.T, name string) string {
 			return
 		}
 		args := []string{"build", "-o", binaries.dir + string(os.PathSeparator)}
-		if os.Getenv("CHIBRARY_E2E_RACE") == "1" {
+		if raceBinaries() {
 			args = append(args, "-race")
 		}
 		var pkgs []string
@@ -131,6 +133,20 @@ func measure(out string, argv []string) int {
 		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// raceBinaries reports whether the programs are built with -race, which
+// multiplies their memory use: peak-RSS bounds do not apply then.
+func raceBinaries() bool { return os.Getenv("CHIBRARY_E2E_RACE") == "1" }
+
+// checkRSS checks a measured peak RSS against a bound.
+func checkRSS(t *testing.T, p *proc, limit int64) {
+	t.Helper()
+	rss := p.maxRSS()
+	t.Logf("%s: peak RSS %d MB", p.name, rss>>20)
+	if rss > limit && !raceBinaries() {
+		t.Errorf("%s: peak RSS %d MB, want under %d MB", p.name, rss>>20, limit>>20)
+	}
 }
 
 // proc is a program running as a subprocess, its stdout and stderr in a

@@ -52,11 +52,7 @@ func TestHostileImport(t *testing.T) {
 	manifest := filepath.Join(dir, "manifest.jsonl")
 	p := start(t, "importer hostile", procOptions{MeasureRSS: true}, "--data", data, "--manifest", manifest, "--log-format", "json", input)
 	code := p.wait(180 * time.Second)
-	rss := p.maxRSS()
-	t.Logf("importer peak RSS on %d hostile messages: %d MB", len(msgs), rss>>20)
-	if rss > maxImporterRSS {
-		t.Errorf("importer peak RSS %d MB, want under %d MB", rss>>20, maxImporterRSS>>20)
-	}
+	checkRSS(t, p, maxImporterRSS)
 	var wantStored, wantFailed int
 	w := want{}
 	for _, m := range msgs {
@@ -259,9 +255,7 @@ func TestHostileContentLength(t *testing.T) {
 			manifest := filepath.Join(dir, "manifest.jsonl")
 			p := start(t, "importer "+format, procOptions{MeasureRSS: true}, "--data", archive, "--format", format, "--manifest", manifest, "--log-format", "json", input)
 			code := p.wait(60 * time.Second)
-			if rss := p.maxRSS(); rss > maxImporterRSS {
-				t.Errorf("importer peak RSS %d MB, want under %d MB", rss>>20, maxImporterRSS>>20)
-			}
+			checkRSS(t, p, maxImporterRSS)
 			if code != 0 {
 				t.Errorf("importer --format %s exited %d, want 0", format, code)
 			}
