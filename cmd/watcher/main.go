@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -52,10 +53,19 @@ may be URL-escaped (user%40example.org); MAILBOX defaults to INBOX. The
 password comes from --password-file or $CHIBRARY_IMAP_PASSWORD, never from
 the command line. --after move:FOLDER creates FOLDER if it is missing.
 
+The server's certificate is checked against the system's CA roots. For a
+server whose certificate comes from a private CA, --tls-ca FILE (PEM, one
+or more certificates) trusts the CAs in FILE INSTEAD of the system roots:
+no public CA can then vouch for that server. A certificate that cannot be
+verified stops the watcher (exit 1) rather than being retried.
+--insecure-skip-verify switches verification off (the watcher warns).
+
 Examples:
   watcher --imap imaps://archive%40example.org@mail.example.org/INBOX \
           --password-file /etc/chibrary/imap-password --after move:Archived
   CHIBRARY_IMAP_PASSWORD=secret watcher --imap imap://test@127.0.0.1:1143/ --data ./archive
+  watcher --imap imaps://archive@imap.corp.example/INBOX --password-file pw \
+          --tls-ca /etc/chibrary/corp-ca.pem
   watcher --imap imaps://list@mail.example.org/Lists/linux-mips --password-file pw \
           --store riak://r1:8087 --state /var/lib/chibrary/mips.state \
           --coordinator http://coord:7070 --token-file /etc/chibrary/token \
@@ -74,6 +84,7 @@ type config struct {
 	list           string
 	metricsListen  string
 	insecureVerify bool
+	tlsCA          string
 	allowPlain     bool
 	poll           time.Duration
 	idleRefresh    time.Duration
@@ -93,6 +104,7 @@ func flags(c *config) (*flag.FlagSet, map[string]string) {
 	fs.StringVar(&c.list, "list", "", "mailing list name recorded with every message")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (off by default)")
 	fs.BoolVar(&c.insecureVerify, "insecure-skip-verify", false, "do NOT verify the server's TLS certificate (anyone on the path can read the password)")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM file of the CA certificate(s) to trust for the server, instead of the system roots (for a private CA)")
 	fs.BoolVar(&c.allowPlain, "allow-plaintext-login", false, "send the password unencrypted when an imap:// server on a non-loopback address offers no STARTTLS")
 	fs.DurationVar(&c.poll, "poll-interval", time.Minute, "how often to check for new mail on a server without IDLE")
 	fs.DurationVar(&c.idleRefresh, "idle-refresh", 25*time.Minute, "restart IDLE this often (servers may drop a client idle for 30 minutes)")
@@ -102,7 +114,7 @@ func flags(c *config) (*flag.FlagSet, map[string]string) {
 	c.log.AddFlags(fs)
 	env := map[string]string{
 		"imap": "CHIBRARY_IMAP", "password-file": "CHIBRARY_IMAP_PASSWORD_FILE", "after": "CHIBRARY_AFTER",
-		"metrics-listen": "CHIBRARY_METRICS_LISTEN", "state": "CHIBRARY_WATCHER_STATE",
+		"metrics-listen": "CHIBRARY_METRICS_LISTEN", "state": "CHIBRARY_WATCHER_STATE", "tls-ca": "CHIBRARY_IMAP_CA",
 		"log-format": "CHIBRARY_LOG_FORMAT", "log-level": "CHIBRARY_LOG_LEVEL",
 	}
 	for k, v := range c.store.Env() {
@@ -136,6 +148,9 @@ func run(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) e
 	if c.batch < 1 {
 		return cli.Usagef("--batch-messages must be at least 1")
 	}
+	if c.tlsCA != "" && c.insecureVerify {
+		return cli.Usagef("--tls-ca and --insecure-skip-verify contradict each other: the first verifies the certificate against FILE, the second does not verify it")
+	}
 	if c.store.Store != "" && !c.dataSet && c.state == "" {
 		return cli.Usagef("with --store, give --state FILE (or --data DIR for the default state file)")
 	}
@@ -150,10 +165,17 @@ func run(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) e
 	if c.state == "" {
 		c.state = defaultState(c.store.Data, target)
 	}
+	// imapwatch logs a warning when verification is off.
 	var tlsConfig *tls.Config
 	if c.insecureVerify {
-		log.Warn("--insecure-skip-verify: the server's certificate is NOT checked; anyone on the network path can impersonate it and read the password")
 		tlsConfig = &tls.Config{InsecureSkipVerify: true}
+	}
+	if c.tlsCA != "" {
+		pool, err := loadCA(c.tlsCA)
+		if err != nil {
+			return err
+		}
+		tlsConfig = &tls.Config{RootCAs: pool}
 	}
 
 	st, err := c.store.Open(ctx, log)
@@ -199,7 +221,29 @@ func run(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) e
 		}
 		return err
 	}
-	return w.Run(ctx)
+	err = w.Run(ctx)
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		if c.tlsCA == "" {
+			return fmt.Errorf("%w (if the server's certificate comes from a private CA, trust it with --tls-ca FILE)", err)
+		}
+		return fmt.Errorf("%w (the certificate is not signed by a CA in %s)", err, c.tlsCA)
+	}
+	return err
+}
+
+// loadCA reads the PEM certificates of file into a new pool: the CAs
+// trusted instead of the system roots.
+func loadCA(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("cannot use --tls-ca %s: it holds no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 // readPassword reads the password from file, or from

@@ -68,6 +68,10 @@ func TestUsage(t *testing.T) {
 		{"empty password file", []string{"--imap", "imaps://u@h/INBOX", "--password-file", empty}, nil, 1, "empty"},
 		{"store without state", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--store", "bolt:/tmp/x.db"}, nil, 2, "--state"},
 		{"stray argument", []string{"--imap", "imaps://u@h/INBOX", "extra"}, nil, 2, "unexpected argument"},
+		{"tls-ca and insecure", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", pw, "--insecure-skip-verify"}, nil, 2, "contradict"},
+		{"tls-ca from env and insecure", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--insecure-skip-verify"}, []string{"CHIBRARY_IMAP_CA=" + pw}, 2, "contradict"},
+		{"tls-ca without certificate", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", empty}, nil, 1, "holds no PEM certificate"},
+		{"tls-ca missing", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", empty + ".missing"}, nil, 1, "cannot read --tls-ca"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
