@@ -44,8 +44,9 @@
 //
 // Every error names its place as "name:line" (the Name option and a
 // 1-based line number). A message larger than MaxMessageSize is skipped
-// without being buffered and reported as a *[MessageError] wrapping
-// [ErrTooLarge]; data before the first From_ line is reported as a
+// (read up to the limit, then passed over without keeping its bytes, so
+// memory stays bounded by the limit) and reported as a *[MessageError]
+// wrapping [ErrTooLarge]; data before the first From_ line is reported as a
 // *MessageError wrapping [ErrLeadingData]. After a *MessageError, Next may
 // be called again; any other error is fatal.
 package mbox
@@ -441,13 +442,15 @@ func (r *Reader) readMessage() (*Message, error) {
 	}
 
 	if r.tooLarge || int64(len(r.buf)) > r.max {
-		if !r.tooLarge {
-			r.buf = r.buf[:0]
-		}
+		r.buf = shrink(r.buf)
 		return nil, &MessageError{Name: r.name, Line: line, Err: fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, r.max)}
 	}
+	// A copy of exactly the message's size: the buffer itself may be up to
+	// twice as large, and is dropped after a large message.
+	raw := bytes.Clone(r.buf)
+	r.buf = shrink(r.buf)
 	m := &Message{
-		Raw:       bytes.Clone(r.buf),
+		Raw:       raw,
 		Line:      line,
 		Offset:    off,
 		Separator: sep,
@@ -484,6 +487,15 @@ func (r *Reader) atEOF(line int) {
 	} else if !r.atLineStart {
 		r.warnf(r.line, "input ends without a final newline (truncated?)")
 	}
+}
+
+// shrink empties buf, dropping it when it grew large, so that one huge
+// message does not pin its buffer for the rest of the input.
+func shrink(buf []byte) []byte {
+	if cap(buf) > 4<<20 {
+		return nil
+	}
+	return buf[:0]
 }
 
 // add appends message bytes, switching to skipping once the message is
