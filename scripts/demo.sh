@@ -39,7 +39,7 @@ if [ -z "$addr" ]; then
   exit 1
 fi
 echo
-if command -v curl >/dev/null && [ -z "${DEMO_NO_CURL:-}" ]; then
+if command -v curl >/dev/null; then
   code=$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/$cn")
 else # bash's own /dev/tcp, for machines without curl
   host=${addr%:*} port=${addr##*:}
