@@ -417,11 +417,14 @@ type Login struct {
 
 // Logins returns the successful logins the server logged so far, oldest
 // first: tests read from them whether a client really used TLS.
-func (s *Server) Logins() []Login {
+func (s *Server) Logins() []Login { return parseLogins(s.Log()) }
+
+// parseLogins reads the successful logins of a Dovecot log.
+func parseLogins(log string) []Login {
 	var out []Login
 	// Dovecot 2.3: "imap-login: Info: Login: user=<test>, method=PLAIN,
 	// rip=127.0.0.1, lip=127.0.0.1, mpid=31595, TLS, session=<...>".
-	for line := range strings.Lines(s.Log()) {
+	for line := range strings.Lines(log) {
 		_, rest, ok := strings.Cut(line, "imap-login: Info: Login: ")
 		if !ok {
 			continue
