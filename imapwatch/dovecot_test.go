@@ -94,9 +94,7 @@ func TestDovecotIdleAndRestart(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		a.checkStored(t, message(i))
 	}
-	if got := value(m.archived); got != 4 {
-		t.Errorf("archived counter = %v, want 4", got)
-	}
+	waitValue(t, "archived counter", m.archived, 4)
 	if got := value(m.reconnects); got < 1 {
 		t.Errorf("reconnects counter = %v, want at least 1", got)
 	}
