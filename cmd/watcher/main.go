@@ -145,6 +145,11 @@ func run(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) e
 	if err != nil {
 		return cli.Usagef("--imap: %v", err)
 	}
+	// Checked again by imapwatch.New, but before the store is opened
+	// (created, if missing) for nothing.
+	if c.after.Action == imapwatch.Move && c.after.Folder == target.Mailbox {
+		return cli.Usagef("--after: cannot move messages to the mailbox they are in (%s)", target.Mailbox)
+	}
 	if c.batch < 1 {
 		return cli.Usagef("--batch-messages must be at least 1")
 	}

@@ -75,7 +75,14 @@ func TestUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(bin, tt.args...)
+			// Killed if it runs on: every case must fail at once.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, tt.args...)
+			// A case that wrongly gets as far as the default store
+			// (./archive) creates it there, not in the source tree.
+			cmd.Dir = t.TempDir()
+			data := filepath.Join(cmd.Dir, "archive")
 			cmd.Env = append(cleanEnv(), tt.env...)
 			var stderr bytes.Buffer
 			cmd.Stderr, cmd.Stdout = &stderr, &stderr
@@ -88,6 +95,9 @@ func TestUsage(t *testing.T) {
 			}
 			if strings.Contains(stderr.String(), "hunter2") {
 				t.Errorf("watcher %q printed the password: %q", tt.args, stderr.String())
+			}
+			if _, err := os.Stat(data); err == nil {
+				t.Errorf("watcher %q created the data directory before failing", tt.args)
 			}
 		})
 	}
