@@ -54,6 +54,8 @@ var (
 	ErrBadState = errors.New("imapwatch: unreadable state file")
 	// ErrStateMismatch: the state file belongs to another mailbox.
 	ErrStateMismatch = errors.New("imapwatch: state file is for another mailbox")
+	// ErrTooLarge: a message is larger than Options.MaxMessageSize.
+	ErrTooLarge = errors.New("imapwatch: message too large")
 )
 
 // Security says how the connection is protected.
@@ -112,6 +114,10 @@ type Options struct {
 	// own).
 	BatchMessages int
 	BatchBytes    int64
+	// MaxMessageSize is the largest message archived; a larger one is
+	// read past, reported and left in the mailbox. Zero is 64 MiB, the
+	// importer's limit.
+	MaxMessageSize int64
 	// CommandTimeout is how long the server may stay silent on a command
 	// before the connection is taken as dead and closed; zero is 2 minutes.
 	CommandTimeout time.Duration
@@ -181,6 +187,9 @@ func New(opts Options) (*Watcher, error) {
 	}
 	if opts.BatchBytes <= 0 {
 		opts.BatchBytes = 16 << 20
+	}
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = 64 << 20
 	}
 	if opts.Dial == nil {
 		d := &net.Dialer{Timeout: 30 * time.Second}

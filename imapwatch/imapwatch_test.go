@@ -110,15 +110,15 @@ func TestBackoff(t *testing.T) {
 
 func TestStateRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "state.json")
-	if st, err := LoadState(path); err != nil || st != (State{}) {
+	if st, err := LoadState(path); err != nil || !reflect.DeepEqual(st, State{}) {
 		t.Fatalf("LoadState(missing) = %+v, %v, want zero, nil", st, err)
 	}
-	want := State{Server: "h:993", User: "u", Mailbox: "INBOX", UIDValidity: 7, LastUID: 42, Updated: time.Unix(1700000000, 0).UTC()}
+	want := State{Server: "h:993", User: "u", Mailbox: "INBOX", UIDValidity: 7, LastUID: 42, Retry: []uint32{3, 9}, Updated: time.Unix(1700000000, 0).UTC()}
 	if err := saveState(path, want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := LoadState(path)
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("LoadState = %+v, %v, want %+v", got, err, want)
 	}
 	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {

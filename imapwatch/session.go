@@ -60,7 +60,7 @@ func (w *Watcher) session(ctx context.Context, st *State, first bool) (reached b
 			w.log.Warn("UIDVALIDITY changed: fetching the whole mailbox again (messages already archived come back as duplicates)",
 				"old", st.UIDValidity, "new", sel.UIDValidity, "last_uid", st.LastUID)
 		}
-		st.UIDValidity, st.LastUID = sel.UIDValidity, 0
+		st.UIDValidity, st.LastUID, st.Retry = sel.UIDValidity, 0, nil
 		st.Updated = time.Now().UTC()
 		if err := saveState(w.opts.StatePath, *st); err != nil {
 			return true, fatalError{err}
@@ -256,6 +256,9 @@ func (w *Watcher) catchUp(ctx context.Context, c *imapclient.Client, st *State) 
 	}
 	set, _ := data.All.(imap.UIDSet)
 	w.log.Debug("searched", "above", st.LastUID, "found", set.String())
+	if err := w.retry(ctx, c, st); err != nil {
+		return err
+	}
 	// "n:*" also matches the highest UID when it is below n.
 	next := uidsAbove(set, imap.UID(st.LastUID))
 	for {
@@ -274,7 +277,7 @@ func (w *Watcher) catchUp(ctx context.Context, c *imapclient.Client, st *State) 
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err := w.batch(ctx, c, st, b); err != nil {
+			if err := w.batch(ctx, c, st, b, false); err != nil {
 				return err
 			}
 		}
@@ -352,9 +355,32 @@ func (w *Watcher) plan(c *imapclient.Client, window []imap.UID) ([][]imap.UID, e
 	return batches, nil
 }
 
+// retry tries again the messages of State.Retry, once per connection.
+func (w *Watcher) retry(ctx context.Context, c *imapclient.Client, st *State) error {
+	if len(st.Retry) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	uids := make([]imap.UID, len(st.Retry))
+	for i, u := range st.Retry {
+		uids[i] = imap.UID(u)
+	}
+	w.log.Info("trying again messages that could not be archived", "uids", len(uids))
+	// Each batch removes what it archived, or what is gone, and puts back
+	// what failed again.
+	for len(uids) > 0 {
+		n := min(len(uids), w.opts.BatchMessages)
+		if err := w.batch(ctx, c, st, uids[:n], true); err != nil {
+			return err
+		}
+		uids = uids[n:]
+	}
+	return nil
+}
+
 // batch fetches uids, archives them, acts on them (--after) and saves the
-// state, in that order.
-func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, uids []imap.UID) error {
+// state, in that order. A retry batch (uids from State.Retry) leaves
+// LastUID alone.
+func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, uids []imap.UID, retry bool) error {
 	prepared, got, err := w.fetch(c, st.UIDValidity, uids)
 	if err != nil {
 		return err
@@ -367,6 +393,7 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 	}
 	var done imap.UIDSet
 	var imported, dups, failed int
+	var again []uint32 // failed for a reason that may pass
 	for i, o := range outs {
 		uid := got[i]
 		switch o.Status {
@@ -380,7 +407,12 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 			w.log.Debug("duplicate", "uid", uid, "callnumber", o.Number, "message_id", o.MessageID)
 		default:
 			failed++
-			w.log.Error("cannot archive message; leaving it in the mailbox untouched", "uid", uid, "err", o.Err)
+			if errors.Is(o.Err, ErrTooLarge) {
+				w.log.Error("cannot archive message; leaving it in the mailbox untouched", "uid", uid, "err", o.Err)
+				continue
+			}
+			w.log.Error("cannot archive message; leaving it in the mailbox untouched, to be tried again at the next connection", "uid", uid, "err", o.Err)
+			again = append(again, uint32(uid))
 		}
 	}
 	w.opts.Metrics.add(imported, dups, failed, time.Now())
@@ -393,7 +425,19 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 			return err
 		}
 	}
-	st.LastUID = uint32(uids[len(uids)-1])
+	// The batch's UIDs leave the retry list (archived, or gone from the
+	// mailbox) unless they failed again.
+	st.Retry = slices.DeleteFunc(st.Retry, func(u uint32) bool { return slices.Contains(uids, imap.UID(u)) })
+	for _, u := range again {
+		if len(st.Retry) >= maxRetry {
+			w.log.Error("too many messages to try again; this one will not be", "uid", u, "limit", maxRetry)
+			continue
+		}
+		st.Retry = append(st.Retry, u)
+	}
+	if !retry {
+		st.LastUID = uint32(uids[len(uids)-1])
+	}
 	st.Updated = time.Now().UTC()
 	if err := saveState(w.opts.StatePath, *st); err != nil {
 		return fatalError{err}
@@ -432,6 +476,15 @@ func (w *Watcher) fetch(c *imapclient.Client, uidValidity uint32, uids []imap.UI
 				seen = true
 				if it.Literal == nil {
 					bodyErr = errors.New("the server sent no body (NIL)")
+					continue
+				}
+				if size := it.Literal.Size(); size > w.opts.MaxMessageSize {
+					// The size comes from the server: never allocate it
+					// unchecked. Read past the literal to stay in sync.
+					bodyErr = fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, size, w.opts.MaxMessageSize)
+					if _, err := io.Copy(io.Discard, it.Literal); err != nil && readErr == nil {
+						readErr = err
+					}
 					continue
 				}
 				body = make([]byte, it.Literal.Size())

@@ -26,9 +26,19 @@ type State struct {
 	UIDValidity uint32 `json:"uidvalidity"`
 	// LastUID is the highest UID whose batch was archived (and, with
 	// --after, acted on).
-	LastUID uint32    `json:"last_uid"`
+	LastUID uint32 `json:"last_uid"`
+	// Retry are UIDs at or below LastUID whose message could not be
+	// archived for a reason that may pass (the server sent no body, or
+	// broke off mid-message): they are tried again at every connection
+	// until they are archived or gone from the mailbox.
+	Retry   []uint32  `json:"retry,omitempty"`
 	Updated time.Time `json:"updated"`
 }
+
+// maxRetry bounds State.Retry, so that a mailbox whose server refuses many
+// messages cannot grow the state file without end; past it, a failure is
+// logged and left to the operator.
+const maxRetry = 1000
 
 // LoadState reads a state file; a missing file is the zero State.
 func LoadState(path string) (State, error) {
