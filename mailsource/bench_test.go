@@ -4,29 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-func corpusPath(tb testing.TB) string {
-	path := os.Getenv("CHIBRARY_CORPUS")
-	if fi, err := os.Stat(path); path != "" && err == nil && fi.IsDir() {
-		path = filepath.Join(path, "linux-mips-sample.mbox.gz")
-	}
-	if path == "" {
-		path = filepath.Join("..", "..", "shared", "corpus", "linux-mips-sample.mbox.gz")
-	}
-	if _, err := os.Stat(path); err != nil {
-		tb.Skipf("shared corpus absent: %v", err)
-	}
-	return path
-}
+	"github.com/chibrary/chibrary/internal/testcorpus"
+)
 
 // BenchmarkCorpusGzip reads the shared corpus (.mbox.gz) through Open, as
 // the importer does; MB/s counts decompressed bytes.
 func BenchmarkCorpusGzip(b *testing.B) {
-	path := corpusPath(b)
+	path := testcorpus.Path(b)
 	const decompressed = 40775597
 	b.SetBytes(decompressed)
 	for b.Loop() {

@@ -1,6 +1,8 @@
 package mailsource
 
 import (
+	"github.com/chibrary/chibrary/internal/testcorpus"
+
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -324,17 +326,7 @@ func TestNextAfterCancel(t *testing.T) {
 }
 
 func TestCorpus(t *testing.T) {
-	path := os.Getenv("CHIBRARY_CORPUS")
-	if fi, err := os.Stat(path); path != "" && err == nil && fi.IsDir() {
-		path = filepath.Join(path, "linux-mips-sample.mbox.gz")
-	}
-	if path == "" {
-		path = filepath.Join("..", "..", "shared", "corpus", "linux-mips-sample.mbox.gz")
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("shared corpus absent: %v", err)
-	}
-	s := open(t, path, Options{})
+	s := open(t, testcorpus.Path(t), Options{})
 	n := 0
 	for {
 		it, err := s.Next()

@@ -1,11 +1,12 @@
 package mbox
 
 import (
+	"github.com/chibrary/chibrary/internal/testcorpus"
+
 	"bytes"
 	"compress/gzip"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -19,24 +20,11 @@ var corpus struct {
 	err  error
 }
 
-// corpusPath finds linux-mips-sample.mbox.gz: $CHIBRARY_CORPUS (the file,
-// or the directory holding it), else ../shared/corpus beside the module.
-func corpusPath() string {
-	const name = "linux-mips-sample.mbox.gz"
-	if p := os.Getenv("CHIBRARY_CORPUS"); p != "" {
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			return filepath.Join(p, name)
-		}
-		return p
-	}
-	return filepath.Join("..", "..", "shared", "corpus", name)
-}
-
 // loadCorpus returns the decompressed corpus, skipping when it is absent.
 func loadCorpus(t testing.TB) []byte {
 	t.Helper()
 	corpus.once.Do(func() {
-		f, err := os.Open(corpusPath())
+		f, err := os.Open(testcorpus.Find())
 		if err != nil {
 			corpus.err = err
 			return
@@ -115,7 +103,7 @@ func BenchmarkReaderCorpus(b *testing.B) {
 }
 
 func BenchmarkReaderCorpusGzip(b *testing.B) {
-	raw, err := os.ReadFile(corpusPath())
+	raw, err := os.ReadFile(testcorpus.Find())
 	if os.IsNotExist(err) {
 		b.Skip("shared corpus absent")
 	}

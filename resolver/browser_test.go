@@ -1,6 +1,8 @@
 package resolver
 
 import (
+	"github.com/chibrary/chibrary/internal/testcorpus"
+
 	"context"
 	"io"
 	"net/http"
@@ -85,7 +87,7 @@ func TestBrowser(t *testing.T) {
 	// A real message: the first of the shared corpus with a subject and a
 	// plain-text body, or a fixture when the corpus is absent.
 	raw := readFixture(t, "latin1.eml")
-	if _, err := os.Stat(corpusPath); err == nil {
+	if testcorpus.Find() != "" {
 		for _, m := range readCorpus(t, 50) {
 			v := mailview.Parse(m, mailview.Options{})
 			if v.Subject != "" && len(v.Parts) > 0 && v.Parts[0].Text != "" && len(v.Attachments) == 0 {

@@ -14,6 +14,8 @@ import (
 // Messages is the number of messages in the corpus.
 const Messages = 5256
 
+const name = "linux-mips-sample.mbox.gz"
+
 // Path returns the corpus file, or skips tb when it is absent.
 func Path(tb testing.TB) string {
 	tb.Helper()
@@ -24,13 +26,19 @@ func Path(tb testing.TB) string {
 	return p
 }
 
-// Find returns the corpus file, or "" when it is absent.
+// Find returns the corpus file, or "" when it is absent. $CHIBRARY_CORPUS
+// may name the file or the directory holding it.
 func Find() string {
 	if p := os.Getenv("CHIBRARY_CORPUS"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
+		fi, err := os.Stat(p)
+		if err == nil && fi.IsDir() {
+			p = filepath.Join(p, name)
+			_, err = os.Stat(p)
 		}
-		return ""
+		if err != nil {
+			return ""
+		}
+		return p
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -38,7 +46,7 @@ func Find() string {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "corpus", "linux-mips-sample.mbox.gz")
+			p := filepath.Join(dir, "..", "shared", "corpus", name)
 			if _, err := os.Stat(p); err == nil {
 				return p
 			}

@@ -1,6 +1,8 @@
 package boltstore_test
 
 import (
+	"github.com/chibrary/chibrary/internal/testcorpus"
+
 	"bufio"
 	"bytes"
 	"compress/gzip"
@@ -22,28 +24,6 @@ import (
 
 const benchBatch = 1000
 
-// corpusPath finds the shared corpus: CHIBRARY_CORPUS, or
-// ../shared/corpus/linux-mips-sample.mbox.gz beside the module root.
-func corpusPath(tb testing.TB) string {
-	if p := os.Getenv("CHIBRARY_CORPUS"); p != "" {
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "corpus", "linux-mips-sample.mbox.gz")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
 var (
 	fromLine   = regexp.MustCompile(`^From \S+ `)
 	quotedFrom = regexp.MustCompile(`^>+From `)
@@ -61,10 +41,9 @@ type benchMessage struct {
 // one '>' of each >From line is removed. A simple split for benchmarks;
 // the real reader is elsewhere.
 func readCorpus(tb testing.TB) ([]benchMessage, int64) {
-	p := corpusPath(tb)
-	f, err := os.Open(p)
+	f, err := os.Open(testcorpus.Path(tb))
 	if err != nil {
-		tb.Skipf("corpus not available (%v): set CHIBRARY_CORPUS", err)
+		tb.Fatal(err)
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
