@@ -1,8 +1,6 @@
 package mailsource
 
 import (
-	"github.com/chibrary/chibrary/internal/testcorpus"
-
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -15,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chibrary/chibrary/internal/testcorpus"
 	"github.com/chibrary/chibrary/mbox"
 )
 

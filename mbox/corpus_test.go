@@ -1,14 +1,14 @@
 package mbox
 
 import (
-	"github.com/chibrary/chibrary/internal/testcorpus"
-
 	"bytes"
 	"compress/gzip"
 	"io"
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/chibrary/chibrary/internal/testcorpus"
 )
 
 // corpusMessages is the number of messages in the shared corpus.

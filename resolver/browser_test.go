@@ -1,8 +1,6 @@
 package resolver
 
 import (
-	"github.com/chibrary/chibrary/internal/testcorpus"
-
 	"context"
 	"io"
 	"net/http"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/chibrary/chibrary/internal/testcorpus"
 	"github.com/chibrary/chibrary/mailview"
 )
 

@@ -1,21 +1,21 @@
 package boltstore_test
 
 import (
-	"github.com/chibrary/chibrary/internal/testcorpus"
-
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -24,77 +24,33 @@ import (
 
 const benchBatch = 1000
 
-var (
-	fromLine   = regexp.MustCompile(`^From \S+ `)
-	quotedFrom = regexp.MustCompile(`^>+From `)
-	messageID  = regexp.MustCompile(`(?im)^Message-ID:\s*<([^>\r\n]*)>`)
-)
-
 type benchMessage struct {
 	raw    []byte
 	digest store.Digest
 	id     string
 }
 
-// readCorpus splits the gzip mboxrd corpus: a message starts at a From_
-// line after a blank line (RFC 4155); the separating blank line goes, and
-// one '>' of each >From line is removed. A simple split for benchmarks;
-// the real reader is elsewhere.
+// readCorpus reads the shared corpus as the importer does.
 func readCorpus(tb testing.TB) ([]benchMessage, int64) {
-	f, err := os.Open(testcorpus.Path(tb))
+	src, err := mailsource.Open(context.Background(), testcorpus.Path(tb), mailsource.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
+	defer src.Close()
+	var msgs []benchMessage
+	var total int64
+	for {
+		it, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			return msgs, total
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		meta, _ := mailmsg.Parse(it.Raw)
+		msgs = append(msgs, benchMessage{raw: it.Raw, digest: store.DigestOf(it.Raw), id: meta.MessageID})
+		total += int64(len(it.Raw))
 	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	var (
-		msgs  []benchMessage
-		cur   bytes.Buffer
-		total int64
-		blank = true
-		open  bool
-	)
-	flush := func() {
-		if !open {
-			return
-		}
-		raw := bytes.Clone(cur.Bytes())
-		if bytes.HasSuffix(raw, []byte("\n\n")) {
-			raw = raw[:len(raw)-1]
-		}
-		m := benchMessage{raw: raw, digest: store.DigestOf(raw)}
-		if sub := messageID.FindSubmatch(raw); sub != nil {
-			m.id = string(sub[1])
-		}
-		msgs = append(msgs, m)
-		total += int64(len(raw))
-		cur.Reset()
-	}
-	for sc.Scan() {
-		line := sc.Bytes()
-		if blank && fromLine.Match(line) {
-			flush()
-			open = true
-			blank = false
-			continue
-		}
-		if quotedFrom.Match(line) {
-			line = line[1:]
-		}
-		cur.Write(line)
-		cur.WriteByte('\n')
-		blank = len(line) == 0
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	flush()
-	return msgs, total
 }
 
 // BenchmarkCorpus writes the shared corpus through the store in batches of
