@@ -84,10 +84,28 @@ func Parse(raw []byte) (Meta, error) {
 	if m.ListID, err = h.Text("List-Id"); err != nil {
 		m.ListID = h.Get("List-Id")
 	}
+	m.MessageID = stripControls(m.MessageID)
 	m.InReplyTo = msgIDs(h.Get("In-Reply-To"))
 	m.References = msgIDs(h.Get("References"))
 	return m, herr
 }
+
+// stripControls removes ASCII control characters (a bare CR, NUL, ...),
+// which no msg-id may hold (RFC 5322 section 3.6.4) and which would make a
+// poor index key and URL.
+func stripControls(id string) string {
+	if !strings.ContainsFunc(id, isControl) {
+		return id
+	}
+	return strings.TrimSpace(strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return -1
+		}
+		return r
+	}, id))
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // scan collects the wanted fields of the header block (RFC 5322 section
 // 2.2: "name: value" lines, continued by lines that start with white space,
@@ -167,7 +185,7 @@ func msgIDs(v string) []string {
 		if j < 0 {
 			return ids
 		}
-		if id := strings.TrimSpace(v[i+1 : i+j]); id != "" {
+		if id := stripControls(strings.TrimSpace(v[i+1 : i+j])); id != "" {
 			ids = append(ids, id)
 		}
 		v = v[i+j+1:]

@@ -48,6 +48,11 @@ func TestParse(t *testing.T) {
 			want: Meta{MessageID: "d@x", Date: "yesterday-ish", InReplyTo: []string{"ann@x", "p@x"}, References: []string{"r@x"}},
 		},
 		{
+			name: "control characters are not part of a Message-ID",
+			raw:  "Message-ID: <a\rb\x00c@x>\nReferences: <r\x7f1@x>\n\n",
+			want: Meta{MessageID: "abc@x", References: []string{"r1@x"}},
+		},
+		{
 			name: "folded fields, first occurrence wins, CRLF",
 			raw:  "Received: from a\r\n\tby b\r\nSubject: one\r\n two\r\nsubject: later\r\nREFERENCES: <a@x>\r\n <b@x>\r\n\r\nSubject: in body\r\n",
 			want: Meta{Subject: "one two", References: []string{"a@x", "b@x"}},
@@ -99,8 +104,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("Message-ID: <a@b\nReferences: <<<>>>\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		m, _ := Parse(raw)
-		if strings.ContainsAny(m.MessageID, "\r\n") {
-			t.Errorf("Parse(%q).MessageID = %q contains a line break", raw, m.MessageID)
+		for _, id := range append([]string{m.MessageID}, append(m.InReplyTo, m.References...)...) {
+			if strings.ContainsFunc(id, isControl) {
+				t.Errorf("Parse(%q) has Message-ID %q with a control character", raw, id)
+			}
 		}
 	})
 }
