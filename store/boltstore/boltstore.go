@@ -379,6 +379,11 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	if len(msgs) == 0 {
 		return []store.Result{}, nil
 	}
+	// Hashing is the costliest check: do it before taking the file lock,
+	// which readers in other processes are waiting for.
+	if err := batch.CheckDigests(msgs); err != nil {
+		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
+	}
 	var results []store.Result
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)

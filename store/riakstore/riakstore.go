@@ -608,6 +608,9 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 }
 
 func (s *Store) put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
+	if err := batch.CheckDigests(msgs); err != nil {
+		return nil, err
+	}
 	bd, err := s.binding(ctx)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
@@ -49,11 +51,39 @@ type Plan struct {
 	Fields  []callnumber.Fields
 }
 
+// CheckDigests refuses a batch in which a message's Digest is not
+// DigestOf(Raw) (ErrInvalidMessage). A wrong digest could make a new
+// message pass for a duplicate of another and go unstored, so every backend
+// checks, before Make. It hashes on all CPUs and needs no lock: call it
+// before taking one.
+func CheckDigests(msgs []store.Message) error {
+	workers := min(runtime.GOMAXPROCS(0), len(msgs))
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(msgs); i += workers {
+				m := &msgs[i]
+				if d := store.DigestOf(m.Raw); d != m.Digest {
+					errs[i] = fmt.Errorf("%w: message %d of the batch (call number %v): its Digest %.16s… is not the digest of its %d raw bytes (%.16s…); nothing of this batch was written", store.ErrInvalidMessage, i+1, m.Number, m.Digest, len(m.Raw), d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Make decides what Put does with msgs, or returns the error that refuses
-// the whole batch. It checks every message before anything is written:
+// the whole batch. It checks every message before anything is written
+// (digests are checked before, by CheckDigests):
 //
-//   - Digest must be DigestOf(Raw) and the number must decode under codec
-//     (ErrInvalidMessage);
+//   - the number must decode under codec (ErrInvalidMessage);
 //   - the number's run must have a recorded lease (ErrUnknownRun);
 //   - a number given different bytes earlier in the batch or already stored
 //     with different bytes is refused (ErrNumberTaken); the same bytes under
@@ -76,9 +106,6 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 			return Plan{}, fmt.Errorf("%w: message %d of the batch: call number %v does not decode under the store's authority: %w; nothing of this batch was written", store.ErrInvalidMessage, i+1, m.Number, err)
 		}
 		p.Fields[i] = f
-		if d := store.DigestOf(m.Raw); d != m.Digest {
-			return Plan{}, fmt.Errorf("%w: message %d of the batch (call number %v): its Digest %.16s… is not the digest of its %d raw bytes (%.16s…); nothing of this batch was written", store.ErrInvalidMessage, i+1, m.Number, m.Digest, len(m.Raw), d)
-		}
 		known, ok := leased[f.Run]
 		if !ok {
 			if known, err = look.HasLease(ctx, f.Run); err != nil {
