@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
@@ -194,43 +196,75 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if d.Title == "" {
 		d.Title = "(no subject)"
 	}
+	// At most MaxReferences lookups, In-Reply-To first, then the last
+	// References: the closest ancestors (RFC 5322 section 3.6.4).
 	budget := s.opts.MaxReferences
-	d.InReplyTo = s.archived(r.Context(), v.InReplyTo, m.Number, &budget)
-	// The last References are the closest ancestors (RFC 5322 section 3.6.4).
+	inReplyTo := firstUnique(v.InReplyTo, nil, &budget)
 	refs := v.References
 	if len(refs) > budget {
 		refs = refs[len(refs)-budget:]
 	}
-	d.References = s.archived(r.Context(), refs, m.Number, &budget)
+	refs = firstUnique(refs, inReplyTo, &budget)
+	found := s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
+	d.InReplyTo = links(inReplyTo, found, m.Number)
+	d.References = links(refs, found, m.Number)
 	s.render(w, r, http.StatusOK, "page.html", d)
 }
 
-// archived returns links to the archived messages with the given
-// Message-IDs (other than self), at most *budget lookups.
-func (s *Server) archived(ctx context.Context, ids []string, self callnumber.Number, budget *int) []link {
-	var links []link
-	seen := map[string]bool{}
+// firstUnique returns the ids not in skip, without repeats, at most
+// *budget of them (which it decreases).
+func firstUnique(ids, skip []string, budget *int) []string {
+	var out []string
 	for _, id := range ids {
 		if *budget <= 0 {
 			break
 		}
-		if seen[id] {
+		if slices.Contains(skip, id) || slices.Contains(out, id) {
 			continue
 		}
-		seen[id] = true
+		out = append(out, id)
 		*budget--
-		ns, err := s.st.ByMessageID(ctx, id)
-		if err != nil {
-			s.log.Warn("cannot look up a referenced message", "err", err)
-			continue
-		}
-		for _, n := range ns {
+	}
+	return out
+}
+
+// links returns links to the archived messages with the given Message-IDs,
+// other than self, in the order of ids.
+func links(ids []string, found map[string][]callnumber.Number, self callnumber.Number) []link {
+	var out []link
+	for _, id := range ids {
+		for _, n := range found[id] {
 			if n != self {
-				links = append(links, link{CallNumber: n.String(), MessageID: id})
+				out = append(out, link{CallNumber: n.String(), MessageID: id})
 			}
 		}
 	}
-	return links
+	return out
+}
+
+// archived looks up the call numbers of the messages with the given
+// Message-IDs, all at once: on a bbolt store shared with a writer, every
+// lookup may wait for the writer's batch, and concurrent lookups wait for
+// the same one instead of one each.
+func (s *Server) archived(ctx context.Context, ids []string) map[string][]callnumber.Number {
+	found := make([][]callnumber.Number, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			ns, err := s.st.ByMessageID(ctx, id)
+			if err != nil {
+				s.log.Warn("cannot look up a referenced message", "err", err)
+				return
+			}
+			found[i] = ns
+		})
+	}
+	wg.Wait()
+	m := make(map[string][]callnumber.Number, len(ids))
+	for i, id := range ids {
+		m[id] = found[i]
+	}
+	return m
 }
 
 func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
