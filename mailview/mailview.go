@@ -20,6 +20,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -140,9 +141,15 @@ var policy = func() *bluemonday.Policy {
 		"q", "cite", "abbr", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "center", "font")
 	p.AllowLists()
 	p.AllowTables()
-	p.AllowStandardURLs() // http, https, mailto; parseable; rel=nofollow
-	// A relative link in mail would point into the archive itself.
+	p.RequireParseableURLs(true)
+	p.RequireNoFollowOnLinks(true)
+	// A relative link in mail would point into the archive itself, and so
+	// would "https:path" (no host) on an archive served over https.
 	p.AllowRelativeURLs(false)
+	hasHost := func(u *url.URL) bool { return u.Host != "" && u.Opaque == "" }
+	p.AllowURLSchemeWithCustomPolicy("http", hasHost)
+	p.AllowURLSchemeWithCustomPolicy("https", hasHost)
+	p.AllowURLSchemes("mailto")
 	p.AllowAttrs("href").OnElements("a")
 	p.RequireNoReferrerOnLinks(true)
 	p.AddSpaceWhenStrippingTag(true)

@@ -352,3 +352,24 @@ func FuzzParse(f *testing.F) {
 		checkClean(t, "fuzz", m)
 	})
 }
+
+func TestHTMLLinks(t *testing.T) {
+	raw := "Content-Type: text/html\n\n" +
+		`<a href="https://example.org/x">ok</a> <a href="mailto:a@example.org">mail</a> ` +
+		`<a href="https:0">opaque</a> <a href="http:/path">hostless</a> <a href="/rel">rel</a> <a href="//evil.example/">schemeless</a> <a href="javascript:alert(1)">js</a>`
+	m := Parse([]byte(raw), Options{})
+	if len(m.Parts) == 0 {
+		t.Fatal("no part parsed")
+	}
+	html := string(m.Parts[0].HTML)
+	for _, want := range []string{`href="https://example.org/x"`, `href="mailto:a@example.org"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("sanitized HTML lost %s: %s", want, html)
+		}
+	}
+	for _, bad := range []string{"https:0", "http:/path", `"/rel"`, "//evil", "javascript"} {
+		if strings.Contains(html, bad) {
+			t.Errorf("sanitized HTML keeps %s: %s", bad, html)
+		}
+	}
+}
