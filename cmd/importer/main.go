@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -57,7 +58,18 @@ type config struct {
 	mboxFormat mbox.Format
 }
 
-func main() { cli.Main("importer", run) }
+// memoryLimit is the importer's soft memory limit (runtime/debug), unless
+// $GOMEMLIMIT sets one: the live heap is bounded by the batch and the
+// largest message (64 MiB), and without a limit the garbage collector lets
+// the heap grow to twice that around a large message.
+const memoryLimit = 256 << 20
+
+func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
+	cli.Main("importer", run)
+}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c config

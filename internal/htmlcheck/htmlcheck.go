@@ -1,0 +1,123 @@
+// Package htmlcheck is the tests' oracle for "nothing in this HTML can run
+// code or load anything": it tokenizes HTML as a browser would and reports
+// the first element, attribute or URL that could. The mail view, the
+// resolver and the end-to-end tests all check their output with it, so a
+// rule added here applies to all of them.
+package htmlcheck
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"golang.org/x/net/html"
+)
+
+// Options say what a page of the archive's own may contain beyond a
+// sanitized mail fragment. The zero value allows nothing of it.
+type Options struct {
+	// Stylesheet is the one <link href> allowed ("" for none).
+	Stylesheet string
+	// FormAction is the one <form action> allowed, with its <input> and
+	// <button> ("" for no form).
+	FormAction string
+	// ArchiveLinks allows href="/..." (links within the archive).
+	ArchiveLinks bool
+}
+
+// banned elements run code, load content or change how the page is read.
+var banned = map[string]bool{
+	"script": true, "style": true, "img": true, "iframe": true, "frame": true, "object": true,
+	"embed": true, "applet": true, "svg": true, "math": true, "video": true, "audio": true,
+	"source": true, "template": true, "noscript": true, "base": true,
+}
+
+// Check returns nil when s holds nothing executable or remote, or an error
+// naming the first thing that is.
+func Check(s string, o Options) error {
+	z := html.NewTokenizer(strings.NewReader(s))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			if errors.Is(z.Err(), io.EOF) {
+				return nil
+			}
+			return z.Err()
+		case html.StartTagToken, html.SelfClosingTagToken:
+			if err := checkTag(z.Token(), o); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func checkTag(tok html.Token, o Options) error {
+	switch tok.Data {
+	case "link":
+		if o.Stylesheet == "" || attr(tok, "href") != o.Stylesheet {
+			return fmt.Errorf("<link href=%q>", attr(tok, "href"))
+		}
+	case "form":
+		if o.FormAction == "" || attr(tok, "action") != o.FormAction {
+			return fmt.Errorf("<form action=%q>", attr(tok, "action"))
+		}
+	case "input", "button":
+		if o.FormAction == "" {
+			return fmt.Errorf("element <%s>", tok.Data)
+		}
+	case "meta":
+		if attr(tok, "http-equiv") != "" {
+			return fmt.Errorf("<meta http-equiv=%q>", attr(tok, "http-equiv"))
+		}
+	default:
+		if banned[tok.Data] {
+			return fmt.Errorf("element <%s>", tok.Data)
+		}
+	}
+	for _, a := range tok.Attr {
+		key := strings.ToLower(a.Key)
+		// Browsers ignore white space and case in a URL's scheme.
+		val := strings.ToLower(strings.Join(strings.Fields(a.Val), ""))
+		switch {
+		case strings.HasPrefix(key, "on"), key == "style", key == "src", key == "srcset",
+			key == "background", key == "poster", key == "formaction":
+			return fmt.Errorf("attribute %s=%q on <%s>", a.Key, a.Val, tok.Data)
+		case strings.Contains(val, "javascript:"), strings.Contains(val, "vbscript:"),
+			strings.HasPrefix(val, "data:") && key != "content":
+			return fmt.Errorf("script or data URL %s=%q on <%s>", a.Key, a.Val, tok.Data)
+		case key == "href" && tok.Data != "link":
+			if !linkOK(val, o.ArchiveLinks) {
+				return fmt.Errorf("href=%q on <%s>", a.Val, tok.Data)
+			}
+		}
+	}
+	return nil
+}
+
+// linkOK accepts mailto: and http(s) URLs that name a host (an
+// "https:path" link resolves into the page's own site), and with archive
+// set, paths within the archive.
+func linkOK(v string, archive bool) bool {
+	switch {
+	case strings.HasPrefix(v, "mailto:"):
+		return true
+	case strings.HasPrefix(v, "http://"), strings.HasPrefix(v, "https://"):
+		_, rest, _ := strings.Cut(v, "//")
+		return rest != "" && rest[0] != '/'
+	case strings.HasPrefix(v, "//"):
+		return false
+	case strings.HasPrefix(v, "/"):
+		return archive
+	}
+	return false
+}
+
+func attr(tok html.Token, key string) string {
+	for _, a := range tok.Attr {
+		if strings.EqualFold(a.Key, key) {
+			return a.Val
+		}
+	}
+	return ""
+}

@@ -1,0 +1,41 @@
+package htmlcheck
+
+import "testing"
+
+// TestCheck: the oracle can fail, for each kind of danger, and passes what
+// the archive's pages legitimately hold.
+func TestCheck(t *testing.T) {
+	page := Options{Stylesheet: "/static/style.css", FormAction: "/go", ArchiveLinks: true}
+	tests := []struct {
+		name, html string
+		opts       Options
+		bad        bool
+	}{
+		{"escaped", `<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>`, Options{}, false},
+		{"link", `<a href="https://example.org/" rel="nofollow">x</a>`, Options{}, false},
+		{"mailto", `<a href="mailto:a@example.org">x</a>`, Options{}, false},
+		{"page furniture", `<meta charset="utf-8"><meta name="viewport" content="width=device-width"><link rel="stylesheet" href="/static/style.css"><form action="/go"><input name="n"><button>Go</button></form><a href="/00000001">x</a>`, page, false},
+		{"script", `<p><script>alert(1)</script></p>`, Options{}, true},
+		{"handler", `<b onmouseover="alert(1)">x</b>`, Options{}, true},
+		{"javascript url", `<a href=" JaVa	Script:alert(1)">x</a>`, page, true},
+		{"data url", `<a href="data:text/html,x">x</a>`, page, true},
+		{"remote image", `<img src="https://tracker.example/p.gif">`, page, true},
+		{"iframe", `<iframe srcdoc="x"></iframe>`, page, true},
+		{"refresh", `<meta http-equiv="Refresh" content="0;url=https://evil.example/">`, page, true},
+		{"style attribute", `<div style="background:url(https://evil.example/)">x</div>`, page, true},
+		{"another stylesheet", `<link rel="stylesheet" href="https://evil.example/x.css">`, page, true},
+		{"another form", `<form action="https://evil.example/"></form>`, page, true},
+		{"input without a form", `<input name="x">`, Options{}, true},
+		{"archive link in mail", `<a href="/00000001">x</a>`, Options{}, true},
+		{"scheme-relative", `<a href="//evil.example/">x</a>`, page, true},
+		{"host-less https", `<a href="https:0">x</a>`, page, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Check(tt.html, tt.opts)
+			if (err != nil) != tt.bad {
+				t.Errorf("Check(%q) = %v, want bad %v", tt.html, err, tt.bad)
+			}
+		})
+	}
+}
