@@ -55,6 +55,11 @@ var (
 	// process holds the bbolt file, Riak nodes do not answer). The
 	// operation may succeed later; a server answers 503.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrBadCursor: a cursor given to Changes is not one this store's
+	// change feed handed out (another backend's, or garbled). A follower
+	// can start again from the beginning: seeing a message twice is
+	// allowed.
+	ErrBadCursor = errors.New("store: not a cursor of this store's change feed")
 )
 
 // Digest is the SHA-256 of a message's raw bytes with every CRLF read as
@@ -126,6 +131,20 @@ func (b Binding) Codec() (*callnumber.Codec, error) {
 	return callnumber.NewCodec(b.Scheme, b.Key)
 }
 
+// Cursor is a position in a store's change feed: opaque text, safe to
+// save and to hand to another process using the same store. The empty
+// cursor is the beginning of the feed.
+type Cursor string
+
+// ChangePage is one answer of Changes.
+type ChangePage struct {
+	// Messages are the messages stored after the cursor, in feed order.
+	Messages []Stored
+	// Next is the cursor to continue from: pass it to the next call. It
+	// equals the cursor given when there was nothing new.
+	Next Cursor
+}
+
 // Store is an archive's message store. Implementations are safe for
 // concurrent use by several goroutines; the bolt backend also shares its
 // file with other processes.
@@ -156,6 +175,20 @@ type Store interface {
 	ByDigest(ctx context.Context, d Digest) (callnumber.Number, error)
 	// Count returns the number of messages stored.
 	Count(ctx context.Context) (int64, error)
+
+	// Changes is the change feed: it returns up to max messages stored
+	// after the position after (fewer when they are large, none when
+	// nothing new was stored), in feed order, and the cursor to continue
+	// from. The promise to a follower that passes each answer's Next to
+	// its next call (and may save it, to carry on after a restart): it
+	// sees every message stored, including messages stored under an old
+	// run after others were stored under newer ones (a long-lived
+	// watcher's beside importers'), and a message appears once its Put
+	// has returned, at the latest one second later. It may see a message
+	// twice. A duplicate, which Put did not write, never appears. The
+	// empty cursor starts at the beginning; a cursor this store did not
+	// hand out is refused with ErrBadCursor.
+	Changes(ctx context.Context, after Cursor, max int) (ChangePage, error)
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error

@@ -58,9 +58,14 @@
 //	          lists a Message-ID's numbers in packed (run, sequence) order.
 //	runs      key: the run, 4 bytes big-endian; value: the lease as JSON
 //	          without the key
-//	meta      "format": "chibrary-messages/1"; "binding": the authority,
+//	changes   the change feed: key: a sequence number (NextSequence),
+//	          8 bytes big-endian, in commit order; value: the 8-byte
+//	          packed number of a message written by that commit
+//	meta      "format": "chibrary-messages/2"; "binding": the authority,
 //	          scheme and key as JSON; "count": the number of messages,
-//	          8 bytes big-endian, so Count is O(1)
+//	          8 bytes big-endian, so Count is O(1); "backfilled": the
+//	          last sequence number given by the upgrade from format 1
+//	          (see changes.go), absent in a file created as format 2
 //
 // # Put
 //
@@ -99,7 +104,12 @@ var ErrLocked = fmt.Errorf("boltstore: messages database locked by another proce
 // ErrFormat: the file is not a message store this package can read.
 var ErrFormat = errors.New("boltstore: not a chibrary message store")
 
-const format = "chibrary-messages/1"
+// format is the layout written today; formatV1 lacks the changes bucket
+// and is upgraded in place by the first writable open (changes.go).
+const (
+	format   = "chibrary-messages/2"
+	formatV1 = "chibrary-messages/1"
+)
 
 var (
 	bucketMessages = []byte("messages")
@@ -107,10 +117,12 @@ var (
 	bucketMsgIDs   = []byte("msgids")
 	bucketRuns     = []byte("runs")
 	bucketMeta     = []byte("meta")
+	bucketChanges  = []byte("changes")
 
-	keyFormat  = []byte("format")
-	keyBinding = []byte("binding")
-	keyCount   = []byte("count")
+	keyFormat     = []byte("format")
+	keyBinding    = []byte("binding")
+	keyCount      = []byte("count")
+	keyBackfilled = []byte("backfilled")
 )
 
 // Fill percents: messages and runs are appended in key order, so their
@@ -193,17 +205,30 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 func (s *Store) init(ctx context.Context) error {
 	if fi, err := os.Stat(s.path); err == nil && fi.Size() > 0 {
 		// Existing file: a read-only check, so as not to wait on writers.
-		return s.view(ctx, func(tx *bolt.Tx) error { return checkFormat(tx) })
+		var v1 bool
+		err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+			v1, err = checkFormat(tx)
+			return err
+		})
+		if err != nil || !v1 {
+			return err
+		}
+		return s.upgrade(ctx)
 	}
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta != nil {
-			return checkFormat(tx) // another process created it first
+			// Another process created it first.
+			v1, err := checkFormat(tx)
+			if err == nil && v1 {
+				err = upgradeTx(tx)
+			}
+			return err
 		}
 		if c := tx.Cursor(); func() bool { k, _ := c.First(); return k != nil }() {
 			return fmt.Errorf("%w: %s has buckets but no meta bucket", ErrFormat, s.path)
 		}
-		for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns, bucketMeta} {
+		for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns, bucketMeta, bucketChanges} {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return fmt.Errorf("cannot create bucket %s: %w", name, err)
 			}
@@ -216,20 +241,27 @@ func (s *Store) init(ctx context.Context) error {
 	})
 }
 
-func checkFormat(tx *bolt.Tx) error {
+// checkFormat checks that tx's file is a message store this program
+// reads, and reports whether it is of format 1 (to be upgraded).
+func checkFormat(tx *bolt.Tx) (v1 bool, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
-		return fmt.Errorf("%w: %s has no meta bucket", ErrFormat, tx.DB().Path())
+		return false, fmt.Errorf("%w: %s has no meta bucket", ErrFormat, tx.DB().Path())
 	}
-	if f := meta.Get(keyFormat); string(f) != format {
-		return fmt.Errorf("%w: %s has format %q, this program reads %q", ErrFormat, tx.DB().Path(), f, format)
+	f := string(meta.Get(keyFormat))
+	if f != format && f != formatV1 {
+		return false, fmt.Errorf("%w: %s has format %q, this program reads %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, format, formatV1)
 	}
-	for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns} {
+	buckets := [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns}
+	if f == format {
+		buckets = append(buckets, bucketChanges)
+	}
+	for _, name := range buckets {
 		if tx.Bucket(name) == nil {
-			return fmt.Errorf("%w: %s has no %s bucket", ErrFormat, tx.DB().Path(), name)
+			return false, fmt.Errorf("%w: %s has no %s bucket", ErrFormat, tx.DB().Path(), name)
 		}
 	}
-	return nil
+	return f == formatV1, nil
 }
 
 // Path returns the file's path.
@@ -413,6 +445,13 @@ func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message
 	digests := tx.Bucket(bucketDigests)
 	msgids := tx.Bucket(bucketMsgIDs)
 	meta := tx.Bucket(bucketMeta)
+	changes := tx.Bucket(bucketChanges)
+	if changes == nil {
+		// Open upgrades a format 1 file before anything is written, and
+		// programs that write format 1 refuse format 2 files.
+		return fmt.Errorf("%w: %s has no changes bucket", ErrFormat, s.path)
+	}
+	changes.FillPercent = appendFill
 	now := time.Now().UTC()
 	var written uint64
 	for i := range msgs {
@@ -433,6 +472,9 @@ func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message
 			if err := msgids.Put(msgIDKey(m.MessageID, key[:]), nil); err != nil {
 				return fmt.Errorf("cannot index the Message-ID of %v: %w", m.Number, err)
 			}
+		}
+		if err := appendChange(changes, key); err != nil {
+			return fmt.Errorf("cannot add %v to the change feed: %w", m.Number, err)
 		}
 		written++
 	}

@@ -803,3 +803,12 @@ func (s *Store) addCount(ctx context.Context, n int64) error {
 	}
 	return nil
 }
+
+// errNoFeed is returned by Changes until the Riak change feed lands.
+var errNoFeed = errors.New("riakstore: the change feed is not available on Riak in this version")
+
+// Changes implements store.Store. The Riak change feed is being built;
+// until then a follower on Riak gets this error and says so.
+func (s *Store) Changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
+	return store.ChangePage{}, fmt.Errorf("cannot read the change feed after %q: %w", after, errNoFeed)
+}

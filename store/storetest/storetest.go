@@ -48,6 +48,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Opener) {
 		{"Count", testCount},
 		{"Concurrent", testConcurrent},
 		{"ConcurrentSameDigest", testConcurrentSameDigest},
+		{"Changes", testChanges},
+		{"ChangesReopen", testChangesReopen},
+		{"ChangesBadCursor", testChangesBadCursor},
+		{"ChangesLarge", testChangesLarge},
+		{"ChangesConcurrent", testChangesConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,272 @@
+package boltstore
+
+// The change feed (store.Store.Changes).
+//
+// Every commit that writes messages appends one entry per message to the
+// changes bucket, under the bucket's next sequence number. bbolt has one
+// writer at a time and a reader sees only committed states, so sequence
+// numbers follow commit order and no reader sees entry N+1 without entry
+// N: a follower that resumes after the last sequence it saw misses
+// nothing, whichever run the messages were numbered under. Cursors are
+// "s" and the decimal sequence number of the last entry seen.
+//
+// A format 1 file has no changes bucket. The first writable open upgrades
+// it: the feed is backfilled with every stored message in key (run,
+// sequence) order, and meta "backfilled" records the last sequence number
+// the backfill gave. Until then (a format 1 file that nobody can write: a
+// read-only snapshot) the feed is read from the messages bucket in key
+// order, with cursors "k" and the 16 hex digits of the last packed number
+// seen. Such a cursor still works after the upgrade: the backfilled
+// entries are in key order too, so a binary search finds where it stands.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// Bounds of one page of the feed.
+const (
+	// defaultPageMessages is the page size when Changes is given max <= 0.
+	defaultPageMessages = 100
+	// maxPageBytes stops a page early once its messages add up to this
+	// many bytes (a page holds at least one message).
+	maxPageBytes = 16 << 20
+)
+
+// appendChange adds the message under key to the feed.
+func appendChange(changes *bolt.Bucket, key [8]byte) error {
+	seq, err := changes.NextSequence()
+	if err != nil {
+		return err
+	}
+	return changes.Put(seqKey(seq), key[:])
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// upgrade turns a format 1 file into format 2 (see upgradeTx).
+func (s *Store) upgrade(ctx context.Context) error {
+	var n uint64
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		v1, err := checkFormat(tx)
+		if err != nil || !v1 {
+			return err // upgraded by another process meanwhile
+		}
+		n = uint64(tx.Bucket(bucketMessages).Stats().KeyN)
+		return upgradeTx(tx)
+	})
+	if err != nil {
+		return fmt.Errorf("cannot upgrade %s from %s to %s: %w", s.path, formatV1, format, err)
+	}
+	s.log.Info("upgraded the message store: added the change feed", "from", formatV1, "to", format, "messages", n)
+	return nil
+}
+
+// upgradeTx adds the changes bucket to a format 1 file, backfilled with
+// every stored message in key order, and marks the file format 2.
+func upgradeTx(tx *bolt.Tx) error {
+	changes, err := tx.CreateBucket(bucketChanges)
+	if err != nil {
+		return fmt.Errorf("cannot create bucket %s: %w", bucketChanges, err)
+	}
+	changes.FillPercent = appendFill
+	c := tx.Bucket(bucketMessages).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) != 8 {
+			return fmt.Errorf("%w: message key of %d bytes", ErrFormat, len(k))
+		}
+		if err := appendChange(changes, [8]byte(k)); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if err := meta.Put(keyBackfilled, seqKey(changes.Sequence())); err != nil {
+		return err
+	}
+	return meta.Put(keyFormat, []byte(format))
+}
+
+// cursor is a parsed store.Cursor.
+type cursor struct {
+	legacy bool   // a "k" cursor: key order of a format 1 file
+	seq    uint64 // the last sequence number seen (not legacy)
+	packed uint64 // the last packed number seen (legacy)
+}
+
+func parseCursor(c store.Cursor) (cursor, error) {
+	s := string(c)
+	if s == "" {
+		return cursor{}, nil
+	}
+	bad := fmt.Errorf("%w: %q (this bolt store's cursors are s followed by a decimal number)", store.ErrBadCursor, s)
+	switch {
+	case strings.HasPrefix(s, "s"):
+		seq, err := strconv.ParseUint(s[1:], 10, 64)
+		if err != nil || s[1:] != strconv.FormatUint(seq, 10) {
+			return cursor{}, bad
+		}
+		return cursor{seq: seq}, nil
+	case strings.HasPrefix(s, "k") && len(s) == 17:
+		v, err := strconv.ParseUint(s[1:], 16, 64)
+		if err != nil {
+			return cursor{}, bad
+		}
+		return cursor{legacy: true, packed: v}, nil
+	}
+	return cursor{}, bad
+}
+
+func (c cursor) String() store.Cursor {
+	if c.legacy {
+		return store.Cursor(fmt.Sprintf("k%016x", c.packed))
+	}
+	if c.seq == 0 {
+		return ""
+	}
+	return store.Cursor("s" + strconv.FormatUint(c.seq, 10))
+}
+
+// Changes implements store.Store.
+func (s *Store) Changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
+	cur, err := parseCursor(after)
+	if err != nil {
+		return store.ChangePage{}, err
+	}
+	if max <= 0 {
+		max = defaultPageMessages
+	}
+	var page store.ChangePage
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		if bd == nil {
+			page = store.ChangePage{Next: after, Messages: []store.Stored{}}
+			return nil // nothing was ever stored
+		}
+		if tx.Bucket(bucketChanges) == nil {
+			page, err = legacyPage(tx, bd.codec, cur, max)
+			return err
+		}
+		if cur.legacy {
+			if cur, err = translate(tx, cur); err != nil {
+				return err
+			}
+		}
+		page, err = feedPage(tx, bd.codec, cur, max)
+		return err
+	})
+	if err != nil {
+		return store.ChangePage{}, fmt.Errorf("cannot read the change feed of %s after %q: %w", s.path, after, err)
+	}
+	return page, nil
+}
+
+// feedPage reads up to max entries of the changes bucket after cur.
+func feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.ChangePage, error) {
+	messages := tx.Bucket(bucketMessages)
+	page := store.ChangePage{Messages: []store.Stored{}}
+	size := 0
+	c := tx.Bucket(bucketChanges).Cursor()
+	for k, v := c.Seek(seqKey(cur.seq + 1)); k != nil && len(page.Messages) < max && size < maxPageBytes; k, v = c.Next() {
+		if len(k) != 8 || len(v) != 8 {
+			return store.ChangePage{}, fmt.Errorf("%w: change feed entry of %d+%d bytes", ErrFormat, len(k), len(v))
+		}
+		m, err := storedAt(messages, codec, v)
+		if err != nil {
+			return store.ChangePage{}, fmt.Errorf("change feed entry %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		page.Messages = append(page.Messages, m)
+		size += len(m.Raw)
+		cur.seq = binary.BigEndian.Uint64(k)
+	}
+	page.Next = cur.String()
+	return page, nil
+}
+
+// legacyPage reads a format 1 file's messages in key order after cur.
+func legacyPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.ChangePage, error) {
+	if !cur.legacy && cur.seq != 0 {
+		return store.ChangePage{}, fmt.Errorf("%w: cursor %q is of a change feed this %s file does not have yet", store.ErrBadCursor, cur.String(), formatV1)
+	}
+	page := store.ChangePage{Messages: []store.Stored{}}
+	size := 0
+	c := tx.Bucket(bucketMessages).Cursor()
+	var k, v []byte
+	if cur.legacy {
+		start := packedKey(cur.packed)
+		k, v = c.Seek(start[:])
+		if k != nil && bytes.Equal(k, start[:]) {
+			k, v = c.Next()
+		}
+	} else {
+		k, v = c.First()
+	}
+	for ; k != nil && len(page.Messages) < max && size < maxPageBytes; k, v = c.Next() {
+		if len(k) != 8 {
+			return store.ChangePage{}, fmt.Errorf("%w: message key of %d bytes", ErrFormat, len(k))
+		}
+		n := codec.Number(binary.BigEndian.Uint64(k))
+		rec, err := record.DecodeMessage(v)
+		if err != nil {
+			return store.ChangePage{}, fmt.Errorf("cannot read message %v: %w", n, err)
+		}
+		page.Messages = append(page.Messages, rec.Stored(n))
+		size += len(rec.Raw)
+		cur = cursor{legacy: true, packed: binary.BigEndian.Uint64(k)}
+	}
+	page.Next = cur.String()
+	return page, nil
+}
+
+// translate turns a format 1 key-order cursor into the sequence number of
+// the upgraded feed: the last backfilled entry whose packed number is at
+// most the cursor's. Entries 1..backfilled are in key order.
+func translate(tx *bolt.Tx, cur cursor) (cursor, error) {
+	b := tx.Bucket(bucketMeta).Get(keyBackfilled)
+	if len(b) != 8 {
+		return cursor{}, fmt.Errorf("%w: cursor %q is of a %s file, and this one was created as %s", store.ErrBadCursor, cur.String(), formatV1, format)
+	}
+	changes := tx.Bucket(bucketChanges)
+	// The first sequence in [1, n+1) whose packed number exceeds the
+	// cursor's; the one before it is where the follower stands.
+	lo, hi := uint64(1), binary.BigEndian.Uint64(b)+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		v := changes.Get(seqKey(mid))
+		if len(v) != 8 {
+			return cursor{}, fmt.Errorf("%w: backfilled change feed entry %d missing", ErrFormat, mid)
+		}
+		if binary.BigEndian.Uint64(v) <= cur.packed {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return cursor{seq: lo - 1}, nil
+}
+
+// storedAt reads the message under a packed key.
+func storedAt(messages *bolt.Bucket, codec *callnumber.Codec, key []byte) (store.Stored, error) {
+	n := codec.Number(binary.BigEndian.Uint64(key))
+	v := messages.Get(key)
+	if v == nil {
+		return store.Stored{}, fmt.Errorf("%w: the feed names message %v, which is not stored", ErrFormat, n)
+	}
+	rec, err := record.DecodeMessage(v)
+	if err != nil {
+		return store.Stored{}, fmt.Errorf("cannot read message %v: %w", n, err)
+	}
+	return rec.Stored(n), nil
+}
