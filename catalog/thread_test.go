@@ -154,7 +154,7 @@ func TestSubjectGrouping(t *testing.T) {
 		// The original dated after its reply: one thread, in date order
 		// (so that its tree and the list page agree on who started it).
 		{"pm7", lines("pm7", "  pm8")},
-		{"pm4", lines("pm4")},          // months later
+		{"pm4", lines("pm4")}, // months later
 	}
 	for _, tt := range tests {
 		if got := shape(t, threadOf(t, c, a.cn(tt.label))); got != tt.want {
