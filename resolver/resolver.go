@@ -4,16 +4,36 @@
 //
 // Routes (Go 1.22 ServeMux patterns):
 //
-//	GET /                            index: a form to type a call number, the stats
-//	GET /{callnumber}                the message as an HTML page
-//	GET /{callnumber}/raw            the stored bytes, message/rfc822
-//	GET /api/v1/messages/{callnumber} the headers as JSON
-//	GET /m/{message-id}              302 to the message; a list if several share the ID
-//	GET /api/v1/stats                {"messages": N}
-//	GET /healthz, /metrics           liveness; Prometheus metrics
+//	GET /                                  the lists; a box for a call number, Message-ID or URL
+//	GET /go?n=...                          302 to what the box names
+//	GET /{callnumber}                      the message as an HTML page, in its thread
+//	GET /{callnumber}/raw                  the stored bytes, message/rfc822
+//	GET /{callnumber}/attachments/{n}/{name} an attachment, as a download
+//	GET /m/{message-id}                    302 to the message; a list if several share the ID
+//	GET /l/{list}/                         a list's newest threads (?page=N), its months
+//	GET /l/{list}/{yyyy}-{mm}/             the threads of a month
+//	GET /l/{list}/atom.xml                 Atom feed of a list's newest messages
+//	GET /l/{list}/{yyyy}-{mm}.mbox.gz      a month as mboxrd, gzip, streamed
+//	GET /t/{callnumber}/                   the whole thread of a message (?page=N)
+//	GET /t/{callnumber}.mbox.gz            a thread as mboxrd, gzip, streamed
+//	GET /api/v1/lists                      JSON twins of the pages above:
+//	GET /api/v1/lists/{list}               ... a list (?page=N)
+//	GET /api/v1/lists/{list}/{yyyy}-{mm}   ... a month
+//	GET /api/v1/threads/{callnumber}       ... a thread
+//	GET /api/v1/messages/{callnumber}      the headers as JSON
+//	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
+//	GET /healthz, /metrics                 liveness; Prometheus metrics
+//	GET /robots.txt, /favicon.ico
 //
-// A malformed call number is 400, an unknown one 404. Messages are
-// immutable, so message responses carry an ETag and are cacheable forever.
+// Lists, months and threads come from the catalog (package catalog), a
+// derived index that the server follows the store into (Options.Follow);
+// without a catalog those pages answer 503 and the message pages still
+// work.
+//
+// A malformed call number, list name or month is 400, an unknown one 404.
+// Messages are immutable, so message responses carry an ETag and are
+// cacheable forever; pages that show a message among others (its thread,
+// the list) carry an ETag of what they show and are revalidated.
 // Mail is hostile: every page is rendered with html/template from the
 // sanitized view of package mailview, under a Content-Security-Policy that
 // allows no script, no remote content and no framing.
@@ -32,12 +52,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 )
@@ -73,6 +95,20 @@ type Options struct {
 	// ShutdownTimeout is how long Serve waits for requests in flight once
 	// its context is done; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// Catalog serves the lists, months and threads; nil answers their
+	// pages with 503 (message pages work without it). The caller opens
+	// and closes it (OpenCatalog), after Serve returns.
+	Catalog *catalog.Catalog
+	// Follow, when set and Catalog is writable, makes Serve follow the
+	// store into the catalog while it serves (catalog.Follow), and stop
+	// and wait for that on shutdown. nil: the catalog is kept current by
+	// someone else, or not at all.
+	Follow *catalog.FollowOptions
+	// BaseURL is the archive's public address (https://archive.example),
+	// used where an absolute URL is needed: the IDs and links of Atom
+	// feeds. "" takes it from each request's Host.
+	BaseURL string
 }
 
 // Security headers of every response. The CSP allows the stylesheet served
@@ -88,9 +124,7 @@ const (
 //go:embed templates/*.html static/style.css
 var assets embed.FS
 
-var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"size": humanSize,
-}).ParseFS(assets, "templates/*.html"))
+var templates = template.Must(template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html"))
 
 // Server is the resolver's HTTP handler. It is safe for concurrent use.
 type Server struct {
@@ -103,6 +137,11 @@ type Server struct {
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	style   []byte
+
+	// building is set while a catalog that started empty is first built.
+	building atomic.Bool
+	// catalogBroken says why the catalog cannot be used any more.
+	catalogBroken atomic.Pointer[string]
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -134,11 +173,13 @@ func New(st store.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.HandleFunc("GET /go", s.goTo)
 	s.mux.HandleFunc("GET /{callnumber}", s.page)
-	// "/m/{id...}" and "/{callnumber}/raw" would both match "/m/raw", which
-	// ServeMux refuses as a conflict; one pattern dispatches both.
+	// "/m/{id...}", "/{callnumber}/raw" and "/{callnumber}/attachments/..."
+	// would all match "/m/raw", which ServeMux refuses as a conflict; one
+	// pattern dispatches them.
 	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
+	s.routePages()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /static/style.css", s.stylesheet)
@@ -220,6 +261,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	stopFollowing := s.follow(ctx)
+	// Requests in flight may read the catalog: the follower stops after
+	// them.
+	defer stopFollowing()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
