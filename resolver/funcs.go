@@ -29,11 +29,11 @@ var funcs = template.FuncMap{
 	"foldedtext": func(s string) template.HTML { return renderText(s, textOptions{Fold: 6}) },
 	// parts passes a message's parts and how to show their text to the
 	// recursive "parts" template.
-	"parts": func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
-	"years": years,
+	"parts":   func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
+	"years":   years,
 	"attname": attachmentName,
 	// depth is the indentation class of a thread node: d0..d10.
-	"depth": func(d int) int { return min(d, 10) },
+	"depth":   func(d int) int { return min(d, 10) },
 	"replies": func(n int) int { return n - 1 },
 	"subjectOr": func(s string) string {
 		if s == "" {

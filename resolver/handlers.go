@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,8 +158,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // twoSegments dispatches /m/{message-id}, /{callnumber}/raw and
-// /{callnumber}/attachments/{n}/{name}, and sends /l/{list} and
-// /t/{callnumber} to their pages.
+// /{callnumber}/attachments/{n}/{name}.
 func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	first, rest := r.PathValue("first"), r.PathValue("rest")
 	switch {
@@ -173,9 +171,6 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(rest, "attachments/"):
 		setRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
 		s.attachment(w, r, first, strings.TrimPrefix(rest, "attachments/"))
-	case first == "l" && rest != "" && !strings.Contains(rest, "/"):
-		setRoute(w, "GET /l/{list}")
-		http.Redirect(w, r, "/l/"+url.PathEscape(rest)+"/", http.StatusMovedPermanently)
 	default:
 		setRoute(w, "unmatched")
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")

@@ -310,6 +310,8 @@ func (s *Server) monthJSON(w http.ResponseWriter, r *http.Request) {
 // with their text.
 type threadView struct {
 	CallNumber string
+	// Self is this page's path, for links to the messages on it.
+	Self       string
 	Thread     *catalog.Thread
 	Page       int
 	Pages      int
@@ -329,6 +331,8 @@ type threadEntry struct {
 	View *mailview.Message
 	// Unreadable says why View is nil for a message.
 	Unreadable string
+	// NewSubject says the subject differs from the parent's.
+	NewSubject bool
 }
 
 // thread looks up the thread of the {callnumber} of the path: 400 for a
@@ -389,6 +393,10 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("This thread has %d pages; there is no page %d.", v.Pages, v.Page))
 		return
 	}
+	v.Self = "/t/" + cn + "/"
+	if page != 0 {
+		v.Self += "?page=" + strconv.Itoa(page)
+	}
 	from := (v.Page - 1) * messagesPerThreadPage
 	nodes := th.Nodes[from:min(from+messagesPerThreadPage, len(th.Nodes))]
 	v.Entries = make([]threadEntry, len(nodes))
@@ -403,6 +411,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		e.Current = n.Message.CallNumber == cn
+		e.NewSubject = newSubject(th, from+i) || i == 0
 		// Concurrently: on a bbolt store shared with a writer, the reads
 		// wait for the writer's batch together rather than one by one.
 		wg.Go(func() {
@@ -486,6 +495,9 @@ type treeRow struct {
 	// archive does not have.
 	Link    *msgLink
 	Current bool
+	// NewSubject says the subject differs from the parent's (beyond
+	// "Re:"): only then is it shown, as mail readers do.
+	NewSubject bool
 }
 
 // navigation is a message's place in its thread and list, for its page.
@@ -571,7 +583,7 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
 	row := func(j int) treeRow {
 		n := th.Nodes[j]
-		return treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i}
+		return treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
 	}
 	var rows []treeRow
 	if len(th.Nodes) <= maxTreeRows {
@@ -616,6 +628,25 @@ func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
 		}
 	}
 	return rows, true
+}
+
+// newSubject reports whether node j's subject says more than "Re:" its
+// parent's (for a root: the thread's).
+func newSubject(th *catalog.Thread, j int) bool {
+	n := th.Nodes[j]
+	if n.Message == nil {
+		return false
+	}
+	prev := th.Subject
+	for p := n.Parent; p >= 0; p = th.Nodes[p].Parent {
+		if m := th.Nodes[p].Message; m != nil {
+			prev = m.Subject
+			break
+		}
+	}
+	a, _ := catalog.BaseSubject(n.Message.Subject)
+	b, _ := catalog.BaseSubject(prev)
+	return a != b || n.Parent < 0 && n.Message.Subject != th.Subject
 }
 
 // fingerprint is a short hash of what a page shows besides the message
