@@ -35,6 +35,13 @@ var funcs = template.FuncMap{
 	// depth is the indentation class of a thread node: d0..d10.
 	"depth":   func(d int) int { return min(d, 10) },
 	"replies": func(n int) int { return n - 1 },
+	// plural writes a count with its noun: "1 message", "2 messages".
+	"plural": func(n int, noun string) string {
+		if n == 1 {
+			return "1 " + noun
+		}
+		return strconv.Itoa(n) + " " + noun + "s"
+	},
 	"subjectOr": func(s string) string {
 		if s == "" {
 			return "(no subject)"

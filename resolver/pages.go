@@ -311,11 +311,11 @@ func (s *Server) monthJSON(w http.ResponseWriter, r *http.Request) {
 type threadView struct {
 	CallNumber string
 	// Self is this page's path, for links to the messages on it.
-	Self       string
-	Thread     *catalog.Thread
-	Page       int
-	Pages      int
-	Entries    []threadEntry
+	Self    string
+	Thread  *catalog.Thread
+	Page    int
+	Pages   int
+	Entries []threadEntry
 }
 
 // threadEntry is one node of a thread page.
