@@ -3,11 +3,14 @@ package resolver
 import (
 	"encoding/xml"
 	"mime"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // TestAttachmentDownloads: every attachment at its own URL, as a download
@@ -135,26 +138,30 @@ func TestGoBox(t *testing.T) {
 }
 
 // FuzzGoTarget: whatever is typed into the box, the answer redirects
-// within the archive or says it cannot.
+// to a path of this archive or says it cannot.
 func FuzzGoTarget(f *testing.F) {
 	for _, s := range []string{"3kTMd2xB", "<x@example.org>", "mid:x%40y", "https://lore.kernel.org/l/x@y/", "//evil.example/", "/\\evil", "http://[::1]/m/%2F%2Fx@y", "@", "/m/"} {
 		f.Add(s)
 	}
+	a := newArchive(f, boltstore.Options{})
+	a.put(f, readFixture(f, "signed.eml"), "")
+	s := New(a.st, Options{})
 	f.Fuzz(func(t *testing.T, in string) {
-		tg, err := parseTarget(in)
-		if err != nil {
-			return
-		}
-		if (tg.CallNumber == "") == (tg.MessageID == "") {
+		if tg, err := parseTarget(in); err == nil && (tg.CallNumber == "") == (tg.MessageID == "") {
 			t.Fatalf("parseTarget(%q) = %+v: want exactly one of call number and Message-ID", in, tg)
 		}
-		loc := "/m/" + url.PathEscape(tg.MessageID)
-		if tg.CallNumber != "" {
-			loc = "/" + tg.CallNumber
-		}
-		u, err := url.Parse(loc)
-		if err != nil || u.Host != "" || u.Scheme != "" || strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") {
-			t.Fatalf("parseTarget(%q) leads to %q, not a path of this archive", in, loc)
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", "/go?n="+url.QueryEscape(in), nil))
+		switch w.Code {
+		case http.StatusBadRequest:
+		case http.StatusFound:
+			loc := w.Header().Get("Location")
+			u, err := url.Parse(loc)
+			if err != nil || u.Host != "" || u.Scheme != "" || !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") {
+				t.Fatalf("/go?n=%q redirects to %q, not a path of this archive", in, loc)
+			}
+		default:
+			t.Fatalf("/go?n=%q = %d, want 302 or 400", in, w.Code)
 		}
 	})
 }
