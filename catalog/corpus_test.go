@@ -104,6 +104,12 @@ func importCorpus(tb testing.TB, path, dir string) (*archive, []string, int64, e
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	return importMbox(tb, zr, path, dir, corpusLimit)
+}
+
+// importMbox stores up to limit messages of an mbox into a new archive in
+// dir, in batches of 1,000 as the importer does.
+func importMbox(tb testing.TB, zr io.Reader, path, dir string, limit int) (*archive, []string, int64, error) {
 	a := newArchiveIn(tb, filepath.Join(dir, "messages.db"))
 	r := mbox.NewReader(zr, mbox.Options{Name: path})
 	var batch []store.Message
@@ -120,7 +126,7 @@ func importCorpus(tb testing.TB, path, dir string) (*archive, []string, int64, e
 		batch = batch[:0]
 		return nil
 	}
-	for n := 0; n < corpusLimit; n++ {
+	for n := 0; n < limit; n++ {
 		m, err := r.Next()
 		if err == io.EOF {
 			break
@@ -329,48 +335,108 @@ func TestCorpusSearchCounts(t *testing.T) {
 	}
 }
 
+// searchKinds are the queries the search benchmarks time, by kind.
+var searchKinds = []struct {
+	name    string
+	queries []string
+}{
+	{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
+	{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
+	{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
+	{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
+}
+
+// searchLatency runs n searches of the first page of results, newest
+// first, from the given number of concurrent clients, and returns the p50
+// and p99 latency in milliseconds.
+func searchLatency(b *testing.B, c *Catalog, queries []string, clients, n int) (p50, p99 float64) {
+	lat := make([][]time.Duration, clients)
+	var wg sync.WaitGroup
+	per := max(n/clients, 1)
+	for w := range clients {
+		wg.Go(func() {
+			for i := range per {
+				q, err := ParseQuery(queries[(w+i)%len(queries)])
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				start := time.Now()
+				if _, err := c.Search(b.Context(), q, Newest, 0, 20); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(all[len(all)/2]), ms(all[len(all)*99/100])
+}
+
 // BenchmarkSearch runs one-word, two-word, phrase and from: queries on the
 // corpus catalog with 16 clients and reports the p50 and p99 latency of
 // each kind.
 func BenchmarkSearch(b *testing.B) {
 	c := corpusCatalog(b)
-	kinds := []struct {
-		name    string
-		queries []string
-	}{
-		{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
-		{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
-		{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
-		{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
-	}
-	for _, k := range kinds {
+	for _, k := range searchKinds {
 		b.Run(k.name, func(b *testing.B) {
-			const clients = 16
-			lat := make([][]time.Duration, clients)
-			var wg sync.WaitGroup
-			per := max(b.N/clients, 1)
-			b.ResetTimer()
-			for w := range clients {
-				wg.Go(func() {
-					for i := range per {
-						q, _ := ParseQuery(k.queries[(w+i)%len(k.queries)])
-						start := time.Now()
-						if _, err := c.Search(b.Context(), q, Newest, 0, 20); err != nil {
-							b.Error(err)
-							return
-						}
-						lat[w] = append(lat[w], time.Since(start))
-					}
-				})
-			}
-			wg.Wait()
-			var all []time.Duration
-			for _, l := range lat {
-				all = append(all, l...)
-			}
-			slices.Sort(all)
-			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+			p50, p99 := searchLatency(b, c, k.queries, 16, max(b.N, 16))
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p99, "p99-ms")
 		})
+	}
+}
+
+// BenchmarkScaled measures a rebuild and searches on an archive the size
+// of the whole linux-mips list: the sample 16 times over with distinct
+// Message-IDs (testcorpus.WriteScaled), 84,096 messages. Importing it
+// takes a minute or two, so it runs only with CHIBRARY_BENCH_SCALED=1
+// (make bench sets it).
+func BenchmarkScaled(b *testing.B) {
+	if os.Getenv("CHIBRARY_BENCH_SCALED") == "" {
+		b.Skip("set CHIBRARY_BENCH_SCALED=1 to build the 84k-message archive")
+	}
+	path := testcorpus.Path(b)
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(testcorpus.WriteScaled(pw, path, testcorpus.ScaledCopies)) }()
+	a, cns, bytes, err := importMbox(b, pr, "scaled corpus", b.TempDir(), testcorpus.ScaledCopies*testcorpus.Messages)
+	pr.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.st.Close()
+	cat := filepath.Join(b.TempDir(), "catalog.db")
+	var took time.Duration
+	for range b.N {
+		start := time.Now()
+		n, err := Rebuild(b.Context(), cat, a.st, SyncOptions{}, Options{})
+		if err != nil || n != len(cns) {
+			b.Fatalf("Rebuild = %d, %v; want %d", n, err, len(cns))
+		}
+		took += time.Since(start)
+	}
+	fi, err := os.Stat(cat)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(cns)), "messages")
+	b.ReportMetric(took.Seconds()/float64(b.N), "rebuild-s")
+	b.ReportMetric(float64(fi.Size())/float64(bytes), "catalog-bytes/input-byte")
+	c, err := Open(b.Context(), cat, Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, k := range searchKinds {
+		p50, p99 := searchLatency(b, c, k.queries, 16, 400)
+		b.ReportMetric(p50, k.name+"-p50-ms")
+		b.ReportMetric(p99, k.name+"-p99-ms")
 	}
 }
