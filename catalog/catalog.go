@@ -21,7 +21,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes. A
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -275,7 +275,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+searchSchema); err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?)`, strconv.Itoa(SchemaVersion)); err != nil {

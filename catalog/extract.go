@@ -60,6 +60,8 @@ type doc struct {
 	size        int
 	attachments int
 	added       time.Time
+	// body and quoted are the text the search index keeps (indexText).
+	body, quoted string
 }
 
 // extract reads what the catalog keeps from a stored message. It never
@@ -75,6 +77,7 @@ func extract(m store.Stored, opts mailview.Options) doc {
 		attachments: len(v.Attachments),
 		added:       m.Added.UTC(),
 	}
+	d.body, d.quoted = indexText(v)
 	if d.msgid == "" {
 		d.msgid = m.MessageID
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/chibrary/chibrary/store"
@@ -50,7 +51,7 @@ type indexer struct {
 	threadByMsgID, threadByRef, threadBySubject *sql.Stmt
 	newThread, addToThread                      *sql.Stmt
 	moveMessages, dropThread, recount           *sql.Stmt
-	list, month                                 *sql.Stmt
+	list, month, fts                            *sql.Stmt
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
@@ -89,6 +90,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 			ON CONFLICT (name) DO UPDATE SET messages=messages+1, first=min(first, ?2), last=max(last, ?2)`},
 		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
+		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted) VALUES (?, ?, ?, ?, ?)`},
 	}
 	for _, s := range stmts {
 		st, err := tx.PrepareContext(ctx, s.sql)
@@ -150,6 +152,9 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	}
 	y, m, _ := d.date.Date()
 	if _, err := ix.month.ExecContext(ix.ctx, d.list, y*100+int(m)); err != nil {
+		return false, err
+	}
+	if _, err := ix.fts.ExecContext(ix.ctx, ftsRowid(date, id), d.subject, strings.TrimSpace(d.fromName+" "+d.fromAddr), d.body, d.quoted); err != nil {
 		return false, err
 	}
 	return true, nil
