@@ -1,8 +1,11 @@
 package resolver
 
 import (
+	"fmt"
+	"html"
 	"html/template"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
@@ -29,12 +32,12 @@ var funcs = template.FuncMap{
 	"foldedtext": func(s string) template.HTML { return renderText(s, textOptions{Fold: 6}) },
 	// parts passes a message's parts and how to show their text to the
 	// recursive "parts" template.
-	"parts":   func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
-	"years":   years,
-	"attname": attachmentName,
+	"parts":    func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
+	"calendar": calendar,
+	"rows":     rows,
+	"attname":  attachmentName,
 	// depth is the indentation class of a thread node: d0..d10.
-	"depth":   func(d int) int { return min(d, 10) },
-	"replies": func(n int) int { return n - 1 },
+	"depth": func(d int) int { return min(d, 10) },
 	// plural writes a count with its noun: "1 message", "2 messages".
 	"plural": func(n int, noun string) string {
 		if n == 1 {
@@ -55,27 +58,76 @@ type partsOf struct {
 	Folded bool
 }
 
-// yearRow is a year of a list's months, January to December.
-type yearRow struct {
-	Year   int
-	Months [12]catalog.Month // Messages 0: none that month
-	Total  int
+// calendar draws a list's months (newest first) as a table, a row per
+// year, newest first, a cell per month with its number of messages
+// linking to its page. It is written here rather than in a template: a
+// list of twenty years has 240 cells, and html/template's escaping of
+// each made the calendar cost more than the rest of the page. Nothing in
+// it comes from mail: list names are [a-z0-9._-]+ and are escaped anyway.
+func calendar(list string, months []catalog.Month) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<table class="calendar">` + "\n" + `<thead><tr><th scope="col">Year</th>`)
+	for m := time.January; m <= time.December; m++ {
+		b.WriteString(`<th scope="col">` + m.String()[:3] + `</th>`)
+	}
+	b.WriteString("</tr></thead>\n<tbody>\n")
+	esc := html.EscapeString(list)
+	for i := 0; i < len(months); {
+		year := months[i].Year
+		var counts [13]int
+		for ; i < len(months) && months[i].Year == year; i++ {
+			counts[months[i].Month] = months[i].Messages
+		}
+		fmt.Fprintf(&b, `<tr><th scope="row">%d</th>`, year)
+		for m := 1; m <= 12; m++ {
+			if counts[m] == 0 {
+				b.WriteString("<td></td>")
+				continue
+			}
+			fmt.Fprintf(&b, `<td><a href="/l/%s/%04d-%02d/" title="%d messages">%d</a></td>`, esc, year, m, counts[m], counts[m])
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody>\n</table>")
+	return template.HTML(b.String())
 }
 
-// years arranges a list's months (newest first) as a calendar, newest
-// year first.
-func years(months []catalog.Month) []yearRow {
-	var out []yearRow
-	for _, m := range months {
-		if len(out) == 0 || out[len(out)-1].Year != m.Year {
-			out = append(out, yearRow{Year: m.Year})
-			for i := range out[len(out)-1].Months {
-				out[len(out)-1].Months[i] = catalog.Month{Year: m.Year, Month: time.Month(i + 1)}
-			}
+// threadRow is a thread as a list or month page shows it, formatted
+// here: html/template escapes each action at some cost, and a page has
+// fifty rows.
+type threadRow struct {
+	CallNumber, Subject, From string
+	// Replies says how many, and on a month page how many that month.
+	Replies string
+	// When is "last " before the date of the last reply, "" for a thread
+	// of one message.
+	When, ISO, Date string
+}
+
+func rows(ts []catalog.ThreadSummary) []threadRow {
+	out := make([]threadRow, len(ts))
+	for i, t := range ts {
+		r := threadRow{CallNumber: t.Root.CallNumber, Subject: t.Root.Subject, From: t.Root.From()}
+		if r.Subject == "" {
+			r.Subject = "(no subject)"
 		}
-		row := &out[len(out)-1]
-		row.Months[m.Month-1].Messages = m.Messages
-		row.Total += m.Messages
+		switch t.Messages {
+		case 1:
+			r.Replies = "no replies"
+		case 2:
+			r.Replies = "1 reply"
+		default:
+			r.Replies = strconv.Itoa(t.Messages-1) + " replies"
+		}
+		if t.InMonth > 0 && t.InMonth != t.Messages {
+			r.Replies += " (" + strconv.Itoa(t.InMonth) + " this month)"
+		}
+		date := t.First
+		if t.Messages > 1 {
+			r.When, date = "last ", t.Last
+		}
+		r.ISO, r.Date = date.UTC().Format(time.RFC3339), date.UTC().Format(dateTimeLayout)
+		out[i] = r
 	}
 	return out
 }

@@ -37,15 +37,15 @@ const (
 
 func (s *Server) routePages() {
 	s.mux.HandleFunc("GET /l/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusMovedPermanently) })
-	s.mux.HandleFunc("GET /l/{list}/{$}", s.listPage)
-	s.mux.HandleFunc("GET /l/{list}/{month}/{$}", s.monthPage)
+	s.mux.HandleFunc("GET /l/{list}/{$}", s.cachedPage(s.listPage))
+	s.mux.HandleFunc("GET /l/{list}/{month}/{$}", s.cachedPage(s.monthPage))
 	s.mux.HandleFunc("GET /l/{list}/{file}", s.listFile)
-	s.mux.HandleFunc("GET /t/{callnumber}/{$}", s.threadPage)
+	s.mux.HandleFunc("GET /t/{callnumber}/{$}", s.cachedPage(s.threadPage))
 	s.mux.HandleFunc("GET /t/{file}", s.threadFile)
-	s.mux.HandleFunc("GET /api/v1/lists", s.listsJSON)
-	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.listJSON)
-	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.monthJSON)
-	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.threadJSON)
+	s.mux.HandleFunc("GET /api/v1/lists", s.cachedPage(s.listsJSON))
+	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.cachedPage(s.listJSON))
+	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.cachedPage(s.monthJSON))
+	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.cachedPage(s.threadJSON))
 	s.mux.HandleFunc("GET /robots.txt", s.robots)
 	s.mux.HandleFunc("GET /favicon.ico", s.favicon)
 }
@@ -216,7 +216,7 @@ func (s *Server) listFile(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case file == "atom.xml":
 		setRoute(w, "GET /l/{list}/atom.xml")
-		s.feed(w, r)
+		s.cachedPage(s.feed)(w, r)
 	case strings.HasSuffix(file, ".mbox.gz"):
 		setRoute(w, "GET /l/{list}/{month}.mbox.gz")
 		s.monthMbox(w, r, strings.TrimSuffix(file, ".mbox.gz"))
@@ -688,6 +688,9 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, contentType s
 	h := w.Header()
 	h.Set("ETag", etag)
 	h.Set("Cache-Control", "no-cache")
+	if cw, ok := w.(*captureWriter); ok {
+		cw.fresh = true
+	}
 	if etagMatch(r.Header.Get("If-None-Match"), strings.TrimPrefix(etag, "W/")) {
 		w.WriteHeader(http.StatusNotModified)
 		return

@@ -142,6 +142,9 @@ type Server struct {
 	building atomic.Bool
 	// catalogBroken says why the catalog cannot be used any more.
 	catalogBroken atomic.Pointer[string]
+	// cache keeps rendered pages of the catalog.
+	cache     *pageCache
+	cacheHits *prometheus.CounterVec
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -157,7 +160,7 @@ func New(st store.Store, opts Options) *Server {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style}
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache()}
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_requests_total",
 		Help: "HTTP requests served, by route and status code.",
@@ -167,7 +170,11 @@ func New(st store.Store, opts Options) *Server {
 		Help:    "Time to serve an HTTP request, by route.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"route"})
-	s.reg.MustRegister(s.reqs, s.latency,
+	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chibrary_resolver_page_cache_total",
+		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
+	}, []string{"result"})
+	s.reg.MustRegister(s.reqs, s.latency, s.cacheHits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	s.mux.HandleFunc("GET /{$}", s.index)
@@ -213,8 +220,16 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // setRoute names the route of a request for metrics, where the ServeMux
 // pattern is not precise enough.
 func setRoute(w http.ResponseWriter, route string) {
-	if r, ok := w.(*recorder); ok {
-		r.route = route
+	for {
+		switch x := w.(type) {
+		case *recorder:
+			x.route = route
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
 	}
 }
 
