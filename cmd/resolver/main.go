@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/resolver"
@@ -26,24 +27,28 @@ import (
 func main() { cli.Main("resolver", run) }
 
 const usage = `
-Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
+Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.0.0.1:8080]
        resolver get [--data DIR | --store URL] CALLNUMBER
        resolver inspect [--json] [--data DIR | --store URL] CALLNUMBER
+       resolver reindex [--data DIR | --store URL] [--catalog PATH]
 
-Serves an archive's messages by call number over HTTP (serve), writes one
-stored message to standard output (get), or shows a call number's
-version, run and sequence and the lease of its run (inspect).
+Serves an archive over HTTP, its lists, months and threads and each
+message by call number (serve), writes one stored message to standard
+output (get), shows a call number's version, run and sequence and the
+lease of its run (inspect), or builds the catalog of lists and threads
+anew from the store (reindex).
 Run 'resolver COMMAND --help' for the flags of a command.
 
 Examples:
   resolver serve --data /var/lib/chibrary
+  resolver reindex --data /var/lib/chibrary
   resolver get --data ./archive 3kTMd2xB > message.eml
   resolver inspect --json --store bolt:/srv/archive/messages.db 3kTMd2xB
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return cli.Usagef("missing command: serve, get or inspect")
+		return cli.Usagef("missing command: serve, get, inspect or reindex")
 	}
 	switch args[0] {
 	case "serve":
@@ -52,11 +57,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return get(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		return inspect(ctx, args[1:], stdout, stderr)
+	case "reindex":
+		return reindexCommand(ctx, args[1:], stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stderr, usage[1:])
 		return flag.ErrHelp
 	}
-	return cli.Usagef("unknown command %q: want serve, get or inspect", args[0])
+	return cli.Usagef("unknown command %q: want serve, get, inspect or reindex", args[0])
 }
 
 // common are the flags of every command.
@@ -102,30 +109,59 @@ func (c *common) openExisting(ctx context.Context, log *slog.Logger) (store.Stor
 }
 
 const serveUsage = `
-Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
+Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
+                      [--listen 127.0.0.1:8080] [--base-url URL]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
 requests in flight. Listens on loopback unless told otherwise: put a
 reverse proxy (TLS, access control) in front of it for the world.
 
-Routes: GET /{callnumber} (HTML), /{callnumber}/raw (message/rfc822),
-/api/v1/messages/{callnumber} (JSON), /m/{message-id}, /api/v1/stats,
-/healthz, /metrics.
+Lists, months and threads come from the catalog: DATA/catalog.db with
+--data, the catalog.db beside the bbolt file with --store bolt:PATH,
+--catalog PATH for a Riak store. serve creates it if missing (its pages
+answer 503 while it is first built), and follows the store into it: a
+message stored by an importer or the watcher is on its pages within
+2 seconds. When another resolver follows the catalog, it is served
+read-only; when it cannot be opened at all, message pages still work and
+the catalog's pages answer 503.
+
+Routes:
+  /                                 the lists; a box for a call number, Message-ID or URL
+  /l/LIST/                          a list's latest threads (?page=N) and its months
+  /l/LIST/YYYY-MM/                  the threads of a month
+  /l/LIST/atom.xml                  Atom feed of the list's newest messages
+  /l/LIST/YYYY-MM.mbox.gz           the month as mboxrd (gzip), streamed
+  /t/CALLNUMBER/                    the whole thread of a message (?page=N)
+  /t/CALLNUMBER.mbox.gz             the thread as mboxrd (gzip)
+  /CALLNUMBER                       a message, in its thread
+  /CALLNUMBER/raw                   the stored bytes (message/rfc822)
+  /CALLNUMBER/attachments/N/NAME    an attachment, as a download
+  /m/MESSAGE-ID                     redirect to the message(s) with that Message-ID
+  /api/v1/lists, /api/v1/lists/LIST, /api/v1/lists/LIST/YYYY-MM,
+  /api/v1/threads/CALLNUMBER, /api/v1/messages/CALLNUMBER, /api/v1/stats
+                                    JSON
+  /healthz, /metrics, /robots.txt, /favicon.ico
 
 Examples:
   resolver serve --data /var/lib/chibrary
+  resolver serve --data /var/lib/chibrary --base-url https://lists.example.org
   resolver serve --store bolt:/srv/archive/messages.db --listen 127.0.0.1:9000
+  resolver serve --store riak://r1:8087/lists --catalog /var/lib/chibrary/catalog.db
   CHIBRARY_DATA=/var/lib/chibrary CHIBRARY_LISTEN=127.0.0.1:8080 resolver serve
 `
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var (
-		c      common
-		listen string
+		c                    common
+		listen, cat, baseURL string
 	)
 	fs := newFlagSet("serve", &c)
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cat, "catalog", "", "the catalog file (default: DATA/catalog.db, or beside a bolt: store)")
+	fs.StringVar(&baseURL, "base-url", "", "the archive's public URL, for the links of Atom feeds (default: from each request)")
 	c.env["listen"] = "CHIBRARY_LISTEN"
+	c.env["catalog"] = "CHIBRARY_CATALOG"
+	c.env["base-url"] = "CHIBRARY_BASE_URL"
 	fs.Usage = usageTo(stderr, fs, serveUsage, c.env)
 	if err := cli.Parse(fs, args, c.env); err != nil {
 		return err
@@ -146,7 +182,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)
 	}
-	return resolver.New(st, resolver.Options{Logger: log}).Serve(ctx, ln)
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, Follow: &catalog.FollowOptions{}}
+	if opts.Catalog = serveCatalog(ctx, catalogPath(c.store, cat), log); opts.Catalog != nil {
+		defer opts.Catalog.Close()
+	}
+	return resolver.New(st, opts).Serve(ctx, ln)
 }
 
 const getUsage = `
