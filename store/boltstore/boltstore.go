@@ -132,6 +132,11 @@ type Options struct {
 	Linger time.Duration
 	// Logger receives warnings (a long wait for a lock). Nil discards them.
 	Logger *slog.Logger
+	// ReadOnly opens an existing store for reading only, without the
+	// turnstile PATH.lock, for an archive nobody can write (on a read-only
+	// file system: a snapshot, a backup); see CannotWrite. Writes fail with
+	// ErrReadOnly.
+	ReadOnly bool
 }
 
 // Store is a store.Store in one bbolt file.
@@ -168,6 +173,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
