@@ -3,11 +3,12 @@
 // the Go toolchain (runtime/debug.ReadBuildInfo), for --version and the
 // servers' /api/v1/version.
 //
-// The toolchain records the VCS revision when it builds in a checkout with
-// VCS stamping on (-buildvcs, the default unless GOFLAGS turns it off);
-// `make build` asks for it. A build without it can have the revision
-// stamped with -ldflags "-X github.com/chibrary/chibrary/internal/version.revision=REV".
-// Without either, the revision is "unknown revision".
+// The toolchain records the VCS revision when it builds in a git clone
+// with VCS stamping on (-buildvcs, the default unless GOFLAGS turns it
+// off). Where it cannot (a git worktree, whose .git is a file), the linker
+// can stamp it: -ldflags "-X github.com/chibrary/chibrary/internal/version.revision=REV"
+// (and revisionTime, RFC 3339, and modified, "true"). `make build` does
+// both. Without either, the revision is "unknown revision".
 package version
 
 import (
@@ -20,8 +21,12 @@ import (
 	"time"
 )
 
-// revision is stamped by the linker where the toolchain records none.
-var revision string
+// Stamped by the linker where the toolchain records no VCS information.
+var (
+	revision     string
+	revisionTime string // RFC 3339
+	modified     string // "true" when the tree had uncommitted changes
+)
 
 // Info is what is known of the running build.
 type Info struct {
@@ -41,7 +46,8 @@ type Info struct {
 
 // Get returns the Info of the running program.
 func Get(program string) Info {
-	info := Info{Program: program, Version: "devel", Go: runtime.Version(), Revision: revision}
+	info := Info{Program: program, Version: "devel", Go: runtime.Version(), Revision: revision, Modified: modified == "true"}
+	info.Time, _ = time.Parse(time.RFC3339, revisionTime)
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return info
