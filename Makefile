@@ -25,8 +25,10 @@ build:
 
 # The whole suite: static checks, then every test with the race detector.
 # Installs the real servers the tests use (Dovecot, Chromium) when missing.
+# The output is go test's, then a list of the tests that were skipped and
+# why (internal/tools/testsummary); it fails exactly when go test fails.
 test: test-deps check
-	$(GO) test -race -timeout 60m ./...
+	@bash -o pipefail -c '$(GO) test -json -race -timeout 60m ./... | $(GO) run ./internal/tools/testsummary'
 
 test-deps:
 	@scripts/install-test-deps.sh
