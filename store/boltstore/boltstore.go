@@ -258,7 +258,10 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	defer s.h.release(db)
-	return db.Update(fn)
+	return db.Update(func(tx *bolt.Tx) error {
+		releaseMapped(tx) // see mapped_unix.go
+		return fn(tx)
+	})
 }
 
 // binding returns the store's binding read in tx, or nil if unbound.
