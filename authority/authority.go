@@ -262,7 +262,7 @@ func create(path string, opts Options) error {
 	}
 	tmpf, err := os.CreateTemp(dir, "."+base+".new-*")
 	if err != nil {
-		return fmt.Errorf("cannot create %s: %w", path, err)
+		return fmt.Errorf("cannot create %s: %w", path, pathless(err))
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
@@ -310,6 +310,17 @@ func create(path string, opts Options) error {
 	return nil
 }
 
+// pathless drops the path an *fs.PathError repeats, for an error that
+// already names the file: "cannot open x: no such file or directory", not
+// "cannot open x: stat x: no such file or directory".
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // publish puts the finished file tmp at path unless something is there.
 // A hard link never replaces; where the file system has no hard links, a
 // rename after checking for absence is the fallback.
@@ -345,7 +356,7 @@ func syncDir(dir string) {
 func Open(ctx context.Context, path string, opts Options) (*Authority, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the run authority: %w", err)
+		return nil, fmt.Errorf("cannot open the run authority %s: %w", path, pathless(err))
 	}
 	if !fi.Mode().IsRegular() || fi.Size() == 0 {
 		// bbolt would turn an empty file into a database: refuse instead.

@@ -15,6 +15,33 @@ import (
 // folder without mail), which is almost always a mistake in the paths.
 var ErrNothingFound = errors.New("ingest: no message found")
 
+// nothingFound is ErrNothingFound for the paths, said plainly.
+type nothingFound struct{ paths []string }
+
+func (e nothingFound) Error() string {
+	return "nothing to import: no message found in " + strings.Join(e.paths, ", ")
+}
+
+func (e nothingFound) Unwrap() error { return ErrNothingFound }
+
+// CheckPaths checks that every input exists ("-", standard input, always
+// does), so that a mistyped path is reported before anything is done.
+func CheckPaths(paths []string) error {
+	for _, p := range paths {
+		if p == "-" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("cannot open %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // FilesOptions configure ImportFiles.
 type FilesOptions struct {
 	// Import configures the import of each input; its OnBatch is ignored.
@@ -42,17 +69,8 @@ func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	for _, p := range paths {
-		if p == "-" {
-			continue
-		}
-		if _, err := os.Stat(p); err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return Stats{}, fmt.Errorf("cannot open %s: %w", p, err)
-		}
+	if err := CheckPaths(paths); err != nil {
+		return Stats{}, err
 	}
 	var total Stats
 	found := 0
@@ -65,7 +83,7 @@ func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats,
 		}
 	}
 	if found == 0 {
-		return total, fmt.Errorf("%w in %s: nothing to import", ErrNothingFound, strings.Join(paths, ", "))
+		return total, nothingFound{paths}
 	}
 	return total, nil
 }

@@ -93,6 +93,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opts.Import.PartitionK, opts.Import.PartitionN, err = ingest.ParsePartition(partName); err != nil {
 		return cli.Usagef("--partition: %v", err)
 	}
+	if _, err := setup.ParseStoreURL(st.URL()); err != nil {
+		return err
+	}
+	if err := ingest.CheckPaths(paths); err != nil {
+		return err // before anything is created
+	}
 	var out *os.File
 	if manifest != "" {
 		if out, err = os.Create(manifest); err != nil {

@@ -167,9 +167,13 @@ func TestUsage(t *testing.T) {
 	if err := run(context.Background(), []string{"--version"}, nil, &out, io.Discard); !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(out.String(), "importer ") {
 		t.Errorf("importer --version = %v, %q; want the version line", err, out.String())
 	}
-	status, _, stderr := importer(t, "", "--data", t.TempDir(), "/no/such/file.mbox")
-	if status != cli.ExitFailure || !strings.Contains(stderr, "importer: cannot open /no/such/file.mbox: no such file or directory\n") {
-		t.Errorf("missing input: status %d, stderr %q; want 1 naming the file once", status, stderr)
+	data := filepath.Join(t.TempDir(), "archive")
+	status, _, stderr := importer(t, "", "--data", data, "../../fixtures/mbox/demo.mbox", "/no/such/file.mbox")
+	if status != cli.ExitFailure || stderr != "importer: cannot open /no/such/file.mbox: no such file or directory\n" {
+		t.Errorf("missing input: status %d, stderr %q; want 1 naming the file once, and nothing else", status, stderr)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing input was reported after creating the archive %s", data)
 	}
 	if strings.Count(stderr, "/no/such/file.mbox") != 1 {
 		t.Errorf("missing input: stderr %q repeats the path", stderr)
@@ -293,7 +297,7 @@ func TestFolders(t *testing.T) {
 	for _, path := range []string{empty, emptyFile} {
 		status, got, stderr := importer(t, "", "--data", data, path)
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
-		if status != cli.ExitFailure || got != [3]int{} || len(lines) < 2 || !strings.Contains(lines[len(lines)-2], "no message found") {
+		if status != cli.ExitFailure || got != [3]int{} || len(lines) < 2 || lines[len(lines)-2] != "importer: nothing to import: no message found in "+path {
 			t.Errorf("importer %s = %d %v\n%s\nwant 1, a line saying no message was found, then the summary", path, status, got, stderr)
 		}
 	}

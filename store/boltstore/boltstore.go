@@ -364,9 +364,11 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 		return b.b, nil
 	}
 	var b store.Binding
+	var berr error // binding's own errors say what they are about
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
+			berr = err
 			return err
 		}
 		if bd == nil {
@@ -375,10 +377,10 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 		b = bd.b
 		return nil
 	})
-	if err != nil {
+	if err != nil && err != berr {
 		return store.Binding{}, fmt.Errorf("cannot read the binding of %s: %w", s.path, err)
 	}
-	return b, nil
+	return b, err
 }
 
 // Put implements store.Store. See the store package and batch.Make for what
