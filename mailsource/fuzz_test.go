@@ -57,6 +57,7 @@ func FuzzOpenStdin(f *testing.F) {
 		}
 	})
 }
+
 // FuzzLess: the reading order of a folder's files is a total order: a
 // name equals only itself, and the order of two names does not depend on
 // which is asked first, nor is it broken by a third.
