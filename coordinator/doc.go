@@ -8,7 +8,7 @@
 // {"error":"...","kind":"..."}.
 //
 //	POST /v1/runs        {"program":"importer","host":"h1","pid":123,"note":"..."}
-//	                     -> 201 {"run":N,"version":0,"authority":"HEX","scheme":"bits",
+//	                     -> 201 {"run":N,"version":0,"authority":"HEX","scheme":"mix",
 //	                             "key":"HEX","nonce":"HEX","issued_at":"RFC3339", ...holder}
 //	                     400 malformed body or unknown field, 413 body over 64 KiB,
 //	                     409 (kind "exhausted") when the run space is used up

@@ -544,14 +544,6 @@ func (s *Source) Progress() (done, total int64) {
 	return s.done.Load(), s.total
 }
 
-// Found says how many input files the source found: 1 for a file or
-// standard input, the number of mbox and message files of a directory.
-func (s *Source) Found() int {
-	if s.kind == KindMaildir || s.kind == KindEMLDir || s.kind == KindFolder {
-		return len(s.files)
-	}
-	return 1
-}
 
 // Next returns the next message, or io.EOF after the last one. An Item
 // whose Err is set is a message that could not be read; reading goes on.
