@@ -544,7 +544,6 @@ func (s *Source) Progress() (done, total int64) {
 	return s.done.Load(), s.total
 }
 
-
 // Next returns the next message, or io.EOF after the last one. An Item
 // whose Err is set is a message that could not be read; reading goes on.
 // Any returned error is fatal.
