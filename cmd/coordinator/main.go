@@ -54,12 +54,12 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		logs   cli.LogOptions
 	)
 	fs := cli.NewFlagSet("coordinator", serveUsage)
-	fs.String(&cfg.DB, "db", "", "CHIBRARY_RUNS_DB", "the run authority database (created if missing)")
-	fs.String(&cfg.Listen, "listen", coordinator.DefaultListen, "CHIBRARY_LISTEN", "address to listen on")
-	fs.String(&cfg.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "file holding the bearer token (created if missing);\n$CHIBRARY_TOKEN holds the token itself otherwise")
-	fs.String(&scheme, "scheme", "", "CHIBRARY_SCHEME", "shuffle scheme of a new authority: mix (the default) or bits;\nan existing authority keeps its own, and asking it for another is an error")
-	fs.String(&cfg.TLSCert, "tls-cert", "", "CHIBRARY_TLS_CERT", "TLS certificate file (PEM), with --tls-key")
-	fs.String(&cfg.TLSKey, "tls-key", "", "CHIBRARY_TLS_KEY", "TLS private key file (PEM), with --tls-cert")
+	fs.String(&cfg.DB, "db", "", "CHIBRARY_RUNS_DB", "the run authority database `FILE` (created if missing)")
+	fs.String(&cfg.Listen, "listen", coordinator.DefaultListen, "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
+	fs.String(&cfg.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the bearer token (created if missing);\n$CHIBRARY_TOKEN holds the token itself otherwise")
+	fs.String(&scheme, "scheme", "", "CHIBRARY_SCHEME", "shuffle scheme of a new authority: `mix|bits` (mix by default);\nan existing authority keeps its own, and asking it for another is an error")
+	fs.String(&cfg.TLSCert, "tls-cert", "", "CHIBRARY_TLS_CERT", "TLS certificate `FILE` (PEM), with --tls-key")
+	fs.String(&cfg.TLSKey, "tls-key", "", "CHIBRARY_TLS_KEY", "TLS private key `FILE` (PEM), with --tls-cert")
 	logs.AddFlags(fs)
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
@@ -111,9 +111,9 @@ func backup(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		logs               cli.LogOptions
 	)
 	fs := cli.NewFlagSet("coordinator backup", backupUsage)
-	fs.String(&db, "db", "", "CHIBRARY_RUNS_DB", "the run authority database, when no coordinator holds it")
-	fs.String(&url, "coordinator", "", "CHIBRARY_COORDINATOR", "URL of the running coordinator to back up through")
-	fs.String(&tokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "file holding the coordinator's token (or $CHIBRARY_TOKEN)")
+	fs.String(&db, "db", "", "CHIBRARY_RUNS_DB", "the run authority database `FILE`, when no coordinator holds it")
+	fs.String(&url, "coordinator", "", "CHIBRARY_COORDINATOR", "`URL` of the running coordinator to back up through")
+	fs.String(&tokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the coordinator's token (or $CHIBRARY_TOKEN)")
 	logs.AddFlags(fs)
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
@@ -168,8 +168,8 @@ Example:
 func bump(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var db, to string
 	fs := cli.NewFlagSet("coordinator bump", bumpUsage)
-	fs.String(&db, "db", "", "CHIBRARY_RUNS_DB", "the run authority database")
-	fs.String(&to, "to", "", "", "the new next run")
+	fs.String(&db, "db", "", "CHIBRARY_RUNS_DB", "the run authority database `FILE`")
+	fs.String(&to, "to", "", "", "the new next run, `N`")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err

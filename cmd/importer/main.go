@@ -70,11 +70,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	st.AddFlags(fs)
 	runs.AddFlags(fs)
 	logs.AddFlags(fs)
-	fs.String(&list, "list", "", "CHIBRARY_LIST", "mailing list name recorded with every message")
-	fs.String(&format, "format", "auto", "CHIBRARY_FORMAT", "mbox variant: auto, mboxrd, mboxo, mboxcl or mboxcl2")
-	fs.String(&manifest, "manifest", "", "", "write one JSON line per message to this file")
-	fs.String(&partName, "partition", "", "", "K/N: import only every N-th message, starting with the K-th (N processes share one input)")
-	fs.Int(&workers, "workers", 0, "", "messages digested and parsed in parallel (0: one per CPU)")
+	fs.String(&list, "list", "", "CHIBRARY_LIST", "mailing list `NAME` recorded with every message")
+	fs.String(&format, "format", "auto", "CHIBRARY_FORMAT", "mbox `VARIANT`: auto, mboxrd, mboxo, mboxcl or mboxcl2")
+	fs.String(&manifest, "manifest", "", "", "write one JSON line per message to `FILE`")
+	fs.String(&partName, "partition", "", "", "`K/N`: import only every N-th message, starting with the K-th (N processes share one input)")
+	fs.Int(&workers, "workers", 0, "", "`N` messages digested and parsed in parallel (0: one per CPU)")
 	paths, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
-	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "address to listen on")
+	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err

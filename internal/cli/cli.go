@@ -97,8 +97,8 @@ type LogOptions struct {
 
 // AddFlags registers --log-format and --log-level.
 func (o *LogOptions) AddFlags(fs *FlagSet) {
-	fs.String(&o.Format, "log-format", "text", "CHIBRARY_LOG_FORMAT", "log format on stderr: text or json")
-	fs.String(&o.Level, "log-level", "info", "CHIBRARY_LOG_LEVEL", "least severe level logged: debug, info, warn or error")
+	fs.String(&o.Format, "log-format", "text", "CHIBRARY_LOG_FORMAT", "log format on stderr: `text|json`")
+	fs.String(&o.Level, "log-level", "info", "CHIBRARY_LOG_LEVEL", "least severe `LEVEL` logged: debug, info, warn or error")
 }
 
 // Logger returns a structured logger writing to w.

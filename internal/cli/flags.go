@@ -186,7 +186,7 @@ func (f *FlagSet) PrintHelp(w io.Writer) {
 			fmt.Fprintf(w, " %s", name)
 		}
 		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
-		if fl.DefValue != "" && fl.DefValue != "false" {
+		if !isZero(fl.DefValue) {
 			fmt.Fprintf(w, " (default %q)", fl.DefValue)
 		}
 		if v, ok := f.env[fl.Name]; ok {
@@ -194,6 +194,16 @@ func (f *FlagSet) PrintHelp(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	})
+}
+
+// isZero reports a default not worth showing: the zero value of a
+// string, boolean, number or duration.
+func isZero(def string) bool {
+	switch def {
+	case "", "false", "0", "0s":
+		return true
+	}
+	return false
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -45,8 +45,8 @@ type StoreFlags struct {
 
 // AddFlags registers --data and --store.
 func (f *StoreFlags) AddFlags(fs *cli.FlagSet) {
-	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory: the embedded store DIR/messages.db and local run authority DIR/runs.db")
-	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store URL instead of --data's: bolt:PATH or riak://host:port[,host:port...]")
+	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory `DIR`: the embedded store DIR/messages.db and local run authority DIR/runs.db")
+	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store `URL` instead of --data's: bolt:PATH or riak://host:port[,host:port...]")
 }
 
 // URL returns the selected store's URL.
@@ -183,10 +183,10 @@ type RunFlags struct {
 
 // AddFlags registers --coordinator, --token-file, --note and --scheme.
 func (f *RunFlags) AddFlags(fs *cli.FlagSet) {
-	fs.String(&f.Coordinator, "coordinator", "", "CHIBRARY_COORDINATOR", "run authority URL (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
-	fs.String(&f.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "file holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
-	fs.String(&f.Note, "note", "", "", "note recorded with every run this process takes")
-	fs.String(&f.Scheme, "scheme", "", "CHIBRARY_SCHEME", "call-number shuffle, mix or bits, of the local authority DATA/runs.db if it is created now\n(default mix; asking an existing authority for another scheme than its own is an error;\na coordinator's is chosen with coordinator --scheme)")
+	fs.String(&f.Coordinator, "coordinator", "", "CHIBRARY_COORDINATOR", "run authority `URL` (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
+	fs.String(&f.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
+	fs.String(&f.Note, "note", "", "", "`TEXT` recorded with every run this process takes")
+	fs.String(&f.Scheme, "scheme", "", "CHIBRARY_SCHEME", "call-number shuffle, `mix|bits`, of the local authority DATA/runs.db if it is created now\n(default mix; asking an existing authority for another scheme than its own is an error;\na coordinator's is chosen with coordinator --scheme)")
 }
 
 // Source returns the run source the flags select. dataDir is where the
