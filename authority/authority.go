@@ -400,7 +400,7 @@ func openBolt(ctx context.Context, path string, opts Options) (*bolt.DB, error) 
 			errors.Is(err, berrors.ErrChecksum), isBoltFormatError(err):
 			return nil, fmt.Errorf("cannot open %s: %w (%v)", path, ErrNotAuthority, err)
 		default:
-			return nil, fmt.Errorf("cannot open %s: %w", path, err)
+			return nil, fmt.Errorf("cannot open %s: %w", path, pathless(err))
 		}
 	}
 }

@@ -115,11 +115,11 @@ func Inspect(ctx context.Context, st store.Store, s string) (Inspection, error) 
 	}
 	m, err := st.Get(ctx, n)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("cannot get %s: %w", n, err)
+		return Inspection{}, err // the store's errors name the message
 	}
 	l, err := st.Lease(ctx, f.Run)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("cannot get the lease of run %d: %w", f.Run, err)
+		return Inspection{}, err // and the run
 	}
 	l.Key = [32]byte{} // never shown, whatever a backend returns
 	return Inspection{

@@ -247,7 +247,7 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				return db, nil
 			}
 			if !errors.Is(err, bolt.ErrTimeout) {
-				return nil, fmt.Errorf("cannot open %s: %w", h.path, err)
+				return nil, fmt.Errorf("cannot open %s: %w", h.path, unwrapPath(err))
 			}
 		}
 		if err := ctx.Err(); err != nil {
