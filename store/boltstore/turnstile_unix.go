@@ -24,7 +24,7 @@ type turnstile struct {
 func openTurnstile(path string) (*turnstile, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open lock file %s: %w", path, err)
+		return nil, fmt.Errorf("cannot open lock file %s: %w", path, unwrapPath(err))
 	}
 	return &turnstile{f: f}, nil
 }
