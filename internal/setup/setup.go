@@ -261,7 +261,7 @@ func checkLocal(ctx context.Context, st store.Store, path string, scheme shuffle
 		return fmt.Errorf("%w: this archive is bound to the authority %s, and %s does not exist: "+
 			"the runs come from a coordinator serving that authority; use --coordinator URL (and --token-file F)", ErrBoundElsewhere, b.Authority, path)
 	}
-	if err != nil || scheme == "" {
+	if err != nil {
 		return nil // the local authority reports what it cannot open
 	}
 	// A short look: a coordinator holding the file is reported by the
@@ -271,8 +271,16 @@ func checkLocal(ctx context.Context, st store.Store, path string, scheme shuffle
 		return nil
 	}
 	defer a.Close()
-	if a.Scheme() != scheme {
+	if scheme != "" && a.Scheme() != scheme {
 		return fmt.Errorf("%w: --scheme: %w", cli.ErrUsage, authority.SchemeError(path, a.Scheme(), scheme))
+	}
+	if b, err := st.Binding(ctx); err == nil && b.Authority != a.ID() {
+		// The store refuses every run of this authority, so none of them
+		// is in the archive: the file is of no use here.
+		return fmt.Errorf("%w: this archive is bound to the authority %s, but %s is the authority %s, whose runs it refuses: "+
+			"use --coordinator URL (and --token-file F) of the coordinator serving %s; "+
+			"%s has no run this archive holds, so if it was created by mistake (a program run here without --coordinator), it can be moved away",
+			ErrBoundElsewhere, b.Authority, path, a.ID(), b.Authority, path)
 	}
 	return nil
 }

@@ -167,6 +167,19 @@ func TestRunSourceBoundElsewhere(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, RunsFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s after the refusal: %v, want none", RunsFile, err)
 	}
+
+	// A stray runs.db of another authority (left by a program run there
+	// before this check existed) is named, and said to be of no use.
+	stray, _, err := authority.OpenOrCreate(ctx, filepath.Join(dir, RunsFile), authority.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strayID := stray.ID()
+	stray.Close()
+	_, err = (&RunFlags{}).Source(ctx, st, dir, "importer", nil)
+	if !errors.Is(err, ErrBoundElsewhere) || !strings.Contains(err.Error(), strayID) || !strings.Contains(err.Error(), "moved away") {
+		t.Errorf("Source() with a stray %s = %v, want %v naming %s", RunsFile, err, ErrBoundElsewhere, strayID)
+	}
 }
 
 // A read-only archive is opened read-only, and the log says so.
