@@ -15,6 +15,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
@@ -58,7 +59,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "No message in this archive has that call number.")
+		s.fail(w, r, http.StatusNotFound, "There is no such message. No message in this archive has that call number.")
 	case busy(err):
 		s.log.Warn("store busy", "path", r.URL.EscapedPath(), "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
@@ -163,16 +164,16 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	first, rest := r.PathValue("first"), r.PathValue("rest")
 	switch {
 	case first == "m":
-		setRoute(w, "GET /m/{message-id}")
+		httpserve.SetRoute(w, "GET /m/{message-id}")
 		s.byMessageID(w, r, rest)
 	case rest == "raw":
-		setRoute(w, "GET /{callnumber}/raw")
+		httpserve.SetRoute(w, "GET /{callnumber}/raw")
 		s.raw(w, r, first)
 	case strings.HasPrefix(rest, "attachments/"):
-		setRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
+		httpserve.SetRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
 		s.attachment(w, r, first, strings.TrimPrefix(rest, "attachments/"))
 	default:
-		setRoute(w, "unmatched")
+		httpserve.SetRoute(w, "unmatched")
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 )
@@ -215,13 +215,13 @@ func (s *Server) listFile(w http.ResponseWriter, r *http.Request) {
 	file := r.PathValue("file")
 	switch {
 	case file == "atom.xml":
-		setRoute(w, "GET /l/{list}/atom.xml")
+		httpserve.SetRoute(w, "GET /l/{list}/atom.xml")
 		s.cachedPage(s.feed)(w, r)
 	case strings.HasSuffix(file, ".mbox.gz"):
-		setRoute(w, "GET /l/{list}/{month}.mbox.gz")
+		httpserve.SetRoute(w, "GET /l/{list}/{month}.mbox.gz")
 		s.monthMbox(w, r, strings.TrimSuffix(file, ".mbox.gz"))
 	default:
-		setRoute(w, "GET /l/{list}/{month}")
+		httpserve.SetRoute(w, "GET /l/{list}/{month}")
 		if _, ok := s.listName(w, r); !ok {
 			return
 		}
@@ -459,13 +459,13 @@ func (s *Server) threadJSON(w http.ResponseWriter, r *http.Request) {
 func (s *Server) threadFile(w http.ResponseWriter, r *http.Request) {
 	file := r.PathValue("file")
 	if cn, ok := strings.CutSuffix(file, ".mbox.gz"); ok {
-		setRoute(w, "GET /t/{callnumber}.mbox.gz")
+		httpserve.SetRoute(w, "GET /t/{callnumber}.mbox.gz")
 		s.threadMbox(w, r, cn)
 		return
 	}
-	setRoute(w, "GET /t/{callnumber}")
-	if _, err := callnumber.Parse(file); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+err.Error())
+	httpserve.SetRoute(w, "GET /t/{callnumber}")
+	if err := CheckSyntax(file); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
 		return
 	}
 	http.Redirect(w, r, "/t/"+file+"/", http.StatusMovedPermanently)

@@ -22,6 +22,7 @@
 //	GET /api/v1/threads/{callnumber}       ... a thread
 //	GET /api/v1/messages/{callnumber}      the headers as JSON
 //	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
+//	GET /api/v1/version                    the build: program, version, revision
 //	GET /healthz, /metrics                 liveness; Prometheus metrics
 //	GET /robots.txt, /favicon.ico
 //
@@ -30,10 +31,13 @@
 // without a catalog those pages answer 503 and the message pages still
 // work.
 //
-// A malformed call number, list name or month is 400, an unknown one 404.
-// Messages are immutable, so message responses carry an ETag and are
-// cacheable forever; pages that show a message among others (its thread,
-// the list) carry an ETag of what they show and are revalidated.
+// A path that is not 8 base62 characters is 400; 8 base62 characters that
+// name no stored message (out of range, of an unknown version or run, or
+// never issued) are 404; so are unknown lists, months and threads, and a
+// malformed list name or month is 400. Messages are immutable, so message
+// responses carry an ETag and are cacheable forever; pages that show a
+// message among others (its thread, the list) carry an ETag of what they
+// show and are revalidated.
 // Mail is hostile: every page is rendered with html/template from the
 // sanitized view of package mailview, under a Content-Security-Policy that
 // allows no script, no remote content and no framing.
@@ -45,13 +49,11 @@ package resolver
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +62,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/httpserve"
+	"github.com/chibrary/chibrary/internal/version"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 )
@@ -133,9 +137,8 @@ type Server struct {
 	log     *slog.Logger
 	codecs  *codecCache
 	mux     *http.ServeMux
+	handler http.Handler // mux with the access log and metrics
 	reg     *prometheus.Registry
-	reqs    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
 	style   []byte
 
 	// building is set while a catalog that started empty is first built.
@@ -161,21 +164,16 @@ func New(st store.Store, opts Options) *Server {
 		panic(err) // embedded at build time
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache()}
-	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "chibrary_resolver_requests_total",
-		Help: "HTTP requests served, by route and status code.",
-	}, []string{"route", "code"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "chibrary_resolver_request_duration_seconds",
-		Help:    "Time to serve an HTTP request, by route.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"route"})
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
 	}, []string{"result"})
-	s.reg.MustRegister(s.reqs, s.latency, s.cacheHits,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.reg.MustRegister(s.cacheHits, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mw, err := httpserve.New(httpserve.Options{Logger: s.log, Registerer: s.reg, Namespace: "chibrary_resolver"})
+	if err != nil {
+		panic(err) // a registry of its own: names cannot clash
+	}
+	s.handler = mw.Wrap(s.mux)
 
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.HandleFunc("GET /go", s.goTo)
@@ -187,79 +185,22 @@ func New(st store.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
 	s.routePages()
+	s.mux.Handle("GET /api/v1/version", version.Handler("resolver"))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /static/style.css", s.stylesheet)
 	return s
 }
 
-// recorder captures the status for logs and metrics, and the route a
-// handler names for itself.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	route  string
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// setRoute names the route of a request for metrics, where the ServeMux
-// pattern is not precise enough.
-func setRoute(w http.ResponseWriter, route string) {
-	for {
-		switch x := w.(type) {
-		case *recorder:
-			x.route = route
-			return
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			return
-		}
-	}
-}
-
 // ServeHTTP serves a request with the security headers, access logging and
 // metrics around the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
-	rec := &recorder{ResponseWriter: w}
-	s.mux.ServeHTTP(rec, r)
-	d := time.Since(start)
-	route := rec.route
-	if route == "" {
-		route = r.Pattern // set by the ServeMux on r itself
-	}
-	if route == "" {
-		route = "unmatched"
-	}
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
-	s.latency.WithLabelValues(route).Observe(d.Seconds())
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
-		slog.Int("status", rec.status), slog.Duration("duration", d))
+	s.handler.ServeHTTP(w, r)
 }
 
 // Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
@@ -274,31 +215,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       orDefault(s.opts.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	stopFollowing := s.follow(ctx)
 	// Requests in flight may read the catalog: the follower stops after
 	// them.
+	stopFollowing := s.follow(ctx)
 	defer stopFollowing()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("cannot serve: %w", err)
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout))
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	if err != nil {
-		return fmt.Errorf("cannot shut down: %w", err)
-	}
-	return nil
+	return httpserve.Serve(ctx, srv, ln, orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout), s.log)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -126,29 +126,31 @@ Examples:
   resolver reindex --store riak://r1:8087/lists --catalog /var/lib/chibrary/catalog.db
 `
 
-func reindexCommand(ctx context.Context, args []string, stderr io.Writer) error {
+func reindexCommand(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
-		c    common
+		st   setup.StoreFlags
+		logs cli.LogOptions
 		path string
 	)
-	fs := newFlagSet("reindex", &c)
-	fs.StringVar(&path, "catalog", "", "the catalog file (default: DATA/catalog.db, or beside a bolt: store)")
-	c.env["catalog"] = "CHIBRARY_CATALOG"
-	fs.Usage = usageTo(stderr, fs, reindexUsage, c.env)
-	if err := cli.Parse(fs, args, c.env); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
-	}
-	log, err := c.logs.Logger(stderr)
+	fs := cli.NewFlagSet("resolver reindex", reindexUsage)
+	st.AddFlags(fs)
+	logs.AddFlags(fs)
+	fs.String(&path, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
+	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
 	}
-	st, err := c.openExisting(ctx, log)
+	if err := cli.NoArgs(rest); err != nil {
+		return err
+	}
+	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	return reindex(ctx, st, catalogPath(c.store, path), stderr, log)
+	db, err := st.OpenReader(ctx, log, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return reindex(ctx, db, catalogPath(st, path), stderr, log)
 }
