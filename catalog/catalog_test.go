@@ -460,3 +460,27 @@ func TestGeneration(t *testing.T) {
 		t.Errorf("a reader's generation = %q, %v; the writer's %q (before %q)", g, err, g3, g2)
 	}
 }
+
+// TestImmutable reads a catalog as one on a read-only medium is read.
+// (cmd/resolver tests it on a real read-only mount.)
+func TestImmutable(t *testing.T) {
+	a := newArchive(t)
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.load(fixture("pipermail.mbox"), "x")
+	mustSync(t, c, a.st)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(t.Context(), path, Options{ReadOnly: true, Immutable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if l, err := ro.List(t.Context(), "x"); err != nil || l.Messages != 8 {
+		t.Errorf("List of an immutable catalog = %+v, %v; want 8 messages", l, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/chibrary/chibrary/catalog"
 )
@@ -25,13 +26,19 @@ func OpenCatalog(ctx context.Context, path string, log *slog.Logger) (*catalog.C
 	if err == nil {
 		return c, nil
 	}
-	ro, rerr := catalog.Open(ctx, path, catalog.Options{ReadOnly: true, Logger: log})
+	// On a read-only file system nothing can change the catalog, and
+	// SQLite cannot make the files a reader of a live one needs.
+	immutable := errors.Is(err, syscall.EROFS)
+	ro, rerr := catalog.Open(ctx, path, catalog.Options{ReadOnly: true, Immutable: immutable, Logger: log})
 	if rerr != nil {
 		return nil, err
 	}
-	if errors.Is(err, catalog.ErrLocked) {
+	switch {
+	case immutable:
+		log.Info("the catalog is on a read-only file system: serving it as it is", "catalog", path)
+	case errors.Is(err, catalog.ErrLocked):
 		log.Warn("another process writes the catalog: serving it read-only, as that process keeps it up to date", "catalog", path)
-	} else {
+	default:
 		log.Warn("cannot write the catalog: serving it read-only, as it is; it will not follow the store", "catalog", path, "err", err)
 	}
 	return ro, nil

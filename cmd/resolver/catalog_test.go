@@ -14,6 +14,7 @@ import (
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/setup"
+	"github.com/chibrary/chibrary/internal/testmount"
 )
 
 func TestCatalogPath(t *testing.T) {
@@ -196,5 +197,38 @@ func waitGet(t *testing.T, url string, status int) string {
 			t.Fatalf("GET %s: no %d within 30 s (last: %v)", url, status, err)
 		}
 		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// TestServeReadOnlyArchive: an archive on a read-only file system is
+// served with its catalog read as it is, or without one (503 on its
+// pages) when it has none.
+func TestServeReadOnlyArchive(t *testing.T) {
+	for _, withCatalog := range []bool{true, false} {
+		t.Run(map[bool]string{true: "with a catalog", false: "without a catalog"}[withCatalog], func(t *testing.T) {
+			dir, _, n, _ := testArchive(t)
+			if withCatalog {
+				if status, _, stderr := runCmd(t, t.Context(), "reindex", "--data", dir); status != 0 {
+					t.Fatalf("reindex: %s", stderr)
+				}
+			}
+			ro := testmount.ReadOnly(t, dir)
+			base, stop := startServe(t, "--data", ro)
+			waitGet(t, base+"/"+n.String(), 200)
+			want := 503
+			if withCatalog {
+				want = 200
+			}
+			resp, err := http.Get(base + "/l/test/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("a list page of a read-only archive %s = %d, want %d", t.Name(), resp.StatusCode, want)
+			}
+			logs := stop()
+			t.Logf("%s", logs)
+		})
 	}
 }
