@@ -48,6 +48,8 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 5000x ./authority/ ./coordinator/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./store/boltstore/ ./ingest/ ./mbox/ ./mailsource/
 	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
