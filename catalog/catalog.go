@@ -18,10 +18,11 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
 )
 
-// SchemaVersion is the layout of the catalog this package writes. A
-// catalog of another version is rebuilt by its writer, and refused by a
-// reader (ErrSchema).
-const SchemaVersion = 2
+// SchemaVersion is the layout of the catalog this package writes, or what
+// goes into it: a catalog of another version is rebuilt by its writer,
+// and refused by a reader (ErrSchema). 3: the text of enclosed messages
+// (message/rfc822 parts) is searched.
+const SchemaVersion = 3
 
 // Sentinel errors. Test with errors.Is.
 var (

@@ -254,7 +254,8 @@ var corpusWords = []string{"cache", "kernel", "indy", "r4000", "decstation", "tl
 
 // independentWords returns the words of a message as a reader finds them,
 // computed without the catalog's indexing code: the decoded subject and
-// From field, the text parts, and HTML parts through x/net/html.
+// From field, the text parts (those of enclosed messages too), and HTML
+// parts through x/net/html.
 func independentWords(raw []byte) map[string]bool {
 	v := mailview.Parse(raw, mailview.Options{})
 	var text strings.Builder
@@ -264,18 +265,26 @@ func independentWords(raw []byte) map[string]bool {
 			text.WriteString(f.Value + "\n")
 		}
 	}
-	for _, p := range v.Parts {
-		if p.HTML == "" {
-			text.WriteString(p.Text + "\n")
-			continue
-		}
-		z := html.NewTokenizer(strings.NewReader(string(p.HTML)))
-		for z.Next() != html.ErrorToken {
-			if z.Token().Type == html.TextToken {
-				text.WriteString(z.Token().Data + " ")
+	var parts func(v *mailview.Message)
+	parts = func(v *mailview.Message) {
+		for _, p := range v.Parts {
+			if p.Message != nil { // an enclosed message: its text too
+				parts(p.Message)
+				continue
+			}
+			if p.HTML == "" {
+				text.WriteString(p.Text + "\n")
+				continue
+			}
+			z := html.NewTokenizer(strings.NewReader(string(p.HTML)))
+			for z.Next() != html.ErrorToken {
+				if z.Token().Type == html.TextToken {
+					text.WriteString(z.Token().Data + " ")
+				}
 			}
 		}
 	}
+	parts(v)
 	words := map[string]bool{}
 	for _, w := range strings.FieldsFunc(text.String(), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) }) {
 		words[strings.ToLower(w)] = true

@@ -69,13 +69,22 @@ func indexText(v *mailview.Message) (body, quoted string) {
 			}
 		}
 	}
-	for _, p := range v.Parts {
-		if p.HTML != "" {
-			add(htmlText(string(p.HTML)))
-		} else {
-			add(p.Text)
+	var parts func(v *mailview.Message)
+	parts = func(v *mailview.Message) {
+		for _, p := range v.Parts {
+			switch {
+			case p.Message != nil:
+				// An enclosed message (a forward, a list's DMARC
+				// wrapping) is often the whole of what was said.
+				parts(p.Message)
+			case p.HTML != "":
+				add(htmlText(string(p.HTML)))
+			default:
+				add(p.Text)
+			}
 		}
 	}
+	parts(v)
 	return b.String(), q.String()
 }
 

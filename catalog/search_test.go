@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -271,4 +273,25 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("ParseQuery(%q).String() = %q, which parses to %v, %v", s, q.String(), again, err)
 		}
 	})
+}
+
+// TestSearchEnclosed: the text of an enclosed message (a list's DMARC
+// wrapping puts the whole message there) is searched.
+func TestSearchEnclosed(t *testing.T) {
+	a := newArchive(t)
+	raw, err := os.ReadFile(filepath.Join("..", "fixtures", "web", "dmarc.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.put(raw, "")
+	c := openCatalog(t)
+	mustSync(t, c, a.st)
+	q, err := ParseQuery("sprockets three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Search(t.Context(), q, Newest, 0, 10)
+	if err != nil || res.Total != 1 || labels(res.Messages)[0] != "wrapper-1" {
+		t.Errorf("Search(the enclosed message's words) = %+v, %v; want the wrapper", res, err)
+	}
 }

@@ -251,6 +251,15 @@ func TestBrowser(t *testing.T) {
 					t.Errorf("the current row of the tree = %q", got)
 				}
 			})
+			t.Run("search", func(t *testing.T) {
+				load(t, ca.srv.URL+"/search?q=archive", "ol.results", "search", vp)
+				if got := count(t, "ol.results li"); got < 5 {
+					t.Errorf("%d results for archive, want several", got)
+				}
+				if got := count(t, "ol.results mark"); got == 0 {
+					t.Errorf("no word marked in the excerpts")
+				}
+			})
 			t.Run("wrapped message", func(t *testing.T) {
 				load(t, ca.srv.URL+"/"+ca.cn(t, "wrapper-1"), "section.embedded", "message-dmarc", vp)
 				if got := text(t, "section.embedded"); !strings.Contains(got, "sprockets come in three sizes") || !strings.Contains(got, "Alice Example <alice@example.com>") {

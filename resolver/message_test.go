@@ -121,9 +121,16 @@ func TestGoBox(t *testing.T) {
 		{"<a/b?c#d%e@example.com>", 302, "/m/a%2Fb%3Fc%23d%25e@example.com"},
 		{"//evil.example/x@y", 302, "/m/x@y"},
 		{"", 400, ""},
-		{"nope", 400, ""},
 		{"https://archive.example/l/demo/", 400, ""},
-		{"<>", 400, ""},
+		{"https://archive.example/zzzzzzzz", 400, ""},
+		// What names no message is searched for.
+		{"nope", 302, "/search?q=nope"},
+		{"<>", 302, "/search?q=%3C%3E"},
+		{"Makefile", 302, "/search?q=Makefile"},
+		{"nobody@example.org", 302, "/search?q=nobody%40example.org"},
+		{"from:ada@example.org", 302, "/search?q=from%3Aada%40example.org"},
+		{"cache flush", 302, "/search?q=cache+flush"},
+		{"-r4000", 302, "/search?q=-r4000"},
 	}
 	for _, tt := range tests {
 		r := get(t, ca.srv.URL+"/go?n="+url.QueryEscape(tt.in))

@@ -46,6 +46,8 @@ func (s *Server) routePages() {
 	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.cachedPage(s.listJSON))
 	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.cachedPage(s.monthJSON))
 	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.cachedPage(s.threadJSON))
+	s.mux.HandleFunc("GET /search", s.searchPage)
+	s.mux.HandleFunc("GET /api/v1/search", s.searchJSON)
 	s.mux.HandleFunc("GET /robots.txt", s.robots)
 	s.mux.HandleFunc("GET /favicon.ico", s.favicon)
 }
