@@ -4,8 +4,8 @@
 //
 // Routes (Go 1.22 ServeMux patterns):
 //
-//	GET /                                  the lists; a box for a call number, Message-ID or URL
-//	GET /go?n=...                          302 to what the box names
+//	GET /                                  the lists; a box for a call number, Message-ID, URL or search
+//	GET /go?n=...                          302 to what the box names, or to its search
 //	GET /{callnumber}                      the message as an HTML page, in its thread
 //	GET /{callnumber}/raw                  the stored bytes, message/rfc822
 //	GET /{callnumber}/attachments/{n}/{name} an attachment, as a download
@@ -16,10 +16,12 @@
 //	GET /l/{list}/{yyyy}-{mm}.mbox.gz      a month as mboxrd, gzip, streamed
 //	GET /t/{callnumber}/                   the whole thread of a message (?page=N)
 //	GET /t/{callnumber}.mbox.gz            a thread as mboxrd, gzip, streamed
+//	GET /search?q=...                      full-text search (&page=N, &sort=relevance)
 //	GET /api/v1/lists                      JSON twins of the pages above:
 //	GET /api/v1/lists/{list}               ... a list (?page=N)
 //	GET /api/v1/lists/{list}/{yyyy}-{mm}   ... a month
 //	GET /api/v1/threads/{callnumber}       ... a thread
+//	GET /api/v1/search?q=...               ... a search
 //	GET /api/v1/messages/{callnumber}      the headers as JSON
 //	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
 //	GET /api/v1/version                    the build: program, version, revision
