@@ -140,7 +140,7 @@ func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 		s.cacheHits.WithLabelValues("miss").Inc()
 		cw := &captureWriter{ResponseWriter: w}
 		h(cw, r)
-		if cw.status == http.StatusOK && cw.fresh {
+		if cw.status == http.StatusOK && cw.fresh && !cw.skip {
 			s.cache.put(&cached{key: key, gen: gen, contentType: w.Header().Get("Content-Type"), etag: w.Header().Get("ETag"), body: cw.body.Bytes()})
 		}
 	}
@@ -168,6 +168,24 @@ type captureWriter struct {
 	// fresh is set by writeBody: the response is a whole page that may be
 	// kept (not a stream, not an error).
 	fresh bool
+	// skip is set by dontCache.
+	skip bool
+}
+
+// dontCache keeps the page being written out of the cache: it lacks
+// something the store could not give right now.
+func dontCache(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *captureWriter:
+			x.skip = true
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (c *captureWriter) WriteHeader(code int) {

@@ -1,10 +1,15 @@
 package resolver
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
 )
 
 // TestPageCache: a page is rendered once per catalog generation, and
@@ -89,5 +94,40 @@ func TestPageCacheBounds(t *testing.T) {
 	c.put(&cached{key: "huge", gen: "g", body: make([]byte, cacheLargest+1)})
 	if _, ok := c.get("huge", "g"); ok {
 		t.Errorf("a page larger than cacheLargest was kept")
+	}
+}
+
+// failingStore fails Get for one call number while fail is set.
+type failingStore struct {
+	store.Store
+	cn   callnumber.Number
+	fail atomic.Bool
+}
+
+func (f *failingStore) Get(ctx context.Context, n callnumber.Number) (store.Stored, error) {
+	if n == f.cn && f.fail.Load() {
+		return store.Stored{}, store.ErrUnavailable
+	}
+	return f.Store.Get(ctx, n)
+}
+
+// TestPageCacheSkipsGaps: a thread page that lacks a message the store
+// could not give is not kept; the next reader gets it whole.
+func TestPageCacheSkipsGaps(t *testing.T) {
+	ca := newCatalogArchive(t)
+	n, err := callnumber.Parse(ca.cn(t, "t1.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &failingStore{Store: ca.st, cn: n}
+	fs.fail.Store(true)
+	srv, _ := serveWith(t, fs, Options{Catalog: ca.cat})
+	path := "/t/" + ca.cn(t, "t1.1") + "/"
+	if r := get(t, srv.URL+path); r.status != 200 || !strings.Contains(r.body, "This message cannot be read right now.") {
+		t.Fatalf("thread page while the store fails = %d, want 200 saying a message cannot be read", r.status)
+	}
+	fs.fail.Store(false)
+	if r := get(t, srv.URL+path); strings.Contains(r.body, "cannot be read right now") || !strings.Contains(r.body, "Yes, and it must never change") {
+		t.Errorf("the thread page with a gap was kept in the cache:\n%s", r.body)
 	}
 }

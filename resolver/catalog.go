@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -118,9 +117,4 @@ func (s *Server) follow(ctx context.Context) (stop func()) {
 		cancel()
 		wg.Wait()
 	}
-}
-
-// retryAfter sets Retry-After in seconds.
-func retryAfter(w http.ResponseWriter, seconds int) {
-	w.Header().Set("Retry-After", strconv.Itoa(seconds))
 }

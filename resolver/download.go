@@ -183,6 +183,9 @@ func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest str
 	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", rawCSP)
+	if notModified(w, r, m.Digest, "a"+strconv.Itoa(n)) {
+		return
+	}
 	a, data, err := mailview.AttachmentData(m.Raw, n, s.opts.View)
 	switch {
 	case errors.Is(err, mailview.ErrNoAttachment):
@@ -194,9 +197,6 @@ func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest str
 	case err != nil:
 		s.log.Error("cannot take out an attachment", "path", r.URL.EscapedPath(), "err", err)
 		s.fail(w, r, http.StatusInternalServerError, "The archive could not read that attachment.")
-		return
-	}
-	if notModified(w, r, m.Digest, "a"+strconv.Itoa(n)) {
 		return
 	}
 	h.Set("Content-Type", safeType(a.Type))

@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
@@ -96,6 +97,7 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 		Entries: make([]atomEntry, len(msgs)),
 	}
 	var wg sync.WaitGroup
+	var missing atomic.Bool
 	for i, m := range msgs {
 		e := &f.Entries[i]
 		url := base + "/" + m.CallNumber
@@ -113,12 +115,19 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 		}
 		e.Links = []atomLink{{Rel: "alternate", Type: "text/html", Href: url}}
 		wg.Go(func() {
-			if text := s.entryText(r, m); text != "" {
+			text, ok := s.entryText(r, m)
+			if !ok {
+				missing.Store(true)
+			}
+			if text != "" {
 				e.Content = &atomText{Type: "text", Text: text}
 			}
 		})
 	}
 	wg.Wait()
+	if missing.Load() {
+		dontCache(w) // the store may give the text next time
+	}
 	var b bytes.Buffer
 	b.WriteString(xml.Header)
 	enc := xml.NewEncoder(&b)
@@ -132,33 +141,21 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	s.writeBody(w, r, "application/atom+xml; charset=utf-8", b.Bytes())
 }
 
-// entryText is the beginning of a message's text, for its feed entry.
-func (s *Server) entryText(r *http.Request, m catalog.Message) string {
+// entryText is the beginning of a message's text, for its feed entry,
+// and false if the store could not give the message.
+func (s *Server) entryText(r *http.Request, m catalog.Message) (string, bool) {
 	stored, err := s.getByText(r.Context(), m.CallNumber)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	opts := s.opts.View
 	opts.MaxTextBytes = feedTextBytes
 	v := mailview.Parse(stored.Raw, opts)
-	var b strings.Builder
-	var add func(v *mailview.Message)
-	add = func(v *mailview.Message) {
-		for _, p := range v.Parts {
-			switch {
-			case p.Message != nil:
-				add(p.Message)
-			case p.Text != "":
-				b.WriteString(p.Text)
-			}
-		}
-	}
-	add(v)
-	text := b.String()
+	text := plainText(v)
 	if v.Truncated || len(text) > feedTextBytes {
 		text = strings.ToValidUTF8(text[:min(len(text), feedTextBytes)], "") + "\n[...]"
 	}
-	return text
+	return text, true
 }
 
 func atomTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

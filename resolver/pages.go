@@ -60,12 +60,10 @@ func (s *Server) listName(w http.ResponseWriter, r *http.Request) (string, bool)
 		return name, true
 	}
 	if low := strings.ToLower(name); catalog.ValidListName(low) {
+		// The segments before the list's are lower-case words, so the
+		// first "/"+name (it has an upper-case letter) is the list's.
 		u := *r.URL
-		u.Path = strings.Replace(u.Path, "/"+name+"/", "/"+low+"/", 1)
-		if !strings.HasSuffix(u.Path, "/"+low) && !strings.Contains(u.Path, "/"+low+"/") {
-			u.Path = strings.Replace(u.Path, "/"+name, "/"+low, 1)
-		}
-		u.RawPath = ""
+		u.Path, u.RawPath = strings.Replace(u.Path, "/"+name, "/"+low, 1), ""
 		http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 		return "", false
 	}
@@ -432,6 +430,11 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	for _, e := range v.Entries {
+		if e.Unreadable != "" {
+			dontCache(w) // the store may give it next time
+		}
+	}
 	s.renderFresh(w, r, "thread.html", v)
 }
 
