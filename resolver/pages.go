@@ -738,5 +738,8 @@ func (s *Server) favicon(w http.ResponseWriter, r *http.Request) {
 	w.Write(faviconICO)
 }
 
-// pathEscape escapes a Message-ID for a /m/ link.
-func pathEscape(s string) string { return url.PathEscape(s) }
+// pathEscape escapes a Message-ID for a /m/ link: one path segment, with
+// ':' escaped too, so that no link of the archive's reads as a URL
+// scheme ("/m/javascript:x@y" is harmless, but it is not worth a filter's
+// doubt).
+func pathEscape(s string) string { return strings.ReplaceAll(url.PathEscape(s), ":", "%3A") }
