@@ -157,7 +157,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("%s: main max-width = %q (%v): the stylesheet did not apply", url, maxWidth, err)
 		}
 		// Nothing is wider than the viewport (readable on a phone).
-		overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+		overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
 		if err != nil || overflow {
 			t.Errorf("%s scrolls sideways at %dpx (%v)", url, v.width, err)
 		}

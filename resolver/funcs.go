@@ -66,9 +66,10 @@ type partsOf struct {
 // it comes from mail: list names are [a-z0-9._-]+ and are escaped anyway.
 func calendar(list string, months []catalog.Month) template.HTML {
 	var b strings.Builder
-	b.WriteString(`<table class="calendar">` + "\n" + `<thead><tr><th scope="col">Year</th>`)
+	b.WriteString(`<div class="scroll"><table class="calendar">` + "\n" + `<thead><tr><th scope="col">Year</th>`)
 	for m := time.January; m <= time.December; m++ {
-		b.WriteString(`<th scope="col">` + m.String()[:3] + `</th>`)
+		// "Jan", or "J" on a narrow screen.
+		b.WriteString(`<th scope="col"><span class="long">` + m.String()[:3] + `</span><span class="short" aria-hidden="true">` + m.String()[:1] + `</span></th>`)
 	}
 	b.WriteString("</tr></thead>\n<tbody>\n")
 	esc := html.EscapeString(list)
@@ -88,7 +89,7 @@ func calendar(list string, months []catalog.Month) template.HTML {
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody>\n</table>")
+	b.WriteString("</tbody>\n</table></div>")
 	return template.HTML(b.String())
 }
 
