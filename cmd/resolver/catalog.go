@@ -18,8 +18,8 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// CatalogFile is the catalog's name in a data directory.
-const CatalogFile = "catalog.db"
+// catalogFile is the catalog's name in a data directory.
+const catalogFile = "catalog.db"
 
 // catalogPath is where the catalog of an archive lives: --catalog PATH
 // when given; else DATA/catalog.db with --data, or beside the bbolt file
@@ -29,10 +29,10 @@ func catalogPath(flags setup.StoreFlags, flag string) string {
 	case flag != "":
 		return flag
 	case flags.Store == "":
-		return filepath.Join(flags.Data, CatalogFile)
+		return filepath.Join(flags.Data, catalogFile)
 	}
 	if u, err := setup.ParseStoreURL(flags.Store); err == nil && u.Bolt != "" {
-		return filepath.Join(filepath.Dir(u.Bolt), CatalogFile)
+		return filepath.Join(filepath.Dir(u.Bolt), catalogFile)
 	}
 	return ""
 }
