@@ -50,6 +50,9 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
+	$(GO) test -run '^$$' -bench 'BenchmarkRebuild|BenchmarkSearch' -benchtime 3x ./catalog/
+	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkScaled -benchtime 1x -timeout 30m ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/mailview"
 )
 
 // searchFixture is a catalog of fixtures/search/search.mbox, whose
@@ -293,5 +295,19 @@ func TestSearchEnclosed(t *testing.T) {
 	res, err := c.Search(t.Context(), q, Newest, 0, 10)
 	if err != nil || res.Total != 1 || labels(res.Messages)[0] != "wrapper-1" {
 		t.Errorf("Search(the enclosed message's words) = %+v, %v; want the wrapper", res, err)
+	}
+}
+
+// TestText: HTML-only mail is searched by its text, without what the
+// sanitizer drops; quoted lines are kept apart for the index.
+func TestText(t *testing.T) {
+	raws := readMbox(t, fixture("../search/search.mbox"))
+	html := Text(mailview.Parse(raws[4], mailview.Options{}))
+	if !strings.Contains(html, "bootloader") || strings.Contains(html, "steal") || strings.Contains(html, "<b>") {
+		t.Errorf("Text(HTML only) = %q: want the words, without the script or tags", html)
+	}
+	body, quoted := indexText(mailview.Parse(raws[1], mailview.Options{}))
+	if !strings.Contains(quoted, "TLB refill") || strings.Contains(body, "TLB refill") || !strings.Contains(body, "DECstation") {
+		t.Errorf("indexText(reply) = body %q, quoted %q: want the quoted line apart", body, quoted)
 	}
 }

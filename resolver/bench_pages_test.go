@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -193,6 +194,46 @@ func BenchmarkMonthMbox(b *testing.B) {
 			b.ReportMetric(float64(mib), "month-MiB")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 			b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds()/(1<<20), "MiB/s")
+		})
+	}
+}
+
+// BenchmarkSearch measures /search on the shared corpus from 16 concurrent
+// clients on loopback, for one-word, two-word, phrase and from: queries
+// (the first page of 20 results, newest first, each with its excerpt cut
+// from the stored message), with nothing writing.
+func BenchmarkSearch(b *testing.B) {
+	a, c, _ := corpusArchive(b)
+	kinds := []struct {
+		name    string
+		queries []string
+	}{
+		{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
+		{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
+		{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
+		{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New(a.st, Options{Catalog: c}).Serve(sctx, ln) }()
+	defer func() { stop(); <-done }()
+	base := "http://" + ln.Addr().String()
+	for _, k := range kinds {
+		b.Run(k.name, func(b *testing.B) {
+			lat, failed, elapsed := loadURLs(b, base, func(r *rand.Rand) string {
+				return "/search?q=" + url.QueryEscape(k.queries[r.IntN(len(k.queries))])
+			}, 16)
+			if failed > 0 {
+				b.Errorf("%d of %d requests failed", failed, len(lat))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
+			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
 		})
 	}
 }

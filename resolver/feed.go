@@ -151,7 +151,7 @@ func (s *Server) entryText(r *http.Request, m catalog.Message) (string, bool) {
 	opts := s.opts.View
 	opts.MaxTextBytes = feedTextBytes
 	v := mailview.Parse(stored.Raw, opts)
-	text := plainText(v)
+	text := catalog.Text(v)
 	if v.Truncated || len(text) > feedTextBytes {
 		text = strings.ToValidUTF8(text[:min(len(text), feedTextBytes)], "") + "\n[...]"
 	}

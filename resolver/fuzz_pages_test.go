@@ -53,13 +53,13 @@ func FuzzPages(f *testing.F) {
 			Parent: link, Replies: []msgLink{*link},
 		}})
 		render("search.html", &searchView{Query: v.Subject + " x", Sort: "newest", Page: 1, Pages: 2, Total: 21, Results: []searchResult{
-			{Message: *m, Excerpt: catalog.Excerpt(plainText(v), strings.Fields(strings.ToLower(v.Subject)), excerptBytes)},
+			{Message: *m, Excerpt: catalog.Excerpt(catalog.Text(v), strings.Fields(strings.ToLower(v.Subject)), excerptBytes)},
 		}})
 		// The feed: XML whatever the mail holds.
 		var b bytes.Buffer
 		feed := atomFeed{ID: "http://x/l/fuzz/", Title: "fuzz", Updated: atomTime(m.Date), Entries: []atomEntry{{
 			ID: "http://x/00000001", Title: v.Subject, Updated: atomTime(m.Date), Author: atomPerson{Name: from},
-			Content: &atomText{Type: "text", Text: plainText(v)},
+			Content: &atomText{Type: "text", Text: catalog.Text(v)},
 		}}}
 		if err := xml.NewEncoder(&b).Encode(feed); err != nil {
 			t.Fatalf("cannot encode the feed: %v", err)

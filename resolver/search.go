@@ -45,6 +45,17 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		return nil, false
 	}
 	v := &searchView{Query: strings.TrimSpace(r.URL.Query().Get("q")), Sort: "newest", Page: max(page, 1)}
+	// The box of a list page searches that list: list:NAME joins the
+	// query, where the reader sees it and can take it out.
+	if l := r.URL.Query().Get("list"); l != "" {
+		if !catalog.ValidListName(l) {
+			s.fail(w, r, http.StatusBadRequest, "Not a list name: list names are lower-case letters, digits, '.', '_' and '-'.")
+			return nil, false
+		}
+		if v.Query != "" && !strings.Contains(strings.ToLower(v.Query), "list:") {
+			v.Query += " list:" + l
+		}
+	}
 	sort := catalog.Newest
 	switch r.URL.Query().Get("sort") {
 	case "", "newest":
@@ -95,27 +106,11 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 			if err != nil {
 				return
 			}
-			v.Results[i].Excerpt = catalog.Excerpt(plainText(mailview.Parse(stored.Raw, s.opts.View)), words, excerptBytes)
+			v.Results[i].Excerpt = catalog.Excerpt(catalog.Text(mailview.Parse(stored.Raw, s.opts.View)), words, excerptBytes)
 		})
 	}
 	wg.Wait()
 	return v, true
-}
-
-// plainText is a message's text parts and those of the messages it
-// encloses, for an excerpt.
-func plainText(v *mailview.Message) string {
-	var b strings.Builder
-	for _, p := range v.Parts {
-		switch {
-		case p.Message != nil:
-			b.WriteString(plainText(p.Message))
-		case p.Text != "":
-			b.WriteString(p.Text)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
 }
 
 func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) {

@@ -70,3 +70,30 @@ func TestSearch(t *testing.T) {
 		t.Errorf("search without a catalog = %d, want 503", r.status)
 	}
 }
+
+// TestListSearchBox: a list page's box searches that list, visibly.
+func TestListSearchBox(t *testing.T) {
+	ca := newCatalogArchive(t)
+	r := get(t, ca.srv.URL+"/l/demo/")
+	for _, s := range []string{`<form class="search" action="/search"`, `name="list" type="hidden" value="demo"`} {
+		if !strings.Contains(r.body, s) {
+			t.Errorf("GET /l/demo/ lacks %q", s)
+		}
+	}
+	// sprockets are only in a message of the list "hostile".
+	all := get(t, ca.srv.URL+"/search?q=sprockets")
+	list := get(t, ca.srv.URL+"/search?q=sprockets&list=demo")
+	if list.status != 200 || !strings.Contains(list.body, `value="sprockets list:demo"`) {
+		t.Fatalf("GET /search?q=sprockets&list=demo = %d, without the list in its box:\n%s", list.status, list.body)
+	}
+	if !strings.Contains(list.body, "0 messages found") || !strings.Contains(all.body, "1 message found") {
+		t.Errorf("the list's search is not limited to it:\n%s", list.body)
+	}
+	if r := get(t, ca.srv.URL+"/search?q=archive&list=Not%20A%20List"); r.status != 400 {
+		t.Errorf("GET /search with a bad list = %d, want 400", r.status)
+	}
+	// A query that names a list already keeps it.
+	if r := get(t, ca.srv.URL+"/search?q=archive+list%3Ahostile&list=demo"); !strings.Contains(r.body, `value="archive list:hostile"`) {
+		t.Errorf("a query with list: got another list added")
+	}
+}
