@@ -51,7 +51,8 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
-	$(GO) test -run '^$$' -bench 'BenchmarkRebuild|BenchmarkSearch' -benchtime 3x ./catalog/
+	$(GO) test -run '^$$' -bench BenchmarkRebuild -benchtime 3x ./catalog/
+	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
 	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkScaled -benchtime 1x -timeout 30m ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 
