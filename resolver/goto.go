@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/store"
 )
@@ -132,7 +133,12 @@ func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.opts.Catalog != nil {
-		http.Redirect(w, r, "/search?q="+url.QueryEscape(text), http.StatusFound)
+		// A list page's box names its list: search that list.
+		loc := "/search?q=" + url.QueryEscape(text)
+		if l := r.URL.Query().Get("list"); catalog.ValidListName(l) {
+			loc += "&list=" + url.QueryEscape(l)
+		}
+		http.Redirect(w, r, loc, http.StatusFound)
 		return
 	}
 	// No catalog, no search.

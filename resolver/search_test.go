@@ -75,10 +75,14 @@ func TestSearch(t *testing.T) {
 func TestListSearchBox(t *testing.T) {
 	ca := newCatalogArchive(t)
 	r := get(t, ca.srv.URL+"/l/demo/")
-	for _, s := range []string{`<form class="search" action="/search"`, `name="list" type="hidden" value="demo"`} {
+	for _, s := range []string{`<form class="search" action="/go"`, `name="list" type="hidden" value="demo"`} {
 		if !strings.Contains(r.body, s) {
 			t.Errorf("GET /l/demo/ lacks %q", s)
 		}
+	}
+	// The box goes to /go, which searches that list.
+	if r := get(t, ca.srv.URL+"/go?n=sprockets&list=demo"); r.status != 302 || r.header.Get("Location") != "/search?q=sprockets&list=demo" {
+		t.Errorf("GET /go?n=sprockets&list=demo = %d to %q, want 302 to /search?q=sprockets&list=demo", r.status, r.header.Get("Location"))
 	}
 	// sprockets are only in a message of the list "hostile".
 	all := get(t, ca.srv.URL+"/search?q=sprockets")
