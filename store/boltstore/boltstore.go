@@ -94,6 +94,7 @@ import (
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/batch"
+	"github.com/chibrary/chibrary/store/internal/compress"
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
@@ -118,17 +119,22 @@ var (
 	bucketRuns     = []byte("runs")
 	bucketMeta     = []byte("meta")
 	bucketChanges  = []byte("changes")
+	bucketDicts    = []byte("dicts")
 
 	keyFormat     = []byte("format")
 	keyBinding    = []byte("binding")
 	keyCount      = []byte("count")
 	keyBackfilled = []byte("backfilled")
+	keyDict       = []byte("dict")
 )
 
 // Fill percents: messages and runs are appended in key order, so their
 // pages are filled almost whole; digests and Message-IDs arrive in random
 // order and keep bbolt's default.
 const appendFill = 0.95
+
+// DefaultPageSize is the bbolt page size of a new file (Options.PageSize).
+const DefaultPageSize = 4096
 
 // maxInlineID is the longest Message-ID used as its own index key.
 const maxInlineID = 512
@@ -144,6 +150,12 @@ type Options struct {
 	Linger time.Duration
 	// Logger receives warnings (a long wait for a lock). Nil discards them.
 	Logger *slog.Logger
+	// Compression says how messages are compressed; the zero value is
+	// the default (see store.Compression).
+	Compression store.Compression
+	// PageSize is the bbolt page size of a file created now; an existing
+	// file keeps its own. Zero means DefaultPageSize.
+	PageSize int
 }
 
 // Store is a store.Store in one bbolt file.
@@ -151,6 +163,7 @@ type Store struct {
 	path string
 	h    *handles
 	log  *slog.Logger
+	comp *compress.Compressor
 
 	// bound caches the binding once read: it never changes afterwards.
 	bound atomic.Pointer[bound]
@@ -181,6 +194,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.PageSize < 1024 || opts.PageSize > 1<<20 || opts.PageSize&(opts.PageSize-1) != 0 {
+		return nil, fmt.Errorf("cannot open %s: page size %d is not a power of two between 1 KiB and 1 MiB", path, opts.PageSize)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
 	}
@@ -192,8 +211,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.h = newHandles(path, turn, opts.LockTimeout, opts.Linger, s.log)
+	s.h = newHandles(path, turn, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
+	s.comp = compress.New(dicts{s}, opts.Compression, s.log)
 	if err := s.init(ctx); err != nil {
+		s.comp.Close()
 		s.h.close()
 		return nil, err
 	}
@@ -404,6 +425,11 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 
 // Put implements store.Store. See the store package and batch.Make for what
 // it does with each message; the batch is one transaction.
+//
+// The costly work is done before taking the file lock, which readers in
+// other processes wait for: hashing (the digest check) and compressing,
+// both on all CPUs. Messages whose digest is stored already (a re-run
+// import) are not compressed at all: a read transaction finds them first.
 func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
 	if err := s.h.check(); err != nil {
 		return nil, err
@@ -411,13 +437,23 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	if len(msgs) == 0 {
 		return []store.Result{}, nil
 	}
-	// Hashing is the costliest check: do it before taking the file lock,
-	// which readers in other processes are waiting for.
 	if err := batch.CheckDigests(msgs); err != nil {
 		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
 	}
-	var results []store.Result
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	skip, err := s.known(ctx, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
+	}
+	now := time.Now().UTC()
+	recs, err := s.comp.Encode(ctx, msgs, skip, now)
+	if err != nil {
+		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
+	}
+	var (
+		results []store.Result
+		count   uint64
+	)
+	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
 			return err
@@ -425,21 +461,45 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 		if bd == nil {
 			return fmt.Errorf("%w: this store has no lease recorded at all (it is not bound to a run authority yet): record the run's lease before putting messages under it", store.ErrUnknownRun)
 		}
-		look := &txLookup{tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns)}
+		look := &txLookup{s: s, tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns)}
 		plan, err := batch.Make(ctx, bd.codec, msgs, look)
 		if err != nil {
 			return err
 		}
 		results = plan.Results
-		return s.write(tx, bd.codec, msgs, plan)
+		count, err = s.write(ctx, tx, bd.codec, msgs, recs, now, plan)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
 	}
+	if count > 0 {
+		s.comp.Stored(ctx, int64(count))
+	}
 	return results, nil
 }
 
-func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, plan batch.Plan) error {
+// known reports, for each message, whether its digest is stored already:
+// such a message is a duplicate (or a retry), and need not be compressed.
+// A single message is not looked up: the Put's own transaction will.
+func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error) {
+	if len(msgs) < 2 {
+		return nil, nil
+	}
+	skip := make([]bool, len(msgs))
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		digests := tx.Bucket(bucketDigests)
+		for i := range msgs {
+			skip[i] = digests.Get(msgs[i].Digest[:]) != nil
+		}
+		return nil
+	})
+	return skip, err
+}
+
+// write writes the messages plan says to write, and returns the store's
+// message count after them (0 if nothing was written).
+func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, recs [][]byte, now time.Time, plan batch.Plan) (uint64, error) {
 	messages := tx.Bucket(bucketMessages)
 	messages.FillPercent = appendFill
 	digests := tx.Bucket(bucketDigests)
@@ -449,10 +509,9 @@ func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message
 	if changes == nil {
 		// Open upgrades a format 1 file before anything is written, and
 		// programs that write format 1 refuse format 2 files.
-		return fmt.Errorf("%w: %s has no changes bucket", ErrFormat, s.path)
+		return 0, fmt.Errorf("%w: %s has no changes bucket", ErrFormat, s.path)
 	}
 	changes.FillPercent = appendFill
-	now := time.Now().UTC()
 	var written uint64
 	for i := range msgs {
 		if plan.Actions[i] != batch.Write {
@@ -460,36 +519,46 @@ func (s *Store) write(tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message
 		}
 		m := &msgs[i]
 		key := packedKey(codec.Packed(m.Number))
-		rec := record.Message{Digest: m.Digest, Added: now, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
+		rec := recs[i]
+		if rec == nil {
+			// Its digest was stored when Put looked, so this cannot
+			// happen; compressing under the lock is merely slow.
+			var err error
+			if rec, err = s.comp.EncodeOne(ctx, m, now); err != nil {
+				return 0, err
+			}
+		}
 		// bbolt keeps a reference to the value until the commit.
-		if err := messages.Put(key[:], record.AppendMessage(make([]byte, 0, record.Size(rec)), rec)); err != nil {
-			return fmt.Errorf("cannot write message %v: %w", m.Number, err)
+		if err := messages.Put(key[:], rec); err != nil {
+			return 0, fmt.Errorf("cannot write message %v: %w", m.Number, err)
 		}
 		if err := digests.Put(m.Digest[:], key[:]); err != nil {
-			return fmt.Errorf("cannot index the digest of %v: %w", m.Number, err)
+			return 0, fmt.Errorf("cannot index the digest of %v: %w", m.Number, err)
 		}
 		if m.MessageID != "" {
 			if err := msgids.Put(msgIDKey(m.MessageID, key[:]), nil); err != nil {
-				return fmt.Errorf("cannot index the Message-ID of %v: %w", m.Number, err)
+				return 0, fmt.Errorf("cannot index the Message-ID of %v: %w", m.Number, err)
 			}
 		}
 		if err := appendChange(changes, key); err != nil {
-			return fmt.Errorf("cannot add %v to the change feed: %w", m.Number, err)
+			return 0, fmt.Errorf("cannot add %v to the change feed: %w", m.Number, err)
 		}
 		written++
 	}
 	if written == 0 {
-		return nil
+		return 0, nil
 	}
 	c := meta.Get(keyCount)
 	if len(c) != 8 {
-		return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
+		return 0, fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
 	}
-	return meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(c)+written))
+	count := binary.BigEndian.Uint64(c) + written
+	return count, meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, count))
 }
 
 // txLookup answers batch.Make's questions inside the Put transaction.
 type txLookup struct {
+	s                       *Store
 	tx                      *bolt.Tx
 	codec                   *callnumber.Codec
 	messages, digests, runs *bolt.Bucket
@@ -505,7 +574,7 @@ func (l *txLookup) Raw(_ context.Context, n callnumber.Number) ([]byte, bool, er
 	if v == nil {
 		return nil, false, nil
 	}
-	m, err := record.DecodeMessage(v)
+	m, err := l.s.decode(l.tx, v)
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot read message %v: %w", n, err)
 	}
@@ -523,9 +592,11 @@ func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number,
 	return l.codec.Number(binary.BigEndian.Uint64(v)), true, nil
 }
 
-// Get implements store.Store.
+// Get implements store.Store. The record is copied out of the read
+// transaction and decoded after it, so that the file is held no longer
+// than a read takes.
 func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, error) {
-	var out store.Stored
+	var rec []byte
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
@@ -539,17 +610,17 @@ func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, err
 		if v == nil {
 			return store.ErrNotFound
 		}
-		m, err := record.DecodeMessage(v)
-		if err != nil {
-			return err
-		}
-		out = m.Stored(n)
+		rec = append(make([]byte, 0, len(v)), v...)
 		return nil
 	})
 	if err != nil {
 		return store.Stored{}, fmt.Errorf("cannot get message %v: %w", n, err)
 	}
-	return out, nil
+	m, err := s.comp.Decode(rec, func(id record.DictID) ([]byte, error) { return dicts{s}.LoadDict(ctx, id) })
+	if err != nil {
+		return store.Stored{}, fmt.Errorf("cannot get message %v from %s: %w", n, s.path, err)
+	}
+	return store.Stored{Number: n, Raw: m.Raw, Digest: m.Digest, MessageID: m.MessageID, List: m.List, Added: m.Added}, nil
 }
 
 // ByMessageID implements store.Store. The numbers come in the order of
@@ -622,9 +693,15 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Close implements store.Store: it waits for running operations and
-// releases the file.
-func (s *Store) Close() error { return s.h.close() }
+// Close implements store.Store: it waits for running operations and a
+// dictionary being trained, and releases the file.
+func (s *Store) Close() error {
+	cerr := s.comp.Close()
+	if err := s.h.close(); err != nil {
+		return err
+	}
+	return cerr
+}
 
 func packedKey(v uint64) [8]byte {
 	var k [8]byte
