@@ -121,10 +121,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// noise returns n bytes that do not compress.
-func noise(n int) []byte {
+// noise returns n bytes that do not compress, different for each seed.
+func noise(n int, seed ...uint64) []byte {
 	b := make([]byte, n)
 	x := uint64(0x9e3779b97f4a7c15)
+	for _, s := range seed {
+		x ^= s * 0xbf58476d1ce4e5b9
+	}
 	for i := range b {
 		x ^= x << 13
 		x ^= x >> 7
@@ -282,6 +285,37 @@ func TestDictionaries(t *testing.T) {
 	}
 	if _, err := Train([][]byte{noise(MaxSample + 1), noise(MaxSample + 2), []byte("short")}); err == nil {
 		t.Errorf("Train(only messages too large or too small) = nil error")
+	}
+	if _, err := Train([][]byte{noise(2000, 1), noise(2000, 2), noise(2000, 3)}); err == nil {
+		t.Errorf("Train(noise) = nil error, want one: the samples share nothing")
+	}
+}
+
+// TestTrainDeterministic: the same samples give the same dictionary, so
+// two writers that train on the same messages store one.
+func TestTrainDeterministic(t *testing.T) {
+	var samples [][]byte
+	for i := range 200 {
+		samples = append(samples, mail(i, strings.Repeat("a patch line\n", i%20)))
+	}
+	a, err := Train(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Train(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("Train twice on the same samples: %d and %d bytes, different (IDs %v, %v)", len(a), len(b), IDOf(a), IDOf(b))
+	}
+	// What it learnt is what the samples share: a line in every sample
+	// is in the dictionary, a line in one sample only is not.
+	if !bytes.Contains(a, []byte("Errors-to: linux-mips-bounce@linux-mips.org")) {
+		t.Errorf("dictionary lacks a header line every sample has")
+	}
+	if bytes.Contains(a, []byte("S2300042Abc")) {
+		t.Errorf("dictionary holds a string of one sample only")
 	}
 }
 

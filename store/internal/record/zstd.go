@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/dict"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -289,40 +288,6 @@ func (c *Codec) Decode(b []byte, dict func(DictID) (*Dictionary, error)) (Messag
 		return Message{}, err
 	}
 	return m, nil
-}
-
-// Train builds a dictionary from samples, the raw bytes of stored
-// messages (those over MaxSample are left out). It takes about a second
-// per 8 MB of samples on one core, and fails when the samples share too
-// little to learn from.
-func Train(samples [][]byte) (b []byte, err error) {
-	var in [][]byte
-	for _, s := range samples {
-		if len(s) <= MaxSample && len(s) >= 8 {
-			in = append(in, s)
-		}
-	}
-	if len(in) < 2 {
-		return nil, fmt.Errorf("cannot train a dictionary on %d messages", len(in))
-	}
-	// The trainer panics on some inputs (an index out of range in
-	// zstd.BuildDict was seen on a 467 KB message): a failed training
-	// must cost nothing but the dictionary.
-	defer func() {
-		if r := recover(); r != nil {
-			b, err = nil, fmt.Errorf("cannot train a dictionary: the trainer failed: %v", r)
-		}
-	}()
-	b, err = dict.BuildZstdDict(in, dict.Options{
-		MaxDictSize: DictSize,
-		HashBytes:   8,
-		ZstdDictID:  zstdDictID,
-		ZstdLevel:   zstd.SpeedFastest,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot train a dictionary on %d messages: %w", len(in), err)
-	}
-	return b, nil
 }
 
 // Current is a store's current dictionary: the one new records are
