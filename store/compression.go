@@ -11,7 +11,8 @@ type Compression struct {
 	// before compression existed. Compressed records stay readable.
 	Off bool
 	// TrainAt is the number of stored messages at which the first
-	// dictionary is trained. Zero means 1,000; negative means never:
-	// messages are then compressed without a dictionary.
+	// dictionary is trained. Zero means 1,000; negative means never
+	// here: messages are compressed without a dictionary unless another
+	// writer trained one.
 	TrainAt int64
 }

@@ -265,9 +265,6 @@ func (c *Compressor) Known(id record.DictID) bool {
 // current returns the dictionary new records use, or nil, rereading the
 // store's choice if it was read more than RefreshEvery ago.
 func (c *Compressor) current(ctx context.Context) (*record.Dictionary, error) {
-	if c.trainAt < 0 {
-		return nil, nil
-	}
 	c.mu.Lock()
 	d, fresh := c.cur, time.Since(c.checked) < RefreshEvery
 	c.mu.Unlock()

@@ -160,6 +160,7 @@ func encoderOptions(level zstd.EncoderLevel, more ...zstd.EOption) []zstd.EOptio
 // concurrent use. Create one per store: the coders hold buffers worth
 // reusing.
 type Codec struct {
+	bufs    sync.Pool // *[]byte: payloads and their decoded copies
 	decOnce sync.Once
 	dec     *zstd.Decoder
 	decErr  error
@@ -184,6 +185,16 @@ func (c *Codec) encoders() (fast, strong *zstd.Encoder, err error) {
 	return c.fast, c.strong, c.encErr
 }
 
+// buffer returns a pooled buffer of at least n bytes' capacity; put it
+// back when done.
+func (c *Codec) buffer(n int) *[]byte {
+	if b, ok := c.bufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, max(n, 64<<10))
+	return &b
+}
+
 // ErrVerify is returned by Append when a compressed record does not
 // decode to the message it was made from: a compressor bug, caught before
 // anything is stored. The caller can store the message uncompressed.
@@ -199,7 +210,10 @@ func (c *Codec) Append(dst []byte, m Message, d *Dictionary) ([]byte, error) {
 	if size > MaxPayload {
 		return AppendMessage(dst, m), nil
 	}
-	payload := appendPayload(make([]byte, 0, size), m)
+	buf := c.buffer(size)
+	defer c.bufs.Put(buf)
+	payload := appendPayload((*buf)[:0], m)
+	*buf = payload
 	fast, strong, err := c.encoders()
 	if err != nil {
 		return nil, fmt.Errorf("cannot set up zstd: %w", err)
@@ -215,6 +229,11 @@ func (c *Codec) Append(dst []byte, m Message, d *Dictionary) ([]byte, error) {
 		comp, id = ZstdDict, d.ID
 	}
 	start := len(dst)
+	if dst == nil {
+		// Mail compresses to less than half: room for that, and one
+		// growth for what does not.
+		dst = make([]byte, 0, v2HeaderLen+dictIDLen+size/2+64)
+	}
 	dst = appendHeader2(dst, comp, id, m)
 	frameAt := len(dst)
 	dst = enc.EncodeAll(payload, dst)
@@ -236,7 +255,10 @@ func (c *Codec) check(frame, payload []byte, d *Dictionary, comp Compression) er
 	if err != nil {
 		return err
 	}
-	got, err := dec.DecodeAll(frame, make([]byte, 0, len(payload)))
+	buf := c.buffer(len(payload))
+	defer c.bufs.Put(buf)
+	got, err := dec.DecodeAll(frame, (*buf)[:0])
+	*buf = got
 	if err != nil {
 		return err
 	}
