@@ -105,11 +105,17 @@ var ErrLocked = fmt.Errorf("boltstore: messages database locked by another proce
 // ErrFormat: the file is not a message store this package can read.
 var ErrFormat = errors.New("boltstore: not a chibrary message store")
 
+// ErrInterrupted: the file was replaced by a compaction that stopped
+// before it moved its copy into place (see Compact).
+var ErrInterrupted = errors.New("boltstore: the file was compacted, but the compaction stopped before moving its copy (PATH.compact) into place: run the compaction again (resolver compact) to finish it")
+
 // format is the layout written today; formatV1 lacks the changes bucket
 // and is upgraded in place by the first writable open (changes.go).
+// formatRetired marks a file Compact has replaced (compact.go).
 const (
-	format   = "chibrary-messages/2"
-	formatV1 = "chibrary-messages/1"
+	format        = "chibrary-messages/2"
+	formatV1      = "chibrary-messages/1"
+	formatRetired = "chibrary-messages/retired"
 )
 
 var (

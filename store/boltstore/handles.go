@@ -46,6 +46,8 @@ type handles struct {
 	users    int           // operations using db
 	wantRW   int           // operations waiting for a writable handle
 	busy     bool          // someone is opening a handle without holding mu
+	excl     bool          // an exclusive operation holds db: share it with no one
+	exclMu   sync.Mutex    // one exclusive operation at a time
 	changed  chan struct{} // closed and replaced when any of the above changes
 	timer    *time.Timer   // closes db after linger
 	closed   bool
@@ -84,7 +86,7 @@ func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
 			h.closeDB()
 			h.notify()
 		}
-		if h.db != nil && !h.busy && (h.writable || (!write && h.wantRW == 0)) && (h.users == 0 || !h.turn.othersWaiting()) {
+		if h.db != nil && !h.busy && !h.excl && (h.writable || (!write && h.wantRW == 0)) && (h.users == 0 || !h.turn.othersWaiting()) {
 			h.users++
 			h.stopTimer()
 			done()
@@ -132,6 +134,43 @@ func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
 		}
 		h.mu.Lock()
 	}
+}
+
+// exclusive runs fn on a writable handle that no other operation of
+// this process shares, and closes the handle afterwards: fn may replace
+// the file (Compact), and nothing may write to the old one after it.
+func (h *handles) exclusive(ctx context.Context, fn func(*bolt.DB) error) error {
+	h.exclMu.Lock()
+	defer h.exclMu.Unlock()
+	db, err := h.acquire(ctx, true)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.excl = true // no newcomers; wait for those sharing db
+	for h.users > 1 {
+		ch := h.changed
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			h.mu.Lock()
+			h.excl = false
+			h.mu.Unlock()
+			h.release(db)
+			return ctx.Err()
+		}
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
+	err = fn(db)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.excl = false
+	h.users--
+	h.closeDB()
+	h.notify()
+	return err
 }
 
 // release ends one operation on db.
@@ -219,6 +258,7 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 	poll := minPoll
 	warned := false
 	entered := false
+	replaced := false
 	defer func() {
 		if entered {
 			h.turn.leave()
@@ -239,6 +279,17 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				FreelistType:   bolt.FreelistMapType,
 				PageSize:       h.pageSize,
 			})
+			if err == nil && retired(db) {
+				// Compact replaced the file: its successor is at the
+				// path now, unless the compaction stopped before the
+				// rename.
+				db.Close()
+				if replaced {
+					return nil, fmt.Errorf("cannot open %s: %w", h.path, ErrInterrupted)
+				}
+				replaced = true
+				continue
+			}
 			if err == nil {
 				if write {
 					db.AllocSize = allocSize(db)
@@ -271,6 +322,18 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 		}
 		poll = min(2*poll, maxPoll)
 	}
+}
+
+// retired reports whether db is a file Compact has replaced.
+func retired(db *bolt.DB) bool {
+	var r bool
+	db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			r = string(meta.Get(keyFormat)) == formatRetired
+		}
+		return nil
+	})
+	return r
 }
 
 // allocSize is how much a writable handle grows the file by when it must:

@@ -140,6 +140,9 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 	}
 }
 
+// Off reports whether records are written uncompressed.
+func (c *Compressor) Off() bool { return c.off }
+
 // Close stops a background training and waits for it.
 func (c *Compressor) Close() error {
 	c.cancel()
