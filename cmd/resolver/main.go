@@ -29,10 +29,12 @@ const usage = `
 Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
        resolver get [--data DIR | --store URL] CALLNUMBER
        resolver inspect [--json] [--data DIR | --store URL] CALLNUMBER
+       resolver compact [--data DIR | --store URL] [--to URL]
 
 Serves an archive's messages by call number over HTTP (serve), writes one
-stored message to standard output (get), or shows a call number's
-version, run and sequence and the lease of its run (inspect).
+stored message to standard output (get), shows a call number's
+version, run and sequence and the lease of its run (inspect), or writes
+the store anew, compressed, into a new file (compact).
 Run 'resolver COMMAND --help' for the flags of a command.
 
 Examples:
@@ -43,7 +45,7 @@ Examples:
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return cli.Usagef("missing command: serve, get or inspect")
+		return cli.Usagef("missing command: serve, get, inspect or compact")
 	}
 	switch args[0] {
 	case "serve":
@@ -52,11 +54,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return get(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		return inspect(ctx, args[1:], stdout, stderr)
+	case "compact":
+		return compact(ctx, args[1:], stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stderr, usage[1:])
 		return flag.ErrHelp
 	}
-	return cli.Usagef("unknown command %q: want serve, get or inspect", args[0])
+	return cli.Usagef("unknown command %q: want serve, get, inspect or compact", args[0])
 }
 
 // common are the flags of every command.

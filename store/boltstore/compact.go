@@ -213,7 +213,7 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 	if c.opts.Progress != nil {
 		c.opts.Progress(st.Messages, max(c.total, st.Messages))
 	}
-	s.log.Info("compacted the message store", "to", st.Path, "messages", st.Messages, "dict", st.Dict, "before", st.Before, "after", st.After)
+	s.log.Debug("compacted the message store", "to", st.Path, "messages", st.Messages, "dict", st.Dict, "before", st.Before, "after", st.After)
 	return st, nil
 }
 
