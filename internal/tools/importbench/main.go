@@ -41,6 +41,7 @@ func main() {
 	corpus := flag.String("corpus", "../shared/corpus/linux-mips-sample.mbox.gz", "mbox (plain or .gz) to import")
 	importer := flag.String("importer", "bin/importer", "importer binary")
 	before := flag.String("before", "", "an older importer binary to measure beside it (optional)")
+	resolver := flag.String("resolver", "", "resolver binary: also compact an imported store and measure it (optional)")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
 	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
 	out := flag.String("out", "", "internal: the bare loop's database")
@@ -52,7 +53,7 @@ func main() {
 		}
 		return
 	}
-	if err := compare(*corpus, *importer, *before, *rounds); err != nil {
+	if err := compare(*corpus, *importer, *before, *resolver, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}
@@ -68,7 +69,7 @@ type result struct {
 	writeOnly time.Duration // bare loop: the bbolt puts alone
 }
 
-func compare(corpus, importer, before string, rounds int) error {
+func compare(corpus, importer, before, resolver string, rounds int) error {
 	if _, err := os.Stat(corpus); err != nil {
 		return fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
@@ -110,6 +111,15 @@ func compare(corpus, importer, before string, rounds int) error {
 		}
 		bar = append(bar, r)
 	}
+	var compacted result
+	if resolver != "" {
+		// The store as resolver compact leaves it: every record with the
+		// dictionary trained on all of it, no free pages.
+		dir := filepath.Join(tmp, "imp0")
+		if compacted, err = measure(exec.Command(resolver, "compact", "--data", dir, "--log-level", "error"), dir, "messages.db"); err != nil {
+			return fmt.Errorf("resolver compact: %w", err)
+		}
+	}
 	mi, mb := median(imp), median(bar)
 	msgs := mb.messages
 	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", corpus, msgs, float64(size)/1e6, rounds)
@@ -120,6 +130,10 @@ func compare(corpus, importer, before string, rounds int) error {
 			float64(r.maxRSS)/1e6, float64(r.disk)/1e6, float64(r.apparent)/1e6, float64(r.store)/float64(size))
 	}
 	row("importer (read+index+store)", mi)
+	if resolver != "" {
+		fmt.Printf("%-30s %8s %7s %7.2f %6.0f MB %5.1f MB %6.1f MB %9.3f\n", "then resolver compact", "", "", compacted.wall.Seconds(),
+			float64(compacted.maxRSS)/1e6, float64(compacted.disk)/1e6, float64(compacted.apparent)/1e6, float64(compacted.store)/float64(size))
+	}
 	if before != "" {
 		row("importer before compression", median(old))
 	}

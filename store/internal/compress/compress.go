@@ -18,10 +18,15 @@
 //     compressed without a dictionary. The Put that brings the store to
 //     TrainAt trains the first one from the newest stored messages (up to
 //     FirstSampleBytes of them) before it returns, so that a bulk import
-//     uses it from its next batch on. When the store has grown Retrain
-//     times since the current dictionary was trained, a writer trains a
-//     newer one in the background from a larger sample; records keep
-//     using the current one meanwhile.
+//     uses it from its next batch on. A list's mail changes over the years
+//     (its server, its headers, its people), and a dictionary learnt from
+//     the newest messages serves the next ones best: on the corpus,
+//     messages under 16 KiB shrink to 0.34 with a dictionary of their
+//     recent neighbours, 0.385 with one of the archive's first thousand.
+//     So when the store has doubled, or grown by RetrainEvery messages,
+//     since the current dictionary was trained, a writer trains a newer
+//     one in the background from the newest RetrainSampleBytes; records
+//     keep using the current one meanwhile.
 //   - Where: in the store, for every backend (Dictionaries): a
 //     dictionary is kept under its ID, which is a hash of its bytes
 //     (record.DictID); the current one is named by a small record
@@ -86,14 +91,16 @@ const (
 	// DefaultTrainAt is the default store.Compression.TrainAt.
 	DefaultTrainAt = 1000
 	// Retrain is how many times a store grows before a newer dictionary
-	// is trained: at 8,000 messages, 64,000, 512,000...
-	Retrain = 8
+	// is trained (at 2,000 messages, 4,000, 8,000...), and RetrainEvery
+	// the most it grows before one (at 100,000, 150,000...).
+	Retrain      = 2
+	RetrainEvery = 50000
 	// FirstSampleBytes bounds the first training (a writer waits for
 	// it): about a quarter of a second on one core.
 	FirstSampleBytes = 2 << 20
 	// RetrainSampleBytes bounds later trainings, which run in the
 	// background.
-	RetrainSampleBytes = 16 << 20
+	RetrainSampleBytes = 8 << 20
 	// MaxSamples bounds the number of messages a dictionary learns from.
 	MaxSamples = 4000
 	// RefreshEvery is how often a writer rereads the current dictionary.
@@ -294,7 +301,7 @@ func (c *Compressor) current(ctx context.Context) (*record.Dictionary, error) {
 // Stored tells the Compressor that a Put has stored messages and the
 // store now holds count. When the store has just reached TrainAt without
 // a dictionary, it trains the first one before returning; when it has
-// grown Retrain times since the current one, it starts training a newer
+// grown enough since the current one (see Retrain), it starts training a newer
 // one in the background. A failed training is logged, and tried again
 // once the store has doubled.
 func (c *Compressor) Stored(ctx context.Context, count int64) {
@@ -307,7 +314,7 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 	if failedAt > 0 && count < 2*failedAt {
 		return
 	}
-	if have && count < Retrain*max(info.Messages, 1) {
+	if have && !retrainDue(info, count) {
 		return
 	}
 	// Another process may have trained meanwhile: look before training.
@@ -318,7 +325,7 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 	c.mu.Lock()
 	info, have = c.curInfo, c.cur != nil
 	c.mu.Unlock()
-	if have && count < Retrain*max(info.Messages, 1) {
+	if have && !retrainDue(info, count) {
 		return
 	}
 	if !c.training.CompareAndSwap(false, true) {
@@ -333,6 +340,12 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 		defer c.training.Store(false)
 		c.train(c.ctx, count, RetrainSampleBytes)
 	})
+}
+
+// retrainDue reports whether a store of count messages has grown enough
+// since its current dictionary to train a newer one.
+func retrainDue(cur record.Current, count int64) bool {
+	return count >= Retrain*max(cur.Messages, 1) || count >= cur.Messages+RetrainEvery
 }
 
 // train trains a dictionary on the store's newest messages, saves it and

@@ -87,40 +87,53 @@ const noDmer = ^uint32(0)
 
 // coverContent returns at most size bytes of the samples, chosen as the
 // package doc says; the most valuable segment comes last, where zstd
-// reaches it with the shortest offsets.
+// reaches it with the shortest offsets. Besides the samples end to end it
+// needs about 10 MiB of counters, whatever their size: d-mers are hashed
+// again where needed rather than kept.
 func coverContent(samples [][]byte, size int) []byte {
 	total := 0
 	for _, s := range samples {
 		total += len(s)
 	}
-	// The samples end to end, and the d-mer starting at each position
-	// (noDmer where it would run past the end of its sample).
+	// The samples end to end; a d-mer starts at i if it ends within the
+	// sample of i (valid[i]).
 	buf := make([]byte, 0, total)
-	dmers := make([]uint32, 0, total)
+	ends := make([]int, 0, len(samples)) // where each sample ends in buf
 	freq := make([]uint32, 1<<coverHashLog) // samples each d-mer occurs in
 	seen := make([]int32, 1<<coverHashLog)  // the last sample counted
 	for i := range seen {
 		seen[i] = -1
 	}
 	for si, s := range samples {
-		for i := range s {
-			h := noDmer
-			if i+coverDmer <= len(s) {
-				h = dmerHash(s[i:])
-				if seen[h] != int32(si) {
-					seen[h] = int32(si)
-					freq[h]++
-				}
+		for i := 0; i+coverDmer <= len(s); i++ {
+			if h := dmerHash(s[i:]); seen[h] != int32(si) {
+				seen[h] = int32(si)
+				freq[h]++
 			}
-			dmers = append(dmers, h)
 		}
 		buf = append(buf, s...)
+		ends = append(ends, len(buf))
 	}
+	seen = nil
 	// A string of one sample only teaches nothing about the others.
 	for i, f := range freq {
 		if f < 2 {
 			freq[i] = 0
 		}
+	}
+	// dmer returns the d-mer at i, or noDmer where none starts.
+	sample := 0
+	dmer := func(i int) uint32 {
+		for sample > 0 && i < ends[sample-1] {
+			sample--
+		}
+		for i >= ends[sample] {
+			sample++
+		}
+		if i+coverDmer > ends[sample] {
+			return noDmer
+		}
+		return dmerHash(buf[i:])
 	}
 	epochs := max(1, size/coverSegment/coverPasses)
 	if total/epochs < 4*coverSegment {
@@ -139,14 +152,14 @@ func coverContent(samples [][]byte, size int) []byte {
 		bestAt := -1
 		lo := begin
 		for hi := begin; hi < end; hi++ {
-			if h := dmers[hi]; h != noDmer {
+			if h := dmer(hi); h != noDmer {
 				if inWindow[h] == 0 {
 					score += uint64(freq[h])
 				}
 				inWindow[h]++
 			}
 			if hi-lo+1 > coverSegment-coverDmer+1 {
-				if h := dmers[lo]; h != noDmer {
+				if h := dmer(lo); h != noDmer {
 					if inWindow[h]--; inWindow[h] == 0 {
 						score -= uint64(freq[h])
 					}
@@ -158,7 +171,7 @@ func coverContent(samples [][]byte, size int) []byte {
 			}
 		}
 		for i := lo; i < end; i++ {
-			if h := dmers[i]; h != noDmer {
+			if h := dmer(i); h != noDmer {
 				inWindow[h] = 0
 			}
 		}
@@ -169,14 +182,14 @@ func coverContent(samples [][]byte, size int) []byte {
 		barren = 0
 		// Trim d-mers worth nothing from both ends.
 		from, to := bestAt, min(bestAt+coverSegment, total)
-		for from < to && worthless(dmers[from], freq) {
+		for from < to && worthless(dmer(from), freq) {
 			from++
 		}
-		for to-coverDmer > from && worthless(dmers[to-coverDmer], freq) {
+		for to-coverDmer > from && worthless(dmer(to-coverDmer), freq) {
 			to--
 		}
 		for i := from; i+coverDmer <= to; i++ {
-			if h := dmers[i]; h != noDmer {
+			if h := dmer(i); h != noDmer {
 				freq[h] = 0
 			}
 		}
