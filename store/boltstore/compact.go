@@ -248,7 +248,7 @@ func (c *copier) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if b, err := record.Train(samples); err != nil {
+		if b, err := record.Train(ctx, samples); err != nil {
 			s.log.Warn("no dictionary for the compacted store", "err", err)
 		} else if c.dict, err = record.NewDictionary(b); err != nil {
 			return err

@@ -23,7 +23,7 @@
 //     the newest messages serves the next ones best: on the corpus,
 //     messages under 16 KiB shrink to 0.34 with a dictionary of their
 //     recent neighbours, 0.385 with one of the archive's first thousand.
-//     So when the store has doubled, or grown by RetrainEvery messages,
+//     So when the store has grown eight times, or by RetrainEvery messages,
 //     since the current dictionary was trained, a writer trains a newer
 //     one in the background from the newest RetrainSampleBytes; records
 //     keep using the current one meanwhile.
@@ -91,9 +91,9 @@ const (
 	// DefaultTrainAt is the default store.Compression.TrainAt.
 	DefaultTrainAt = 1000
 	// Retrain is how many times a store grows before a newer dictionary
-	// is trained (at 2,000 messages, 4,000, 8,000...), and RetrainEvery
-	// the most it grows before one (at 100,000, 150,000...).
-	Retrain      = 2
+	// is trained (at 8,000 messages, 58,000 with RetrainEvery...), and
+	// RetrainEvery the most it grows before one (108,000, 158,000...).
+	Retrain      = 8
 	RetrainEvery = 50000
 	// FirstSampleBytes bounds the first training (a writer waits for
 	// it): about a quarter of a second on one core.
@@ -150,7 +150,8 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 // Off reports whether records are written uncompressed.
 func (c *Compressor) Off() bool { return c.off }
 
-// Close stops a background training and waits for it.
+// Close stops a background training (it is tried again by the next
+// writer's Put) and waits for it to end.
 func (c *Compressor) Close() error {
 	c.cancel()
 	c.wg.Wait()
@@ -370,7 +371,7 @@ func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read messages to train on: %w", err)
 	}
-	b, err := record.Train(samples)
+	b, err := record.Train(ctx, samples)
 	if err != nil {
 		return nil, 0, err
 	}

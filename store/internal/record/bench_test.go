@@ -58,7 +58,7 @@ func BenchmarkTrain(b *testing.B) {
 		b.Run(fmt64(n>>20)+"MB", func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				if _, err := Train(in); err != nil {
+				if _, err := Train(context.Background(), in); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -79,7 +79,7 @@ func fmt64(n int) string {
 // record bytes per raw byte.
 func BenchmarkCodec(b *testing.B) {
 	msgs := corpus(b)
-	db, err := Train(samples(msgs, 2<<20))
+	db, err := Train(context.Background(), samples(msgs, 2<<20))
 	if err != nil {
 		b.Fatal(err)
 	}

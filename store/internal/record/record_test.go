@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func dictionary(t testing.TB) *Dictionary {
 		for i := range 300 {
 			samples = append(samples, mail(i, strings.Repeat(fmt.Sprintf("line %d of a patch\n", i%13), 20+i%7)))
 		}
-		b, err := Train(samples)
+		b, err := Train(context.Background(), samples)
 		if err != nil {
 			t.Fatalf("Train = %v", err)
 		}
@@ -280,14 +281,26 @@ func TestDictionaries(t *testing.T) {
 			t.Errorf("ParseDictID(%q) = nil error", bad)
 		}
 	}
-	if _, err := Train(nil); err == nil {
-		t.Errorf("Train(nil) = nil error")
+	if _, err := Train(context.Background(), nil); err == nil {
+		t.Errorf("Train(context.Background(), nil) = nil error")
 	}
-	if _, err := Train([][]byte{noise(MaxSample + 1), noise(MaxSample + 2), []byte("short")}); err == nil {
-		t.Errorf("Train(only messages too large or too small) = nil error")
+	if _, err := Train(context.Background(), [][]byte{noise(MaxSample + 1), noise(MaxSample + 2), []byte("short")}); err == nil {
+		t.Errorf("Train(context.Background(), only messages too large or too small) = nil error")
 	}
-	if _, err := Train([][]byte{noise(2000, 1), noise(2000, 2), noise(2000, 3)}); err == nil {
-		t.Errorf("Train(noise) = nil error, want one: the samples share nothing")
+	if _, err := Train(context.Background(), [][]byte{noise(2000, 1), noise(2000, 2), noise(2000, 3)}); err == nil {
+		t.Errorf("Train(context.Background(), noise) = nil error, want one: the samples share nothing")
+	}
+}
+
+func TestTrainCancelled(t *testing.T) {
+	var samples [][]byte
+	for i := range 200 {
+		samples = append(samples, mail(i, "body"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Train(ctx, samples); !errors.Is(err, context.Canceled) {
+		t.Errorf("Train(cancelled) = %v, want %v", err, context.Canceled)
 	}
 }
 
@@ -298,11 +311,11 @@ func TestTrainDeterministic(t *testing.T) {
 	for i := range 200 {
 		samples = append(samples, mail(i, strings.Repeat("a patch line\n", i%20)))
 	}
-	a, err := Train(samples)
+	a, err := Train(context.Background(), samples)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Train(samples)
+	b, err := Train(context.Background(), samples)
 	if err != nil {
 		t.Fatal(err)
 	}

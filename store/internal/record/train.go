@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -39,8 +40,8 @@ const (
 
 // Train builds a dictionary from samples, the raw bytes of stored
 // messages (those over MaxSample are left out). It fails when the samples
-// share too little to learn from.
-func Train(samples [][]byte) (b []byte, err error) {
+// share too little to learn from, and stops early when ctx ends.
+func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 	var in [][]byte
 	total := 0
 	for _, s := range samples {
@@ -52,7 +53,10 @@ func Train(samples [][]byte) (b []byte, err error) {
 	if len(in) < 2 {
 		return nil, fmt.Errorf("cannot train a dictionary on %d messages", len(in))
 	}
-	content := coverContent(in, DictSize)
+	content, err := coverContent(ctx, in, DictSize)
+	if err != nil {
+		return nil, err
+	}
 	if len(content) < minContent {
 		return nil, fmt.Errorf("cannot train a dictionary: %d messages share only %d bytes worth learning", len(in), len(content))
 	}
@@ -87,32 +91,28 @@ const noDmer = ^uint32(0)
 
 // coverContent returns at most size bytes of the samples, chosen as the
 // package doc says; the most valuable segment comes last, where zstd
-// reaches it with the shortest offsets. Besides the samples end to end it
-// needs about 10 MiB of counters, whatever their size: d-mers are hashed
-// again where needed rather than kept.
-func coverContent(samples [][]byte, size int) []byte {
+// reaches it with the shortest offsets. Besides the samples it needs 6
+// MiB of counters, whatever their size: d-mers are hashed again where
+// needed rather than kept. At most 65,535 samples.
+func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, error) {
+	samples = samples[:min(len(samples), 1<<16-1)]
+	// Positions run through the samples end to end: sample si covers
+	// [ends[si-1], ends[si]).
+	ends := make([]int, len(samples))
 	total := 0
-	for _, s := range samples {
+	for i, s := range samples {
 		total += len(s)
+		ends[i] = total
 	}
-	// The samples end to end; a d-mer starts at i if it ends within the
-	// sample of i (valid[i]).
-	buf := make([]byte, 0, total)
-	ends := make([]int, 0, len(samples)) // where each sample ends in buf
-	freq := make([]uint32, 1<<coverHashLog) // samples each d-mer occurs in
-	seen := make([]int32, 1<<coverHashLog)  // the last sample counted
-	for i := range seen {
-		seen[i] = -1
-	}
+	freq := make([]uint16, 1<<coverHashLog) // samples each d-mer occurs in
+	seen := make([]uint16, 1<<coverHashLog) // the last sample counted, + 1
 	for si, s := range samples {
 		for i := 0; i+coverDmer <= len(s); i++ {
-			if h := dmerHash(s[i:]); seen[h] != int32(si) {
-				seen[h] = int32(si)
+			if h := dmerHash(s[i:]); seen[h] != uint16(si+1) {
+				seen[h] = uint16(si + 1)
 				freq[h]++
 			}
 		}
-		buf = append(buf, s...)
-		ends = append(ends, len(buf))
 	}
 	seen = nil
 	// A string of one sample only teaches nothing about the others.
@@ -121,19 +121,28 @@ func coverContent(samples [][]byte, size int) []byte {
 			freq[i] = 0
 		}
 	}
-	// dmer returns the d-mer at i, or noDmer where none starts.
+	// at returns the sample holding position i and where it starts.
 	sample := 0
-	dmer := func(i int) uint32 {
+	at := func(i int) (int, int) {
 		for sample > 0 && i < ends[sample-1] {
 			sample--
 		}
 		for i >= ends[sample] {
 			sample++
 		}
-		if i+coverDmer > ends[sample] {
+		if sample == 0 {
+			return 0, 0
+		}
+		return sample, ends[sample-1]
+	}
+	// dmer returns the d-mer at i, or noDmer where none starts.
+	dmer := func(i int) uint32 {
+		si, start := at(i)
+		s := samples[si]
+		if i-start+coverDmer > len(s) {
 			return noDmer
 		}
-		return dmerHash(buf[i:])
+		return dmerHash(s[i-start:])
 	}
 	epochs := max(1, size/coverSegment/coverPasses)
 	if total/epochs < 4*coverSegment {
@@ -145,6 +154,9 @@ func coverContent(samples [][]byte, size int) []byte {
 	free := size // dict[free:] is filled
 	inWindow := make([]uint16, 1<<coverHashLog)
 	for epoch, barren := 0, 0; free > 0 && barren < epochs; epoch = (epoch + 1) % epochs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		begin, end := epoch*epochSize, min((epoch+1)*epochSize, total)
 		// The window [lo, hi] of at most coverSegment-coverDmer+1
 		// d-mers with the greatest sum of freq over its distinct d-mers.
@@ -193,17 +205,19 @@ func coverContent(samples [][]byte, size int) []byte {
 				freq[h] = 0
 			}
 		}
-		seg := buf[from:to]
-		if len(seg) > free {
-			seg = seg[len(seg)-free:]
+		from = max(from, to-free)
+		free -= to - from
+		// Copy [from, to), which may span samples.
+		for w := free; from < to; {
+			si, start := at(from)
+			n := copy(dict[w:w+to-from], samples[si][from-start:])
+			w, from = w+n, from+n
 		}
-		free -= len(seg)
-		copy(dict[free:], seg)
 	}
-	return dict[free:]
+	return dict[free:], nil
 }
 
-func worthless(h uint32, freq []uint32) bool { return h == noDmer || freq[h] == 0 }
+func worthless(h uint32, freq []uint16) bool { return h == noDmer || freq[h] == 0 }
 
 func dmerHash(b []byte) uint32 {
 	const prime8 = 0xcf1bbcdcb7a56463

@@ -123,7 +123,7 @@ func (d *Dictionary) decoder() (*zstd.Decoder, error) {
 
 func (d *Dictionary) encoder() (*zstd.Encoder, error) {
 	d.encOnce.Do(func() {
-		d.enc, d.encErr = zstd.NewWriter(nil, encoderOptions(zstd.SpeedFastest, zstd.WithEncoderDict(d.Bytes))...)
+		d.enc, d.encErr = zstd.NewWriter(nil, smallOptions(zstd.WithEncoderDict(d.Bytes))...)
 		if d.encErr != nil {
 			d.encErr = fmt.Errorf("cannot compress with dictionary %v: %w", d.ID, d.encErr)
 		}
@@ -146,7 +146,6 @@ func decoderOptions(more ...zstd.DOption) []zstd.DOption {
 func encoderOptions(level zstd.EncoderLevel, more ...zstd.EOption) []zstd.EOption {
 	return append([]zstd.EOption{
 		zstd.WithEncoderLevel(level),
-		zstd.WithEncoderConcurrency(concurrency()),
 		zstd.WithEncoderCRC(false), // the digest covers the decoded bytes
 		// Huffman-code literals at the fastest level too: base64
 		// attachments shrink to 0.58 of their size instead of 0.70, and
@@ -154,6 +153,32 @@ func encoderOptions(level zstd.EncoderLevel, more ...zstd.EOption) []zstd.EOptio
 		zstd.WithAllLitEntropyCompression(true),
 	}, more...)
 }
+
+// smallOptions are those of the encoders of messages under LargeMessage:
+// the fastest level, one per CPU, and a window no larger than they are
+// (an encoder keeps a history buffer of twice its window: 16 MiB each
+// by default).
+func smallOptions(more ...zstd.EOption) []zstd.EOption {
+	return encoderOptions(zstd.SpeedFastest, append([]zstd.EOption{
+		zstd.WithEncoderConcurrency(concurrency()),
+		zstd.WithWindowSize(smallWindow),
+	}, more...)...)
+}
+
+// strongOptions are those of the encoder of large messages: a stronger
+// level, a 4 MiB window, and at most two at once (each holds 8 MiB of
+// tables and history; large messages are few).
+func strongOptions() []zstd.EOption {
+	return encoderOptions(zstd.SpeedBetterCompression,
+		zstd.WithEncoderConcurrency(min(concurrency(), 2)),
+		zstd.WithWindowSize(4<<20),
+		zstd.WithLowerEncoderMem(true),
+	)
+}
+
+// smallWindow is the window of the encoders of messages under
+// LargeMessage: a power of two above it and its fields.
+const smallWindow = 2 * LargeMessage
 
 // Codec writes and reads message records. The zero value is ready to
 // use; it creates its zstd coders on first use, and is safe for
@@ -177,10 +202,10 @@ func (c *Codec) decoder() (*zstd.Decoder, error) {
 
 func (c *Codec) encoders() (fast, strong *zstd.Encoder, err error) {
 	c.encOnce.Do(func() {
-		if c.fast, c.encErr = zstd.NewWriter(nil, encoderOptions(zstd.SpeedFastest)...); c.encErr != nil {
+		if c.fast, c.encErr = zstd.NewWriter(nil, smallOptions()...); c.encErr != nil {
 			return
 		}
-		c.strong, c.encErr = zstd.NewWriter(nil, encoderOptions(zstd.SpeedBetterCompression)...)
+		c.strong, c.encErr = zstd.NewWriter(nil, strongOptions()...)
 	})
 	return c.fast, c.strong, c.encErr
 }
