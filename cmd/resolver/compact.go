@@ -55,7 +55,7 @@ func compact(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("compact", &c)
 	fs.StringVar(&to, "to", "", "copy into this new store (bolt:PATH) instead of compacting in place")
 	fs.BoolVar(&retrain, "retrain", false, "train a new compression dictionary from the newest messages first")
-	fs.IntVar(&pageSize, "page-size", 0, "bbolt page size of the new file (default 16384)")
+	fs.IntVar(&pageSize, "page-size", 0, "bbolt page size of the new file (default 65536)")
 	fs.Usage = usageTo(stderr, fs, compactUsage, c.env)
 	if err := cli.Parse(fs, args, c.env); err != nil {
 		return err

@@ -142,7 +142,16 @@ var (
 const appendFill = 1.0
 
 // DefaultPageSize is the bbolt page size of a new file (Options.PageSize).
-const DefaultPageSize = 16384
+//
+// A bbolt leaf page holds at least two values, and a page's tail that the
+// next value does not fit in is lost: with compressed messages of 1 to 10
+// KiB, 4 KiB pages lose a fifth of the space to that. Larger pages lose
+// less: on the 84,096-message archive, compacted, the store takes 0.48
+// bytes per input byte with 4 KiB pages, 0.45 with 16 KiB and 0.43 with
+// 64 KiB. The price is a larger write per page a commit touches: a
+// single-message commit (the watcher's) writes about 0.5 MB instead of
+// 50 KB; a 1,000-message batch touches most index pages either way.
+const DefaultPageSize = 64 << 10
 
 // maxInlineID is the longest Message-ID used as its own index key.
 const maxInlineID = 512

@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -119,6 +120,7 @@ type copier struct {
 	cur   []byte // the current-dictionary record of the copy, or nil
 
 	copied map[uint64]bool // packed numbers copied
+	index  indexes         // index entries not written yet
 	done   atomic.Int64
 	total  int64
 	opts   CompactOptions
@@ -388,6 +390,9 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		return fmt.Errorf("%w: copied %d messages, the store counts %d", ErrFormat, got, want)
 	}
 	return c.dst.Update(func(dtx *bolt.Tx) error {
+		if err := c.index.flush(dtx); err != nil {
+			return err
+		}
 		changes := dtx.Bucket(bucketChanges)
 		changes.FillPercent = appendFill
 		for i := range feedKeys {
@@ -485,19 +490,14 @@ func (c *copier) copyChunk(keys, recs [][]byte, load compress.LoadFunc) error {
 	err := c.dst.Update(func(tx *bolt.Tx) error {
 		messages := tx.Bucket(bucketMessages)
 		messages.FillPercent = appendFill
-		digests, msgids := tx.Bucket(bucketDigests), tx.Bucket(bucketMsgIDs)
 		for i, k := range keys {
 			if err := messages.Put(k, out[i]); err != nil {
 				return err
 			}
-			if err := digests.Put(msgs[i].Digest[:], k); err != nil {
-				return err
-			}
-			if msgs[i].MessageID != "" {
-				if err := msgids.Put(msgIDKey(msgs[i].MessageID, k), nil); err != nil {
-					return err
-				}
-			}
+			c.index.add(msgs[i].Digest, msgs[i].MessageID, k)
+		}
+		if c.index.size() >= indexBuffer {
+			return c.index.flush(tx)
 		}
 		return nil
 	})
@@ -511,6 +511,71 @@ func (c *copier) copyChunk(keys, recs [][]byte, load compress.LoadFunc) error {
 	if c.opts.Progress != nil {
 		c.opts.Progress(done, max(c.total, done))
 	}
+	return nil
+}
+
+// indexBuffer bounds the index entries a compaction keeps in memory (a
+// hundred bytes or so per message) to write them in key order.
+const indexBuffer = 64 << 20
+
+// indexes are digest and Message-ID index entries to write in key order:
+// the copy's index pages are then filled whole, where entries in the
+// (random) order of the messages fill them by half to two thirds (on the
+// 84,096-message archive: 18.2 MB of index pages, 10.9 MB in key order).
+type indexes struct {
+	digests []byte   // entries of 32-byte digest and 8-byte key
+	arena   []byte   // Message-ID index keys, end to end
+	msgids  []uint32 // where each starts in arena
+}
+
+func (x *indexes) add(d store.Digest, msgid string, key []byte) {
+	x.digests = append(append(x.digests, d[:]...), key...)
+	if msgid != "" {
+		x.msgids = append(x.msgids, uint32(len(x.arena)))
+		x.arena = append(x.arena, msgIDKey(msgid, key)...)
+	}
+}
+
+func (x *indexes) size() int { return len(x.digests) + len(x.arena) + 4*len(x.msgids) }
+
+// flush writes the entries in key order within tx, and forgets them.
+func (x *indexes) flush(tx *bolt.Tx) error {
+	const w = 32 + 8
+	n := len(x.digests) / w
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i * w
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(x.digests[a:a+32], x.digests[b:b+32]) })
+	digests := tx.Bucket(bucketDigests)
+	digests.FillPercent = appendFill
+	for _, at := range order {
+		if err := digests.Put(x.digests[at:at+32], x.digests[at+32:at+w]); err != nil {
+			return err
+		}
+	}
+	key := func(i int) []byte {
+		end := len(x.arena)
+		if i+1 < len(x.msgids) {
+			end = int(x.msgids[i+1])
+		}
+		return x.arena[x.msgids[i]:end]
+	}
+	ids := make([]int, len(x.msgids))
+	for i := range ids {
+		ids[i] = i
+	}
+	slices.SortFunc(ids, func(a, b int) int { return bytes.Compare(key(a), key(b)) })
+	msgids := tx.Bucket(bucketMsgIDs)
+	msgids.FillPercent = appendFill
+	for _, i := range ids {
+		if err := msgids.Put(key(i), nil); err != nil {
+			return err
+		}
+	}
+	// bbolt keeps references to keys and values until the commit: give
+	// the next entries new buffers.
+	*x = indexes{}
 	return nil
 }
 
