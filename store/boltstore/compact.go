@@ -422,20 +422,18 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(len(c.copied)))); err != nil {
 			return err
 		}
+		// Every dictionary of the store: a writer elsewhere may have
+		// one cached that the copy's records do not name, and go on
+		// writing records with it into the copy.
+		if d := tx.Bucket(bucketDicts); d != nil {
+			dd := dtx.Bucket(bucketDicts)
+			if err := d.ForEach(func(k, v []byte) error { return dd.Put(k, v) }); err != nil {
+				return err
+			}
+		}
 		if c.dict == nil && from.Get(keyDict) != nil {
 			// Records were written without a dictionary, yet the store
-			// has one: keep it current (and stored) for later writers.
-			cur, err := record.UnmarshalCurrent(from.Get(keyDict))
-			if err != nil {
-				return err
-			}
-			b, err := loadDict(tx, cur.ID)
-			if err != nil {
-				return err
-			}
-			if err := dtx.Bucket(bucketDicts).Put(cur.ID[:], b); err != nil {
-				return err
-			}
+			// has one: keep it current for later writers.
 			return meta.Put(keyDict, from.Get(keyDict))
 		}
 		return nil

@@ -29,7 +29,7 @@ func listMail(i int) []byte {
 		"\tby eddie.linux-mips.org with ESMTP id S23%05dAbc; Mon, 3 Nov 2008 10:%02d:00 +0000\n"+
 		"From: Developer %d <dev%d@example.org>\nTo: linux-mips@linux-mips.org\nSubject: [PATCH] MIPS: frobnicate %d\n"+
 		"Message-ID: <m%d@example.org>\nSender: linux-mips-bounce@linux-mips.org\nPrecedence: bulk\nX-list: linux-mips\n\n%s",
-		i%1000, i, i%60, i%17, i%17, i, i, strings.Repeat(fmt.Sprintf("line %d of the patch\n", i%13), 8+i%9))
+		i%1000, i, i%60, i%17, i%17, i, i, strings.Repeat(fmt.Sprintf("line %d of the patch, as long as lines of patches are\n", i%13), 30+i%9))
 }
 
 // oldArchive writes n messages the way the store did before compression
