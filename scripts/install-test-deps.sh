@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real IMAP server (Dovecot) for
 # the watcher's tests and Chromium for the resolver's browser test.
+#
+# apt takes a lock that another apt (an unattended upgrade on a fresh
+# machine, another job) may hold: wait for it, up to APT_LOCK_TIMEOUT
+# seconds (default 600), rather than fail at once.
 set -euo pipefail
 need=()
 command -v dovecot >/dev/null 2>&1 || need+=(dovecot-imapd)
@@ -11,5 +15,7 @@ echo "installing test dependencies: ${need[*]}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+wait_lock=(-o "DPkg::Lock::Timeout=${APT_LOCK_TIMEOUT:-600}")
+# A fresh machine has no package lists yet: update before installing.
+$sudo apt-get "${wait_lock[@]}" update -qq
+$sudo apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null

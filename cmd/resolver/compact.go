@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -45,35 +44,35 @@ Examples:
   resolver compact --store bolt:/srv/archive/messages.db --to bolt:/srv/new/messages.db
 `
 
-func compact(ctx context.Context, args []string, stderr io.Writer) error {
+func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
-		c        common
+		st       setup.StoreFlags
+		logs     cli.LogOptions
 		to       string
 		retrain  bool
 		pageSize int
 	)
-	fs := newFlagSet("compact", &c)
-	fs.StringVar(&to, "to", "", "copy into this new store (bolt:PATH) instead of compacting in place")
-	fs.BoolVar(&retrain, "retrain", false, "train a new compression dictionary from the newest messages first")
-	fs.IntVar(&pageSize, "page-size", 0, "bbolt page size of the new file (default 65536)")
-	fs.Usage = usageTo(stderr, fs, compactUsage, c.env)
-	if err := cli.Parse(fs, args, c.env); err != nil {
+	fs := cli.NewFlagSet("resolver compact", compactUsage)
+	st.AddFlags(fs)
+	logs.AddFlags(fs)
+	fs.String(&to, "to", "", "", "copy into this new store `URL` (bolt:PATH) instead of compacting in place")
+	fs.Bool(&retrain, "retrain", false, "", "train a new compression dictionary from the newest messages first")
+	fs.Int(&pageSize, "page-size", 0, "", "bbolt page size of the new file in `BYTES` (default 65536)")
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	if err := cli.NoArgs(rest); err != nil {
+		return err
 	}
-	path := filepath.Join(c.store.Data, setup.MessagesFile)
-	if c.store.Store != "" {
-		u, err := setup.ParseStoreURL(c.store.Store)
-		if err != nil {
-			return err
-		}
-		if u.Bolt == "" {
-			return cli.Usagef("resolver compact works on bolt stores only, for now (Riak values are compressed as they are written; existing ones are rewritten when the Riak store gains compaction)")
-		}
-		path = u.Bolt
+	u, err := setup.ParseStoreURL(st.URL())
+	if err != nil {
+		return err
 	}
+	if u.Bolt == "" {
+		return cli.Usagef("resolver compact works on bolt stores only, for now (Riak values are compressed as they are written; existing ones are rewritten when the Riak store gains compaction)")
+	}
+	path := u.Bolt
 	opts := boltstore.CompactOptions{Retrain: retrain, PageSize: pageSize}
 	if to != "" {
 		u, err := setup.ParseStoreURL(to)
@@ -85,29 +84,29 @@ func compact(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		opts.To = u.Bolt
 	}
-	log, err := c.logs.Logger(stderr)
+	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no store at %s: %w", path, err)
 	}
-	st, err := boltstore.Open(ctx, path, boltstore.Options{Logger: log})
+	db, err := boltstore.Open(ctx, path, boltstore.Options{Logger: log})
 	if errors.Is(err, boltstore.ErrInterrupted) {
 		log.Info("finishing an interrupted compaction", "path", path)
 		if err := boltstore.Recover(ctx, path, boltstore.Options{}); err != nil {
 			return err
 		}
-		st, err = boltstore.Open(ctx, path, boltstore.Options{Logger: log})
+		db, err = boltstore.Open(ctx, path, boltstore.Options{Logger: log})
 	}
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer db.Close()
 	start := time.Now()
 	progress, done := compactProgress(stderr, log)
 	opts.Progress = progress
-	res, err := st.Compact(ctx, opts)
+	res, err := db.Compact(ctx, opts)
 	done()
 	if err != nil {
 		return err

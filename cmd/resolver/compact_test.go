@@ -17,7 +17,7 @@ import (
 // bytes.
 func oldArchive(t *testing.T, dir string, codec *callnumber.Codec) map[callnumber.Number][]byte {
 	t.Helper()
-	st, err := boltstore.Open(t.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{Compression: store.Compression{Off: true}})
+	st, err := boltstore.Open(t.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func oldArchive(t *testing.T, dir string, codec *callnumber.Codec) map[callnumbe
 		}
 		raw := fmt.Appendf(nil, "From: Developer %d <dev%d@example.org>\nTo: linux-mips@linux-mips.org\nSubject: [PATCH] MIPS: fix %d\n"+
 			"Message-ID: <old%d@example.org>\nSender: linux-mips-bounce@linux-mips.org\nPrecedence: bulk\n\n%s",
-			i%17, i%17, i, i, strings.Repeat(fmt.Sprintf("patch line %d\n", i%11), 20))
+			i%17, i%17, i, i, strings.Repeat(fmt.Sprintf("a line of the patch, %d, as long as a patch line is\n", i%11), 40))
 		msgs = append(msgs, store.Message{Number: n, Raw: raw, Digest: store.DigestOf(raw), MessageID: fmt.Sprintf("old%d@example.org", i)})
 		out[n] = raw
 	}
@@ -97,9 +97,9 @@ func TestCompact(t *testing.T) {
 		{"help", []string{"compact", "--help"}, 0, "resolver compact --data"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			status, _, stderr := runCmd(t, t.Context(), tt.args...)
-			if status != tt.status || !strings.Contains(stderr, tt.stderr) {
-				t.Errorf("resolver %q = %d, %q; want %d and %q", tt.args, status, stderr, tt.status, tt.stderr)
+			status, stdout, stderr := runCmd(t, t.Context(), tt.args...)
+			if status != tt.status || !strings.Contains(stdout+stderr, tt.stderr) {
+				t.Errorf("resolver %q = %d, %q, %q; want %d and %q", tt.args, status, stdout, stderr, tt.status, tt.stderr)
 			}
 		})
 	}

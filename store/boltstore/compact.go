@@ -171,10 +171,15 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 		if err := c.tail(tx, seq); err != nil {
 			return err
 		}
-		if err := dst.Sync(); err != nil {
+		var size int64
+		dst.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
+		if err := dst.Close(); err != nil {
 			return err
 		}
-		return dst.Close()
+		// bbolt grows a file ahead of its pages: cut the copy to its
+		// last page (a bbolt backup, Tx.WriteTo, is that long too), and
+		// make it durable.
+		return truncateSync(to, size)
 	}
 	before := blocks(s.path)
 	if inPlace {
@@ -597,6 +602,19 @@ func moveInto(copy, path string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// truncateSync cuts the file at path to size bytes and syncs it.
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // blocks returns the bytes on disk of the file at path.

@@ -39,6 +39,7 @@ type handles struct {
 	linger      time.Duration
 	pageSize    int // of a file created now
 	log         *slog.Logger
+	readOnly    bool // never open the file writable (Options.ReadOnly)
 
 	mu       sync.Mutex
 	db       *bolt.DB
@@ -66,6 +67,9 @@ func (h *handles) notify() {
 // acquire returns a handle for one operation, writable if write is set.
 // The caller must release it.
 func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
+	if write && h.readOnly {
+		return nil, fmt.Errorf("%w: %s", ErrReadOnly, h.path)
+	}
 	h.mu.Lock()
 	waiting := false // counted in wantRW
 	done := func() {
@@ -300,7 +304,7 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				return db, nil
 			}
 			if !errors.Is(err, bolt.ErrTimeout) {
-				return nil, fmt.Errorf("cannot open %s: %w", h.path, err)
+				return nil, fmt.Errorf("cannot open %s: %w", h.path, unwrapPath(err))
 			}
 		}
 		if err := ctx.Err(); err != nil {

@@ -4,7 +4,8 @@
 // decompressed mbox file, each in its own process, so that wall time,
 // peak RSS and bytes on disk are each program's own. It prints both, and
 // their ratio; with --before, also an older importer binary's figures
-// beside them (make bench builds the importer before compression).
+// beside them (make bench builds the importer before compression); with
+// --resolver, the store's size after resolver compact too.
 //
 // Bytes on disk are the blocks the files occupy (du), which is what an
 // operator pays for; "apparent" is their length (ls), which counts the
@@ -12,7 +13,14 @@
 // store file, messages.db, per byte of the decompressed mbox: the store
 // alone, without the run authority (runs.db) or anything derived.
 //
+// --copies N imports N copies of the corpus, each with its Message-IDs and
+// one header made its own, so that all N times its messages are distinct:
+// an input the size of a whole list's archive (16 copies of the sample:
+// 84,096 messages, 654 MB, like the whole linux-mips archive), to see what
+// grows with the archive.
+//
 //	go run ./internal/tools/importbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --importer bin/importer
+//	go run ./internal/tools/importbench --importer bin/importer --copies 16 --rounds 1
 package main
 
 import (
@@ -43,6 +51,7 @@ func main() {
 	before := flag.String("before", "", "an older importer binary to measure beside it (optional)")
 	resolver := flag.String("resolver", "", "resolver binary: also compact an imported store and measure it (optional)")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
+	copies := flag.Int("copies", 1, "import this many copies of the corpus, each made distinct")
 	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
 	out := flag.String("out", "", "internal: the bare loop's database")
 	flag.Parse()
@@ -53,7 +62,7 @@ func main() {
 		}
 		return
 	}
-	if err := compare(*corpus, *importer, *before, *resolver, *rounds); err != nil {
+	if err := compare(*corpus, *importer, *before, *resolver, *rounds, *copies); err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}
@@ -69,7 +78,7 @@ type result struct {
 	writeOnly time.Duration // bare loop: the bbolt puts alone
 }
 
-func compare(corpus, importer, before, resolver string, rounds int) error {
+func compare(corpus, importer, before, resolver string, rounds, copies int) error {
 	if _, err := os.Stat(corpus); err != nil {
 		return fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
@@ -79,7 +88,7 @@ func compare(corpus, importer, before, resolver string, rounds int) error {
 	}
 	defer os.RemoveAll(tmp)
 	plain := filepath.Join(tmp, "corpus.mbox")
-	size, err := decompress(corpus, plain)
+	size, err := decompress(corpus, plain, copies)
 	if err != nil {
 		return err
 	}
@@ -102,6 +111,7 @@ func compare(corpus, importer, before, resolver string, rounds int) error {
 				return fmt.Errorf("importer before: %w", err)
 			}
 			old = append(old, r)
+			os.RemoveAll(dir)
 		}
 		bdir := filepath.Join(tmp, fmt.Sprint("bare", i))
 		os.MkdirAll(bdir, 0o755)
@@ -110,6 +120,7 @@ func compare(corpus, importer, before, resolver string, rounds int) error {
 			return fmt.Errorf("bare loop: %w", err)
 		}
 		bar = append(bar, r)
+		os.RemoveAll(bdir)
 	}
 	var compacted result
 	if resolver != "" {
@@ -122,7 +133,11 @@ func compare(corpus, importer, before, resolver string, rounds int) error {
 	}
 	mi, mb := median(imp), median(bar)
 	msgs := mb.messages
-	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", corpus, msgs, float64(size)/1e6, rounds)
+	what := corpus
+	if copies > 1 {
+		what = fmt.Sprintf("%d distinct copies of %s", copies, corpus)
+	}
+	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", what, msgs, float64(size)/1e6, rounds)
 	fmt.Printf("%-30s %8s %7s %7s %9s %8s %9s %9s\n", "", "msg/s", "MB/s", "wall s", "peak RSS", "on disk", "apparent", "store/in")
 	row := func(name string, r result) {
 		s := r.wall.Seconds()
@@ -196,7 +211,31 @@ func measure(cmd *exec.Cmd, dir, storeFile string) (result, error) {
 	return r, nil
 }
 
-func decompress(src, dst string) (int64, error) {
+// decompress writes copies copies of the mbox src to dst, decompressed;
+// copies after the first have their own Message-IDs and an X-Copy header.
+func decompress(src, dst string, copies int) (int64, error) {
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
+	var total int64
+	for k := 1; k <= max(copies, 1); k++ {
+		n, err := copyCorpus(src, w, k, copies > 1)
+		total += n
+		if err != nil {
+			out.Close()
+			return 0, err
+		}
+	}
+	return total, errors.Join(w.Flush(), out.Close())
+}
+
+// copyCorpus writes copy k of the mbox src to w: as it is, or with
+// distinct set, with an "X-Copy: k" header after every From_ line and
+// ".ck" added to every Message-ID, so that each copy's messages differ
+// from every other copy's (digest and Message-ID).
+func copyCorpus(src string, w *bufio.Writer, k int, distinct bool) (int64, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -210,12 +249,32 @@ func decompress(src, dst string) (int64, error) {
 		}
 		r = zr
 	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return 0, err
+	if !distinct {
+		return io.Copy(w, r)
 	}
-	n, err := io.Copy(out, r)
-	return n, errors.Join(err, out.Close())
+	br := bufio.NewReaderSize(r, 1<<20)
+	var n int64
+	prevEmpty := true
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			switch {
+			case prevEmpty && strings.HasPrefix(line, "From "):
+				line += fmt.Sprintf("X-Copy: %d\n", k)
+			case len(line) > 11 && strings.EqualFold(line[:11], "message-id:"):
+				line = strings.Replace(line, ">", fmt.Sprintf(".c%d>", k), 1)
+			}
+			prevEmpty = line == "\n"
+			m, _ := w.WriteString(line)
+			n += int64(m)
+		}
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // bareLoop is the floor: split the mbox with the same reader, put each raw
