@@ -162,6 +162,7 @@ func smallOptions(more ...zstd.EOption) []zstd.EOption {
 	return encoderOptions(zstd.SpeedFastest, append([]zstd.EOption{
 		zstd.WithEncoderConcurrency(concurrency()),
 		zstd.WithWindowSize(smallWindow),
+		zstd.WithLowerEncoderMem(true),
 	}, more...)...)
 }
 
