@@ -5,7 +5,7 @@ DATA     ?= ./archive
 FUZZTIME ?= 5m
 CORPUS   ?= ../shared/corpus/linux-mips-sample.mbox.gz
 # The last commit before compressed records: make bench's "before".
-BEFORE   ?= 8bf1473
+BEFORE   ?= 305d721
 
 .PHONY: all build test test-deps check bench demo fuzz fuzz-short clean
 
