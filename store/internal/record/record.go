@@ -49,9 +49,10 @@
 //
 // # Reading is checked
 //
-// Decoding a message record recomputes the digest of the raw bytes it
-// yields and refuses the record (ErrCorrupt) when it differs from the
-// digest in the header: a damaged record is an error, never other bytes.
+// Decoding a message record (Codec.Decode) recomputes the digest of the
+// raw bytes it yields and refuses the record (ErrCorrupt) when it differs
+// from the digest in the header: a damaged record is an error, never
+// other bytes.
 // (The digest reads CRLF as LF, so a carriage return inserted before or
 // removed from before a line feed would go unnoticed; no bit flip does
 // that.)
@@ -215,11 +216,14 @@ func ParseHeader(b []byte) (Header, []byte, error) {
 }
 
 // DecodeMessage decodes a message record that needs no dictionary
-// (version 1, or version 2 without one) and checks its digest. A record
-// compressed with a dictionary needs a Codec and the dictionary: this
-// returns ErrNoDictionary for it. The returned Raw may alias b.
+// (version 1, or version 2 without one), without checking its digest: a
+// record may hold the digest of raw bytes kept elsewhere (a Riak pack
+// keeps a large message's record without its bytes). To read a message,
+// use Codec.Decode, which checks it. A record compressed with a
+// dictionary needs a Codec and the dictionary: this returns
+// ErrNoDictionary for it. The returned Raw may alias b.
 func DecodeMessage(b []byte) (Message, error) {
-	return defaultCodec.Decode(b, nil)
+	return defaultCodec.decode(b, nil, false)
 }
 
 // defaultCodec decodes records without a dictionary for DecodeMessage. Its

@@ -186,6 +186,16 @@ func TestLegacyAPI(t *testing.T) {
 	if _, err := DecodeMessage(zd); !errors.Is(err, ErrNoDictionary) || !strings.Contains(err.Error(), dictionary(t).ID.String()) {
 		t.Errorf("DecodeMessage(record with dictionary) = %v; want %v naming %v", err, ErrNoDictionary, dictionary(t).ID)
 	}
+	// A record of raw bytes kept elsewhere (Riak's stub of a large
+	// message): the digest of the bytes, none of them. DecodeMessage reads
+	// it; Codec.Decode, which checks digests, refuses it.
+	stub := AppendMessage(nil, Message{Digest: m.Digest, Added: m.Added, MessageID: m.MessageID, List: m.List})
+	if got, err := DecodeMessage(stub); err != nil || got.Digest != m.Digest || len(got.Raw) != 0 {
+		t.Errorf("DecodeMessage(stub) = %+v, %v; want the digest without bytes", got, err)
+	}
+	if _, err := c.Decode(stub, nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Codec.Decode(stub) = %v, want %v", err, ErrCorrupt)
+	}
 }
 
 func TestDecodeErrors(t *testing.T) {
