@@ -5,15 +5,20 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/testcorpus"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailsource"
@@ -219,4 +224,71 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGet reads random messages of the corpus from 32 goroutines,
+// from a compressed store and from an uncompressed one (as before
+// compression), interleaved so that a load on the machine weighs on both
+// alike, and reports both rates and their ratio. One iteration is 2,000
+// reads of each.
+func BenchmarkGet(b *testing.B) {
+	corpus, _ := readCorpus(b)
+	dir := b.TempDir()
+	type side struct {
+		s       *boltstore.Store
+		numbers []callnumber.Number
+		took    time.Duration
+	}
+	var sides [2]side
+	for i, opts := range []boltstore.Options{{}, {Compression: store.Compression{Off: true}, PageSize: 4096}} {
+		path := filepath.Join(dir, fmt.Sprint(i), "messages.db")
+		writeStore(b, path, corpus, opts)
+		s, err := boltstore.Open(context.Background(), path, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		sides[i].s = s
+		// writeStore's authority is its own: the feed lists the numbers.
+		for after := store.Cursor(""); ; {
+			page, err := s.Changes(context.Background(), after, 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(page.Messages) == 0 {
+				break
+			}
+			for _, m := range page.Messages {
+				sides[i].numbers = append(sides[i].numbers, m.Number)
+			}
+			after = page.Next
+		}
+	}
+	const reads, clients = 2000, 32
+	for b.Loop() {
+		for i := range sides {
+			sd := &sides[i]
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for c := range clients {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(c), 7))
+					for next.Add(1) <= reads {
+						n := sd.numbers[rng.IntN(len(sd.numbers))]
+						if _, err := sd.s.Get(context.Background(), n); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			sd.took += time.Since(start)
+		}
+	}
+	n := float64(b.N * reads)
+	b.ReportMetric(n/sides[0].took.Seconds(), "compressed-gets/s")
+	b.ReportMetric(n/sides[1].took.Seconds(), "uncompressed-gets/s")
+	b.ReportMetric(sides[1].took.Seconds()/sides[0].took.Seconds(), "compressed/uncompressed")
 }
