@@ -24,7 +24,7 @@
 //     messages under 16 KiB of its last fifth compress to 0.35 of their
 //     size with a dictionary of the 8 MB before them, 0.42 with one of
 //     the archive's first 2 MB (0.48 without). So when the store has
-//     doubled, or grown by RetrainEvery messages, since the current
+//     grown eight times, or by RetrainEvery messages, since the current
 //     dictionary was trained, a writer trains a newer one in the
 //     background from the newest RetrainSampleBytes; records keep using
 //     the current one meanwhile.
@@ -92,9 +92,11 @@ const (
 	// DefaultTrainAt is the default store.Compression.TrainAt.
 	DefaultTrainAt = 1000
 	// Retrain is how many times a store grows before a newer dictionary
-	// is trained (at 2,000 messages, 4,000, 8,000), and RetrainEvery the
-	// most it grows before one (18,000, 28,000...).
-	Retrain      = 2
+	// is trained (at 8,000 messages), and RetrainEvery the most it grows
+	// before one (18,000, 28,000...). Not sooner: between the first
+	// thousand messages of a list and its next few thousand little
+	// changes, and a training costs a third of a second of CPU.
+	Retrain      = 8
 	RetrainEvery = 10000
 	// FirstSampleBytes bounds the first training (a writer waits for
 	// it): about a quarter of a second on one core.

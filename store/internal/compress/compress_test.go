@@ -191,9 +191,11 @@ func TestLifeCycle(t *testing.T) {
 	decodeAll(t, c, m, first, recs)
 	decodeAll(t, c, m, third, recs3)
 
-	// Grow to twice the size at training: a newer dictionary, in the
-	// background.
-	m.put(t, c, batch(170, 100))
+	// Grow to eight times the size at training: a newer dictionary, in
+	// the background.
+	for i := 170; i < 960; i += 100 {
+		m.put(t, c, batch(i, 100))
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		m.mu.Lock()
@@ -203,15 +205,15 @@ func TestLifeCycle(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no newer dictionary after the store doubled")
+			t.Fatalf("no newer dictionary after the store grew eight times")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if m.cur.Messages < 2*120 {
-		t.Errorf("newer dictionary trained at %d messages, want at least %d", m.cur.Messages, 2*120)
+	if m.cur.Messages < 8*120 {
+		t.Errorf("newer dictionary trained at %d messages, want at least %d", m.cur.Messages, 8*120)
 	}
 	// A new Compressor (another process) reads both kinds of record.
 	c2 := New(m, store.Compression{}, nil)
@@ -267,15 +269,14 @@ func TestRetrainDue(t *testing.T) {
 		trainedAt, count int64
 		want             bool
 	}{
-		{1000, 1999, false},
-		{1000, 2000, true},
-		{8000, 15999, false},
-		{8000, 16000, true},
-		{16000, 25999, false},
-		{16000, 26000, true},
+		{1000, 7999, false},
+		{1000, 8000, true},
+		{8000, 17999, false},
+		{8000, 18000, true},
+		{500000, 509999, false},
 		{500000, 510000, true},
-		{0, 1, false},
-		{0, 2, true},
+		{0, 7, false},
+		{0, 8, true},
 	}
 	for _, tt := range tests {
 		if got := retrainDue(record.Current{Messages: tt.trainedAt}, tt.count); got != tt.want {
