@@ -297,8 +297,12 @@ func (c *Compressor) current(ctx context.Context) (*record.Dictionary, error) {
 		d = nil
 	}
 	c.mu.Lock()
+	old := c.cur
 	c.cur, c.curInfo, c.checked = d, info, time.Now()
 	c.mu.Unlock()
+	if old != nil && old != d {
+		old.ReleaseEncoder()
+	}
 	return d, nil
 }
 
@@ -394,7 +398,11 @@ func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*
 	}
 	c.mu.Lock()
 	c.cache[d.ID] = d
+	old := c.cur
 	c.cur, c.curInfo, c.checked = d, info, time.Now()
 	c.mu.Unlock()
+	if old != nil && old != d {
+		old.ReleaseEncoder()
+	}
 	return d, len(samples), nil
 }

@@ -82,9 +82,8 @@ type Dictionary struct {
 	decOnce sync.Once
 	dec     *zstd.Decoder
 	decErr  error
-	encOnce sync.Once
-	enc     *zstd.Encoder
-	encErr  error
+	encMu   sync.Mutex
+	enc     *zstd.Encoder // nil until used, and once released
 }
 
 // NewDictionary checks that b is a zstd dictionary this package can use
@@ -125,13 +124,26 @@ func (d *Dictionary) decoder() (*zstd.Decoder, error) {
 }
 
 func (d *Dictionary) encoder() (*zstd.Encoder, error) {
-	d.encOnce.Do(func() {
-		d.enc, d.encErr = zstd.NewWriter(nil, smallOptions(zstd.WithEncoderDict(d.Bytes))...)
-		if d.encErr != nil {
-			d.encErr = fmt.Errorf("cannot compress with dictionary %v: %w", d.ID, d.encErr)
+	d.encMu.Lock()
+	defer d.encMu.Unlock()
+	if d.enc == nil {
+		enc, err := zstd.NewWriter(nil, smallOptions(zstd.WithEncoderDict(d.Bytes))...)
+		if err != nil {
+			return nil, fmt.Errorf("cannot compress with dictionary %v: %w", d.ID, err)
 		}
-	})
-	return d.enc, d.encErr
+		d.enc = enc
+	}
+	return d.enc, nil
+}
+
+// ReleaseEncoder lets go of the dictionary's encoder (a few MiB of
+// tables and buffers), once nothing compresses with it any more: when a
+// newer dictionary has become current. An encoding under way keeps it
+// until it is done; a later one makes a new one.
+func (d *Dictionary) ReleaseEncoder() {
+	d.encMu.Lock()
+	defer d.encMu.Unlock()
+	d.enc = nil
 }
 
 // concurrency is how many records one coder works on at once: as many as
@@ -225,6 +237,17 @@ func (c *Codec) buffer(n int) *[]byte {
 	return &b
 }
 
+// release returns a buffer to the pool, unless it is large: a few large
+// messages must not keep megabytes pooled.
+func (c *Codec) release(b *[]byte) {
+	if cap(*b) <= pooledBuffer {
+		c.bufs.Put(b)
+	}
+}
+
+// pooledBuffer is the largest buffer kept for reuse.
+const pooledBuffer = 2 * LargeMessage
+
 // ErrVerify is returned by Append when a compressed record does not
 // decode to the message it was made from: a compressor bug, caught before
 // anything is stored. The caller can store the message uncompressed.
@@ -241,7 +264,7 @@ func (c *Codec) Append(dst []byte, m Message, d *Dictionary) ([]byte, error) {
 		return AppendMessage(dst, m), nil
 	}
 	buf := c.buffer(size)
-	defer c.bufs.Put(buf)
+	defer c.release(buf)
 	payload := appendPayload((*buf)[:0], m)
 	*buf = payload
 	fast, strong, err := c.encoders()
@@ -286,7 +309,7 @@ func (c *Codec) check(frame, payload []byte, d *Dictionary, comp Compression) er
 		return err
 	}
 	buf := c.buffer(len(payload))
-	defer c.bufs.Put(buf)
+	defer c.release(buf)
 	got, err := dec.DecodeAll(frame, (*buf)[:0])
 	*buf = got
 	if err != nil {
