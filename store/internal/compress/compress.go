@@ -47,6 +47,28 @@
 // Compression runs before a backend takes any lock (bolt's file lock),
 // on all CPUs, like the digest check; every compressed record is decoded
 // again and compared before it is written (record.Codec.Append).
+//
+// # A backend's part
+//
+// The bolt store (store/boltstore: dicts.go, and Put, Get and the change
+// feed) is the example. A backend:
+//
+//   - implements Dictionaries over its own storage (bolt: a bucket of
+//     dictionaries and a meta key; Riak: a bucket of dictionaries keyed
+//     by the ID in hex, written with if_none_match, and a meta key whose
+//     siblings resolve to the latest Trained);
+//   - creates a Compressor with New in Open and closes it in Close;
+//   - in Put, after checking digests and before any lock or request that
+//     writes, gets the records with Encode (skipping messages it knows are
+//     stored), writes them as its values, and after the batch is durable
+//     calls Stored with the store's message count;
+//   - reads every value with Decode, passing a LoadFunc that reads a
+//     dictionary where the backend stands (bolt: in the same read
+//     transaction); record.DecodeMessage is for records whose raw bytes
+//     are kept elsewhere;
+//   - lets its conformance test reach beneath the interface
+//     (storetest.Tamperer), so that the suite's tests of old records,
+//     missing dictionaries and damaged records run against it.
 package compress
 
 import (
