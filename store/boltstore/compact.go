@@ -95,7 +95,9 @@ type CompactStats struct {
 
 // Compact copies the store into a new file with every record written
 // anew, and in place (opts.To empty) replaces the store's file by the
-// copy, while other processes keep working. See compact.go's doc.
+// copy, while other processes keep working. See compact.go's doc. It
+// holds about 100 bytes per message in memory (what it copied, and index
+// entries up to 64 MiB), and needs the disk space of the copy.
 func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats, error) {
 	if err := s.h.check(); err != nil {
 		return CompactStats{}, err
