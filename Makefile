@@ -57,6 +57,12 @@ bench: build
 	cd $(BIN)/before/src && CHIBRARY_CORPUS=$(abspath $(CORPUS)) $(GO) test -run '^$$' -bench 'BenchmarkServe/raw$$' -benchtime 20000x ./resolver/
 	@echo "== resolver, compressed records"
 	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkRebuild -benchtime 3x ./catalog/
+	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
+	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkScaled -benchtime 1x -timeout 30m ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
