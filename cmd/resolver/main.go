@@ -23,7 +23,7 @@ func main() { cli.Main("resolver", program.Run) }
 
 var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command{
 	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
-	{Name: "reindex", Run: reindexCommand},
+	{Name: "reindex", Run: reindexCommand}, {Name: "compact", Run: compact},
 }}
 
 // run is the program, for tests.
@@ -36,13 +36,15 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.
        resolver get [--data DIR | --store URL] CALLNUMBER
        resolver inspect [--json] [--data DIR | --store URL] CALLNUMBER
        resolver reindex [--data DIR | --store URL] [--catalog PATH]
+       resolver compact [--data DIR | --store URL] [--to URL]
 
 Serves an archive over HTTP, its lists, months and threads and each
 message by call number (serve), writes one stored message to standard
 output (get), shows a call number's version, run and sequence and the
-lease of its run (inspect), or builds the catalog of lists and threads
-anew from the store (reindex). An archive on a read-only file system (a
-snapshot, a backup) is read read-only.
+lease of its run (inspect), builds the catalog of lists and threads
+anew from the store (reindex), or writes the store anew, compressed, into
+a new file (compact). An archive on a read-only file system (a snapshot,
+a backup) is read read-only.
 Run 'resolver COMMAND --help' for the flags of a command; --version prints
 the version.
 

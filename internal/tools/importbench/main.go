@@ -1,8 +1,17 @@
 // Command importbench measures the importer against the floor: a bare
 // bbolt loop that puts the same raw messages under sequential keys in
-// 1,000-message transactions. Both read the same decompressed mbox file,
-// each in its own process, so that wall time, peak RSS and bytes on disk
-// are each program's own. It prints both, and their ratio.
+// 1,000-message transactions (uncompressed). Both read the same
+// decompressed mbox file, each in its own process, so that wall time,
+// peak RSS and bytes on disk are each program's own. It prints both, and
+// their ratio; with --before, also an older importer binary's figures
+// beside them (make bench builds the importer before compression); with
+// --resolver, the store's size after resolver compact too.
+//
+// Bytes on disk are the blocks the files occupy (du), which is what an
+// operator pays for; "apparent" is their length (ls), which counts the
+// unwritten tail bbolt keeps ahead of its data. Per input byte is the
+// store file, messages.db, per byte of the decompressed mbox: the store
+// alone, without the run authority (runs.db) or anything derived.
 //
 // --copies N imports N copies of the corpus, each with its Message-IDs and
 // one header made its own, so that all N times its messages are distinct:
@@ -39,6 +48,8 @@ import (
 func main() {
 	corpus := flag.String("corpus", "../shared/corpus/linux-mips-sample.mbox.gz", "mbox (plain or .gz) to import")
 	importer := flag.String("importer", "bin/importer", "importer binary")
+	before := flag.String("before", "", "an older importer binary to measure beside it (optional)")
+	resolver := flag.String("resolver", "", "resolver binary: also compact an imported store and measure it (optional)")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
 	copies := flag.Int("copies", 1, "import this many copies of the corpus, each made distinct")
 	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
@@ -51,7 +62,7 @@ func main() {
 		}
 		return
 	}
-	if err := compare(*corpus, *importer, *rounds, *copies); err != nil {
+	if err := compare(*corpus, *importer, *before, *resolver, *rounds, *copies); err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}
@@ -60,12 +71,14 @@ func main() {
 type result struct {
 	wall      time.Duration
 	maxRSS    int64 // bytes
-	disk      int64
+	disk      int64 // blocks of every file of the data directory
+	apparent  int64 // their lengths
+	store     int64 // blocks of messages.db (bare loop: its file)
 	messages  int
 	writeOnly time.Duration // bare loop: the bbolt puts alone
 }
 
-func compare(corpus, importer string, rounds, copies int) error {
+func compare(corpus, importer, before, resolver string, rounds, copies int) error {
 	if _, err := os.Stat(corpus); err != nil {
 		return fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
@@ -83,21 +96,40 @@ func compare(corpus, importer string, rounds, copies int) error {
 	if err != nil {
 		return err
 	}
-	var imp, bar []result
+	var imp, old, bar []result
 	for i := 0; i < rounds; i++ {
 		dir := filepath.Join(tmp, fmt.Sprint("imp", i))
-		r, err := measure(exec.Command(importer, "--data", dir, "--log-level", "error", plain), dir)
+		r, err := measure(exec.Command(importer, "--data", dir, "--log-level", "error", plain), dir, "messages.db")
 		if err != nil {
 			return fmt.Errorf("importer: %w", err)
 		}
 		imp = append(imp, r)
+		if before != "" {
+			dir := filepath.Join(tmp, fmt.Sprint("before", i))
+			r, err := measure(exec.Command(before, "--data", dir, "--log-level", "error", plain), dir, "messages.db")
+			if err != nil {
+				return fmt.Errorf("importer before: %w", err)
+			}
+			old = append(old, r)
+			os.RemoveAll(dir)
+		}
 		bdir := filepath.Join(tmp, fmt.Sprint("bare", i))
 		os.MkdirAll(bdir, 0o755)
-		r, err = measure(exec.Command(self, "--bare", plain, "--out", filepath.Join(bdir, "bare.db")), bdir)
+		r, err = measure(exec.Command(self, "--bare", plain, "--out", filepath.Join(bdir, "bare.db")), bdir, "bare.db")
 		if err != nil {
 			return fmt.Errorf("bare loop: %w", err)
 		}
 		bar = append(bar, r)
+		os.RemoveAll(bdir)
+	}
+	var compacted result
+	if resolver != "" {
+		// The store as resolver compact leaves it: every record with the
+		// dictionary trained on all of it, no free pages.
+		dir := filepath.Join(tmp, "imp0")
+		if compacted, err = measure(exec.Command(resolver, "compact", "--data", dir, "--log-level", "error"), dir, "messages.db"); err != nil {
+			return fmt.Errorf("resolver compact: %w", err)
+		}
 	}
 	mi, mb := median(imp), median(bar)
 	msgs := mb.messages
@@ -106,16 +138,32 @@ func compare(corpus, importer string, rounds, copies int) error {
 		what = fmt.Sprintf("%d distinct copies of %s", copies, corpus)
 	}
 	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", what, msgs, float64(size)/1e6, rounds)
-	fmt.Printf("%-28s %10s %10s %9s %12s %12s\n", "", "msg/s", "MB/s", "wall s", "peak RSS MB", "on disk MB")
+	fmt.Printf("%-30s %8s %7s %7s %9s %8s %9s %9s\n", "", "msg/s", "MB/s", "wall s", "peak RSS", "on disk", "apparent", "store/in")
 	row := func(name string, r result) {
 		s := r.wall.Seconds()
-		fmt.Printf("%-28s %10.0f %10.1f %9.2f %12.1f %12.1f\n", name, float64(msgs)/s, float64(size)/1e6/s, s, float64(r.maxRSS)/1e6, float64(r.disk)/1e6)
+		fmt.Printf("%-30s %8.0f %7.1f %7.2f %6.0f MB %5.1f MB %6.1f MB %9.3f\n", name, float64(msgs)/s, float64(size)/1e6/s, s,
+			float64(r.maxRSS)/1e6, float64(r.disk)/1e6, float64(r.apparent)/1e6, float64(r.store)/float64(size))
 	}
 	row("importer (read+index+store)", mi)
+	if resolver != "" {
+		fmt.Printf("%-30s %8s %7s %7.2f %6.0f MB %5.1f MB %6.1f MB %9.3f\n", "then resolver compact", "", "", compacted.wall.Seconds(),
+			float64(compacted.maxRSS)/1e6, float64(compacted.disk)/1e6, float64(compacted.apparent)/1e6, float64(compacted.store)/float64(size))
+	}
+	if before != "" {
+		row("importer before compression", median(old))
+	}
 	row("bare bbolt loop (read+put)", mb)
-	fmt.Printf("%-28s %10.0f %10.1f %9.2f\n", "bare bbolt puts alone", float64(msgs)/mb.writeOnly.Seconds(), float64(size)/1e6/mb.writeOnly.Seconds(), mb.writeOnly.Seconds())
+	fmt.Printf("%-30s %8.0f %7.1f %7.2f\n", "bare bbolt puts alone", float64(msgs)/mb.writeOnly.Seconds(), float64(size)/1e6/mb.writeOnly.Seconds(), mb.writeOnly.Seconds())
 	fmt.Printf("\nimporter / bare loop: %.0f%% of its msg/s (target >= 50%%); importer / bare puts alone: %.0f%%\n",
 		100*mb.wall.Seconds()/mi.wall.Seconds(), 100*mb.writeOnly.Seconds()/mi.wall.Seconds())
+	if before != "" {
+		mo := median(old)
+		fmt.Printf("importer before compression / bare loop: %.0f%%; now / before: %.0f%% of its msg/s\n",
+			100*mb.wall.Seconds()/mo.wall.Seconds(), 100*mo.wall.Seconds()/mi.wall.Seconds())
+		fmt.Printf("store on disk: %.3f bytes per input byte (before compression %.3f; target <= 0.40)\n", float64(mi.store)/float64(size), float64(mo.store)/float64(size))
+	} else {
+		fmt.Printf("store on disk: %.3f bytes per input byte (target <= 0.40)\n", float64(mi.store)/float64(size))
+	}
 	fmt.Printf("importer peak RSS: %.0f MB (target < 200 MB)\n", float64(mi.maxRSS)/1e6)
 	return nil
 }
@@ -126,7 +174,7 @@ func median(rs []result) result {
 	return s[len(s)/2]
 }
 
-func measure(cmd *exec.Cmd, dir string) (result, error) {
+func measure(cmd *exec.Cmd, dir, storeFile string) (result, error) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -137,10 +185,18 @@ func measure(cmd *exec.Cmd, dir string) (result, error) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSS = ru.Maxrss * 1024 // Linux reports KiB
 	}
-	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if fi, err := d.Info(); err == nil {
-				r.disk += fi.Size()
+				r.apparent += fi.Size()
+				blocks := fi.Size()
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					blocks = st.Blocks * 512
+				}
+				r.disk += blocks
+				if d.Name() == storeFile {
+					r.store = blocks
+				}
 			}
 		}
 		return nil
