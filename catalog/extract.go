@@ -68,6 +68,8 @@ type doc struct {
 // fails: mail that does not parse still gets a row, with what could be
 // read.
 func extract(m store.Stored, opts mailview.Options) doc {
+	// Attachments are counted, not read: their sizes are not kept.
+	opts.SkipAttachments = true
 	v := mailview.Parse(m.Raw, opts)
 	d := doc{
 		cn:          m.Number.String(),

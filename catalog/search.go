@@ -280,57 +280,76 @@ func Excerpt(text string, words []string, max int) []Fragment {
 }
 
 // firstMatch returns the offset of the first word of text in want (as
-// folded words), preferring lines that are not quoted, or -1. Candidates
-// are found by a byte search of the words in a copy of text with ASCII
-// letters lower-cased (same offsets); only their lines are tokenized. A
-// word with letters beyond ASCII may match text in other forms (accents,
-// case), so then every line is tokenized.
+// folded words), preferring lines that are not quoted, or -1. ASCII words
+// are found by a byte search in a copy of text with ASCII letters
+// lower-cased (same offsets), checked for word boundaries; a word with
+// letters beyond ASCII may match text in other forms (accents, case), so
+// then every line is tokenized.
 func firstMatch(text string, words []string, want map[string]bool) int {
-	var lower []byte
-	ascii := true
 	for _, w := range words {
 		for i := 0; i < len(w); i++ {
 			if w[i] >= utf8.RuneSelf {
-				ascii = false
+				return firstMatchTokenized(text, want)
 			}
 		}
 	}
-	if ascii {
-		lower = []byte(text)
-		for i, c := range lower {
-			if c >= 'A' && c <= 'Z' {
-				lower[i] = c + 'a' - 'A'
-			}
+	lower := []byte(text)
+	for i, c := range lower {
+		if c >= 'A' && c <= 'Z' {
+			lower[i] = c + 'a' - 'A'
 		}
 	}
-	// lineHas reports the offset of the first wanted word of the line at
-	// text[off:off+len(line)], or -1.
-	lineHas := func(line string, off int) int {
-		if ascii {
-			found := false
-			for _, w := range words {
-				if w != "" && bytes.Contains(lower[off:off+len(line)], []byte(w)) {
-					found = true
-					break
+	// isWordByte: a byte of a word as the tokenizer sees it, bytes of
+	// multi-byte characters included (a letter next to the match makes it
+	// part of a longer word).
+	isWordByte := func(c byte) bool {
+		return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
+	}
+	bestPlain, bestQuoted := -1, -1
+	for _, w := range words {
+		if w == "" {
+			continue
+		}
+		for pos := 0; pos < len(lower); {
+			i := bytes.Index(lower[pos:], []byte(w))
+			if i < 0 {
+				break
+			}
+			at := pos + i
+			pos = at + 1
+			if at > 0 && isWordByte(lower[at-1]) || at+len(w) < len(lower) && isWordByte(lower[at+len(w)]) {
+				continue
+			}
+			lineStart := bytes.LastIndexByte(lower[:at], '\n') + 1
+			if bytes.HasPrefix(bytes.TrimLeft(lower[lineStart:at], " \t"), []byte(">")) {
+				if bestQuoted < 0 || at < bestQuoted {
+					bestQuoted = at
 				}
+				continue // a later one may be unquoted
 			}
-			if !found {
-				return -1
+			if bestPlain < 0 || at < bestPlain {
+				bestPlain = at
 			}
+			break
 		}
-		for _, w := range wordSpans(line) {
-			if want[fold(line[w[0]:w[1]])] {
-				return off + w[0]
-			}
-		}
-		return -1
 	}
+	if bestPlain >= 0 {
+		return bestPlain
+	}
+	return bestQuoted
+}
+
+// firstMatchTokenized is firstMatch for words beyond ASCII: every line is
+// split into words and each folded.
+func firstMatchTokenized(text string, want map[string]bool) int {
 	for _, quotedPass := range []bool{false, true} {
 		off := 0
 		for line := range strings.Lines(text) {
 			if strings.HasPrefix(strings.TrimLeft(line, " \t"), ">") == quotedPass {
-				if at := lineHas(line, off); at >= 0 {
-					return at
+				for _, w := range wordSpans(line) {
+					if want[fold(line[w[0]:w[1]])] {
+						return off + w[0]
+					}
 				}
 			}
 			off += len(line)

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,6 +202,21 @@ func TestExcerpt(t *testing.T) {
 	}
 	if !strings.HasSuffix(all.String(), " …") || len(all.String()) > 80 {
 		t.Errorf("Excerpt = %q (%d bytes): want about 60 bytes, cut with an ellipsis", all.String(), len(all.String()))
+	}
+	// Whole words only, as the index matches them: not "cacheline", but
+	// "r4k_cache".
+	fr = Excerpt("the cacheline is 32 bytes.\nthe r4k_cache code.\n", []string{"cache"}, 200)
+	var got []string
+	for _, f := range fr {
+		if f.Match {
+			got = append(got, f.Text)
+		}
+	}
+	if all := fmt.Sprint(fr); !slices.Equal(got, []string{"cache"}) || !strings.Contains(all, "r4k_") {
+		t.Errorf("Excerpt(cacheline, r4k_cache) = %+v; want r4k_cache's cache marked only", fr)
+	}
+	if at := firstMatch("the cacheline is 32 bytes.\nthe r4k_cache code.\n", []string{"cache"}, map[string]bool{"cache": true}); at != 35 {
+		t.Errorf("firstMatch = %d, want 35 (cache in r4k_cache)", at)
 	}
 	// Nothing matches: the start of the text.
 	fr = Excerpt("first words here", []string{"absent"}, 100)

@@ -71,6 +71,11 @@ type Options struct {
 	// MaxAttachmentBytes bounds what AttachmentData decodes and returns.
 	// 0 means DefaultMaxAttachmentBytes.
 	MaxAttachmentBytes int
+	// SkipAttachments lists attachments without reading their bodies, for
+	// a reader that wants only the text (a search index, an excerpt): a
+	// base64 attachment of megabytes is then not decoded just to learn its
+	// size, and Attachment.Size is -1. Enclosed messages are still read.
+	SkipAttachments bool
 }
 
 func (o Options) withDefaults() Options {
@@ -124,7 +129,7 @@ type Attachment struct {
 	Name string
 	// Type is the media type, e.g. "application/pdf".
 	Type string
-	// Size is the decoded size in bytes.
+	// Size is the decoded size in bytes (-1 with Options.SkipAttachments).
 	Size int64
 
 	// entity is the attachment's place among the message's MIME entities,
@@ -227,6 +232,8 @@ type parser struct {
 // ErrAttachmentTooLarge when it decodes to more than
 // Options.MaxAttachmentBytes.
 func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error) {
+	// Neither walk decodes the other attachments.
+	opts.SkipAttachments = true
 	m := Parse(raw, opts)
 	if n < 0 || n >= len(m.Attachments) {
 		return Attachment{}, nil, fmt.Errorf("%w: %d of %d", ErrNoAttachment, n, len(m.Attachments))
@@ -246,6 +253,7 @@ func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error)
 	if p.captured == nil {
 		p.captured = []byte{}
 	}
+	a.Size = int64(len(p.captured))
 	return a, p.captured, nil
 }
 
@@ -423,6 +431,10 @@ func (p *parser) entity(e *message.Entity, depth int) {
 			p.problem("embedded message: %v", err)
 		}
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: body.n, entity: entity})
+	case p.opts.SkipAttachments && entity != p.capture:
+		// The multipart reader skips the undecoded bytes to the next
+		// boundary.
+		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: -1, entity: entity})
 	default:
 		body := p.attachmentBody(e.Body, entity)
 		if _, err := io.Copy(io.Discard, body); err != nil {
@@ -616,6 +628,9 @@ func toUTF8(s string) string {
 // line break and bidirectional-formatting character replaced by a space.
 func clean(s string) string {
 	s = toUTF8(s)
+	if printableASCII(s, false) {
+		return strings.TrimSpace(s)
+	}
 	return strings.TrimSpace(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || isBidi(r) {
 			return ' '
@@ -638,6 +653,9 @@ func cleanAll(ss []string) []string {
 // drops other control and bidirectional-override characters.
 func cleanBody(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
+	if printableASCII(s, true) {
+		return s // most mail: nothing to clean, and no rune to decode
+	}
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\n', r == '\t':
@@ -649,6 +667,19 @@ func cleanBody(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// printableASCII reports whether s is printable ASCII, with newlines and
+// tabs if lines is set: text that clean and cleanBody leave as it is.
+func printableASCII(s string, lines bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f || lines && (c == '\n' || c == '\t') {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // isBidi reports the explicit bidirectional formatting characters, which

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -441,5 +442,44 @@ func TestAttachmentData(t *testing.T) {
 	}
 	if _, _, err := AttachmentData(raw, 0, Options{MaxAttachmentBytes: 10}); !errors.Is(err, ErrAttachmentTooLarge) {
 		t.Errorf("AttachmentData with MaxAttachmentBytes 10 = %v, want ErrAttachmentTooLarge", err)
+	}
+}
+
+// TestSkipAttachments: the text and the list of attachments are the same
+// without reading attachments' bodies; only their sizes are unknown.
+func TestSkipAttachments(t *testing.T) {
+	for _, name := range []string{"attachments.eml", "dmarc.eml"} {
+		raw, err := os.ReadFile(filepath.Join("..", "fixtures", "web", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := Parse(raw, Options{})
+		skim := Parse(raw, Options{SkipAttachments: true})
+		if len(full.Attachments) == 0 {
+			t.Fatalf("%s: no attachments to skip", name)
+		}
+		if len(skim.Attachments) != len(full.Attachments) {
+			t.Fatalf("%s: %d attachments skimmed, %d read", name, len(skim.Attachments), len(full.Attachments))
+		}
+		for i, a := range skim.Attachments {
+			f := full.Attachments[i]
+			wantSize := int64(-1)
+			if f.Type == "message/rfc822" {
+				wantSize = f.Size // enclosed messages are read for their text
+			}
+			if a.Name != f.Name || a.Type != f.Type || a.Size != wantSize {
+				t.Errorf("%s: attachment %d = %q %q %d, want %q %q %d", name, i, a.Name, a.Type, a.Size, f.Name, f.Type, wantSize)
+			}
+		}
+		if !reflect.DeepEqual(skim.Parts, full.Parts) {
+			t.Errorf("%s: the text differs when attachments are skipped", name)
+		}
+		// AttachmentData reads the one it is asked for, and says its size.
+		for i, f := range full.Attachments {
+			a, data, err := AttachmentData(raw, i, Options{})
+			if err != nil || int64(len(data)) != f.Size || a.Size != f.Size {
+				t.Errorf("%s: AttachmentData(%d) = %d bytes (size %d), %v; want %d", name, i, len(data), a.Size, err, f.Size)
+			}
+		}
 	}
 }

@@ -16,6 +16,9 @@ const (
 	resultsPerPage = 20
 	// excerptBytes is about how much text a result shows.
 	excerptBytes = 300
+	// excerptTextBytes is how much of a message's text an excerpt is
+	// looked for in.
+	excerptTextBytes = 64 << 10
 	// maxResultPages bounds how deep a search is paged.
 	maxResultPages = 250
 )
@@ -98,6 +101,11 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 	}
 	v.Results = make([]searchResult, len(res.Messages))
 	words := q.Words()
+	// An excerpt needs the text, not the attachments, and rarely more
+	// than its first part: the biggest messages match the most searches.
+	view := s.opts.View
+	view.SkipAttachments = true
+	view.MaxTextBytes = excerptTextBytes
 	var wg sync.WaitGroup
 	for i, m := range res.Messages {
 		v.Results[i].Message = m
@@ -106,7 +114,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 			if err != nil {
 				return
 			}
-			v.Results[i].Excerpt = catalog.Excerpt(catalog.Text(mailview.Parse(stored.Raw, s.opts.View)), words, excerptBytes)
+			v.Results[i].Excerpt = catalog.Excerpt(catalog.Text(mailview.Parse(stored.Raw, view)), words, excerptBytes)
 		})
 	}
 	wg.Wait()
