@@ -3,6 +3,7 @@ package riakstore
 import (
 	"bytes"
 	"errors"
+	mathrand "math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -425,5 +426,39 @@ func TestValidArchive(t *testing.T) {
 		if err := ValidArchive(bad); !errors.Is(err, ErrArchiveName) {
 			t.Errorf("ValidArchive(%q) = %v, want %v", bad, err, ErrArchiveName)
 		}
+	}
+}
+
+func TestCompression(t *testing.T) {
+	added := time.Now()
+	text := packEntry{seq: 1, rec: record.Message{Added: added, Raw: bytes.Repeat([]byte("Subject: the same line again\n"), 500)}}
+	noise := make([]byte, 4000)
+	rng := mathrand.NewChaCha8([32]byte{1})
+	rng.Read(noise)
+	random := packEntry{seq: 2, rec: record.Message{Added: added, Raw: noise}}
+	for _, tt := range []struct {
+		name string
+		e    packEntry
+		want byte
+	}{{"text is deflated", text, compressDeflate}, {"noise is kept as is", random, compressNone}} {
+		v := encodePack([]packEntry{tt.e})
+		if v[0] != packVersion || v[1] != tt.want {
+			t.Errorf("%s: header %d %d, want %d %d", tt.name, v[0], v[1], packVersion, tt.want)
+		}
+		got, err := decodePack(v)
+		if err != nil || len(got) != 1 || !bytes.Equal(got[0].rec.Raw, tt.e.rec.Raw) {
+			t.Errorf("%s: decodePack = %d entries, %v; want the entry back", tt.name, len(got), err)
+		}
+	}
+	v := encodePack([]packEntry{text})
+	for _, bad := range [][]byte{{packVersion}, {packVersion, 7, 0}, append(bytes.Clone(v), 0), v[:len(v)-1]} {
+		if _, err := decodePack(bad); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodePack(% x…) = %v, want %v", bad[:min(len(bad), 4)], err, record.ErrCorrupt)
+		}
+	}
+	big := record.Message{Added: added, MessageID: "big", Raw: bytes.Repeat([]byte("attachment line\r\n"), 10000)}
+	got, err := decodeLarge(encodeLarge(big))
+	if err != nil || !bytes.Equal(got.Raw, big.Raw) || got.MessageID != "big" {
+		t.Errorf("decodeLarge(encodeLarge) = %d bytes %q, %v; want the record back", len(got.Raw), got.MessageID, err)
 	}
 }

@@ -358,7 +358,7 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 				rec := record.Message{Digest: m.Digest, Added: added, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
 				e := packEntry{seq: w.plan.Fields[i].Sequence, rec: rec}
 				if len(m.Raw) > largeMessage {
-					obj := &riak.Object{ContentType: "application/octet-stream", Value: record.AppendMessage(make([]byte, 0, record.Size(rec)), rec)}
+					obj := &riak.Object{ContentType: "application/octet-stream", Value: encodeLarge(rec)}
 					if err := s.put(ctx, s.b.types.KV, s.b.large, m.Number.String(), obj, nil); err != nil {
 						return err
 					}

@@ -20,12 +20,12 @@ func (s *Store) largeRecord(ctx context.Context, n callnumber.Number) (record.Me
 	if err != nil || !f.found() {
 		return record.Message{}, false, err
 	}
-	first, err := record.DecodeMessage(f.values[0].Value)
+	first, err := decodeLarge(f.values[0].Value)
 	if err != nil {
 		return record.Message{}, false, fmt.Errorf("message %v: %w", n, err)
 	}
 	for _, v := range f.values[1:] {
-		m, err := record.DecodeMessage(v.Value)
+		m, err := decodeLarge(v.Value)
 		if err != nil {
 			return record.Message{}, false, fmt.Errorf("message %v: %w", n, err)
 		}

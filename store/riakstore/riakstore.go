@@ -65,10 +65,11 @@ type Options struct {
 	Types Types
 	// Timeout bounds every request to Riak. Zero means 10 seconds.
 	Timeout time.Duration
-	// Attempts is how often a request that could not be served (no node
-	// answered, a timeout, an overloaded node) is tried, on the next node
-	// each time. Zero means 3.
-	Attempts int
+	// RetryFor is how long a request that could not be served (no node
+	// answered, a timeout, an overloaded node, a consensus group electing
+	// a leader, which takes a few seconds) is tried again, on the next
+	// node each time, with a growing pause. Zero means 20 seconds.
+	RetryFor time.Duration
 	// Parallel is how many requests one operation has in flight at once.
 	// Zero means 64.
 	Parallel int
@@ -166,8 +167,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	if opts.Attempts == 0 {
-		opts.Attempts = 3
+	if opts.RetryFor == 0 {
+		opts.RetryFor = 20 * time.Second
 	}
 	if opts.Parallel == 0 {
 		opts.Parallel = 64
@@ -181,8 +182,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Attempts < 1 || opts.Parallel < 1 || opts.Parallel > 1024 || opts.Timeout < 0 || opts.ClaimTimeout < 0 || opts.MaxClockSkew < 0 {
-		return nil, fmt.Errorf("cannot open riak store: bad options (attempts %d, parallel %d, timeout %v, claim timeout %v, clock skew %v)", opts.Attempts, opts.Parallel, opts.Timeout, opts.ClaimTimeout, opts.MaxClockSkew)
+	if opts.RetryFor < 0 || opts.Parallel < 1 || opts.Parallel > 1024 || opts.Timeout < 0 || opts.ClaimTimeout < 0 || opts.MaxClockSkew < 0 {
+		return nil, fmt.Errorf("cannot open riak store: bad options (retry for %v, parallel %d, timeout %v, claim timeout %v, clock skew %v)", opts.RetryFor, opts.Parallel, opts.Timeout, opts.ClaimTimeout, opts.MaxClockSkew)
 	}
 	var nodes []*riak.Node
 	for _, addr := range opts.Nodes {
@@ -231,14 +232,18 @@ func (s *Store) Requests() int64 { return s.requests.Load() }
 func (s *Store) Archive() string { return s.b.archive }
 
 // do builds and runs a command, retrying on the next node what could not
-// be served (store.ErrUnavailable) with a short backoff, up to
-// Options.Attempts times. Riak's own answers (not found, a refused
-// conditional write) are returned at once.
+// be served (store.ErrUnavailable) with a growing pause, for up to
+// Options.RetryFor. Riak's own answers (not found, a refused conditional
+// write) are returned at once.
 func (s *Store) do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
 	var err error
-	for attempt := range s.opts.Attempts {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			wait := min(50*time.Millisecond<<attempt, time.Second)
+			wait := min(25*time.Millisecond<<min(attempt, 6), time.Second)
+			if time.Since(start)+wait > s.opts.RetryFor {
+				return nil, err
+			}
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
@@ -256,7 +261,6 @@ func (s *Store) do(ctx context.Context, build func() (riak.Command, error)) (ria
 			return nil, err
 		}
 	}
-	return nil, err
 }
 
 // exec runs cmd once on the cluster, giving up the wait when ctx ends (the
