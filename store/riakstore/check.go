@@ -81,7 +81,7 @@ func checkType(name string, r typeRole, p *riak.FetchBucketPropsResponse) string
 		return fmt.Sprintf("bucket type %s (for %s) answered no properties", name, r.what)
 	}
 	if why := r.check(p); why != "" {
-		return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s (a bucket type's allow_mult, datatype and consistent cannot be changed: create a new one and pass its name)", name, r.what, why, r.props)
+		return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s (allow_mult and last_write_wins can be changed with riak admin bucket-type update; datatype and consistent only by creating the type anew, under another name, which Options.Types can name)", name, r.what, why, r.props)
 	}
 	return ""
 }

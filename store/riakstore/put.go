@@ -327,6 +327,9 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 		s.log.Warn("claim too old to write under: claiming again", "slot", slot, "messages", len(claimed), "age", time.Since(started))
 		return claimed, nil
 	}
+	if err := s.at("writing"); err != nil {
+		return nil, err
+	}
 	type packWrite struct {
 		key   string
 		state *packState
