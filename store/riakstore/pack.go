@@ -136,7 +136,6 @@ func decodeLarge(v []byte) (record.Message, error) {
 	return record.DecodeMessage(b)
 }
 
-
 type packEntry struct {
 	seq   uint16
 	large bool
