@@ -147,6 +147,70 @@ func TestCrashAfterClaim(t *testing.T) {
 	}
 }
 
+// TestCrashAfterIndex: a writer dies after its digest entries and before
+// its packs. Much later (its claims expired and forgotten), a re-run finds
+// entries naming messages that are not stored, replaces them and stores
+// the messages, once, without waiting.
+func TestCrashAfterIndex(t *testing.T) {
+	o := shortClaims(t)
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	dead := open(t, o)
+	recordLease(t, dead, a, 1)
+	msgs := batchOf(t, a, 1, "index", 40)
+	dead.hook = func(point string) error {
+		if point == "pack" {
+			return errCrash
+		}
+		return nil
+	}
+	if _, err := dead.Put(t.Context(), msgs); !errors.Is(err, errCrash) {
+		t.Fatalf("Put with a crash before the packs = %v, want %v", err, errCrash)
+	}
+	dead.Close()
+	for _, m := range msgs {
+		if _, err := open(t, o).ByDigest(t.Context(), m.Digest); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ByDigest of a message whose writer died before storing it = %v, want %v", err, store.ErrNotFound)
+		}
+		break
+	}
+	time.Sleep(dead.retention() + 100*time.Millisecond)
+
+	rerun := open(t, o)
+	recordLease(t, rerun, a, 2)
+	again := sameBytes(t, a, 2, msgs)
+	start := time.Now()
+	res, err := rerun.Put(t.Context(), again)
+	if err != nil {
+		t.Fatalf("Put after the crash = %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the re-run took %v: there was no claim left to wait for", took)
+	}
+	for i, r := range res {
+		if r != (store.Result{Number: again[i].Number}) {
+			t.Errorf("result %d = %v, want %v stored", i, r, again[i].Number)
+		}
+		if n, err := rerun.ByDigest(t.Context(), again[i].Digest); err != nil || n != again[i].Number {
+			t.Errorf("ByDigest(message %d) = %v, %v; want %v", i, n, err, again[i].Number)
+		}
+	}
+	if seen := feedAll(t, rerun); len(seen) != len(again) {
+		t.Errorf("the feed lists %d messages, want the %d stored", len(seen), len(again))
+	}
+	// A third import of the same messages finds them.
+	third := open(t, o)
+	recordLease(t, third, a, 3)
+	res, err = third.Put(t.Context(), sameBytes(t, a, 3, msgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r != (store.Result{Number: again[i].Number, Duplicate: true}) {
+			t.Errorf("third import: result %d = %v, want a duplicate of %v", i, r, again[i].Number)
+		}
+	}
+}
+
 // TestSlowWriter: a writer whose claim is half its timeout old before it
 // writes claims again instead of writing under an old claim; a second
 // writer that arrived meanwhile waits, and gets the first one's numbers.
@@ -526,7 +590,8 @@ func riakAddr(t *testing.T) string { return testOptions(t).Nodes[0] }
 
 // TestRequestBudget pins the requests a batch costs: about two per new
 // message (a digest lookup and a digest entry; the packs add one per 16),
-// and one per message already stored.
+// and one per message already stored (a digest lookup; the pack of the
+// number it names, to see that the message is there, one per 16).
 func TestRequestBudget(t *testing.T) {
 	o := testOptions(t)
 	s := open(t, o)
@@ -555,7 +620,7 @@ func TestRequestBudget(t *testing.T) {
 	if perNew > 2.2 {
 		t.Errorf("a batch of %d new messages took %.3f requests per message, want at most 2.2", n, perNew)
 	}
-	if perDup > 1.1 {
-		t.Errorf("a batch of %d stored messages took %.3f requests per message, want at most 1.1", n, perDup)
+	if perDup > 1.2 {
+		t.Errorf("a batch of %d stored messages took %.3f requests per message, want at most 1.2", n, perDup)
 	}
 }

@@ -268,21 +268,24 @@ func TestResolveDigest(t *testing.T) {
 	tests := []struct {
 		name    string
 		values  []*riak.Object
-		want    string
-		wantOK  bool
+		want    []string
 		wantErr bool
 	}{
-		{"not found", nil, "", false, false},
-		{"tombstone", []*riak.Object{{IsTombstone: true}}, "", false, false},
-		{"one", []*riak.Object{obj([]byte("3kTMd2xB"))}, "3kTMd2xB", true, false},
-		{"siblings: lowest wins, whatever the order", []*riak.Object{obj([]byte("Zzzzzzzz")), obj([]byte("3kTMd2xB")), obj([]byte("9aaaaaaa"))}, "3kTMd2xB", true, false},
-		{"corrupt", []*riak.Object{obj([]byte("not a number"))}, "", false, true},
+		{"not found", nil, nil, false},
+		{"tombstone", []*riak.Object{{IsTombstone: true}}, nil, false},
+		{"one", []*riak.Object{obj([]byte("3kTMd2xB"))}, []string{"3kTMd2xB"}, false},
+		{"siblings: lowest first, whatever the order, once each", []*riak.Object{obj([]byte("Zzzzzzzz")), obj([]byte("3kTMd2xB")), obj([]byte("9aaaaaaa")), obj([]byte("3kTMd2xB"))}, []string{"3kTMd2xB", "9aaaaaaa", "Zzzzzzzz"}, false},
+		{"corrupt", []*riak.Object{obj([]byte("not a number"))}, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, ok, err := resolveDigest(tt.values)
-			if (err != nil) != tt.wantErr || ok != tt.wantOK || (ok && n.String() != tt.want) {
-				t.Errorf("resolveDigest = %v, %v, %v; want %s, %v, error %v", n, ok, err, tt.want, tt.wantOK, tt.wantErr)
+			ns, err := resolveDigest(tt.values)
+			var got []string
+			for _, n := range ns {
+				got = append(got, n.String())
+			}
+			if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
+				t.Errorf("resolveDigest = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
 			}
 		})
 	}

@@ -226,7 +226,7 @@ type recentEntry struct {
 // retention is how long a writer keeps the claims it has read: longer
 // than any claim can be valid, by any host's clock.
 func (s *Store) retention() time.Duration {
-	return s.opts.ClaimTimeout + 2*s.opts.MaxClockSkew + 10*time.Second
+	return s.opts.ClaimTimeout*3/2 + 2*s.opts.MaxClockSkew
 }
 
 // expiry is the age at which a claim whose message never appeared may be

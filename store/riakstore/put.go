@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	riak "github.com/basho/riak-go-client"
@@ -45,7 +46,10 @@ type prefetched struct {
 	codec   *callnumber.Codec
 	leases  map[uint32]bool
 	packs   map[string]*packState
-	digests map[store.Digest]callnumber.Number
+	digests map[store.Digest]callnumber.Number // of stored messages
+	// entries are the causal contexts of digest entries that exist, for
+	// replacing one whose message is not stored.
+	entries map[store.Digest][]byte
 	// ref is when the digests were looked up: claims are judged as of then.
 	ref time.Time
 }
@@ -93,6 +97,7 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 		leases:  make(map[uint32]bool),
 		packs:   make(map[string]*packState),
 		digests: make(map[store.Digest]callnumber.Number),
+		entries: make(map[store.Digest][]byte),
 	}
 	var runs []uint32
 	var packs []string
@@ -124,7 +129,8 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 	}
 	pre.ref = time.Now()
 	var mu sync.Mutex
-	err := parallel(ctx, len(runs)+len(packs)+len(digests), s.opts.Parallel, func(ctx context.Context, j int) error {
+	var states []digestState
+	err := parallel(ctx, len(runs)+len(packs)+1, s.opts.Parallel, func(ctx context.Context, j int) error {
 		switch {
 		case j < len(runs):
 			l, err := s.lease(ctx, runs[j])
@@ -149,31 +155,23 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			*pre.packs[k] = packState{entries: entries, vclock: f.vclock}
 			mu.Unlock()
 		default:
-			d := digests[j-len(runs)-len(packs)]
-			n, ok, err := s.lookupDigest(ctx, d)
-			if err != nil || !ok {
-				return err
-			}
-			mu.Lock()
-			pre.digests[d] = n
-			mu.Unlock()
+			var err error
+			states, err = s.lookupDigests(ctx, codec, digests)
+			return err
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return pre, nil
-}
-
-// lookupDigest reads the digest index. A not-found reply of one replica
-// does not count: an entry written to a quorum is found.
-func (s *Store) lookupDigest(ctx context.Context, d store.Digest) (callnumber.Number, bool, error) {
-	f, err := s.fetch(ctx, s.b.types.KV, s.b.digests, hex.EncodeToString(d[:]), sure)
-	if err != nil {
-		return 0, false, err
+	for i, st := range states {
+		if st.stored != 0 {
+			pre.digests[digests[i]] = st.stored
+		} else if st.vclock != nil {
+			pre.entries[digests[i]] = st.vclock
+		}
 	}
-	return resolveDigest(f.values)
+	return pre, nil
 }
 
 // putBatch is Put: check the batch whole (batch.Make, on prefetched
@@ -233,17 +231,18 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 			again = append(again, retake...)
 		}
 		// What is claimed again is judged on a fresh look at the digest
-		// index: a message completed meanwhile is a duplicate.
+		// index: a message stored meanwhile is a duplicate.
 		todo = todo[:0]
 		ref = time.Now()
-		found, err := s.lookupDigests(ctx, again)
+		states, err := s.lookupDigests(ctx, bd.codec, digestsOf(again))
 		if err != nil {
 			return nil, err
 		}
 		for j, it := range again {
-			if found[j] != 0 {
-				w.duplicate(it.number, found[j])
+			if states[j].stored != 0 {
+				w.duplicate(it.number, states[j].stored)
 			} else {
+				w.entry(it.digest, states[j].vclock)
 				todo = append(todo, w.index[it.number])
 			}
 		}
@@ -260,7 +259,8 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		}
 	}
 	err = parallel(ctx, len(repair), s.opts.Parallel, func(ctx context.Context, j int) error {
-		return s.putDigest(ctx, msgs[repair[j]].Digest, msgs[repair[j]].Number)
+		m := &msgs[repair[j]]
+		return s.putDigest(ctx, m.Digest, m.Number, pre.entries[m.Digest])
 	})
 	if err != nil {
 		return nil, err
@@ -284,6 +284,30 @@ type batchWrite struct {
 	mu      sync.Mutex
 	dups    map[int]callnumber.Number // messages found stored by another writer
 	written int64
+}
+
+// entry notes the causal context of a digest entry whose message is not
+// stored, to replace it.
+func (w *batchWrite) entry(d store.Digest, vclock []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if vclock != nil {
+		w.pre.entries[d] = vclock
+	}
+}
+
+func (w *batchWrite) entryOf(d store.Digest) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pre.entries[d]
+}
+
+func digestsOf(its []item) []store.Digest {
+	out := make([]store.Digest, len(its))
+	for i, it := range its {
+		out[i] = it.digest
+	}
+	return out
 }
 
 func (w *batchWrite) duplicate(n, of callnumber.Number) {
@@ -316,8 +340,8 @@ func (w *batchWrite) results() []store.Result {
 	return res
 }
 
-// write stores claimed messages: large ones in their own objects, then the
-// packs, then each message's digest entry once its pack is written. If
+// write stores claimed messages: for each pack, the digest entries of its
+// new messages and the large ones' own objects, then the pack. If
 // the claim is already half its timeout old, nothing is written and the
 // items are returned to be claimed again: a claim this old may be taken
 // over while the messages are being written.
@@ -351,39 +375,22 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 	added := time.Now().UTC()
 	p := newPool(ctx, s.opts.Parallel)
 	for _, pw := range order {
-		p.Go(func(ctx context.Context) error {
-			entries := make(map[uint16]packEntry, len(pw.state.entries)+len(pw.msgs))
-			for seq, e := range pw.state.entries {
-				entries[seq] = e
-			}
-			for _, i := range pw.msgs {
+		// A pack is written once the digest entries of its new messages
+		// are: by whichever entry's task finishes last.
+		var left atomic.Int32
+		left.Store(int32(len(pw.msgs)))
+		for _, i := range pw.msgs {
+			p.Go(func(ctx context.Context) error {
 				m := &w.msgs[i]
-				rec := record.Message{Digest: m.Digest, Added: added, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
-				e := packEntry{seq: w.plan.Fields[i].Sequence, rec: rec}
-				if len(m.Raw) > largeMessage {
-					obj := &riak.Object{ContentType: "application/octet-stream", Value: encodeLarge(rec)}
-					if err := s.put(ctx, s.b.types.KV, s.b.large, m.Number.String(), obj, nil); err != nil {
-						return err
-					}
-					e.large, e.rec.Raw = true, nil
+				if err := s.putDigest(ctx, m.Digest, m.Number, w.entryOf(m.Digest)); err != nil {
+					return err
 				}
-				entries[e.seq] = e
-			}
-			vclock, err := s.putPack(ctx, pw.key, entries, pw.state.vclock)
-			if err != nil {
-				return err
-			}
-			w.mu.Lock()
-			pw.state.entries, pw.state.vclock = entries, vclock
-			w.written += int64(len(pw.msgs))
-			w.mu.Unlock()
-			for _, i := range pw.msgs {
-				p.Go(func(ctx context.Context) error {
-					return s.putDigest(ctx, w.msgs[i].Digest, w.msgs[i].Number)
-				})
-			}
-			return nil
-		})
+				if left.Add(-1) == 0 {
+					p.Go(func(ctx context.Context) error { return w.writePack(ctx, pw.key, pw.state, pw.msgs, added) })
+				}
+				return nil
+			})
+		}
 	}
 	if err := p.Wait(); err != nil {
 		return nil, err
@@ -408,24 +415,62 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 	return nil, nil
 }
 
+// writePack writes the pack key with the new messages msgs (their large
+// ones first, in objects of their own) added to what it held.
+func (w *batchWrite) writePack(ctx context.Context, key string, state *packState, msgs []int, added time.Time) error {
+	s := w.s
+	if err := s.at("pack"); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	entries := make(map[uint16]packEntry, len(state.entries)+len(msgs))
+	for seq, e := range state.entries {
+		entries[seq] = e
+	}
+	vclock := state.vclock
+	w.mu.Unlock()
+	for _, i := range msgs {
+		m := &w.msgs[i]
+		rec := record.Message{Digest: m.Digest, Added: added, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
+		e := packEntry{seq: w.plan.Fields[i].Sequence, rec: rec}
+		if len(m.Raw) > largeMessage {
+			obj := &riak.Object{ContentType: "application/octet-stream", Value: encodeLarge(rec)}
+			if err := s.put(ctx, s.b.types.KV, s.b.large, m.Number.String(), obj, nil); err != nil {
+				return err
+			}
+			e.large, e.rec.Raw = true, nil
+		}
+		entries[e.seq] = e
+	}
+	vclock, err := s.putPack(ctx, key, entries, vclock)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	state.entries, state.vclock = entries, vclock
+	w.written += int64(len(msgs))
+	w.mu.Unlock()
+	return nil
+}
+
 // await waits for messages another writer claimed first: each becomes a
-// duplicate of that writer's number once its digest entry appears (the
-// writer has stored it), or is returned to be claimed again once no valid
-// claim by another writer is left (the claim expired: that writer died or
+// duplicate of that writer's number once the digest index names it and it
+// is stored, or is returned to be claimed again once no valid claim by
+// another writer is left (the claim expired: that writer died or
 // stalled).
 func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item, err error) {
 	s := w.s
 	pause := 20 * time.Millisecond
 	for len(contested) > 0 {
 		ref := time.Now()
-		found, err := s.lookupDigests(ctx, contested)
+		states, err := s.lookupDigests(ctx, w.pre.codec, digestsOf(contested))
 		if err != nil {
 			return nil, err
 		}
 		var open []item
 		for j, it := range contested {
-			if found[j] != 0 {
-				w.duplicate(it.number, found[j])
+			if states[j].stored != 0 {
+				w.duplicate(it.number, states[j].stored)
 			} else {
 				open = append(open, it)
 			}
@@ -459,19 +504,6 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 	return retake, nil
 }
 
-// lookupDigests looks the items' digests up in parallel; 0 means absent.
-func (s *Store) lookupDigests(ctx context.Context, its []item) ([]callnumber.Number, error) {
-	out := make([]callnumber.Number, len(its))
-	err := parallel(ctx, len(its), s.opts.Parallel, func(ctx context.Context, j int) error {
-		n, ok, err := s.lookupDigest(ctx, its[j].digest)
-		if ok {
-			out[j] = n
-		}
-		return err
-	})
-	return out, err
-}
-
 // putPack writes a pack with the causal context of its last read (or
 // write), and returns the new causal context.
 func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, vclock []byte) ([]byte, error) {
@@ -495,13 +527,6 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 		return nil, nil
 	}
 	return r.VClock, nil
-}
-
-// putDigest writes a digest index entry. It is written once its message
-// is stored, so a digest found names a stored message.
-func (s *Store) putDigest(ctx context.Context, d store.Digest, n callnumber.Number) error {
-	obj := &riak.Object{ContentType: "text/plain", Value: []byte(n.String())}
-	return s.put(ctx, s.b.types.KV, s.b.digests, hex.EncodeToString(d[:]), obj, nil)
 }
 
 func (s *Store) addCount(ctx context.Context, n int64) error {

@@ -231,14 +231,29 @@ func (s *Store) ByDigest(ctx context.Context, d store.Digest) (callnumber.Number
 		return 0, err
 	}
 	defer s.end()
-	n, ok, err := s.lookupDigest(ctx, d)
-	if err == nil && !ok {
-		err = store.ErrNotFound
-	}
+	n, err := s.byDigest(ctx, d)
 	if err != nil {
 		return 0, fmt.Errorf("cannot look up digest %v: %w", d, err)
 	}
 	return n, nil
+}
+
+func (s *Store) byDigest(ctx context.Context, d store.Digest) (callnumber.Number, error) {
+	bd, err := s.binding(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if bd == nil {
+		return 0, store.ErrNotFound
+	}
+	states, err := s.lookupDigests(ctx, bd.codec, []store.Digest{d})
+	if err != nil {
+		return 0, err
+	}
+	if states[0].stored == 0 {
+		return 0, store.ErrNotFound
+	}
+	return states[0].stored, nil
 }
 
 // Count implements store.Store: an estimate, see the package doc.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
-	"github.com/chibrary/chibrary/store/internal/record"
 )
 
 // maxInlineID is the longest Message-ID used as its own index term; longer
@@ -42,29 +41,6 @@ func live(values []*riak.Object) []*riak.Object {
 // number at once, which the run authority's unique runs (and the leases
 // this store records with compare-and-set) make impossible.
 var errConflict = errors.New("conflicting siblings")
-
-// resolveDigest returns the call number a digest index entry points to.
-// An entry is written once, after its message; siblings naming different
-// numbers are left only by a writer that stalled for longer than the claim
-// timeout (see the package doc). Every reader picks the same one, the
-// lowest call number in base62 order; the other message stays stored
-// under its own number.
-func resolveDigest(values []*riak.Object) (callnumber.Number, bool, error) {
-	vs := live(values)
-	if len(vs) == 0 {
-		return 0, false, nil
-	}
-	var nums []string
-	for _, v := range vs {
-		nums = append(nums, string(v.Value))
-	}
-	slices.Sort(nums)
-	n, err := callnumber.Parse(nums[0])
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: digest entry %q: %w", record.ErrCorrupt, nums[0], err)
-	}
-	return n, true, nil
-}
 
 // riakError returns the error Riak itself answered, looking through the
 // client's ClientError wrapping (which has no Unwrap).

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,6 +187,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.RetryFor < 0 || opts.Parallel < 1 || opts.Parallel > 1024 || opts.Timeout < 0 || opts.ClaimTimeout < 0 || opts.MaxClockSkew < 0 {
 		return nil, fmt.Errorf("cannot open riak store: bad options (retry for %v, parallel %d, timeout %v, claim timeout %v, clock skew %v)", opts.RetryFor, opts.Parallel, opts.Timeout, opts.ClaimTimeout, opts.MaxClockSkew)
 	}
+	routeClientLogs(opts.Logger)
 	var nodes []*riak.Node
 	for _, addr := range opts.Nodes {
 		n, err := riak.NewNode(&riak.NodeOptions{
@@ -222,6 +225,27 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot open riak store %v archive %q: %w", opts.Nodes, opts.Archive, err)
 	}
 	return s, nil
+}
+
+// The client library logs connection trouble to stderr through package
+// variables of its own; the first Open routes those lines to its logger at
+// debug level (this package reports what fails in its errors, and a node
+// that stops answering is skipped).
+var clientLogs sync.Once
+
+func routeClientLogs(l *slog.Logger) {
+	clientLogs.Do(func() {
+		w := &lineLogger{l: l}
+		riak.SetLogger(log.New(w, "", 0))
+		riak.SetErrorLogger(log.New(w, "", 0))
+	})
+}
+
+type lineLogger struct{ l *slog.Logger }
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.l.Debug("riak client", "line", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // Requests returns how many requests this Store has sent to Riak (each
