@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riaktest"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 	if out := os.Getenv(rusageEnv); out != "" {
 		os.Exit(measure(out, os.Args[1:]))
 	}
-	code := m.Run()
+	code := riaktest.Main(m) // runs the tests; stops the Riak node they started
 	if binaries.dir != "" {
 		os.RemoveAll(binaries.dir)
 	}

@@ -177,6 +177,10 @@ type Node struct {
 	PB   string // protocol buffers address, host:port
 	HTTP string // HTTP address, host:port
 	Name string // Erlang node name
+	// sc is the strong consistency flag to start it again with: the kit
+	// writes the setting into the node's configuration at every start, so
+	// a restart without it would turn strong consistency off.
+	sc string
 }
 
 // Start starts a node in dir (riak-node start DIR ARGS...) and waits
@@ -189,6 +193,11 @@ func Start(kit, dir string, args ...string) (*Node, error) {
 		return nil, fmt.Errorf("riak-node start %s %s: %v\n%s", dir, strings.Join(args, " "), err, tail(stderr.String(), 40))
 	}
 	n := &Node{Kit: kit, Dir: dir}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--strong-consistency") {
+			n.sc = "--strong-consistency"
+		}
+	}
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), "=")
@@ -207,10 +216,14 @@ func Start(kit, dir string, args ...string) (*Node, error) {
 	return n, nil
 }
 
-// Restart starts the node again after Stop or Kill, with its ports and
-// data.
+// Restart starts the node again after Stop or Kill, with its ports,
+// data and cluster, and waits until it is ready.
 func (n *Node) Restart() error {
-	m, err := Start(n.Kit, n.Dir)
+	var args []string
+	if n.sc != "" {
+		args = append(args, n.sc)
+	}
+	m, err := Start(n.Kit, n.Dir, args...)
 	if err != nil {
 		return err
 	}

@@ -170,7 +170,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		opts.Timeout = 10 * time.Second
 	}
 	if opts.RetryFor == 0 {
-		opts.RetryFor = 20 * time.Second
+		opts.RetryFor = 60 * time.Second
 	}
 	if opts.Parallel == 0 {
 		opts.Parallel = 64
