@@ -327,6 +327,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load())
 	if err := s.cluster.Stop(); err != nil {
 		return fmt.Errorf("cannot stop riak cluster client: %w", err)
 	}

@@ -4,6 +4,12 @@
 // each in its own process, so that wall time, peak RSS and bytes on disk
 // are each program's own. It prints both, and their ratio.
 //
+// Then, in the same run, the importer into Riak: a node started from the
+// Riak test kit (../shared/riak, or --riak-kit), or the node --riak (or
+// $CHIBRARY_TEST_RIAK) names, a fresh archive per round; it prints msg/s
+// beside the bbolt import's, and the requests the store sent per message
+// (counted by the store, logged when it closes).
+//
 //	go run ./internal/tools/importbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --importer bin/importer
 package main
 
@@ -26,6 +32,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/chibrary/chibrary/internal/riaktest"
 	"github.com/chibrary/chibrary/mbox"
 )
 
@@ -33,6 +40,8 @@ func main() {
 	corpus := flag.String("corpus", "../shared/corpus/linux-mips-sample.mbox.gz", "mbox (plain or .gz) to import")
 	importer := flag.String("importer", "bin/importer", "importer binary")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
+	riakAddr := flag.String("riak", os.Getenv(riaktest.EnvAddr), "protocol buffers address of a Riak node to import into (default: start one from the kit)")
+	riakKit := flag.String("riak-kit", "", "the kit's riak-node script (default: ../shared/riak/riak-node next to the repository)")
 	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
 	out := flag.String("out", "", "internal: the bare loop's database")
 	flag.Parse()
@@ -43,8 +52,13 @@ func main() {
 		}
 		return
 	}
-	if err := compare(*corpus, *importer, *rounds); err != nil {
+	bolt, err := compare(*corpus, *importer, *rounds)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
+		os.Exit(1)
+	}
+	if err := compareRiak(*corpus, *importer, *rounds, *riakAddr, *riakKit, bolt); err != nil {
+		fmt.Fprintln(os.Stderr, "importbench: riak:", err)
 		os.Exit(1)
 	}
 }
@@ -57,37 +71,43 @@ type result struct {
 	writeOnly time.Duration // bare loop: the bbolt puts alone
 }
 
-func compare(corpus, importer string, rounds int) error {
+// boltFigures are the bbolt import's, for the Riak comparison.
+type boltFigures struct {
+	messages int
+	msgPerS  float64
+}
+
+func compare(corpus, importer string, rounds int) (boltFigures, error) {
 	if _, err := os.Stat(corpus); err != nil {
-		return fmt.Errorf("no corpus (%w): pass --corpus", err)
+		return boltFigures{}, fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
 	tmp, err := os.MkdirTemp("", "importbench")
 	if err != nil {
-		return err
+		return boltFigures{}, err
 	}
 	defer os.RemoveAll(tmp)
 	plain := filepath.Join(tmp, "corpus.mbox")
 	size, err := decompress(corpus, plain)
 	if err != nil {
-		return err
+		return boltFigures{}, err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return boltFigures{}, err
 	}
 	var imp, bar []result
 	for i := 0; i < rounds; i++ {
 		dir := filepath.Join(tmp, fmt.Sprint("imp", i))
 		r, err := measure(exec.Command(importer, "--data", dir, "--log-level", "error", plain), dir)
 		if err != nil {
-			return fmt.Errorf("importer: %w", err)
+			return boltFigures{}, fmt.Errorf("importer: %w", err)
 		}
 		imp = append(imp, r)
 		bdir := filepath.Join(tmp, fmt.Sprint("bare", i))
 		os.MkdirAll(bdir, 0o755)
 		r, err = measure(exec.Command(self, "--bare", plain, "--out", filepath.Join(bdir, "bare.db")), bdir)
 		if err != nil {
-			return fmt.Errorf("bare loop: %w", err)
+			return boltFigures{}, fmt.Errorf("bare loop: %w", err)
 		}
 		bar = append(bar, r)
 	}
@@ -105,7 +125,89 @@ func compare(corpus, importer string, rounds int) error {
 	fmt.Printf("\nimporter / bare loop: %.0f%% of its msg/s (target >= 50%%); importer / bare puts alone: %.0f%%\n",
 		100*mb.wall.Seconds()/mi.wall.Seconds(), 100*mb.writeOnly.Seconds()/mi.wall.Seconds())
 	fmt.Printf("importer peak RSS: %.0f MB (target < 200 MB)\n", float64(mi.maxRSS)/1e6)
+	return boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds()}, nil
+}
+
+// compareRiak imports the corpus into a Riak node, a fresh archive per
+// round, and prints msg/s beside the bbolt import's and the store's
+// requests per message.
+func compareRiak(corpus, importer string, rounds int, addr, kit string, bolt boltFigures) error {
+	fmt.Println()
+	if addr == "" {
+		if kit == "" {
+			var err error
+			if kit, err = riaktest.Kit(); err != nil {
+				fmt.Printf("Riak: skipped: no node to import into (%v); pass --riak host:8087 or put the Riak test kit in ../shared/riak\n", err)
+				return nil
+			}
+		}
+		dir, err := riaktest.NewDir()
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "importbench: starting a Riak node from", kit)
+		n, err := riaktest.Start(kit, dir, "--strong-consistency")
+		if err != nil {
+			return err
+		}
+		defer n.Stop()
+		addr = n.PB
+	}
+	tmp, err := os.MkdirTemp("", "importbench-riak")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	plain := filepath.Join(tmp, "corpus.mbox")
+	if _, err := decompress(corpus, plain); err != nil {
+		return err
+	}
+	tag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	type riakRun struct {
+		result
+		requests int64
+	}
+	var runs []riakRun
+	for i := range rounds {
+		data := filepath.Join(tmp, fmt.Sprint("r", i))
+		url := fmt.Sprintf("riak://%s/%s-%d", addr, tag, i)
+		cmd := exec.Command(importer, "--data", data, "--store", url, "--log-level", "debug", "--log-format", "json", plain)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("importer: %v: %s", err, lastLines(stderr.String(), 5))
+		}
+		r := riakRun{result: result{wall: time.Since(start)}}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.maxRSS = ru.Maxrss * 1024
+		}
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			var rec struct {
+				Msg      string
+				Requests int64
+			}
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "riak store closed" {
+				r.requests += rec.Requests
+			}
+		}
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b riakRun) int { return int(a.wall - b.wall) })
+	m := runs[len(runs)/2]
+	msgs := bolt.messages
+	fmt.Printf("Riak: one node at %s (n_val 3), a fresh archive per run, median of %d runs\n\n", addr, rounds)
+	fmt.Printf("%-28s %10s %9s %12s %14s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg")
+	fmt.Printf("%-28s %10.0f %9s %12s %14s\n", "importer into bbolt", bolt.msgPerS, "", "", "-")
+	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs))
+	fmt.Printf("\nRiak / bbolt: %.0f%% of its msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
 	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func median(rs []result) result {
