@@ -9,13 +9,26 @@ CORPUS   ?= ../shared/corpus/linux-mips-sample.mbox.gz
 
 all: build
 
+# --version says which source a binary was built from: the toolchain
+# stamps the VCS revision in a git clone (-buildvcs=auto wins over a GOFLAGS
+# that turns it off), and the linker stamps it from git where the toolchain
+# cannot (a git worktree, whose .git is a file). Without git: "unknown
+# revision".
+VERSION_PKG := github.com/chibrary/chibrary/internal/version
+GIT_REV     := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_TIME    := $(shell git log -1 --format=%cI 2>/dev/null)
+GIT_MOD     := $(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo true)
+LDFLAGS     := -X $(VERSION_PKG).revision=$(GIT_REV) -X $(VERSION_PKG).revisionTime=$(GIT_TIME) -X $(VERSION_PKG).modified=$(GIT_MOD)
+
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # The whole suite: static checks, then every test with the race detector.
 # Installs the real servers the tests use (Dovecot, Chromium) when missing.
+# The output is go test's, then a list of the tests that were skipped and
+# why (internal/tools/testsummary); it fails exactly when go test fails.
 test: test-deps check
-	$(GO) test -race -timeout 60m ./...
+	@bash -o pipefail -c '$(GO) test -json -race -timeout 60m ./... | $(GO) run ./internal/tools/testsummary'
 
 test-deps:
 	@scripts/install-test-deps.sh

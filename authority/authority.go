@@ -86,6 +86,9 @@ var (
 	ErrBackwards = errors.New("authority: the next run can only move forwards")
 	// ErrClosed: the authority was closed.
 	ErrClosed = errors.New("authority: closed")
+	// ErrScheme: an existing authority was asked for another shuffle
+	// scheme than the one it was created with, which it keeps for good.
+	ErrScheme = errors.New("authority: the authority already exists with another scheme")
 )
 
 // Format is the value of the format key of every authority database; a
@@ -122,8 +125,9 @@ type Holder struct {
 // default for every field.
 type Options struct {
 	// Scheme is the shuffle scheme of a new authority; "" means
-	// shuffle.Bits. It applies only when the database is created: an
-	// existing authority keeps its scheme.
+	// shuffle.Mix. It applies only when the database is created: an
+	// existing authority keeps its scheme, and OpenOrCreate refuses to
+	// open one of another scheme than a Scheme given (ErrScheme).
 	Scheme shuffle.Scheme
 
 	// LockTimeout is how long to wait for another process to release the
@@ -198,7 +202,10 @@ func Create(ctx context.Context, path string, opts Options) (*Authority, error) 
 }
 
 // OpenOrCreate opens the authority database at path, creating it first if
-// there is no file there. created reports whether it did.
+// there is no file there. created reports whether it did. When
+// opts.Scheme is set and an existing authority has another scheme, it
+// fails with ErrScheme: asking for a scheme that cannot be had is a
+// mistake to report, not to ignore.
 func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority, created bool, err error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		err := create(path, opts)
@@ -211,13 +218,31 @@ func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority,
 		}
 	}
 	a, err = Open(ctx, path, opts)
-	return a, created, err
+	if err != nil {
+		return nil, false, err
+	}
+	if opts.Scheme != "" && a.Scheme() != opts.Scheme {
+		a.Close()
+		return nil, false, SchemeError(path, a.Scheme(), opts.Scheme)
+	}
+	return a, created, nil
 }
+
+// SchemeError is the ErrScheme of the authority at path, which has scheme
+// has and was asked for asked.
+func SchemeError(path string, has, asked shuffle.Scheme) error {
+	return fmt.Errorf("%w: %s has scheme %s, not %s (the scheme is chosen once, when an authority is created; drop --scheme, or create a new archive)", ErrScheme, path, has, asked)
+}
+
+// DefaultScheme is the shuffle scheme of a new authority unless told
+// otherwise: mix, since bits lets an outsider who sees a few numbers of a
+// run list the rest (see package shuffle).
+const DefaultScheme = shuffle.Mix
 
 func create(path string, opts Options) error {
 	scheme := opts.Scheme
 	if scheme == "" {
-		scheme = shuffle.Bits
+		scheme = DefaultScheme
 	}
 	if _, err := shuffle.ParseScheme(string(scheme)); err != nil {
 		return fmt.Errorf("cannot create %s: %w", path, err)
@@ -237,7 +262,7 @@ func create(path string, opts Options) error {
 	}
 	tmpf, err := os.CreateTemp(dir, "."+base+".new-*")
 	if err != nil {
-		return fmt.Errorf("cannot create %s: %w", path, err)
+		return fmt.Errorf("cannot create %s: %w", path, pathless(err))
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
@@ -285,6 +310,17 @@ func create(path string, opts Options) error {
 	return nil
 }
 
+// pathless drops the path an *fs.PathError repeats, for an error that
+// already names the file: "cannot open x: no such file or directory", not
+// "cannot open x: stat x: no such file or directory".
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // publish puts the finished file tmp at path unless something is there.
 // A hard link never replaces; where the file system has no hard links, a
 // rename after checking for absence is the fallback.
@@ -320,7 +356,7 @@ func syncDir(dir string) {
 func Open(ctx context.Context, path string, opts Options) (*Authority, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the run authority: %w", err)
+		return nil, fmt.Errorf("cannot open the run authority %s: %w", path, pathless(err))
 	}
 	if !fi.Mode().IsRegular() || fi.Size() == 0 {
 		// bbolt would turn an empty file into a database: refuse instead.
@@ -364,7 +400,7 @@ func openBolt(ctx context.Context, path string, opts Options) (*bolt.DB, error) 
 			errors.Is(err, berrors.ErrChecksum), isBoltFormatError(err):
 			return nil, fmt.Errorf("cannot open %s: %w (%v)", path, ErrNotAuthority, err)
 		default:
-			return nil, fmt.Errorf("cannot open %s: %w", path, err)
+			return nil, fmt.Errorf("cannot open %s: %w", path, pathless(err))
 		}
 	}
 }

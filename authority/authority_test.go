@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestCreate(t *testing.T) {
 		scheme shuffle.Scheme
 		want   shuffle.Scheme
 	}{
-		{"default is bits", "", shuffle.Bits},
+		{"default is mix", "", shuffle.Mix},
 		{"bits", shuffle.Bits, shuffle.Bits},
 		{"mix", shuffle.Mix, shuffle.Mix},
 	} {
@@ -79,7 +80,7 @@ func TestCreate(t *testing.T) {
 			a.Close()
 
 			// Reopened, it is the same authority, whatever the scheme asked for.
-			b, err := Open(context.Background(), path, Options{Scheme: shuffle.Mix})
+			b, err := Open(context.Background(), path, Options{Scheme: shuffle.Bits})
 			if err != nil {
 				t.Fatalf("Open = %v", err)
 			}
@@ -124,6 +125,29 @@ func TestOpenOrCreate(t *testing.T) {
 	defer b.Close()
 	if b.ID() != id {
 		t.Errorf("ID = %s, want %s", b.ID(), id)
+	}
+}
+
+// An existing authority keeps its scheme: asking OpenOrCreate for another
+// one is an error naming the scheme it has, and changes nothing.
+func TestOpenOrCreateOtherScheme(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "runs.db")
+	a, _, err := OpenOrCreate(ctx, path, Options{Scheme: shuffle.Bits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	_, _, err = OpenOrCreate(ctx, path, Options{Scheme: shuffle.Mix})
+	if !errors.Is(err, ErrScheme) || !strings.Contains(err.Error(), "has scheme bits, not mix") {
+		t.Fatalf("OpenOrCreate(bits authority, mix) = %v, want %v naming both schemes", err, ErrScheme)
+	}
+	for _, scheme := range []shuffle.Scheme{"", shuffle.Bits} {
+		b, created, err := OpenOrCreate(ctx, path, Options{Scheme: scheme})
+		if err != nil || created || b.Scheme() != shuffle.Bits {
+			t.Fatalf("OpenOrCreate(bits authority, %q) = %v, created %v; want it opened", scheme, err, created)
+		}
+		b.Close()
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 // field.
 type LocalOptions struct {
 	// Scheme is the shuffle scheme if Local creates the database; ""
-	// means shuffle.Bits. An existing database keeps its scheme.
+	// means DefaultScheme (mix). An existing database keeps its scheme:
+	// asking it for another one fails with ErrScheme.
 	Scheme shuffle.Scheme
 
 	// LockTimeout is how long to wait for other processes to release the

@@ -197,6 +197,17 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (id string, err error)
 	return resp.Header.Get(HeaderAuthority), nil
 }
 
+// BackupTo writes a backup taken through the coordinator to the file out,
+// atomically (see SaveBackup), and returns the authority ID of the copy.
+func (c *Client) BackupTo(ctx context.Context, out string) (id string, err error) {
+	err = SaveBackup(ctx, out, "", func(w io.Writer) error {
+		var err error
+		id, err = c.Backup(ctx, w)
+		return err
+	})
+	return id, err
+}
+
 // do sends a request, retrying as documented on Client, and hands the body
 // of a response with status want to decode.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, want int, decode func(io.Reader) error) error {

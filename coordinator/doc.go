@@ -8,7 +8,7 @@
 // {"error":"...","kind":"..."}.
 //
 //	POST /v1/runs        {"program":"importer","host":"h1","pid":123,"note":"..."}
-//	                     -> 201 {"run":N,"version":0,"authority":"HEX","scheme":"bits",
+//	                     -> 201 {"run":N,"version":0,"authority":"HEX","scheme":"mix",
 //	                             "key":"HEX","nonce":"HEX","issued_at":"RFC3339", ...holder}
 //	                     400 malformed body or unknown field, 413 body over 64 KiB,
 //	                     409 (kind "exhausted") when the run space is used up
@@ -16,12 +16,14 @@
 //	GET  /v1/backup      -> 200 a consistent copy of runs.db (application/octet-stream,
 //	                        header Chibrary-Authority: the authority ID)
 //	GET  /healthz        -> 200 when the database is usable, else 503 (no token)
+//	GET  /api/v1/version -> the build: {"program","version","revision",...} (no token)
 //	GET  /metrics        -> Prometheus metrics (no token)
 //
 // A wrong method gets 405. The metrics are
 // chibrary_coordinator_leases_issued_total,
-// chibrary_coordinator_errors_total{kind} and
-// chibrary_coordinator_request_duration_seconds{route,code}, in a registry
+// chibrary_coordinator_errors_total{kind},
+// chibrary_coordinator_requests_total{route,code} and
+// chibrary_coordinator_request_duration_seconds{route}, in a registry
 // of the server's own, with the Go and process collectors.
 //
 // # Backup

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/shuffle"
 )
 
@@ -35,8 +36,9 @@ type Config struct {
 	TokenFile string
 	// Token is the token itself, used when TokenFile is "".
 	Token string
-	// Scheme is the shuffle scheme of a new authority; "" means bits. It
-	// has no effect on an existing database.
+	// Scheme is the shuffle scheme of a new authority; "" means mix (see
+	// authority.DefaultScheme). Given for an existing database of another
+	// scheme, Serve fails with authority.ErrScheme.
 	Scheme shuffle.Scheme
 	// TLSCert and TLSKey, both or neither, make the server speak HTTPS.
 	TLSCert, TLSKey string
@@ -57,8 +59,9 @@ type Config struct {
 // only, so that exposing the coordinator is a decision.
 const DefaultListen = "127.0.0.1:7070"
 
-// Serve runs the coordinator until ctx ends: it opens (or creates) the
-// authority, reads (or creates) the token, serves HTTP, and on ctx's end
+// Serve runs the coordinator until ctx ends: it listens first (so that a
+// port in use fails before anything is created), reads (or creates) the
+// token, opens (or creates) the authority, serves HTTP, and on ctx's end
 // lets in-flight requests finish before closing the database.
 func Serve(ctx context.Context, cfg Config) (err error) {
 	log := cfg.Logger
@@ -83,6 +86,20 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("cannot load the TLS certificate: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen: %w", err)
+	}
+	defer ln.Close() // if anything fails before serving; Serve closes it otherwise
+
 	token := cfg.Token
 	if cfg.TokenFile != "" {
 		var created bool
@@ -98,15 +115,6 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	}
 	if token == "" {
 		return errors.New("cannot serve: no token (--token-file or $CHIBRARY_TOKEN)")
-	}
-
-	var tlsConfig *tls.Config
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return fmt.Errorf("cannot load the TLS certificate: %w", err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 
 	a, created, err := authority.OpenOrCreate(ctx, cfg.DB, authority.Options{Scheme: cfg.Scheme, LockTimeout: cfg.LockTimeout})
@@ -127,17 +135,11 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	}
 	if created {
 		log.Info("created a new run authority", "db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme())
-	} else if cfg.Scheme != "" && cfg.Scheme != a.Scheme() {
-		log.Warn("--scheme applies only to a new authority: keeping the existing one's", "asked", cfg.Scheme, "scheme", a.Scheme())
 	}
 
 	handler, err := NewServer(a, ServerOptions{Token: token, Logger: log})
 	if err != nil {
 		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("cannot listen: %w", err)
 	}
 	scheme := "http"
 	if tlsConfig != nil {
@@ -152,30 +154,15 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
 		"db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme(), "next_run", next)
-
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
-
-	select {
-	case err := <-served:
-		return fmt.Errorf("cannot serve: %w", err)
-	case <-ctx.Done():
+	if err := httpserve.Serve(ctx, srv, ln, cfg.ShutdownTimeout, log); err != nil {
+		return err
 	}
-	log.Info("shutting down: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-		log.Warn("requests still in flight were cut short", "err", err)
-	}
-	<-served // Serve has returned ErrServerClosed
 	log.Info("stopped; closing the database")
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/httpserve"
+	"github.com/chibrary/chibrary/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -76,10 +78,10 @@ type Server struct {
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	mux       *http.ServeMux
+	handler   http.Handler // mux with the access log and metrics
 
-	issued   prometheus.Counter
-	errors   *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	issued prometheus.Counter
+	errors *prometheus.CounterVec
 }
 
 // NewServer returns the handler serving a. It does not own a: closing a
@@ -110,16 +112,20 @@ func NewServer(a *authority.Authority, opts ServerOptions) (*Server, error) {
 		Name: "chibrary_coordinator_errors_total",
 		Help: "Error responses, by kind.",
 	}, []string{"kind"})
-	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "chibrary_coordinator_request_duration_seconds",
-		Help:    "Time to serve a request, by route and status code.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms .. 4s
-	}, []string{"route", "code"})
-	for _, c := range []prometheus.Collector{s.issued, s.errors, s.duration} {
+	for _, c := range []prometheus.Collector{s.issued, s.errors} {
 		if err := s.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register metrics: %w", err)
 		}
 	}
+	mw, err := httpserve.New(httpserve.Options{
+		Logger: s.log, Registerer: s.reg, Namespace: "chibrary_coordinator",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms .. 4s
+		Done:    s.countUnmatched,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.handler = mw.Wrap(s.mux)
 	for _, k := range []string{KindUnauthorized, KindBadRequest, KindTooLarge, KindNotFound,
 		KindMethodNotAllowed, KindExhausted, KindUnavailable, KindInternal} {
 		s.errors.WithLabelValues(k) // export zeros, so rates work from the start
@@ -129,6 +135,7 @@ func NewServer(a *authority.Authority, opts ServerOptions) (*Server, error) {
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(http.HandlerFunc(s.handleLease)))
 	s.mux.Handle("GET /v1/backup", s.auth(http.HandlerFunc(s.handleBackup)))
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.Handle("GET /api/v1/version", version.Handler("coordinator"))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	return s, nil
 }
@@ -138,75 +145,25 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 // ServeHTTP routes the request, then logs it and records its metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rec := &recorder{ResponseWriter: w}
-	s.mux.ServeHTTP(rec, r)
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	// The mux sets r.Pattern when a route matched; unmatched requests
-	// (404, 405) share one label so that scanners cannot blow up the
-	// metric's cardinality.
-	route := r.Pattern
-	if route == "" {
-		route = "unmatched"
-		switch rec.status {
-		case http.StatusNotFound:
-			rec.kind = KindNotFound
-		case http.StatusMethodNotAllowed:
-			rec.kind = KindMethodNotAllowed
-		}
-	}
-	elapsed := time.Since(start)
-	s.duration.WithLabelValues(route, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
-	if rec.kind != "" {
-		s.errors.WithLabelValues(rec.kind).Inc()
-	}
-	level := slog.LevelInfo
-	if rec.status >= 500 {
-		level = slog.LevelError
-	}
-	s.log.LogAttrs(r.Context(), level, "request",
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", rec.status),
-		slog.Int64("bytes", rec.bytes),
-		slog.Duration("duration", elapsed),
-		slog.String("remote", r.RemoteAddr),
-	)
+	s.handler.ServeHTTP(w, r)
 }
 
-// recorder remembers what a handler answered, for the log and metrics.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-	kind   string
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
+// countUnmatched counts the errors of requests no route matched (the
+// ServeMux answers them, not fail).
+func (s *Server) countUnmatched(_ *http.Request, route string, status int) {
+	if route != "unmatched" {
+		return
 	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+	switch status {
+	case http.StatusNotFound:
+		s.errors.WithLabelValues(KindNotFound).Inc()
+	case http.StatusMethodNotAllowed:
+		s.errors.WithLabelValues(KindMethodNotAllowed).Inc()
 	}
-	n, err := r.ResponseWriter.Write(b)
-	r.bytes += int64(n)
-	return n, err
 }
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) fail(w http.ResponseWriter, status int, kind, msg string) {
-	if rec, ok := w.(*recorder); ok {
-		rec.kind = kind
-	}
+	s.errors.WithLabelValues(kind).Inc()
 	if status == http.StatusUnauthorized {
 		// RFC 6750, section 3.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chibrary"`)

@@ -245,13 +245,24 @@ func TestMetrics(t *testing.T) {
 		`chibrary_coordinator_errors_total{kind="bad_request"} 1` + "\n",
 		`chibrary_coordinator_errors_total{kind="not_found"} 1` + "\n",
 		`chibrary_coordinator_errors_total{kind="method_not_allowed"} 1` + "\n",
-		`chibrary_coordinator_request_duration_seconds_count{code="201",route="POST /v1/runs"} 3` + "\n",
-		`chibrary_coordinator_request_duration_seconds_count{code="405",route="unmatched"} 1` + "\n",
+		`chibrary_coordinator_requests_total{code="201",route="POST /v1/runs"} 3` + "\n",
+		`chibrary_coordinator_requests_total{code="405",route="unmatched"} 1` + "\n",
+		`chibrary_coordinator_request_duration_seconds_count{route="POST /v1/runs"} 5` + "\n",
 		"go_goroutines ",
 	} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// GET /api/v1/version says which build serves, without a token.
+func TestVersion(t *testing.T) {
+	s := startServer(t, authority.Options{})
+	resp, body := s.do(t, request{method: "GET", path: "/api/v1/version", auth: "-"})
+	var v struct{ Program, Version, Go string }
+	if err := json.Unmarshal(body, &v); resp.StatusCode != 200 || err != nil || v.Program != "coordinator" || v.Version == "" || !strings.HasPrefix(v.Go, "go") {
+		t.Errorf("GET /api/v1/version = %d %s (%v), want the coordinator's build as JSON", resp.StatusCode, body, err)
 	}
 }
 

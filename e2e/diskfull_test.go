@@ -80,8 +80,8 @@ func TestDiskFull(t *testing.T) {
 	if code := p.wait(120 * time.Second); code != 1 {
 		t.Fatalf("importer on a full disk exited %d, want 1 (an error, not a crash or a signal)", code)
 	}
-	if last := lastLine(p.log()); !strings.Contains(last, disk.cause) || !strings.HasPrefix(last, "importer: ") {
-		t.Errorf("importer's last line %q does not name the cause %q", last, disk.cause)
+	if last := runError(t, p.log()); !strings.Contains(last, disk.cause) || !strings.HasPrefix(last, "importer: ") {
+		t.Errorf("importer's error above its summary %q does not name the cause %q", last, disk.cause)
 	}
 	m1 := readManifest(t, manifest1)
 	var acked []int

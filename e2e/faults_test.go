@@ -259,7 +259,7 @@ func TestRestoredBackup(t *testing.T) {
 	if code := p.wait(60 * time.Second); code != 1 {
 		t.Fatalf("importer part3 on a restored authority exited %d, want 1", code)
 	}
-	last := lastLine(p.log())
+	last := runError(t, p.log())
 	for _, s := range []string{"already leased", "old backup"} {
 		if !strings.Contains(last, s) {
 			t.Errorf("importer part3's error %q does not say %q", last, s)
@@ -296,7 +296,14 @@ func TestRestoredBackup(t *testing.T) {
 	verifyArchive(t, openStore(t, data), w)
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return lines[len(lines)-1]
+// runError returns the error that ended an importer's run: the line right
+// above its summary, which must be the last line.
+func runError(t *testing.T, log string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[len(lines)-1], "imported ") {
+		t.Errorf("the importer's last line %q is not its summary", lines[len(lines)-1])
+		return lines[len(lines)-1]
+	}
+	return lines[len(lines)-2]
 }

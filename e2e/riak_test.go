@@ -240,7 +240,7 @@ func TestRiakNodeLost(t *testing.T) {
 		// A request that could not be served for RetryFor ends the import:
 		// what the manifest acknowledges must be there all the same, and a
 		// second run completes it.
-		t.Logf("the importer exited %d with a node lost: %s", code, lastLine(imp.log()))
+		t.Logf("the importer exited %d with a node lost: %s", code, tail(imp.log(), 1))
 		again := start(t, "importer again", procOptions{}, "--store", url, "--coordinator", coord.url, "--token-file", coord.tokenFile, input)
 		if code := again.wait(10 * time.Minute); code != 0 {
 			t.Fatalf("the second import exited %d", code)

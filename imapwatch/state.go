@@ -1,11 +1,14 @@
 package imapwatch
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -95,4 +98,19 @@ func saveState(path string, st State) error {
 		return fmt.Errorf("cannot save state: %w", err)
 	}
 	return nil
+}
+
+// DefaultStatePath names the state file of t's mailbox in dir (the data
+// directory's watcher/): readable, and unique per user, server and mailbox
+// thanks to a hash of them.
+func DefaultStatePath(dir string, t Target) string {
+	key := t.User + "@" + t.Addr + "/" + t.Mailbox
+	sum := sha256.Sum256([]byte(key))
+	clean := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '@' || r == '.' || r == '-' {
+			return r
+		}
+		return '_'
+	}, key)
+	return filepath.Join(dir, "watcher", clean+"-"+hex.EncodeToString(sum[:4])+".json")
 }

@@ -35,9 +35,9 @@ type ImportOptions struct {
 	// Workers digest and parse messages in parallel; 0 means GOMAXPROCS.
 	Workers int
 	// BatchMessages and BatchBytes bound a store batch: a batch is written
-	// when it reaches either. 0 means 1,000 messages and 16 MiB. Memory
-	// use is a small multiple of BatchBytes (plus the largest message),
-	// whatever the size of the input.
+	// when it reaches either. 0 means DefaultBatchMessages and
+	// DefaultBatchBytes. Memory use is a small multiple of BatchBytes (plus
+	// the largest message), whatever the size of the input.
 	BatchMessages int
 	BatchBytes    int
 	// Partition K of N (1 <= K <= N) imports only the messages whose
@@ -51,6 +51,16 @@ type ImportOptions struct {
 	// so far (for progress reporting). It runs on Import's goroutine.
 	OnBatch func(Stats)
 }
+
+// Default batch bounds. A batch's messages, their store records and the
+// index pages its inserts touch (random keys: a page per message, at
+// worst) are in memory at once, so the batch bounds the importer's memory;
+// 500 messages and 8 MiB import as fast as twice that (the fsync per batch
+// is not what limits the speed), with half the memory.
+const (
+	DefaultBatchMessages = 500
+	DefaultBatchBytes    = 8 << 20
+)
 
 // Stats count what Import did.
 type Stats struct {
@@ -127,10 +137,10 @@ func Import(ctx context.Context, src Source, opts ImportOptions) (Stats, error) 
 		workers = runtime.GOMAXPROCS(0)
 	}
 	if opts.BatchMessages <= 0 {
-		opts.BatchMessages = 1000
+		opts.BatchMessages = DefaultBatchMessages
 	}
 	if opts.BatchBytes <= 0 {
-		opts.BatchBytes = 16 << 20
+		opts.BatchBytes = DefaultBatchBytes
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

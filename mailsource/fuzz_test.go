@@ -57,3 +57,39 @@ func FuzzOpenStdin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLess: the reading order of a folder's files is a total order: a
+// name equals only itself, and the order of two names does not depend on
+// which is asked first, nor is it broken by a third.
+func FuzzLess(f *testing.F) {
+	for _, s := range [][3]string{
+		{"2001-January.txt.gz", "2001-February.txt.gz", "2000-December.txt.gz"},
+		{"list.mbox.9", "list.mbox.10", "list.mbox.010"},
+		{"a/b.eml", "a.eml", "a/b/c.eml"},
+		{"may", "May", "mayday"},
+		{"99999999999999999999", "1", "x"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		sign := func(x int) int {
+			switch {
+			case x < 0:
+				return -1
+			case x > 0:
+				return 1
+			}
+			return 0
+		}
+		if Less(a, a) != 0 {
+			t.Fatalf("Less(%q, %q) = %d, want 0", a, a, Less(a, a))
+		}
+		ab, ba := sign(Less(a, b)), sign(Less(b, a))
+		if ab != -ba || (ab == 0) != (a == b) {
+			t.Fatalf("Less(%q, %q) = %d, Less(%q, %q) = %d: not antisymmetric, or equal for different names", a, b, ab, b, a, ba)
+		}
+		if ab < 0 && sign(Less(b, c)) < 0 && sign(Less(a, c)) >= 0 {
+			t.Fatalf("%q < %q < %q but not %q < %q", a, b, c, a, c)
+		}
+	})
+}

@@ -15,13 +15,25 @@
 //     tmp/ holds deliveries in progress and is skipped, and so are names
 //     starting with a dot. A file moved from new/ to cur/ while reading
 //     (as a mail reader does, adding ":2,flags") is followed there;
-//   - any other directory: .eml files (name ending in .eml, any case),
-//     found recursively and read in lexical order of their paths; names
-//     starting with a dot (files and directories) are ignored, and other
-//     files are skipped with a warning in the log.
+//   - any other directory: a folder of mailboxes and messages, found
+//     recursively: mbox files (plain, gzip or bzip2; named .mbox or .mbx,
+//     or whose content starts with a From_ line: a Mailman 2 archive's
+//     monthly 2001-January.txt.gz files), each read as above, and .eml
+//     files (name ending in .eml, any case), one message each. They are
+//     read in name order, where numbers compare by value and month names
+//     by their place in the year, so that pipermail's months and numbered
+//     files come in order (see [Less]). Names starting with a dot (files
+//     and directories) are ignored; other files are skipped with a
+//     warning in the log.
 //
 // Messages are returned exactly as stored in the source, minus what the
 // mbox format adds (see package mbox).
+//
+// A message is never returned in part. When the input cannot be read to
+// the end of a message (a compressed file cut short or corrupt, a read
+// error), that message is an Item whose Err wraps mbox.ErrIncomplete and
+// the reason, and nothing after it in that file is read; a folder goes on
+// with its next file.
 package mailsource
 
 import (
@@ -47,7 +59,8 @@ import (
 // Kinds of source, as Format reports them.
 const (
 	KindMaildir = "maildir"
-	KindEMLDir  = "eml-dir"
+	KindEMLDir  = "eml-dir" // a folder of .eml files only
+	KindFolder  = "folder"  // a folder with mbox files in it
 	KindEML     = "eml"
 )
 
@@ -70,6 +83,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// entry is one file of a directory source.
+type entry struct {
+	path    string
+	size    int64
+	mailbox bool // an mbox file, else one message
+}
+
 // Item is one message of a source.
 type Item struct {
 	// Raw is the message's bytes (nil when Err is set).
@@ -90,12 +110,13 @@ type Item struct {
 // Source yields the messages of one input. It is not safe for concurrent
 // use, except Progress, which may be called from any goroutine.
 type Source struct {
-	ctx  context.Context
-	log  *slog.Logger
-	max  int64
-	name string // for Where: the path, or "stdin"
-	kind string // KindMaildir, KindEMLDir, KindEML, or "" for mbox
-	comp string // "gzip", "bzip2" or ""
+	ctx    context.Context
+	log    *slog.Logger
+	max    int64
+	format mbox.Format
+	name   string // for Where: the path, or "stdin"
+	kind   string // KindMaildir, KindEMLDir, KindFolder, KindEML, or "" for mbox
+	comp   string // "gzip", "bzip2" or ""
 
 	file    *os.File
 	closers []io.Closer // decompressor and prefetcher, closed in reverse
@@ -103,11 +124,13 @@ type Source struct {
 	mr      *mbox.Reader
 	single  bool // the single message was returned
 
-	files []string // Maildir or .eml directory: paths to read
-	sizes []int64
-	next  int
+	files     []entry // directory: the files to read
+	next      int
+	sub       *Source // folder: the mbox file being read
+	subEnd    int64   // folder: done once sub is read
+	mailboxes int     // folder: how many of files are mbox files
 
-	done  atomic.Int64
+	done  *atomic.Int64 // bytes read; a folder's mbox files add to it
 	total int64
 }
 
@@ -126,7 +149,7 @@ func (c countingReader) Read(p []byte) (int, error) {
 // Open opens path (see the package documentation). ctx bounds the whole
 // reading: Next fails with ctx's error once it is done.
 func Open(ctx context.Context, path string, opts Options) (*Source, error) {
-	s := &Source{ctx: ctx, log: opts.Logger, max: opts.MaxMessageSize, name: path}
+	s := &Source{ctx: ctx, log: opts.Logger, max: opts.MaxMessageSize, format: opts.Format, name: path, done: new(atomic.Int64)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -142,7 +165,7 @@ func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 		if stdin == nil {
 			stdin = bytes.NewReader(nil)
 		}
-		if err := s.openStream(countingReader{stdin, &s.done}, opts); err != nil {
+		if err := s.openStream(countingReader{stdin, s.done}); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("cannot open stdin: %w", err)
 		}
@@ -150,29 +173,49 @@ func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+		return nil, fmt.Errorf("cannot open %s: %w", path, pathless(err))
 	}
 	if fi.IsDir() {
 		if err := s.openDir(path); err != nil {
-			return nil, fmt.Errorf("cannot open %s: %w", path, err)
+			return nil, fmt.Errorf("cannot open %s: %w", path, pathless(err))
 		}
 		return s, nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open %s: %w", path, err)
-	}
-	s.file, s.total = f, fi.Size()
-	if err := s.openStream(countingReader{f, &s.done}, opts); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	s.total = fi.Size()
+	if err := s.openFile(path); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
+// pathless drops the path an *fs.PathError repeats, for errors that
+// already name the path: "cannot open x: no such file or directory", not
+// "cannot open x: stat x: no such file or directory".
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// openFile opens the mbox or message file at path into s.
+func (s *Source) openFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("cannot open %s: %w", path, pathless(err))
+	}
+	s.file = f
+	if err := s.openStream(countingReader{f, s.done}); err != nil {
+		s.Close()
+		return fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	return nil
+}
+
 // openStream decompresses r by its magic number and decides between an
 // mbox and a single message.
-func (s *Source) openStream(r io.Reader, opts Options) error {
+func (s *Source) openStream(r io.Reader) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(3)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -185,10 +228,13 @@ func (s *Source) openStream(r io.Reader, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("cannot read gzip: %w", err)
 		}
-		s.comp, in = "gzip", zr
-		s.closers = append(s.closers, zr)
+		// Not closed: gzip.Reader.Close only repeats a read error, which
+		// is reported with the message it broke.
+		s.comp = "gzip"
+		in = &decompressor{r: zr, name: s.comp}
 	case string(magic) == "BZh":
-		s.comp, in = "bzip2", bzip2.NewReader(br)
+		s.comp = "bzip2"
+		in = &decompressor{r: bzip2.NewReader(br), name: s.comp}
 	}
 	if s.comp != "" {
 		if s.file != nil {
@@ -201,20 +247,45 @@ func (s *Source) openStream(r io.Reader, opts Options) error {
 		}
 		in = bufio.NewReaderSize(in, 64<<10)
 	}
-	head, err := in.(*bufio.Reader).Peek(1000)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("cannot read %s: %w", s.comp, err)
-	}
+	// A read error here (a cut-short compressed file) is met again, and
+	// reported with the message it breaks, by the reading that follows:
+	// the decompressor's errors are sticky.
+	head, _ := in.(*bufio.Reader).Peek(1000)
 	s.in = in
 	if !startsWithField(head) {
-		s.mr = mbox.NewReader(in, mbox.Options{Name: s.name, Format: opts.Format, MaxMessageSize: s.max})
+		s.mr = mbox.NewReader(in, mbox.Options{Name: s.name, Format: s.format, MaxMessageSize: s.max})
 		return nil
 	}
 	s.kind = KindEML
 	return nil
 }
 
-// openDir lists a Maildir or a directory of .eml files.
+// decompressor names the errors of a gzip or bzip2 reader, which do not
+// say what failed ("unexpected EOF"), and repeats its first error on every
+// later read.
+type decompressor struct {
+	r    io.Reader
+	name string
+	err  error
+}
+
+func (d *decompressor) Read(p []byte) (int, error) {
+	if d.err != nil {
+		return 0, d.err
+	}
+	n, err := d.r.Read(p)
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = fmt.Errorf("%s data ends early (truncated file?): %w", d.name, err)
+	default:
+		err = fmt.Errorf("corrupt %s data: %w", d.name, err)
+	}
+	d.err = err
+	return n, err
+}
+
+// openDir lists a Maildir, or the mbox and .eml files of a folder.
 func (s *Source) openDir(dir string) error {
 	var maildir bool
 	for _, sub := range []string{"cur", "new"} {
@@ -226,8 +297,8 @@ func (s *Source) openDir(dir string) error {
 		s.kind = KindMaildir
 		// Maildir: cur/ and new/ hold delivered messages; tmp/ holds
 		// deliveries in progress, which must not be read.
-		type entry struct{ name, path string }
-		var all []entry
+		type named struct{ name, path string }
+		var all []named
 		for _, sub := range []string{"cur", "new"} {
 			des, err := os.ReadDir(filepath.Join(dir, sub))
 			if errors.Is(err, fs.ErrNotExist) {
@@ -240,22 +311,21 @@ func (s *Source) openDir(dir string) error {
 				if strings.HasPrefix(de.Name(), ".") || de.IsDir() {
 					continue
 				}
-				all = append(all, entry{de.Name(), filepath.Join(dir, sub, de.Name())})
+				all = append(all, named{de.Name(), filepath.Join(dir, sub, de.Name())})
 			}
 		}
-		slices.SortFunc(all, func(a, b entry) int {
+		slices.SortFunc(all, func(a, b named) int {
 			if c := strings.Compare(a.name, b.name); c != 0 {
 				return c
 			}
 			return strings.Compare(a.path, b.path)
 		})
 		for _, e := range all {
-			s.addFile(e.path)
+			s.addFile(e.path, false)
 		}
 		return nil
 	}
-	s.kind = KindEMLDir
-	return filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("cannot list: %w", err)
 		}
@@ -268,16 +338,161 @@ func (s *Source) openDir(dir string) error {
 		if de.IsDir() {
 			return nil
 		}
-		if !strings.EqualFold(filepath.Ext(de.Name()), ".eml") {
-			s.log.Warn("skipping a file that is not .eml", "path", path)
+		if strings.EqualFold(filepath.Ext(de.Name()), ".eml") {
+			s.addFile(path, false)
 			return nil
 		}
-		s.addFile(path)
+		if isMailbox(path) {
+			s.addFile(path, true)
+			return nil
+		}
+		s.log.Warn("skipping a file that is neither a mailbox (mbox, plain or compressed) nor an .eml message", "path", path)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(s.files, func(a, b entry) int { return Less(a.path, b.path) })
+	s.kind = KindEMLDir
+	if s.mailboxes > 0 {
+		s.kind = KindFolder
+	}
+	return nil
 }
 
-func (s *Source) addFile(path string) {
+// mailboxExts are the names of mbox files, before any .gz or .bz2.
+var mailboxExts = []string{".mbox", ".mbx"}
+
+// isMailbox tells an mbox file of a folder: named so, or starting with
+// "From " (RFC 4155), compressed or not.
+func isMailbox(path string) bool {
+	name := strings.ToLower(filepath.Base(path))
+	name = strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bz2")
+	for _, ext := range mailboxExts {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false // reported as skipped; a named mailbox is reported when read
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 4<<10)
+	var in io.Reader = br
+	magic, _ := br.Peek(3)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return false
+		}
+		defer zr.Close()
+		in = zr
+	case string(magic) == "BZh":
+		in = bzip2.NewReader(br)
+	}
+	head := make([]byte, 5)
+	n, _ := io.ReadFull(in, head)
+	return string(head[:n]) == "From "
+}
+
+// Less orders the paths of a folder's files for reading: path element by
+// element, names by their runs of digits (compared as numbers), English
+// month names (full or three letters, compared by their place in the
+// year) and other text (compared as bytes). So 2001-February.txt.gz comes
+// before 2001-March.txt.gz and 2001-December.txt.gz, and list.mbox.9
+// before list.mbox.10. Equal names compare as bytes.
+func Less(a, b string) int {
+	as := strings.Split(filepath.ToSlash(a), "/")
+	bs := strings.Split(filepath.ToSlash(b), "/")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		if c := compareNames(as[i], bs[i]); c != 0 {
+			return c
+		}
+	}
+	if c := len(as) - len(bs); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+// compareNames compares two file names token by token (see Less).
+func compareNames(a, b string) int {
+	for a != "" && b != "" {
+		ta, na, ra := nameToken(a)
+		tb, nb, rb := nameToken(b)
+		switch {
+		case na >= 0 && nb >= 0:
+			if na != nb {
+				return cmpInt(na, nb)
+			}
+		case na >= 0:
+			return -1 // numbers before text
+		case nb >= 0:
+			return 1
+		default:
+			if c := strings.Compare(ta, tb); c != 0 {
+				return c
+			}
+		}
+		a, b = ra, rb
+	}
+	if c := cmpInt(len(a), len(b)); c != 0 {
+		return c
+	}
+	return 0
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+var months = []string{"january", "february", "march", "april", "may", "june",
+	"july", "august", "september", "october", "november", "december"}
+
+// nameToken splits the first token off s: a run of digits (value n), a
+// run of letters (n is the month's number when it names one, else -1), or
+// one other byte (n = -1).
+func nameToken(s string) (tok string, n int, rest string) {
+	isDigit := func(c byte) bool { return '0' <= c && c <= '9' }
+	isLetter := func(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
+	i := 1
+	switch {
+	case isDigit(s[0]):
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		n = 0
+		for _, c := range []byte(strings.TrimLeft(s[:i], "0")) {
+			if n > (1<<31)/10 {
+				return s[:i], -1, s[i:] // too long for a number: text
+			}
+			n = n*10 + int(c-'0')
+		}
+		return s[:i], n, s[i:]
+	case isLetter(s[0]):
+		for i < len(s) && isLetter(s[i]) {
+			i++
+		}
+		word := strings.ToLower(s[:i])
+		for m, name := range months {
+			if word == name || len(word) == 3 && word == name[:3] {
+				return s[:i], m + 1, s[i:]
+			}
+		}
+		return s[:i], -1, s[i:]
+	}
+	return s[:1], -1, s[1:]
+}
+
+func (s *Source) addFile(path string, mailbox bool) {
 	var size int64
 	if fi, err := os.Stat(path); err == nil {
 		if !fi.Mode().IsRegular() {
@@ -286,15 +501,20 @@ func (s *Source) addFile(path string) {
 		}
 		size = fi.Size()
 	}
-	s.files = append(s.files, path)
-	s.sizes = append(s.sizes, size)
+	s.files = append(s.files, entry{path: path, size: size, mailbox: mailbox})
 	s.total += size
+	if mailbox {
+		s.mailboxes++
+	}
 }
 
 // Format says what the source is: the mbox variant (with how it was
 // picked and the compression, e.g. "mboxrd (gzip; auto: ...)"; the variant
 // is known after the first Next), "maildir", "eml-dir" or "eml".
 func (s *Source) Format() string {
+	if s.kind == KindFolder {
+		return fmt.Sprintf("%s (%d mbox files, %d .eml files)", s.kind, s.mailboxes, len(s.files)-s.mailboxes)
+	}
 	if s.mr == nil {
 		if s.comp != "" {
 			return s.kind + " (" + s.comp + ")"
@@ -356,26 +576,61 @@ func (s *Source) Next() (Item, error) {
 		}
 		s.single = true
 		raw, err := readLimited(s.in, s.max)
-		if errors.Is(err, ErrTooLarge) {
+		switch {
+		case errors.Is(err, ErrTooLarge):
 			return Item{Where: s.name, Err: fmt.Errorf("%s: %w", s.name, err)}, nil
-		}
-		if err != nil {
-			return Item{}, fmt.Errorf("cannot read %s: %w", s.name, err)
+		case err != nil:
+			return Item{Where: s.name, Err: fmt.Errorf("%s: %w: %w", s.name, mbox.ErrIncomplete, err)}, nil
 		}
 		return Item{Raw: raw, Where: s.name}, nil
-	default:
+	}
+	for {
+		if s.sub != nil {
+			it, err := s.sub.Next()
+			if err == nil {
+				return it, nil
+			}
+			s.closeSub()
+			if !errors.Is(err, io.EOF) {
+				if cerr := s.ctx.Err(); cerr != nil {
+					return Item{}, cerr
+				}
+				return Item{Where: s.files[s.next-1].path, Err: err}, nil
+			}
+			continue
+		}
 		if s.next >= len(s.files) {
 			return Item{}, io.EOF
 		}
-		path, size := s.files[s.next], s.sizes[s.next]
+		e := s.files[s.next]
 		s.next++
-		defer s.done.Add(size)
-		raw, err := s.readFile(path)
-		if err != nil {
-			return Item{Where: path, Err: err}, nil
+		if e.mailbox {
+			sub := &Source{ctx: s.ctx, log: s.log, max: s.max, format: s.format, name: e.path, done: s.done}
+			s.subEnd = s.done.Load() + e.size
+			s.sub = sub
+			if err := sub.openFile(e.path); err != nil {
+				s.closeSub()
+				return Item{Where: e.path, Err: err}, nil
+			}
+			continue
 		}
-		return Item{Raw: raw, Where: path}, nil
+		raw, err := s.readFile(e.path)
+		s.done.Add(e.size)
+		if err != nil {
+			return Item{Where: e.path, Err: err}, nil
+		}
+		return Item{Raw: raw, Where: e.path}, nil
 	}
+}
+
+// closeSub closes the mbox file of a folder that has been read.
+// Its bytes all count as read, even when an error stopped the reading.
+func (s *Source) closeSub() {
+	if err := s.sub.Close(); err != nil {
+		s.log.Warn("cannot close a mailbox", "err", err)
+	}
+	s.sub = nil
+	s.done.Store(max(s.done.Load(), s.subEnd))
 }
 
 // readFile reads one message file of a directory source.
@@ -389,7 +644,7 @@ func (s *Source) readFile(path string) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read message: %w", err)
+		return nil, fmt.Errorf("cannot read message: %w", pathless(err))
 	}
 	defer f.Close()
 	raw, err := readLimited(f, s.max)
@@ -436,12 +691,17 @@ func globEscape(s string) string {
 // Options.Stdin.
 func (s *Source) Close() error {
 	var errs []error
+	if s.sub != nil {
+		errs = append(errs, s.sub.Close())
+		s.sub = nil
+	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		errs = append(errs, s.closers[i].Close())
 	}
 	s.closers = nil
 	if s.file != nil {
 		errs = append(errs, s.file.Close())
+		s.file = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cannot close %s: %w", s.name, err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -345,5 +346,147 @@ func TestCorpus(t *testing.T) {
 	}
 	if done, total := s.Progress(); done != total || total == 0 {
 		t.Errorf("Progress() at the end = %d, %d, want equal and non-zero", done, total)
+	}
+}
+
+// A compressed input cut short or corrupt, and a file that ends inside a
+// Content-Length body: the message being read when the input fails is a
+// failed item saying why, nothing of it is returned, and the messages
+// before it are whole.
+func TestOpenBrokenInputs(t *testing.T) {
+	tests := []struct {
+		name, file, reason string
+	}{
+		{"gzip cut short", "truncated.mbox.gz", "gzip data ends early"},
+		{"bzip2 cut short", "truncated.mbox.bz2", "bzip2 data ends early"},
+		{"gzip with a bad checksum", "bad-checksum.mbox.gz", "corrupt gzip data"},
+	}
+	for _, tt := range tests {
+		path := fx("mbox", tt.file)
+		wantItems := []want{{path + ":1", rd1, nil}, {path + ":15", rd2, nil}, {path + ":28", "", mbox.ErrIncomplete}}
+		check := func(t *testing.T, got []Item, where string) {
+			t.Helper()
+			for i := range wantItems {
+				wantItems[i].where = strings.Replace(wantItems[i].where, path, where, 1)
+			}
+			check(t, got, wantItems)
+			for i := range wantItems {
+				wantItems[i].where = strings.Replace(wantItems[i].where, where, path, 1)
+			}
+			if err := got[len(got)-1].Err; !strings.Contains(err.Error(), tt.reason) {
+				t.Errorf("error %q does not say %q", err, tt.reason)
+			}
+		}
+		t.Run(tt.name+" file", func(t *testing.T) {
+			check(t, readAll(t, open(t, path, Options{})), path)
+		})
+		t.Run(tt.name+" stdin", func(t *testing.T) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, readAll(t, open(t, "-", Options{Stdin: bytes.NewReader(b)})), "stdin")
+		})
+	}
+	t.Run("mboxcl2 cut inside a body", func(t *testing.T) {
+		path := fx("mbox", "mboxcl2-truncated.mbox")
+		got := readAll(t, open(t, path, Options{}))
+		if len(got) != 3 || got[0].Err != nil || got[1].Err != nil || !errors.Is(got[2].Err, mbox.ErrIncomplete) || got[2].Where != path+":21" {
+			t.Fatalf("got %+v, want two messages, then %s:21 failed with %v", got, path, mbox.ErrIncomplete)
+		}
+	})
+	t.Run("one gzipped message cut short", func(t *testing.T) {
+		z := gz(t, []byte(eml1))
+		got := readAll(t, open(t, "-", Options{Stdin: bytes.NewReader(z[:len(z)-6])}))
+		if len(got) != 1 || !errors.Is(got[0].Err, mbox.ErrIncomplete) || got[0].Raw != nil {
+			t.Fatalf("got %+v, want one failed item", got)
+		}
+	})
+}
+
+// A folder of pipermail monthly archives (a Mailman 2 archive download):
+// every month is read, in calendar order; files that are not mail are
+// skipped with a warning; a broken month fails where it breaks and the
+// next month is read.
+func TestOpenFolder(t *testing.T) {
+	dir := t.TempDir()
+	copyFile := func(from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"2000-December.txt.gz", "2001-January.txt.gz", "2001-February.txt.gz", "README"} {
+		copyFile(fx("pipermail", name), filepath.Join(dir, name))
+	}
+	copyFile(fx("mbox", "truncated.mbox.gz"), filepath.Join(dir, "2001-March.txt.gz"))
+	copyFile(fx("mbox", "mboxrd.mbox"), filepath.Join(dir, "old", "list.mbox"))
+	copyFile(fx("eml", "a-first.eml"), filepath.Join(dir, "2001-April.eml"))
+
+	var logs bytes.Buffer
+	s := open(t, dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var where []string
+	var failed []string
+	for _, it := range readAll(t, s) {
+		where = append(where, strings.TrimPrefix(it.Where, dir+string(filepath.Separator)))
+		if it.Err != nil {
+			failed = append(failed, it.Err.Error())
+		}
+	}
+	wantWhere := []string{
+		"2000-December.txt.gz:1",
+		"2001-January.txt.gz:1", "2001-January.txt.gz:9",
+		"2001-February.txt.gz:1", "2001-February.txt.gz:9",
+		"2001-March.txt.gz:1", "2001-March.txt.gz:15", "2001-March.txt.gz:28",
+		"2001-April.eml",
+		"old/list.mbox:1", "old/list.mbox:15", "old/list.mbox:28",
+	}
+	if !slices.Equal(where, wantWhere) {
+		t.Errorf("read\n%q\nwant\n%q", where, wantWhere)
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "2001-March.txt.gz:28") || !strings.Contains(failed[0], "gzip data ends early") {
+		t.Errorf("failures %q, want one: the cut message of March", failed)
+	}
+	if !strings.Contains(logs.String(), "README") {
+		t.Errorf("log %q does not mention the skipped README", logs.String())
+	}
+	if got, want := s.Format(), "folder (5 mbox files, 1 .eml files)"; got != want {
+		t.Errorf("Format() = %q, want %q", got, want)
+	}
+	if done, total := s.Progress(); done != total || total == 0 {
+		t.Errorf("Progress() at the end = %d, %d, want all of it", done, total)
+	}
+}
+
+func TestLess(t *testing.T) {
+	sorted := []string{
+		"2000-December.txt.gz",
+		"2001-Jan.txt",
+		"2001-January.txt.gz",
+		"2001-February.txt.gz",
+		"2001-March.txt.gz",
+		"2001-December.txt.gz",
+		"2002-January.txt.gz",
+		"Maybe.eml", // other text compares as bytes: upper case first
+		"a/list.mbox.2",
+		"a/list.mbox.10",
+		"a/z/x.eml",
+		"b.eml",
+		"mayday.eml",
+	}
+	for i := range sorted {
+		for j := range sorted {
+			got := Less(sorted[i], sorted[j])
+			want := cmpInt(i, j)
+			if (got < 0) != (want < 0) || (got == 0) != (want == 0) {
+				t.Errorf("Less(%q, %q) = %d, want the sign of %d", sorted[i], sorted[j], got, want)
+			}
+		}
 	}
 }

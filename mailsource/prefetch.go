@@ -1,7 +1,6 @@
 package mailsource
 
 import (
-	"errors"
 	"io"
 	"sync"
 )
@@ -45,7 +44,7 @@ func (p *prefetcher) run(r io.Reader) {
 			p.err = io.ErrClosedPipe
 			return
 		}
-		n, err := io.ReadFull(r, buf)
+		n, err := fill(r, buf)
 		if n > 0 {
 			select {
 			case p.full <- buf[:n]:
@@ -55,9 +54,6 @@ func (p *prefetcher) run(r io.Reader) {
 			}
 		}
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = io.EOF
-			}
 			p.err = err
 			return
 		}
@@ -78,6 +74,21 @@ func (p *prefetcher) Read(b []byte) (int, error) {
 	}
 	n := copy(b, p.cur)
 	p.cur = p.cur[n:]
+	return n, nil
+}
+
+// fill reads into buf until it is full or r fails. Unlike io.ReadFull it
+// returns r's error as it is: io.EOF at the end, and io.ErrUnexpectedEOF
+// only when r says so (a cut-short compressed stream).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
 	return n, nil
 }
 

@@ -13,12 +13,14 @@ const (
 	landYes = iota
 	landNo
 	landUnknown // the sample is too short to tell
+	landCut     // the body runs past the end of the whole input
 )
 
 // detect picks the variant of an mbox from its first bytes; complete says
 // the sample is the whole input. See Reader.Format for the rules.
 func detect(sample []byte, complete bool) (Format, string) {
 	var landed, missed, noCL, msgs int
+	cut := false
 	pos := firstSeparator(sample, complete)
 	for pos >= 0 && msgs < detectMessages {
 		msgs++
@@ -33,6 +35,19 @@ func detect(sample []byte, complete bool) (Format, string) {
 		if clen >= 0 {
 			at, res := landsAt(sample, int64(bodyStart)+clen, complete)
 			if res == landUnknown {
+				break
+			}
+			if res == landCut {
+				// A body running past the end of the input is the last
+				// message of a cut-short input, which says nothing against
+				// Content-Length framing (the reader reports it), unless a
+				// From_ line inside it shows the length is simply wrong
+				// (the reader then falls back to that line).
+				if findSeparator(sample, bodyStart, true, complete) >= 0 {
+					missed++
+				} else {
+					cut = true
+				}
 				break
 			}
 			if res == landYes {
@@ -63,6 +78,9 @@ func detect(sample []byte, complete bool) (Format, string) {
 	}
 
 	if landed > 0 && missed == 0 && noCL == 0 {
+		if cut {
+			return FormatMboxcl2, fmt.Sprintf("auto: the Content-Length of %d sampled messages ends exactly at the next From_ line, and the last one's runs past the end of the input (truncated?)", landed)
+		}
 		return FormatMboxcl2, fmt.Sprintf("auto: the Content-Length of all %d sampled messages ends exactly at the next From_ line", landed)
 	}
 	why := "no Content-Length framing"
@@ -134,13 +152,14 @@ func scanHeader(s []byte, p int, complete bool) (clen int64, body int, ok bool) 
 // landsAt tells whether a body ending at end is followed by what the
 // reader accepts (see Reader.stepCL): the end of the input, or a From_
 // line, directly or after one empty line. It returns where the next From_
-// line starts.
+// line starts; a body running past the end of a complete sample is
+// landCut.
 func landsAt(s []byte, end int64, complete bool) (int, int) {
 	if end > int64(len(s)) {
-		if complete {
-			return 0, landNo
+		if !complete {
+			return 0, landUnknown
 		}
-		return 0, landUnknown
+		return 0, landCut
 	}
 	p := int(end)
 	if p == len(s) {

@@ -49,6 +49,13 @@
 // wrapping [ErrTooLarge]; data before the first From_ line is reported as a
 // *MessageError wrapping [ErrLeadingData]. After a *MessageError, Next may
 // be called again; any other error is fatal.
+//
+// A message that cannot be read whole is never returned in part: when the
+// input fails inside a message (a read error of the underlying reader, such
+// as a truncated or corrupt compressed stream) or ends inside a
+// Content-Length body, that message is reported as a *MessageError
+// wrapping [ErrIncomplete], and after a read error Next returns io.EOF,
+// since nothing after it can be read.
 package mbox
 
 import (
@@ -90,6 +97,9 @@ var (
 	ErrUnknownFormat = errors.New("mbox: unknown format")
 	// ErrBadSeparator: a separator given to the writer is not a From_ line.
 	ErrBadSeparator = errors.New("mbox: bad From_ line")
+	// ErrIncomplete: the input failed or ended inside a message, which is
+	// therefore not returned (see the package documentation).
+	ErrIncomplete = errors.New("mbox: message incomplete")
 )
 
 // ParseFormat returns the Format named s ("" is FormatAuto).
@@ -186,6 +196,7 @@ type Reader struct {
 	done    bool
 	err     error // sticky fatal error
 	queued  error // a MessageError to return before the next message
+	broken  bool  // the input failed to read: nothing more can be read
 
 	haveSep   bool
 	sep       string
@@ -203,6 +214,7 @@ type Reader struct {
 	clen      int64 // Content-Length, -1 if none
 	clMode    bool
 	clRemain  int64
+	cut       bool // the input ended inside the Content-Length body
 	cand      *candidate
 	candBuf   candidate
 	warnings  []string
@@ -215,7 +227,7 @@ func NewReader(r io.Reader, opts Options) *Reader {
 		name:        opts.Name,
 		format:      opts.Format,
 		max:         opts.MaxMessageSize,
-		br:          bufio.NewReaderSize(r, bufferSize),
+		br:          bufio.NewReaderSize(&stickyReader{r: r}, bufferSize),
 		atLineStart: true,
 		line:        1,
 	}
@@ -288,7 +300,7 @@ func (r *Reader) read() (piece, error) {
 			}
 			p.end = true
 		default:
-			return p, fmt.Errorf("%s: cannot read: %w", r.where(r.line), err)
+			return p, fmt.Errorf("cannot read line %d: %w", r.line, err)
 		}
 		p.b = b
 	}
@@ -330,14 +342,22 @@ func (r *Reader) Next() (*Message, error) {
 		r.queued = nil
 		return nil, err
 	}
-	if !r.haveSep {
+	if !r.haveSep || r.broken {
 		r.err = io.EOF
 		return nil, io.EOF
 	}
+	line := r.sepLine
 	m, err := r.readMessage()
 	if err != nil {
 		var me *MessageError
-		if !errors.As(err, &me) {
+		switch {
+		case errors.As(err, &me):
+		case r.broken:
+			// The input failed inside this message: report the message,
+			// never a part of it, and stop.
+			r.err = io.EOF
+			return nil, &MessageError{Name: r.name, Line: line, Err: fmt.Errorf("%w: %w", ErrIncomplete, err)}
+		default:
 			r.err = err
 		}
 		return nil, err
@@ -351,11 +371,11 @@ func (r *Reader) start() error {
 	case FormatMboxrd, FormatMboxo, FormatMboxcl, FormatMboxcl2:
 		r.picked = r.format
 	case FormatAuto:
+		// A read error ends the sample early; the reading below meets it
+		// again (the reader is sticky) and reports it.
 		sample, err := r.br.Peek(bufferSize)
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-			return fmt.Errorf("%s: cannot read: %w", r.where(1), err)
-		}
-		r.picked, r.reason = detect(sample, err != nil)
+		complete := errors.Is(err, io.EOF)
+		r.picked, r.reason = detect(sample, complete)
 	default:
 		_, err := ParseFormat(string(r.format))
 		return fmt.Errorf("%s: %w", r.where(1), err)
@@ -375,7 +395,9 @@ func (r *Reader) start() error {
 			break
 		}
 		if err != nil {
-			return err
+			r.broken = true
+			r.queued = &MessageError{Name: r.name, Line: 1, Err: fmt.Errorf("%w: %w", ErrIncomplete, err)}
+			return nil
 		}
 		if p.full() && (first && hasFromPrefix(p.b) || prevEmpty && isSeparator(p.b)) {
 			r.setSep(p)
@@ -420,7 +442,7 @@ func (r *Reader) readMessage() (*Message, error) {
 	r.buf = r.buf[:0]
 	r.tooLarge, r.prevEmpty, r.lastStart = false, false, 0
 	r.inHeader, r.sawEmpty = true, false
-	r.clen, r.clMode, r.clRemain, r.cand = -1, false, 0, nil
+	r.clen, r.clMode, r.clRemain, r.cand, r.cut = -1, false, 0, nil, false
 	useCL := r.picked == FormatMboxcl || r.picked == FormatMboxcl2
 
 	for !r.haveSep {
@@ -430,10 +452,14 @@ func (r *Reader) readMessage() (*Message, error) {
 			break
 		}
 		if err != nil {
+			r.broken = true
+			r.buf = shrink(r.buf)
 			return nil, err
 		}
 		if r.clMode {
 			if err := r.stepCL(p); err != nil {
+				r.broken = true
+				r.buf = shrink(r.buf)
 				return nil, err
 			}
 			continue
@@ -444,6 +470,10 @@ func (r *Reader) readMessage() (*Message, error) {
 	if r.tooLarge || int64(len(r.buf)) > r.max {
 		r.buf = shrink(r.buf)
 		return nil, &MessageError{Name: r.name, Line: line, Err: fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, r.max)}
+	}
+	if r.cut {
+		r.buf = shrink(r.buf)
+		return nil, &MessageError{Name: r.name, Line: line, Err: fmt.Errorf("%w: the input ends %d bytes short of its Content-Length of %d (truncated file?)", ErrIncomplete, r.clRemain, r.clen)}
 	}
 	// A copy of exactly the message's size: the buffer itself may be up to
 	// twice as large, and is dropped after a large message.
@@ -469,10 +499,14 @@ func (r *Reader) atEOF(line int) {
 	landed := false
 	if r.clMode {
 		if r.clRemain > 0 {
-			r.clFallback(nil)
-			if r.haveSep {
+			if r.cand == nil || r.tooLarge {
+				// No From_ line inside the body to fall back to: the
+				// input was cut short inside the body.
+				r.cut = true
 				return
 			}
+			r.clFallback(nil)
+			return
 		} else {
 			landed = true // the body is exactly Content-Length bytes
 		}
@@ -752,4 +786,21 @@ func contentLength(b []byte) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// stickyReader returns the first error of r (io.EOF included) on every
+// later call, so that an error met while peeking for auto-detection is met
+// again by the reading that follows, whatever r does after an error.
+type stickyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *stickyReader) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.r.Read(p)
+	s.err = err
+	return n, err
 }

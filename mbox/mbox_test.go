@@ -377,12 +377,22 @@ func TestReaderUnknownFormat(t *testing.T) {
 	}
 }
 
-type failingReader struct{ data []byte }
+// failingReader yields data, then fails with errDisk: every time, or
+// once and then reads as empty (io.EOF) when once is set.
+type failingReader struct {
+	data   []byte
+	once   bool
+	failed bool
+}
 
 var errDisk = errors.New("disk on fire")
 
 func (f *failingReader) Read(p []byte) (int, error) {
 	if len(f.data) == 0 {
+		if f.once && f.failed {
+			return 0, io.EOF
+		}
+		f.failed = true
 		return 0, errDisk
 	}
 	n := copy(p, f.data)
@@ -390,15 +400,71 @@ func (f *failingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// A read error inside a message (a truncated or corrupt compressed
+// input) fails that message, whole: nothing of it is returned, and reading
+// stops there.
 func TestReaderReadError(t *testing.T) {
-	r := NewReader(&failingReader{data: []byte("From a@b Mon Jan  1 00:00:00 2001\nS: 1\n\nb\n")}, Options{Name: "f", Format: FormatMboxrd})
-	_, err := r.Next()
-	if !errors.Is(err, errDisk) || !strings.HasPrefix(err.Error(), "f:") {
-		t.Fatalf("Next() error %v, want %v with name:line", err, errDisk)
+	const (
+		sep1 = "From a@b Mon Jan  1 00:00:00 2001\n"
+		sep2 = "From c@d Mon Jan  1 01:00:00 2001\n"
+	)
+	tests := []struct {
+		name   string
+		data   string
+		format Format
+		want   []item
+	}{
+		{name: "inside the only message", data: sep1 + "S: 1\n\nb\n", format: FormatMboxrd,
+			want: []item{{line: 1, err: ErrIncomplete}}},
+		{name: "inside the second message", data: sep1 + "S: 1\n\nb\n\n" + sep2 + "S: 2\n\npart of a li", format: FormatMboxrd,
+			want: []item{{line: 1, sep: sep1[:len(sep1)-1], raw: "S: 1\n\nb\n"}, {line: 6, err: ErrIncomplete}}},
+		{name: "met while detecting the format", data: sep1 + "S: 1\n\nb\n", format: FormatAuto,
+			want: []item{{line: 1, err: ErrIncomplete}}},
+		{name: "inside a Content-Length body", data: sep1 + "Content-Length: 100\n\nb\n", format: FormatMboxcl2,
+			want: []item{{line: 1, err: ErrIncomplete}}},
+		{name: "before the first From_ line", data: "", format: FormatMboxrd,
+			want: []item{{line: 1, err: ErrIncomplete}}},
 	}
-	var me *MessageError
-	if errors.As(err, &me) {
-		t.Fatalf("read error is a *MessageError, want fatal")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// failingReader fails once, then reads as empty: the Reader
+			// must not take that for the end of the input.
+			r := NewReader(&failingReader{data: []byte(tt.data), once: true}, Options{Name: "f", Format: tt.format})
+			got := readAll(t, r)
+			checkItems(t, got, tt.want)
+			last := got[len(got)-1].err
+			if !errors.Is(last, errDisk) || !strings.HasPrefix(last.Error(), "f:") {
+				t.Errorf("error %v, want %v with name:line", last, errDisk)
+			}
+		})
+	}
+}
+
+// A file that ends inside a Content-Length body is cut short: the message
+// fails (nothing partial is returned), and auto-detection still sees the
+// Content-Length framing of the messages before it.
+func TestReaderContentLengthCut(t *testing.T) {
+	for _, format := range []Format{FormatAuto, FormatMboxcl2} {
+		t.Run(string(format), func(t *testing.T) {
+			r := NewReader(bytes.NewReader(fixture(t, "mboxcl2-truncated.mbox")), Options{Name: "cut", Format: format})
+			got := readAll(t, r)
+			if r.Format() != FormatMboxcl2 {
+				t.Errorf("Format() = %s (%s), want mboxcl2", r.Format(), r.FormatReason())
+			}
+			if len(got) != 3 || got[0].err != nil || got[1].err != nil {
+				t.Fatalf("got %+v, want two messages and a failure", got)
+			}
+			if !errors.Is(got[2].err, ErrIncomplete) || got[2].line != 21 || !strings.Contains(got[2].err.Error(), "Content-Length of 400") {
+				t.Errorf("third item: line %d error %v, want line 21 %v naming the Content-Length", got[2].line, got[2].err, ErrIncomplete)
+			}
+		})
+	}
+	// A Content-Length running past the end of a one-message input is
+	// not evidence of mboxcl2: auto reads it as mboxrd, keeping it.
+	one := "From a@b Mon Jan  1 00:00:00 2001\nContent-Length: 99\n\nshort\n"
+	r := NewReader(strings.NewReader(one), Options{Format: FormatAuto})
+	if got := readAll(t, r); len(got) != 1 || got[0].err != nil || r.Format() != FormatMboxrd {
+		t.Errorf("one message with a long Content-Length: %+v as %s, want it kept as mboxrd", got, r.Format())
 	}
 }
 

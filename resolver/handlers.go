@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
@@ -57,7 +58,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "No message in this archive has that call number.")
+		s.fail(w, r, http.StatusNotFound, "There is no such message. No message in this archive has that call number.")
 	case busy(err):
 		s.log.Warn("store busy", "path", r.URL.EscapedPath(), "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
@@ -156,13 +157,13 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	first, rest := r.PathValue("first"), r.PathValue("rest")
 	switch {
 	case first == "m":
-		setRoute(w, "GET /m/{message-id}")
+		httpserve.SetRoute(w, "GET /m/{message-id}")
 		s.byMessageID(w, r, rest)
 	case rest == "raw":
-		setRoute(w, "GET /{callnumber}/raw")
+		httpserve.SetRoute(w, "GET /{callnumber}/raw")
 		s.raw(w, r, first)
 	default:
-		setRoute(w, "unmatched")
+		httpserve.SetRoute(w, "unmatched")
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
 	}
 }

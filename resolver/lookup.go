@@ -15,15 +15,29 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// ErrMalformed is wrapped by the error for a string that is not a call
-// number of this archive: not 8 base62 characters, out of range, or (once
-// the store is bound to an authority) of an unknown version or run 0.
+// ErrMalformed is wrapped by the error for a string that is not shaped
+// like a call number: not 8 base62 characters.
 var ErrMalformed = errors.New("resolver: malformed call number")
 
-// Resolve parses s as a call number of st's archive. A malformed s gives an
-// error wrapping ErrMalformed (and the *callnumber.ParseError saying why).
-// An unbound store (nothing written yet) has no codec: every syntactically
-// valid s resolves, with zero Fields, and is then simply not found.
+// CheckSyntax checks that s is 8 base62 characters, the shape of a call
+// number; the error wraps ErrMalformed and the *callnumber.ParseError
+// saying why.
+func CheckSyntax(s string) error {
+	_, err := callnumber.Parse(s)
+	if errors.Is(err, callnumber.ErrLength) || errors.Is(err, callnumber.ErrCharacter) {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return nil
+}
+
+// Resolve parses s as a call number of st's archive. An s that is not 8
+// base62 characters gives an error wrapping ErrMalformed (and the
+// *callnumber.ParseError saying why). One that is, but that this archive
+// cannot have issued (out of range, of an unknown version, of run 0),
+// gives an error wrapping store.ErrNotFound: to a reader it is simply no
+// message (most likely a typo), as much as a number never issued. An
+// unbound store (nothing written yet) has no codec: every s in range
+// resolves, with zero Fields, and is then not found.
 func Resolve(ctx context.Context, st store.Store, s string) (callnumber.Number, callnumber.Fields, error) {
 	return newCodecCache(st).resolve(ctx, s)
 }
@@ -55,9 +69,12 @@ func (c *codecCache) get(ctx context.Context) (*callnumber.Codec, error) {
 }
 
 func (c *codecCache) resolve(ctx context.Context, s string) (callnumber.Number, callnumber.Fields, error) {
+	if err := CheckSyntax(s); err != nil {
+		return 0, callnumber.Fields{}, err
+	}
 	n, err := callnumber.Parse(s)
-	if err != nil {
-		return 0, callnumber.Fields{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	if err != nil { // out of range
+		return 0, callnumber.Fields{}, fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
 	cd, err := c.get(ctx)
 	if errors.Is(err, store.ErrUnbound) {
@@ -67,8 +84,8 @@ func (c *codecCache) resolve(ctx context.Context, s string) (callnumber.Number, 
 		return 0, callnumber.Fields{}, fmt.Errorf("cannot read the store's binding: %w", err)
 	}
 	n, f, err := cd.Parse(s)
-	if err != nil {
-		return 0, callnumber.Fields{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	if err != nil { // a version or run this archive does not have
+		return 0, callnumber.Fields{}, fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	}
 	return n, f, nil
 }
@@ -90,7 +107,7 @@ type Inspection struct {
 
 // Inspect looks up a stored message and the lease of its run. It fails
 // with ErrMalformed for a malformed s and store.ErrNotFound for a message
-// the store does not hold.
+// the store does not hold (see Resolve).
 func Inspect(ctx context.Context, st store.Store, s string) (Inspection, error) {
 	n, f, err := Resolve(ctx, st, s)
 	if err != nil {
@@ -98,11 +115,11 @@ func Inspect(ctx context.Context, st store.Store, s string) (Inspection, error) 
 	}
 	m, err := st.Get(ctx, n)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("cannot get %s: %w", n, err)
+		return Inspection{}, err // the store's errors name the message
 	}
 	l, err := st.Lease(ctx, f.Run)
 	if err != nil {
-		return Inspection{}, fmt.Errorf("cannot get the lease of run %d: %w", f.Run, err)
+		return Inspection{}, err // and the run
 	}
 	l.Key = [32]byte{} // never shown, whatever a backend returns
 	return Inspection{

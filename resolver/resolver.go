@@ -10,9 +10,12 @@
 //	GET /api/v1/messages/{callnumber} the headers as JSON
 //	GET /m/{message-id}              302 to the message; a list if several share the ID
 //	GET /api/v1/stats                {"messages": N}
+//	GET /api/v1/version              the build: program, version, revision
 //	GET /healthz, /metrics           liveness; Prometheus metrics
 //
-// A malformed call number is 400, an unknown one 404. Messages are
+// A path that is not 8 base62 characters is 400; 8 base62 characters that
+// name no stored message (out of range, of an unknown version or run, or
+// never issued) are 404. Messages are
 // immutable, so message responses carry an ETag and are cacheable forever.
 // Mail is hostile: every page is rendered with html/template from the
 // sanitized view of package mailview, under a Content-Security-Policy that
@@ -25,19 +28,19 @@ package resolver
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/chibrary/chibrary/internal/httpserve"
+	"github.com/chibrary/chibrary/internal/version"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 )
@@ -99,9 +102,8 @@ type Server struct {
 	log     *slog.Logger
 	codecs  *codecCache
 	mux     *http.ServeMux
+	handler http.Handler // mux with the access log and metrics
 	reg     *prometheus.Registry
-	reqs    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
 	style   []byte
 }
 
@@ -119,17 +121,12 @@ func New(st store.Store, opts Options) *Server {
 		panic(err) // embedded at build time
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style}
-	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "chibrary_resolver_requests_total",
-		Help: "HTTP requests served, by route and status code.",
-	}, []string{"route", "code"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "chibrary_resolver_request_duration_seconds",
-		Help:    "Time to serve an HTTP request, by route.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"route"})
-	s.reg.MustRegister(s.reqs, s.latency,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mw, err := httpserve.New(httpserve.Options{Logger: s.log, Registerer: s.reg, Namespace: "chibrary_resolver"})
+	if err != nil {
+		panic(err) // a registry of its own: names cannot clash
+	}
+	s.handler = mw.Wrap(s.mux)
 
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.HandleFunc("GET /go", s.goTo)
@@ -139,71 +136,22 @@ func New(st store.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
+	s.mux.Handle("GET /api/v1/version", version.Handler("resolver"))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /static/style.css", s.stylesheet)
 	return s
 }
 
-// recorder captures the status for logs and metrics, and the route a
-// handler names for itself.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	route  string
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// setRoute names the route of a request for metrics, where the ServeMux
-// pattern is not precise enough.
-func setRoute(w http.ResponseWriter, route string) {
-	if r, ok := w.(*recorder); ok {
-		r.route = route
-	}
-}
-
 // ServeHTTP serves a request with the security headers, access logging and
 // metrics around the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
-	rec := &recorder{ResponseWriter: w}
-	s.mux.ServeHTTP(rec, r)
-	d := time.Since(start)
-	route := rec.route
-	if route == "" {
-		route = r.Pattern // set by the ServeMux on r itself
-	}
-	if route == "" {
-		route = "unmatched"
-	}
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
-	s.latency.WithLabelValues(route).Observe(d.Seconds())
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
-		slog.Int("status", rec.status), slog.Duration("duration", d))
+	s.handler.ServeHTTP(w, r)
 }
 
 // Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
@@ -218,27 +166,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       orDefault(s.opts.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("cannot serve: %w", err)
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout))
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	if err != nil {
-		return fmt.Errorf("cannot shut down: %w", err)
-	}
-	return nil
+	return httpserve.Serve(ctx, srv, ln, orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout), s.log)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

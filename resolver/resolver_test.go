@@ -119,10 +119,12 @@ func TestMalformedAndUnknown(t *testing.T) {
 		{"too long", "abcdefghi", 400, "wrong length"},
 		{"bad character", "abcdefg-", 400, "bad character"},
 		{"non-ASCII", url.PathEscape("abcdefgé"), 400, "wrong length"},
-		{"out of range", "zzzzzzzz", 400, "out of range"},
-		{"just out of range", callnumber.Number(1 << callnumber.Bits).String(), 400, "out of range"},
-		{"unknown version", otherNumber(t, fa.archive, 1, 1, 0), 400, "unknown version"},
-		{"run 0", otherNumber(t, fa.archive, 0, 0, 5), 400, "run 0"},
+		// 8 alphabet characters are a call number to a reader: one that
+		// is not stored is no such message (a typo, most likely), 404.
+		{"out of range", "zzzzzzzz", 404, "no such message"},
+		{"just out of range", callnumber.Number(1 << callnumber.Bits).String(), 404, "no such message"},
+		{"unknown version", otherNumber(t, fa.archive, 1, 1, 0), 404, "no such message"},
+		{"run 0", otherNumber(t, fa.archive, 0, 0, 5), 404, "no such message"},
 		{"unused sequence", fa.number(t, 1, 9999).String(), 404, "No message"},
 		{"run never leased", fa.number(t, 77, 0).String(), 404, "No message"},
 	}
@@ -165,7 +167,8 @@ func TestUnboundStore(t *testing.T) {
 		{"/" + callnumber.Number(12345).String(), 404}, // any well-formed number: no codec to judge its fields
 		{"/" + callnumber.Number(12345).String() + "/raw", 404},
 		{"/api/v1/messages/" + callnumber.Number(1).String(), 404},
-		{"/zzzzzzzz", 400},
+		{"/zzzzzzzz", 404},
+		{"/zzzzzzz!", 400},
 		{"/m/anything@example.com", 404},
 		{"/healthz", 200},
 	}
@@ -387,7 +390,7 @@ func TestMetricsAndLogs(t *testing.T) {
 	r := get(t, fa.srv.URL+"/metrics")
 	for _, s := range []string{
 		`chibrary_resolver_requests_total{code="200",route="GET /{callnumber}/raw"} 1`,
-		`chibrary_resolver_requests_total{code="400",route="GET /{callnumber}"} 1`,
+		`chibrary_resolver_requests_total{code="404",route="GET /{callnumber}"} 1`,
 		`chibrary_resolver_requests_total{code="200",route="GET /m/{message-id}"} 1`,
 		`chibrary_resolver_request_duration_seconds_bucket{route="GET /{callnumber}/raw",le="+Inf"} 1`,
 	} {
@@ -396,7 +399,7 @@ func TestMetricsAndLogs(t *testing.T) {
 		}
 	}
 	logs := fa.log.String()
-	for _, s := range []string{"method=GET path=/" + n + "/raw status=200 duration=", "path=/zzzzzzzz status=400"} {
+	for _, s := range []string{"method=GET path=/" + n + "/raw status=200 bytes=", "path=/zzzzzzzz status=404"} {
 		if !strings.Contains(logs, s) {
 			t.Errorf("logs do not contain %q:\n%s", s, logs)
 		}
@@ -501,4 +504,13 @@ func FuzzPage(f *testing.F) {
 			t.Fatalf("page of %q is unsafe: %v", raw, err)
 		}
 	})
+}
+
+func TestVersion(t *testing.T) {
+	fa := newFixtureArchive(t)
+	r := get(t, fa.srv.URL+"/api/v1/version")
+	var v struct{ Program, Version, Go string }
+	if err := json.Unmarshal([]byte(r.body), &v); r.status != 200 || err != nil || v.Program != "resolver" || v.Version == "" || !strings.HasPrefix(v.Go, "go") {
+		t.Errorf("GET /api/v1/version = %d %s (%v), want the resolver's build as JSON", r.status, r.body, err)
+	}
 }

@@ -3,6 +3,10 @@
 # the watcher's tests, Chromium for the resolver's browser test, and what
 # the Riak test kit (../shared/riak, when it is there) needs to unpack and
 # start its nodes: tar, xz, and curl (or python3).
+#
+# apt takes a lock that another apt (an unattended upgrade on a fresh
+# machine, another job) may hold: wait for it, up to APT_LOCK_TIMEOUT
+# seconds (default 600), rather than fail at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -19,5 +23,7 @@ echo "installing test dependencies: ${need[*]}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+wait_lock=(-o "DPkg::Lock::Timeout=${APT_LOCK_TIMEOUT:-600}")
+# A fresh machine has no package lists yet: update before installing.
+$sudo apt-get "${wait_lock[@]}" update -qq
+$sudo apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null

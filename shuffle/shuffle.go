@@ -52,9 +52,10 @@ import (
 type Scheme string
 
 const (
-	// Bits permutes bit positions (the default).
+	// Bits permutes bit positions: the seed's design, kept for
+	// compatibility; a few numbers of a run reveal the rest.
 	Bits Scheme = "bits"
-	// Mix is a keyed Feistel network.
+	// Mix is a keyed Feistel network: the default of a new authority.
 	Mix Scheme = "mix"
 )
 

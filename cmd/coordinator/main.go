@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
@@ -17,36 +15,28 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-func main() { cli.Main("coordinator", run) }
+func main() { cli.Main("coordinator", program.Run) }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "serve":
-			return serve(ctx, args[1:], stderr)
-		case "backup":
-			return backup(ctx, args[1:], stdout, stderr)
-		case "bump":
-			return bump(ctx, args[1:], stdout, stderr)
-		}
-	}
-	return serve(ctx, args, stderr)
-}
+var program = cli.Commands{Program: "coordinator", Text: serveUsage, Default: "serve", List: []cli.Command{
+	{Name: "serve", Run: serve}, {Name: "backup", Run: backup}, {Name: "bump", Run: bump},
+}}
 
 const serveUsage = `
 Usage: coordinator [serve] --db runs.db [--listen ADDR] --token-file TOKEN
-                   [--scheme bits|mix] [--tls-cert F --tls-key F]
+                   [--scheme mix|bits] [--tls-cert F --tls-key F]
        coordinator backup (--db runs.db | --coordinator URL --token-file F) OUT
        coordinator bump --db runs.db --to N
 
 Serves the run authority in runs.db over HTTP, so that importers and
 watchers on other machines can take runs from it (--coordinator URL).
-Creates runs.db (a new authority; --scheme applies only then) and the token
-file (random, mode 0600) if they are missing. Listens on loopback unless
-told otherwise. SIGINT or SIGTERM stops it after requests in flight.
+Creates runs.db (a new authority, with --scheme: mix unless told bits) and
+the token file (random, mode 0600) if they are missing, once it holds the
+address it listens on. --scheme for an existing authority must be its
+own. Listens on loopback unless told otherwise. SIGINT or SIGTERM stops it
+after requests in flight.
 
 Endpoints: POST /v1/runs, GET /v1/runs/{run}, GET /v1/backup (token
-required), GET /healthz, GET /metrics.
+required), GET /healthz, GET /api/v1/version, GET /metrics.
 
 Examples:
   coordinator --db /var/lib/chibrary/runs.db --token-file /etc/chibrary/token
@@ -57,56 +47,46 @@ Examples:
       http://127.0.0.1:7070/v1/runs
 `
 
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
 		cfg    coordinator.Config
 		scheme string
 		logs   cli.LogOptions
 	)
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.StringVar(&cfg.DB, "db", "", "the run authority database (created if missing)")
-	fs.StringVar(&cfg.Listen, "listen", coordinator.DefaultListen, "address to listen on")
-	fs.StringVar(&cfg.TokenFile, "token-file", "", "file holding the bearer token (created if missing);\n$CHIBRARY_TOKEN holds the token itself otherwise")
-	fs.StringVar(&scheme, "scheme", "", "shuffle scheme of a new authority: bits (default) or mix")
-	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate file (PEM), with --tls-key")
-	fs.StringVar(&cfg.TLSKey, "tls-key", "", "TLS private key file (PEM), with --tls-cert")
+	fs := cli.NewFlagSet("coordinator", serveUsage)
+	fs.String(&cfg.DB, "db", "", "CHIBRARY_RUNS_DB", "the run authority database `FILE` (created if missing)")
+	fs.String(&cfg.Listen, "listen", coordinator.DefaultListen, "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
+	fs.String(&cfg.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the bearer token (created if missing);\n$CHIBRARY_TOKEN holds the token itself otherwise")
+	fs.String(&scheme, "scheme", "", "CHIBRARY_SCHEME", "shuffle scheme of a new authority: `mix|bits` (mix by default);\nan existing authority keeps its own, and asking it for another is an error")
+	fs.String(&cfg.TLSCert, "tls-cert", "", "CHIBRARY_TLS_CERT", "TLS certificate `FILE` (PEM), with --tls-key")
+	fs.String(&cfg.TLSKey, "tls-key", "", "CHIBRARY_TLS_KEY", "TLS private key `FILE` (PEM), with --tls-cert")
 	logs.AddFlags(fs)
-	env := map[string]string{
-		"db": "CHIBRARY_RUNS_DB", "listen": "CHIBRARY_LISTEN", "token-file": "CHIBRARY_TOKEN_FILE",
-		"scheme": "CHIBRARY_SCHEME", "tls-cert": "CHIBRARY_TLS_CERT", "tls-key": "CHIBRARY_TLS_KEY",
-		"log-format": "CHIBRARY_LOG_FORMAT", "log-level": "CHIBRARY_LOG_LEVEL",
-	}
-	fs.Usage = cli.Usage(fs, serveUsage, env)
-	if err := cli.Parse(fs, args, env); err != nil {
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	if err := cli.NoArgs(rest); err != nil {
+		return err
 	}
 	if cfg.DB == "" {
 		return cli.Usagef("--db is required")
 	}
 	if scheme != "" {
-		s, err := shuffle.ParseScheme(scheme)
-		if err != nil {
-			return cli.Usagef("--scheme %q: want bits or mix", scheme)
+		if cfg.Scheme, err = shuffle.ParseScheme(scheme); err != nil {
+			return cli.Usagef("--scheme %q: want mix or bits", scheme)
 		}
-		cfg.Scheme = s
 	}
 	if cfg.TokenFile == "" {
-		cfg.Token = os.Getenv("CHIBRARY_TOKEN")
-		if cfg.Token == "" {
+		if cfg.Token, err = cli.Secret("", "CHIBRARY_TOKEN", "token-file", true); err != nil {
 			return cli.Usagef("--token-file is required (or $CHIBRARY_TOKEN)")
 		}
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return cli.Usagef("--tls-cert and --tls-key go together")
 	}
-	log, err := logs.Logger(stderr)
-	if err != nil {
+	if cfg.Logger, err = logs.Logger(stderr); err != nil {
 		return err
 	}
-	cfg.Logger = log
 	return coordinator.Serve(ctx, cfg)
 }
 
@@ -125,26 +105,24 @@ Examples:
   coordinator backup --coordinator http://127.0.0.1:7070 --token-file token runs.bak
 `
 
-func backup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var db, url, tokenFile string
-	var logs cli.LogOptions
-	fs := flag.NewFlagSet("coordinator backup", flag.ContinueOnError)
-	fs.StringVar(&db, "db", "", "the run authority database, when no coordinator holds it")
-	fs.StringVar(&url, "coordinator", "", "URL of the running coordinator to back up through")
-	fs.StringVar(&tokenFile, "token-file", "", "file holding the coordinator's token (or $CHIBRARY_TOKEN)")
+func backup(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	var (
+		db, url, tokenFile string
+		logs               cli.LogOptions
+	)
+	fs := cli.NewFlagSet("coordinator backup", backupUsage)
+	fs.String(&db, "db", "", "CHIBRARY_RUNS_DB", "the run authority database `FILE`, when no coordinator holds it")
+	fs.String(&url, "coordinator", "", "CHIBRARY_COORDINATOR", "`URL` of the running coordinator to back up through")
+	fs.String(&tokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the coordinator's token (or $CHIBRARY_TOKEN)")
 	logs.AddFlags(fs)
-	env := map[string]string{
-		"db": "CHIBRARY_RUNS_DB", "coordinator": "CHIBRARY_COORDINATOR", "token-file": "CHIBRARY_TOKEN_FILE",
-		"log-format": "CHIBRARY_LOG_FORMAT", "log-level": "CHIBRARY_LOG_LEVEL",
-	}
-	fs.Usage = cli.Usage(fs, backupUsage, env)
-	if err := cli.Parse(fs, args, env); err != nil {
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(rest) != 1 {
 		return cli.Usagef("backup wants one output file")
 	}
-	out := fs.Arg(0)
+	out := rest[0]
 	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
@@ -160,7 +138,7 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "backed up authority %s from %s to %s\n", id, db, out)
 		return nil
 	}
-	token, err := readToken(tokenFile)
+	token, err := cli.Secret(tokenFile, "CHIBRARY_TOKEN", "token-file", true)
 	if err != nil {
 		return err
 	}
@@ -168,12 +146,7 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	var id string
-	err = coordinator.SaveBackup(ctx, out, "", func(w io.Writer) error {
-		var err error
-		id, err = c.Backup(ctx, w)
-		return err
-	})
+	id, err := c.BackupTo(ctx, out)
 	if err != nil {
 		return err
 	}
@@ -192,18 +165,17 @@ Example:
   coordinator bump --db runs.db --to 250000
 `
 
-func bump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func bump(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var db, to string
-	fs := flag.NewFlagSet("coordinator bump", flag.ContinueOnError)
-	fs.StringVar(&db, "db", "", "the run authority database")
-	fs.StringVar(&to, "to", "", "the new next run")
-	env := map[string]string{"db": "CHIBRARY_RUNS_DB"}
-	fs.Usage = cli.Usage(fs, bumpUsage, env)
-	if err := cli.Parse(fs, args, env); err != nil {
+	fs := cli.NewFlagSet("coordinator bump", bumpUsage)
+	fs.String(&db, "db", "", "CHIBRARY_RUNS_DB", "the run authority database `FILE`")
+	fs.String(&to, "to", "", "", "the new next run, `N`")
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	if err := cli.NoArgs(rest); err != nil {
+		return err
 	}
 	if db == "" || to == "" {
 		return cli.Usagef("bump wants --db and --to")
@@ -218,14 +190,4 @@ func bump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "next run of %s: %d (was %d)\n", db, n, from)
 	return nil
-}
-
-func readToken(path string) (string, error) {
-	if path != "" {
-		return cli.ReadSecret(path)
-	}
-	if t := os.Getenv("CHIBRARY_TOKEN"); t != "" {
-		return t, nil
-	}
-	return "", cli.Usagef("--token-file is required with --coordinator (or $CHIBRARY_TOKEN)")
 }

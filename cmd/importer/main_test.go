@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,10 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/testcorpus"
 	"github.com/chibrary/chibrary/mailsource"
@@ -153,13 +156,205 @@ func TestUsage(t *testing.T) {
 			t.Errorf("importer %q exit status = %d, want %d; stderr:\n%s", args, status, cli.ExitUsage, stderr)
 		}
 	}
-	var errb bytes.Buffer
-	err := run(context.Background(), []string{"--help"}, nil, io.Discard, &errb)
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errb.String(), "Examples:") || !strings.Contains(errb.String(), "$CHIBRARY_DATA") {
-		t.Errorf("--help = %v, output:\n%s\nwant usage with examples and env variables", err, errb.String())
+	for _, args := range [][]string{{"--help"}, {"x.mbox", "--help"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), args, nil, &out, io.Discard)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Examples:") || !strings.Contains(out.String(), "$CHIBRARY_DATA") {
+			t.Errorf("importer %q = %v, stdout:\n%s\nwant usage with examples and env variables", args, err, out.String())
+		}
 	}
-	if status, _, stderr := importer(t, "", "--data", t.TempDir(), "/no/such/file.mbox"); status != cli.ExitFailure || !strings.Contains(stderr, "/no/such/file.mbox") {
-		t.Errorf("missing input: status %d, stderr %q; want 1 naming the file", status, stderr)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, nil, &out, io.Discard); !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(out.String(), "importer ") {
+		t.Errorf("importer --version = %v, %q; want the version line", err, out.String())
+	}
+	data := filepath.Join(t.TempDir(), "archive")
+	status, _, stderr := importer(t, "", "--data", data, "../../fixtures/mbox/demo.mbox", "/no/such/file.mbox")
+	if status != cli.ExitFailure || stderr != "importer: cannot open /no/such/file.mbox: no such file or directory\n" {
+		t.Errorf("missing input: status %d, stderr %q; want 1 naming the file once, and nothing else", status, stderr)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing input was reported after creating the archive %s", data)
+	}
+	if strings.Count(stderr, "/no/such/file.mbox") != 1 {
+		t.Errorf("missing input: stderr %q repeats the path", stderr)
+	}
+}
+
+// Flags may come after the paths, as with git and go; -- ends the flags,
+// and - is standard input. Nothing may be written where the user did not
+// ask (./archive).
+func TestFlagsAnywhere(t *testing.T) {
+	demo, err := filepath.Abs("../../fixtures/mbox/demo.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	data := filepath.Join(t.TempDir(), "b3")
+	if status, got, stderr := importer(t, "", demo, "--data", data, "--list", "demo"); status != 0 || got != [3]int{20, 0, 0} {
+		t.Fatalf("importer demo.mbox --data DIR = %d %v\n%s", status, got, stderr)
+	}
+	if c := count(t, data); c != 20 {
+		t.Errorf("--data after the path: %s holds %d messages, want 20", data, c)
+	}
+	if _, err := os.Stat("archive"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("./archive exists (%v): the flag after the path was not taken", err)
+	}
+	// A file whose name looks like a flag, after --.
+	odd := "--odd.mbox"
+	b, err := os.ReadFile(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(odd, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if status, got, stderr := importer(t, "", "--data", data, "--", odd); status != 0 || got != [3]int{0, 20, 0} {
+		t.Errorf("importer --data DIR -- %s = %d %v\n%s", odd, status, got, stderr)
+	}
+	if status, got, stderr := importer(t, "Message-ID: <in@x>\n\nhello\n", "-", "--data", data); status != 0 || got != [3]int{1, 0, 0} {
+		t.Errorf("importer - --data DIR = %d %v\n%s", status, got, stderr)
+	}
+	if status, _, stderr := importer(t, "", demo, "--dta", data); status != cli.ExitUsage || !strings.Contains(stderr, "dta") {
+		t.Errorf("a misspelt flag after the path = %d\n%s\nwant a usage error", status, stderr)
+	}
+	if _, err := os.Stat("archive"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("./archive exists (%v) after a usage error", err)
+	}
+}
+
+// A compressed input cut short or corrupt, or a file ending inside a
+// Content-Length body: the message being read when it breaks is failed,
+// with the reason, nothing partial is stored, and the run exits 1. The
+// whole file imported afterwards stores that message, and nothing else.
+func TestBrokenInputs(t *testing.T) {
+	for _, tt := range []struct {
+		broken, whole, reason string
+	}{
+		{"truncated.mbox.gz", "mboxrd.mbox.gz", "gzip data ends early"},
+		{"truncated.mbox.bz2", "mboxrd.mbox.bz2", "bzip2 data ends early"},
+		{"bad-checksum.mbox.gz", "mboxrd.mbox.gz", "corrupt gzip data"},
+		{"mboxcl2-truncated.mbox", "mboxcl2.mbox", "Content-Length"},
+	} {
+		t.Run(tt.broken, func(t *testing.T) {
+			data := t.TempDir()
+			manifest := filepath.Join(t.TempDir(), "m.jsonl")
+			status, got, stderr := importer(t, "", "--data", data, "--manifest", manifest, "../../fixtures/mbox/"+tt.broken)
+			if status != cli.ExitFailure || got != [3]int{2, 0, 1} {
+				t.Fatalf("importer %s = %d %v, want 1 [2 0 1]\n%s", tt.broken, status, got, stderr)
+			}
+			if !strings.Contains(stderr, tt.reason) {
+				t.Errorf("stderr does not say %q:\n%s", tt.reason, stderr)
+			}
+			m, _ := os.ReadFile(manifest)
+			if lines := strings.Split(strings.TrimSpace(string(m)), "\n"); len(lines) != 3 || !strings.Contains(lines[2], `"status":"failed"`) || !strings.Contains(lines[2], tt.reason) {
+				t.Errorf("manifest:\n%s\nwant 3 lines, the last failed with the reason", m)
+			}
+			if c := count(t, data); c != 2 {
+				t.Errorf("store holds %d messages, want the 2 whole ones", c)
+			}
+			status, got, stderr = importer(t, "", "--data", data, "../../fixtures/mbox/"+tt.whole)
+			if status != 0 || got != [3]int{1, 2, 0} {
+				t.Errorf("importer %s afterwards = %d %v, want 0 [1 2 0]: only the cut message is new\n%s", tt.whole, status, got, stderr)
+			}
+		})
+	}
+}
+
+// A folder of pipermail monthly .txt.gz files (a Mailman 2 archive
+// download) is imported whole, in calendar order; a run that finds nothing
+// to import exits 1 and says so.
+func TestFolders(t *testing.T) {
+	data := t.TempDir()
+	manifest := filepath.Join(t.TempDir(), "m.jsonl")
+	status, got, stderr := importer(t, "", "--data", data, "--manifest", manifest, "../../fixtures/pipermail")
+	if status != 0 || got != [3]int{5, 0, 0} {
+		t.Fatalf("importer fixtures/pipermail = %d %v, want 0 [5 0 0]\n%s", status, got, stderr)
+	}
+	m, _ := os.ReadFile(manifest)
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(m)), "\n") {
+		var e struct {
+			ID string `json:"message_id"`
+		}
+		json.Unmarshal([]byte(line), &e)
+		ids = append(ids, e.ID)
+	}
+	if want := []string{"<pm0@example.org>", "<pm1@example.org>", "<pm2@example.org>", "<pm3@example.org>", "<pm4@example.org>"}; !slices.Equal(ids, want) {
+		t.Errorf("imported %q, want the months in calendar order %q", ids, want)
+	}
+	if !strings.Contains(stderr, "README") {
+		t.Errorf("stderr does not mention the skipped README:\n%s", stderr)
+	}
+
+	empty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(empty, "notes.txt"), []byte("not mail\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emptyFile := filepath.Join(empty, "empty.mbox")
+	if err := os.WriteFile(emptyFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{empty, emptyFile} {
+		status, got, stderr := importer(t, "", "--data", data, path)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if status != cli.ExitFailure || got != [3]int{} || len(lines) < 2 || lines[len(lines)-2] != "importer: nothing to import: no message found in "+path {
+			t.Errorf("importer %s = %d %v\n%s\nwant 1, a line saying no message was found, then the summary", path, status, got, stderr)
+		}
+	}
+}
+
+// The error that ended a run comes right above the summary, which is the
+// last line.
+func TestSummaryLast(t *testing.T) {
+	status, _, stderr := importer(t, "", "--data", t.TempDir(), "../../fixtures/mbox/leading-garbage.mbox")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if status != cli.ExitFailure || len(lines) < 2 || !summary.MatchString(lines[len(lines)-1]) || !strings.HasPrefix(lines[len(lines)-2], "importer: 1 messages could not be stored") {
+		t.Errorf("stderr:\n%s\nwant the error, then the summary as the last line", stderr)
+	}
+}
+
+// A data directory whose store is bound to a coordinator's authority: a
+// plain importer (no --coordinator) refuses before reading anything, says
+// to use --coordinator, and leaves no stray runs.db; --scheme asking an
+// existing authority for another scheme is a usage error.
+func TestAuthorityChecks(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	st, err := boltstore.Open(ctx, filepath.Join(data, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord, _, err := authority.OpenOrCreate(ctx, filepath.Join(t.TempDir(), "runs.db"), authority.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := coord.Issue(ctx, authority.Holder{Program: "importer"})
+	coord.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	status, got, stderr := importer(t, "", "--data", data, "../../fixtures/mbox/demo.mbox")
+	if status != cli.ExitFailure || got != [3]int{} || !strings.Contains(stderr, "bound to the authority "+l.Authority) || !strings.Contains(stderr, "--coordinator") {
+		t.Errorf("importer on a store bound elsewhere = %d %v\n%s\nwant 1 naming the authority and --coordinator", status, got, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "runs.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("runs.db after the refusal: %v, want none", err)
+	}
+
+	local := t.TempDir()
+	if status, _, stderr := importer(t, "", "--data", local, "../../fixtures/mbox/mboxrd.mbox"); status != 0 {
+		t.Fatalf("first import: %d\n%s", status, stderr)
+	}
+	status, _, stderr = importer(t, "", "--data", local, "--scheme", "bits", "../../fixtures/mbox/demo.mbox")
+	if status != cli.ExitUsage || !strings.Contains(stderr, "has scheme mix, not bits") {
+		t.Errorf("--scheme bits on a mix authority = %d\n%s\nwant a usage error naming mix", status, stderr)
+	}
+	if c := count(t, local); c != 3 {
+		t.Errorf("store holds %d messages after the refusal, want 3", c)
 	}
 }
 

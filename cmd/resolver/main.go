@@ -7,14 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"maps"
 	"net"
-	"os"
-	"path/filepath"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/cli"
@@ -23,7 +18,16 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-func main() { cli.Main("resolver", run) }
+func main() { cli.Main("resolver", program.Run) }
+
+var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command{
+	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
+}}
+
+// run is the program, for tests.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return program.Run(ctx, args, stdin, stdout, stderr)
+}
 
 const usage = `
 Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
@@ -32,85 +36,29 @@ Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
 
 Serves an archive's messages by call number over HTTP (serve), writes one
 stored message to standard output (get), or shows a call number's
-version, run and sequence and the lease of its run (inspect).
-Run 'resolver COMMAND --help' for the flags of a command.
+version, run and sequence and the lease of its run (inspect). An archive
+on a read-only file system (a snapshot, a backup) is read read-only.
+Run 'resolver COMMAND --help' for the flags of a command; --version prints
+the version.
 
 Examples:
   resolver serve --data /var/lib/chibrary
-  resolver get --data ./archive 3kTMd2xB > message.eml
-  resolver inspect --json --store bolt:/srv/archive/messages.db 3kTMd2xB
+  resolver get --data ./archive 2UrKPuW8 > message.eml
+  resolver inspect --json --store bolt:/srv/archive/messages.db 2UrKPuW8
 `
-
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return cli.Usagef("missing command: serve, get or inspect")
-	}
-	switch args[0] {
-	case "serve":
-		return serve(ctx, args[1:], stderr)
-	case "get":
-		return get(ctx, args[1:], stdout, stderr)
-	case "inspect":
-		return inspect(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stderr, usage[1:])
-		return flag.ErrHelp
-	}
-	return cli.Usagef("unknown command %q: want serve, get or inspect", args[0])
-}
-
-// common are the flags of every command.
-type common struct {
-	store setup.StoreFlags
-	logs  cli.LogOptions
-	env   map[string]string
-}
-
-func newFlagSet(name string, c *common) *flag.FlagSet {
-	fs := flag.NewFlagSet("resolver "+name, flag.ContinueOnError)
-	c.store.AddFlags(fs)
-	c.logs.AddFlags(fs)
-	c.env = map[string]string{"log-format": "CHIBRARY_LOG_FORMAT", "log-level": "CHIBRARY_LOG_LEVEL"}
-	maps.Copy(c.env, c.store.Env())
-	return fs
-}
-
-// usageTo is cli.Usage writing the help to w (the command's stderr)
-// rather than os.Stderr. cli.Parse silences the usage a parse error would
-// print (the error says it in one line), and so does this.
-func usageTo(w io.Writer, fs *flag.FlagSet, text string, env map[string]string) func() {
-	usage := cli.Usage(fs, text, env)
-	return func() {
-		if fs.Output() == io.Discard {
-			return
-		}
-		fs.SetOutput(w)
-		usage()
-	}
-}
-
-// openExisting opens the store of an archive that must exist: get and
-// inspect only read, and must not create an empty store by mistake.
-func (c *common) openExisting(ctx context.Context, log *slog.Logger) (store.Store, error) {
-	if c.store.Store == "" {
-		path := filepath.Join(c.store.Data, setup.MessagesFile)
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("no archive in %s: %w", c.store.Data, err)
-		}
-	}
-	return c.store.Open(ctx, log)
-}
 
 const serveUsage = `
 Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
 requests in flight. Listens on loopback unless told otherwise: put a
-reverse proxy (TLS, access control) in front of it for the world.
+reverse proxy (TLS, access control) in front of it for the world. An
+archive this process cannot write (a read-only file system: a snapshot, a
+backup) is served read-only, without the lock file; the log says so.
 
 Routes: GET /{callnumber} (HTML), /{callnumber}/raw (message/rfc822),
 /api/v1/messages/{callnumber} (JSON), /m/{message-id}, /api/v1/stats,
-/healthz, /metrics.
+/api/v1/version, /healthz, /metrics.
 
 Examples:
   resolver serve --data /var/lib/chibrary
@@ -118,35 +66,38 @@ Examples:
   CHIBRARY_DATA=/var/lib/chibrary CHIBRARY_LISTEN=127.0.0.1:8080 resolver serve
 `
 
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
-		c      common
+		st     setup.StoreFlags
+		logs   cli.LogOptions
 		listen string
 	)
-	fs := newFlagSet("serve", &c)
-	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
-	c.env["listen"] = "CHIBRARY_LISTEN"
-	fs.Usage = usageTo(stderr, fs, serveUsage, c.env)
-	if err := cli.Parse(fs, args, c.env); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
-	}
-	log, err := c.logs.Logger(stderr)
+	fs := cli.NewFlagSet("resolver serve", serveUsage)
+	st.AddFlags(fs)
+	logs.AddFlags(fs)
+	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
+	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
 	}
-	st, err := c.store.Open(ctx, log)
+	if err := cli.NoArgs(rest); err != nil {
+		return err
+	}
+	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)
 	}
-	return resolver.New(st, resolver.Options{Logger: log}).Serve(ctx, ln)
+	defer ln.Close()
+	db, err := st.OpenReader(ctx, log, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return resolver.New(db, resolver.Options{Logger: log}).Serve(ctx, ln)
 }
 
 const getUsage = `
@@ -154,35 +105,24 @@ Usage: resolver get [--data DIR | --store URL] CALLNUMBER
 
 Writes the message stored under CALLNUMBER to standard output, byte for
 byte as archived. Exits 1 if the archive has no such message, 2 if
-CALLNUMBER is not a call number.
+CALLNUMBER is not 8 letters and digits.
 
 Examples:
-  resolver get --data /var/lib/chibrary 3kTMd2xB > message.eml
-  resolver get 3kTMd2xB | less
+  resolver get --data /var/lib/chibrary 2UrKPuW8 > message.eml
+  resolver get 2UrKPuW8 | less
 `
 
-func get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c common
-	fs := newFlagSet("get", &c)
-	fs.Usage = usageTo(stderr, fs, getUsage, c.env)
-	text, err := parseOne(fs, args, c.env)
+func get(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	db, text, err := openOne(ctx, "resolver get", getUsage, args, nil, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	log, err := c.logs.Logger(stderr)
-	if err != nil {
-		return err
-	}
-	st, err := c.openExisting(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	n, _, err := resolver.Resolve(ctx, st, text)
+	defer db.Close()
+	n, _, err := resolver.Resolve(ctx, db, text)
 	if err != nil {
 		return lookupError(text, err)
 	}
-	m, err := st.Get(ctx, n)
+	m, err := db.Get(ctx, n)
 	if err != nil {
 		return lookupError(text, err)
 	}
@@ -203,64 +143,67 @@ With --json, one JSON object:
 {"callnumber":..,"version":..,"run":..,"sequence":..,"lease":{..},...}
 
 Examples:
-  resolver inspect --data /var/lib/chibrary 3kTMd2xB
-  resolver inspect --json 3kTMd2xB | jq .lease
+  resolver inspect --data /var/lib/chibrary 2UrKPuW8
+  resolver inspect --json 2UrKPuW8 | jq .lease
 `
 
-func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var (
-		c      common
-		asJSON bool
-	)
-	fs := newFlagSet("inspect", &c)
-	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	fs.Usage = usageTo(stderr, fs, inspectUsage, c.env)
-	text, err := parseOne(fs, args, c.env)
+func inspect(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	var asJSON bool
+	db, text, err := openOne(ctx, "resolver inspect", inspectUsage, args, func(fs *cli.FlagSet) {
+		fs.Bool(&asJSON, "json", false, "", "print one JSON object")
+	}, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	log, err := c.logs.Logger(stderr)
-	if err != nil {
-		return err
-	}
-	st, err := c.openExisting(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	in, err := resolver.Inspect(ctx, st, text)
+	defer db.Close()
+	in, err := resolver.Inspect(ctx, db, text)
 	if err != nil {
 		return lookupError(text, err)
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		return enc.Encode(in)
+		return json.NewEncoder(stdout).Encode(in)
 	}
 	return in.WriteText(stdout)
 }
 
-// parseOne parses flags and the one CALLNUMBER argument, and checks its
-// syntax before anything is opened.
-func parseOne(fs *flag.FlagSet, args []string, env map[string]string) (string, error) {
-	if err := cli.Parse(fs, args, env); err != nil {
-		return "", err
+// openOne parses the flags (the store's, the logs' and those more adds)
+// and the one CALLNUMBER argument, checks its syntax, then opens the
+// archive, which must exist.
+func openOne(ctx context.Context, name, usage string, args []string, more func(*cli.FlagSet), stdout, stderr io.Writer) (store.Store, string, error) {
+	var (
+		st   setup.StoreFlags
+		logs cli.LogOptions
+	)
+	fs := cli.NewFlagSet(name, usage)
+	st.AddFlags(fs)
+	logs.AddFlags(fs)
+	if more != nil {
+		more(fs)
 	}
-	switch fs.NArg() {
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
+		return nil, "", err
+	}
+	switch len(rest) {
 	case 0:
-		return "", cli.Usagef("missing CALLNUMBER")
+		return nil, "", cli.Usagef("missing CALLNUMBER")
 	case 1:
 	default:
-		return "", cli.Usagef("one CALLNUMBER only, got %d arguments", fs.NArg())
+		return nil, "", cli.Usagef("one CALLNUMBER only, got %d arguments", len(rest))
 	}
-	text := fs.Arg(0)
-	if _, err := callnumber.Parse(text); err != nil {
-		return "", cli.Usagef("%v", err)
+	if err := resolver.CheckSyntax(rest[0]); err != nil {
+		return nil, "", lookupError(rest[0], err)
 	}
-	return text, nil
+	log, err := logs.Logger(stderr)
+	if err != nil {
+		return nil, "", err
+	}
+	db, err := st.OpenReader(ctx, log, true)
+	return db, rest[0], err
 }
 
 // lookupError turns a lookup's error into the command's: a malformed call
-// number is bad usage (exit 2), an unknown one "not found" (exit 1).
+// number is bad usage (exit 2), an unknown one "no such message" (exit 1).
 func lookupError(text string, err error) error {
 	switch {
 	case errors.Is(err, resolver.ErrMalformed):
@@ -270,7 +213,7 @@ func lookupError(text string, err error) error {
 		}
 		return cli.Usagef("%v", err)
 	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%s: not found", text)
+		return fmt.Errorf("no message in this archive has call number %s", text)
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/testmount"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -82,9 +83,10 @@ func TestGetAndInspect(t *testing.T) {
 		{"get via --store", []string{"get", "--store", "bolt:" + filepath.Join(dir, "messages.db"), n.String()}, 0, string(raw), nil, ""},
 		{"get wrong length", []string{"get", "--data", dir, "abc"}, 2, "", nil, "wrong length"},
 		{"get bad character", []string{"get", "--data", dir, "abcdefg!"}, 2, "", nil, "bad character"},
-		{"get out of range", []string{"get", "--data", dir, "zzzzzzzz"}, 2, "", nil, "out of range"},
-		{"get unknown version", []string{"get", "--data", dir, v1}, 2, "", nil, "unknown version"},
-		{"get unknown", []string{"get", "--data", dir, unknown.String()}, 1, "", nil, unknown.String() + ": not found"},
+		// 8 letters and digits not stored: no such message (a typo), not bad usage.
+		{"get out of range", []string{"get", "--data", dir, "zzzzzzzz"}, 1, "", nil, "no message in this archive has call number zzzzzzzz"},
+		{"get unknown version", []string{"get", "--data", dir, v1}, 1, "", nil, "no message in this archive has call number " + v1},
+		{"get unknown", []string{"get", "--data", dir, unknown.String()}, 1, "", nil, "no message in this archive has call number " + unknown.String()},
 		{"get no archive", []string{"get", "--data", filepath.Join(dir, "nope"), n.String()}, 1, "", nil, "no archive in"},
 		{"get no argument", []string{"get", "--data", dir}, 2, "", nil, "missing CALLNUMBER"},
 		{"get two arguments", []string{"get", "--data", dir, n.String(), n.String()}, 2, "", nil, "one CALLNUMBER only"},
@@ -93,12 +95,19 @@ func TestGetAndInspect(t *testing.T) {
 			"lease.nonce      n1\n", "lease.program    importer\n", "lease.host       h1\n", "lease.pid        123\n",
 			"lease.issued-at  2024-05-06T07:08:09Z\n", "message-id       signed-1@example.com\n",
 		}, ""},
-		{"inspect unknown", []string{"inspect", "--data", dir, unknown.String()}, 1, "", nil, "not found"},
+		{"inspect unknown", []string{"inspect", "--data", dir, unknown.String()}, 1, "", nil, "no message in this archive"},
+		// Flags anywhere: after the argument, and before the command.
+		{"get, flags after", []string{"get", n.String(), "--data", dir}, 0, string(raw), nil, ""},
+		{"flags before the command", []string{"--data", dir, "get", n.String()}, 0, string(raw), nil, ""},
+		{"inspect --json after", []string{"inspect", n.String(), "--data", dir, "--json"}, 0, "", []string{`"callnumber":"` + n.String() + `"`}, ""},
+		{"get, -- ends the flags", []string{"get", "--data", dir, "--", "--json"}, 2, "", nil, "wrong length"},
 		{"inspect malformed", []string{"inspect", "--json", "--data", dir, "0000000"}, 2, "", nil, "wrong length"},
 		{"no command", nil, 2, "", nil, "missing command"},
 		{"unknown command", []string{"frobnicate"}, 2, "", nil, "unknown command"},
-		{"help", []string{"--help"}, 0, "", nil, "Examples:"},
-		{"get help", []string{"get", "--help"}, 0, "", nil, "resolver get --data"},
+		{"help", []string{"--help"}, 0, "", []string{"Examples:"}, ""},
+		{"get help", []string{"get", "--help"}, 0, "", []string{"resolver get --data", "[$CHIBRARY_DATA]"}, ""},
+		{"version", []string{"--version"}, 0, "", []string{"resolver "}, ""},
+		{"get version", []string{"get", "--version"}, 0, "", []string{"resolver "}, ""},
 		{"bad flag", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
@@ -196,5 +205,61 @@ func TestServe(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, `"msg":"request"`) || !strings.Contains(r.stderr, `"status":200`) {
 		t.Errorf("serve logs %q: want a JSON access log line", r.stderr)
+	}
+}
+
+// An archive on a read-only file system (a snapshot, a backup) is served
+// and read without its lock file, and the log says it is read-only.
+func TestReadOnlyArchive(t *testing.T) {
+	dir, _, n, raw := testArchive(t)
+	if err := os.Remove(filepath.Join(dir, "messages.db.lock")); err != nil {
+		t.Fatal(err)
+	}
+	ro := testmount.ReadOnly(t, dir)
+	status, stdout, stderr := runCmd(t, t.Context(), "get", "--data", ro, n.String())
+	if status != 0 || stdout != string(raw) {
+		t.Fatalf("get on a read-only archive = %d, %d bytes\n%s", status, len(stdout), stderr)
+	}
+	if !strings.Contains(stderr, "read-only") {
+		t.Errorf("get on a read-only archive logs %q, want it to say it reads read-only", stderr)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan string, 1)
+	go func() {
+		_, _, e := runCmd(t, ctx, "serve", "--data", ro, "--listen", addr)
+		done <- e
+	}()
+	var resp *http.Response
+	for i := 0; ; i++ {
+		resp, err = http.Get("http://" + addr + "/" + n.String() + "/raw")
+		if err == nil || i == 200 {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err != nil {
+		cancel()
+		t.Fatalf("GET raw: %v; server: %s", err, <-done)
+	}
+	var body bytes.Buffer
+	body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	cancel()
+	logs := <-done
+	if resp.StatusCode != 200 || body.String() != string(raw) {
+		t.Errorf("GET raw from a read-only archive = %d %q, want 200 and the message", resp.StatusCode, body.String())
+	}
+	if !strings.Contains(logs, "read-only") {
+		t.Errorf("serve logs %q, want a line saying the archive is served read-only", logs)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the archive directory holds %d files after serving it read-only, want messages.db alone", len(ents))
 	}
 }

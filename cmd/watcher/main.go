@@ -4,29 +4,18 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chibrary/chibrary/imapwatch"
 	"github.com/chibrary/chibrary/ingest"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/internal/setup"
 )
 
@@ -72,226 +61,108 @@ Examples:
           --metrics-listen 127.0.0.1:9101
 `
 
-type config struct {
-	store setup.StoreFlags
-	runs  setup.RunFlags
-	log   cli.LogOptions
-
-	imap           string
-	passwordFile   string
-	after          imapwatch.After
-	state          string
-	list           string
-	metricsListen  string
-	insecureVerify bool
-	tlsCA          string
-	allowPlain     bool
-	poll           time.Duration
-	idleRefresh    time.Duration
-	batch          int
-
-	dataSet bool
-}
-
 func main() { cli.Main("watcher", run) }
 
-func flags(c *config) (*flag.FlagSet, map[string]string) {
-	fs := flag.NewFlagSet("watcher", flag.ContinueOnError)
-	fs.StringVar(&c.imap, "imap", "", "mailbox URL: imaps://USER@HOST[:PORT]/MAILBOX or imap://... (required)")
-	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the IMAP password ($CHIBRARY_IMAP_PASSWORD holds the password itself)")
-	fs.Var(&c.after, "after", "what to do with a message once it is stored: keep, seen, delete or move:FOLDER")
-	fs.StringVar(&c.state, "state", "", "state file (UIDVALIDITY, last UID); default DATA/watcher/USER@HOST_PORT_MAILBOX-HASH.json, required with --store")
-	fs.StringVar(&c.list, "list", "", "mailing list name recorded with every message")
-	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve Prometheus metrics on ADDR/metrics (off by default)")
-	fs.BoolVar(&c.insecureVerify, "insecure-skip-verify", false, "do NOT verify the server's TLS certificate (anyone on the path can read the password)")
-	fs.StringVar(&c.tlsCA, "tls-ca", "", "PEM file of the CA certificate(s) to trust for the server, instead of the system roots (for a private CA)")
-	fs.BoolVar(&c.allowPlain, "allow-plaintext-login", false, "send the password unencrypted when an imap:// server on a non-loopback address offers no STARTTLS")
-	fs.DurationVar(&c.poll, "poll-interval", time.Minute, "how often to check for new mail on a server without IDLE")
-	fs.DurationVar(&c.idleRefresh, "idle-refresh", 25*time.Minute, "restart IDLE this often (servers may drop a client idle for 30 minutes)")
-	fs.IntVar(&c.batch, "batch-messages", 100, "messages per fetch-and-store batch (batches are also capped at 16 MiB)")
-	c.store.AddFlags(fs)
-	c.runs.AddFlags(fs)
-	c.log.AddFlags(fs)
-	env := map[string]string{
-		"imap": "CHIBRARY_IMAP", "password-file": "CHIBRARY_IMAP_PASSWORD_FILE", "after": "CHIBRARY_AFTER",
-		"metrics-listen": "CHIBRARY_METRICS_LISTEN", "state": "CHIBRARY_WATCHER_STATE", "tls-ca": "CHIBRARY_IMAP_CA",
-		"log-format": "CHIBRARY_LOG_FORMAT", "log-level": "CHIBRARY_LOG_LEVEL",
-	}
-	for k, v := range c.store.Env() {
-		env[k] = v
-	}
-	for k, v := range c.runs.Env() {
-		env[k] = v
-	}
-	fs.Usage = cli.Usage(fs, usage, env)
-	return fs, env
-}
-
-func run(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
-	var c config
-	fs, env := flags(&c)
-	if err := cli.Parse(fs, args, env); err != nil {
+func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	var (
+		st                                          setup.StoreFlags
+		runs                                        setup.RunFlags
+		logs                                        cli.LogOptions
+		o                                           imapwatch.Options
+		imapURL, passwordFile, list, metrics, tlsCA string
+		insecure                                    bool
+	)
+	fs := cli.NewFlagSet("watcher", usage)
+	fs.String(&imapURL, "imap", "", "CHIBRARY_IMAP", "mailbox `URL`: imaps://USER@HOST[:PORT]/MAILBOX or imap://... (required)")
+	fs.String(&passwordFile, "password-file", "", "CHIBRARY_IMAP_PASSWORD_FILE", "`FILE` holding the IMAP password ($CHIBRARY_IMAP_PASSWORD holds the password itself)")
+	fs.Var(&o.After, "after", "CHIBRARY_AFTER", "what to do with a message once it is stored: `keep|seen|delete|move:FOLDER`")
+	fs.String(&o.StatePath, "state", "", "CHIBRARY_WATCHER_STATE", "state `FILE` (UIDVALIDITY, last UID); default DATA/watcher/USER@HOST_PORT_MAILBOX-HASH.json, required with --store")
+	fs.String(&list, "list", "", "", "mailing list `NAME` recorded with every message")
+	fs.String(&metrics, "metrics-listen", "", "CHIBRARY_METRICS_LISTEN", "serve Prometheus metrics on `ADDR`/metrics (off by default)")
+	fs.Bool(&insecure, "insecure-skip-verify", false, "", "do NOT verify the server's TLS certificate (anyone on the path can read the password)")
+	fs.String(&tlsCA, "tls-ca", "", "CHIBRARY_IMAP_CA", "PEM `FILE` of the CA certificate(s) to trust for the server, instead of the system roots (for a private CA)")
+	fs.Bool(&o.AllowPlaintext, "allow-plaintext-login", false, "", "send the password unencrypted when an imap:// server on a non-loopback address offers no STARTTLS")
+	fs.Duration(&o.PollInterval, "poll-interval", time.Minute, "", "how often (`DURATION`) to check for new mail on a server without IDLE")
+	fs.Duration(&o.IdleRefresh, "idle-refresh", 25*time.Minute, "", "restart IDLE this often (`DURATION`; servers may drop a client idle for 30 minutes)")
+	fs.Int(&o.BatchMessages, "batch-messages", 100, "", "`N` messages per fetch-and-store batch (batches are also capped at 16 MiB)")
+	st.AddFlags(fs)
+	runs.AddFlags(fs)
+	logs.AddFlags(fs)
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
 		return err
 	}
-	fs.Visit(func(f *flag.Flag) { c.dataSet = c.dataSet || f.Name == "data" })
-	c.dataSet = c.dataSet || os.Getenv("CHIBRARY_DATA") != ""
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	if err := cli.NoArgs(rest); err != nil {
+		return err
 	}
-	if c.imap == "" {
+	// Everything that can be checked is, before the store is opened
+	// (created, if missing) for nothing.
+	if imapURL == "" {
 		return cli.Usagef("--imap is required")
 	}
-	target, err := imapwatch.ParseURL(c.imap)
+	target, err := imapwatch.ParseURL(imapURL)
 	if err != nil {
 		return cli.Usagef("--imap: %v", err)
 	}
-	// Checked again by imapwatch.New, but before the store is opened
-	// (created, if missing) for nothing.
-	if c.after.Action == imapwatch.Move && c.after.Folder == target.Mailbox {
+	o.Addr, o.Security, o.User, o.Mailbox = target.Addr, target.Security, target.User, target.Mailbox
+	if o.After.Action == imapwatch.Move && o.After.Folder == target.Mailbox {
 		return cli.Usagef("--after: cannot move messages to the mailbox they are in (%s)", target.Mailbox)
 	}
-	if c.batch < 1 {
+	if o.BatchMessages < 1 {
 		return cli.Usagef("--batch-messages must be at least 1")
 	}
-	if c.tlsCA != "" && c.insecureVerify {
-		return cli.Usagef("--tls-ca and --insecure-skip-verify contradict each other: the first verifies the certificate against FILE, the second does not verify it")
-	}
-	if c.store.Store != "" && !c.dataSet && c.state == "" {
+	if st.Store != "" && !fs.IsSet("data") && o.StatePath == "" {
 		return cli.Usagef("with --store, give --state FILE (or --data DIR for the default state file)")
 	}
-	password, err := readPassword(c.passwordFile)
-	if err != nil {
+	if o.TLSConfig, err = imapwatch.TLSConfig(tlsCA, insecure); errors.Is(err, imapwatch.ErrTLSOptions) {
+		return cli.Usagef("--tls-ca and --insecure-skip-verify: %v", err)
+	} else if err != nil {
+		return fmt.Errorf("--tls-ca: %w", err)
+	}
+	if o.Password, err = cli.Secret(passwordFile, "CHIBRARY_IMAP_PASSWORD", "password-file", false); err != nil {
 		return err
+	} else if o.Password == "" {
+		return cli.Usagef("no IMAP password: give --password-file or set $CHIBRARY_IMAP_PASSWORD")
 	}
-	log, err := c.log.Logger(stderr)
-	if err != nil {
-		return err
+	if o.StatePath == "" {
+		o.StatePath = imapwatch.DefaultStatePath(st.Data, target)
 	}
-	if c.state == "" {
-		c.state = defaultState(c.store.Data, target)
-	}
-	// imapwatch logs a warning when verification is off.
-	var tlsConfig *tls.Config
-	if c.insecureVerify {
-		tlsConfig = &tls.Config{InsecureSkipVerify: true}
-	}
-	if c.tlsCA != "" {
-		pool, err := loadCA(c.tlsCA)
-		if err != nil {
-			return err
-		}
-		tlsConfig = &tls.Config{RootCAs: pool}
-	}
-
-	st, err := c.store.Open(ctx, log)
-	if err != nil {
-		return fmt.Errorf("cannot open store: %w", err)
-	}
-	defer st.Close()
-	runs, err := c.runs.Source(ctx, c.store.Data, "watcher", log)
-	if err != nil {
-		return err
-	}
-	arc, err := ingest.NewArchiver(ingest.Options{Store: st, Runs: runs, List: c.list, Logger: log})
-	if err != nil {
+	if o.Logger, err = logs.Logger(stderr); err != nil {
 		return err
 	}
 
-	var metrics *imapwatch.Metrics
-	var wg sync.WaitGroup
-	if c.metricsListen != "" {
+	db, err := st.Open(ctx, o.Logger)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	src, err := runs.Source(ctx, db, st.Data, "watcher", o.Logger)
+	if err != nil {
+		return err
+	}
+	if o.Archiver, err = ingest.NewArchiver(ingest.Options{Store: db, Runs: src, List: list, Logger: o.Logger}); err != nil {
+		return err
+	}
+	if metrics != "" {
 		reg := prometheus.NewRegistry()
-		metrics = imapwatch.NewMetrics(reg)
-		srv, err := serveMetrics(c.metricsListen, reg, log, &wg)
+		o.Metrics = imapwatch.NewMetrics(reg)
+		srv, err := httpserve.ServeMetrics(metrics, reg, o.Logger)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			wg.Wait()
-		}()
+		defer srv.Close()
 	}
-
-	w, err := imapwatch.New(imapwatch.Options{
-		Archiver: arc, Addr: target.Addr, Security: target.Security, TLSConfig: tlsConfig,
-		AllowPlaintext: c.allowPlain, User: target.User, Password: password, Mailbox: target.Mailbox,
-		After: c.after, StatePath: c.state, Logger: log, Metrics: metrics,
-		PollInterval: c.poll, IdleRefresh: c.idleRefresh, BatchMessages: c.batch,
-	})
-	if err != nil {
-		if errors.Is(err, imapwatch.ErrBadAfter) || errors.Is(err, imapwatch.ErrOptions) {
-			return cli.Usagef("%v", err)
-		}
+	w, err := imapwatch.New(o)
+	if errors.Is(err, imapwatch.ErrBadAfter) || errors.Is(err, imapwatch.ErrOptions) {
+		return cli.Usagef("%v", err)
+	} else if err != nil {
 		return err
 	}
 	err = w.Run(ctx)
-	var ua x509.UnknownAuthorityError
-	if errors.As(err, &ua) {
-		if c.tlsCA == "" {
-			return fmt.Errorf("%w (if the server's certificate comes from a private CA, trust it with --tls-ca FILE)", err)
-		}
-		return fmt.Errorf("%w (the certificate is not signed by a CA in %s)", err, c.tlsCA)
+	if ua := (x509.UnknownAuthorityError{}); errors.As(err, &ua) && tlsCA == "" {
+		return fmt.Errorf("%w (if the server's certificate comes from a private CA, trust it with --tls-ca FILE)", err)
+	} else if errors.As(err, &ua) {
+		return fmt.Errorf("%w (the certificate is not signed by a CA in %s)", err, tlsCA)
 	}
 	return err
-}
-
-// loadCA reads the PEM certificates of file into a new pool: the CAs
-// trusted instead of the system roots.
-func loadCA(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read --tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("cannot use --tls-ca %s: it holds no PEM certificate", file)
-	}
-	return pool, nil
-}
-
-// readPassword reads the password from file, or from
-// $CHIBRARY_IMAP_PASSWORD. Errors never contain it.
-func readPassword(file string) (string, error) {
-	if file != "" {
-		return cli.ReadSecret(file)
-	}
-	if p := strings.TrimSpace(os.Getenv("CHIBRARY_IMAP_PASSWORD")); p != "" {
-		return p, nil
-	}
-	return "", cli.Usagef("no IMAP password: give --password-file or set $CHIBRARY_IMAP_PASSWORD")
-}
-
-// defaultState names the state file of a mailbox in the data directory:
-// readable, and unique per user, server and mailbox thanks to the hash.
-func defaultState(data string, t imapwatch.Target) string {
-	key := t.User + "@" + t.Addr + "/" + t.Mailbox
-	sum := sha256.Sum256([]byte(key))
-	clean := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '@' || r == '.' || r == '-' {
-			return r
-		}
-		return '_'
-	}, key)
-	return filepath.Join(data, "watcher", clean+"-"+hex.EncodeToString(sum[:4])+".json")
-}
-
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger, wg *sync.WaitGroup) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen for metrics: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("serving metrics", "addr", ln.Addr().String())
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server failed", "err", err)
-		}
-	}()
-	return srv, nil
 }

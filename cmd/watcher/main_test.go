@@ -71,7 +71,11 @@ func TestUsage(t *testing.T) {
 		{"tls-ca and insecure", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", pw, "--insecure-skip-verify"}, nil, 2, "contradict"},
 		{"tls-ca from env and insecure", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--insecure-skip-verify"}, []string{"CHIBRARY_IMAP_CA=" + pw}, 2, "contradict"},
 		{"tls-ca without certificate", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", empty}, nil, 1, "holds no PEM certificate"},
-		{"tls-ca missing", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", empty + ".missing"}, nil, 1, "cannot read --tls-ca"},
+		{"tls-ca missing", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", empty + ".missing"}, nil, 1, "--tls-ca: cannot read the CA file"},
+		// Flags anywhere; a stray argument is refused wherever it is.
+		{"flags after a stray argument", []string{"extra", "--imap", "imaps://u@h/INBOX", "--password-file", pw}, nil, 2, "unexpected argument \"extra\""},
+		{"a bad flag last", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--aftr", "seen"}, nil, 2, "aftr"},
+		{"version", []string{"--version"}, nil, 0, "watcher "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

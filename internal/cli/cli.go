@@ -1,6 +1,8 @@
-// Package cli is the plumbing the programs share: flags with environment
-// fallbacks, structured logging, secrets read from files, signal handling
-// and exit statuses (0 success, 1 some work failed, 2 bad usage).
+// Package cli is the plumbing the programs share: flags (anywhere among
+// the arguments, with environment fallbacks, --help and --version; see
+// FlagSet), subcommands, structured logging, secrets read from files or
+// the environment, signal handling and exit statuses (0 success, 1 some
+// work failed, 2 bad usage).
 package cli
 
 import (
@@ -43,83 +45,48 @@ func Main(name string, run func(ctx context.Context, args []string, stdin io.Rea
 	os.Exit(ExitStatus(os.Stderr, name, err))
 }
 
-// ExitStatus prints err (if any) as "name: err" on w and returns the exit
-// status it calls for.
+// Reported marks err as already printed for the user (as the program wants
+// it, e.g. above a summary line): ExitStatus then only turns it into an
+// exit status.
+func Reported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return reported{err}
+}
+
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
+// Message is how ExitStatus prints err: "name: err", with the usage hint
+// on a second line for a usage error.
+func Message(name string, err error) string {
+	if errors.Is(err, ErrUsage) {
+		return fmt.Sprintf("%s: %v\nRun '%s --help' for usage.", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "), name)
+	}
+	return fmt.Sprintf("%s: %v", name, err)
+}
+
+// ExitStatus prints err (if any, and unless Reported) as Message does on w
+// and returns the exit status it calls for. flag.ErrHelp (after --help or
+// --version) is success.
 func ExitStatus(w io.Writer, name string, err error) int {
+	var r reported
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return ExitOK
+	case errors.As(err, &r):
+		if errors.Is(err, ErrUsage) {
+			return ExitUsage
+		}
+		return ExitFailure
 	case errors.Is(err, ErrUsage):
 		fmt.Fprintf(w, "%s: %v\nRun '%s --help' for usage.\n", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "), name)
 		return ExitUsage
 	}
 	fmt.Fprintf(w, "%s: %v\n", name, err)
 	return ExitFailure
-}
-
-// Parse parses args into fs, then fills every flag not given on the command
-// line from its environment variable in env (flag name -> variable), so
-// that the command line wins over the environment, which wins over the
-// default. Parse errors are usage errors; --help prints fs.Usage to fs's
-// output (set it with fs.SetOutput; os.Stderr by default).
-func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard) // errors are reported once, by ExitStatus
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(out)
-			fs.Usage()
-			return err
-		}
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, variable := range env {
-		if set[name] {
-			continue
-		}
-		v, ok := os.LookupEnv(variable)
-		if !ok || v == "" {
-			continue
-		}
-		if fs.Lookup(name) == nil {
-			panic("cli: env fallback for unknown flag " + name) // programming error
-		}
-		if err := fs.Set(name, v); err != nil {
-			return fmt.Errorf("%w: $%s: %v", ErrUsage, variable, err)
-		}
-	}
-	fs.SetOutput(out)
-	return nil
-}
-
-// Usage returns a flag.FlagSet Usage function that prints text (the
-// synopsis, a description and examples), then the flags and their
-// environment variables.
-func Usage(fs *flag.FlagSet, text string, env map[string]string) func() {
-	return func() {
-		w := fs.Output()
-		fmt.Fprintln(w, strings.TrimSpace(text))
-		fmt.Fprintln(w, "\nFlags:")
-		fs.VisitAll(func(f *flag.Flag) {
-			name, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(w, "  --%s", f.Name)
-			if name != "" {
-				fmt.Fprintf(w, " %s", name)
-			}
-			fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
-			if f.DefValue != "" && f.DefValue != "false" {
-				fmt.Fprintf(w, " (default %q)", f.DefValue)
-			}
-			for flagName, variable := range env {
-				if flagName == f.Name {
-					fmt.Fprintf(w, " [$%s]", variable)
-				}
-			}
-			fmt.Fprintln(w)
-		})
-	}
 }
 
 // LogOptions are the logging flags every program has.
@@ -129,9 +96,9 @@ type LogOptions struct {
 }
 
 // AddFlags registers --log-format and --log-level.
-func (o *LogOptions) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Format, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&o.Level, "log-level", "info", "least severe level logged: debug, info, warn or error")
+func (o *LogOptions) AddFlags(fs *FlagSet) {
+	fs.String(&o.Format, "log-format", "text", "CHIBRARY_LOG_FORMAT", "log format on stderr: `text|json`")
+	fs.String(&o.Level, "log-level", "info", "CHIBRARY_LOG_LEVEL", "least severe `LEVEL` logged: debug, info, warn or error")
 }
 
 // Logger returns a structured logger writing to w.
@@ -156,6 +123,23 @@ func (o LogOptions) Logger(w io.Writer) (*slog.Logger, error) {
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Secret returns a secret (a token, a password) from file when one is
+// given, else from the environment variable env; "" when neither holds
+// one. A usage error says to give flag or env when required and neither
+// does. Errors never contain the secret.
+func Secret(file, env, flag string, required bool) (string, error) {
+	if file != "" {
+		return ReadSecret(file)
+	}
+	if s := strings.TrimSpace(os.Getenv(env)); s != "" {
+		return s, nil
+	}
+	if required {
+		return "", Usagef("give --%s or set $%s", flag, env)
+	}
+	return "", nil
 }
 
 // ReadSecret reads a secret (token, password) from a file: the first line,

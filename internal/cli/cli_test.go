@@ -2,69 +2,165 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-func newFlags() (*flag.FlagSet, *string, *int) {
-	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
-	s := fs.String("name", "default", "a name")
-	n := fs.Int("count", 1, "a count")
-	return fs, s, n
+type testFlags struct {
+	name  string
+	count int
+	loud  bool
 }
 
-func TestParseEnvFallbacks(t *testing.T) {
-	env := map[string]string{"name": "TEST_CLI_NAME", "count": "TEST_CLI_COUNT"}
+func newFlags() (*FlagSet, *testFlags) {
+	var v testFlags
+	fs := NewFlagSet("prog", "Usage: prog [flags] PATH...\n\nExamples:\n  prog --name x a b")
+	fs.String(&v.name, "name", "default", "TEST_CLI_NAME", "a name")
+	fs.Int(&v.count, "count", 1, "TEST_CLI_COUNT", "a count")
+	fs.Bool(&v.loud, "loud", false, "", "a switch")
+	return fs, &v
+}
+
+func TestParse(t *testing.T) {
 	tests := []struct {
-		name      string
-		args      []string
-		env       map[string]string
-		wantName  string
-		wantCount int
-		wantErr   error
+		name     string
+		args     []string
+		env      map[string]string
+		want     testFlags
+		wantArgs []string
+		wantErr  error
 	}{
-		{name: "defaults", wantName: "default", wantCount: 1},
-		{name: "environment over default", env: map[string]string{"TEST_CLI_NAME": "env", "TEST_CLI_COUNT": "7"}, wantName: "env", wantCount: 7},
-		{name: "command line over environment", args: []string{"--name", "flag"}, env: map[string]string{"TEST_CLI_NAME": "env"}, wantName: "flag", wantCount: 1},
-		{name: "empty variable is unset", env: map[string]string{"TEST_CLI_NAME": ""}, wantName: "default", wantCount: 1},
+		{name: "defaults", want: testFlags{"default", 1, false}},
+		{name: "environment over default", env: map[string]string{"TEST_CLI_NAME": "env", "TEST_CLI_COUNT": "7"}, want: testFlags{"env", 7, false}},
+		{name: "command line over environment", args: []string{"--name", "flag"}, env: map[string]string{"TEST_CLI_NAME": "env"}, want: testFlags{"flag", 1, false}},
+		{name: "empty variable is unset", env: map[string]string{"TEST_CLI_NAME": ""}, want: testFlags{"default", 1, false}},
 		{name: "bad variable is a usage error", env: map[string]string{"TEST_CLI_COUNT": "many"}, wantErr: ErrUsage},
 		{name: "unknown flag is a usage error", args: []string{"--nope"}, wantErr: ErrUsage},
-		{name: "help", args: []string{"--help"}, wantErr: flag.ErrHelp},
+		{name: "unknown flag after the arguments too", args: []string{"a", "--nope"}, wantErr: ErrUsage},
+		{name: "missing value", args: []string{"a", "--count"}, wantErr: ErrUsage},
+		{name: "flags before the arguments", args: []string{"--name", "n", "--loud", "a", "b"}, want: testFlags{"n", 1, true}, wantArgs: []string{"a", "b"}},
+		{name: "flags after the arguments", args: []string{"a", "b", "--name", "n", "--count=3", "--loud"}, want: testFlags{"n", 3, true}, wantArgs: []string{"a", "b"}},
+		{name: "flags between the arguments", args: []string{"a", "-name", "n", "b", "-loud", "c"}, want: testFlags{"n", 1, true}, wantArgs: []string{"a", "b", "c"}},
+		{name: "a boolean takes no value", args: []string{"--loud", "a"}, want: testFlags{"default", 1, true}, wantArgs: []string{"a"}},
+		{name: "a value may look like a flag", args: []string{"--name", "--loud", "a"}, want: testFlags{"--loud", 1, false}, wantArgs: []string{"a"}},
+		{name: "-- ends the flags", args: []string{"--loud", "--", "--name", "-"}, want: testFlags{"default", 1, true}, wantArgs: []string{"--name", "-"}},
+		{name: "- is an argument (stdin)", args: []string{"-", "--count", "2"}, want: testFlags{"default", 2, false}, wantArgs: []string{"-"}},
+		{name: "help", args: []string{"a", "--help"}, wantErr: flag.ErrHelp},
+		{name: "version", args: []string{"--version", "a"}, wantErr: flag.ErrHelp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			fs, name, count := newFlags()
+			fs, got := newFlags()
 			var out bytes.Buffer
-			fs.SetOutput(&out)
-			fs.Usage = Usage(fs, "Usage: prog [flags]\n\nExamples:\n  prog --name x", env)
-			err := Parse(fs, tt.args, env)
+			args, err := fs.Parse(tt.args, &out)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Parse(%q) error = %v, want %v", tt.args, err, tt.wantErr)
 			}
-			if tt.wantErr == flag.ErrHelp {
-				if !strings.Contains(out.String(), "Examples:") || !strings.Contains(out.String(), "[$TEST_CLI_COUNT]") {
-					t.Errorf("help output = %q, want the text and the env variables", out.String())
+			switch {
+			case slices.Contains(tt.args, "--help"):
+				if !strings.Contains(out.String(), "Examples:") || !strings.Contains(out.String(), "[$TEST_CLI_COUNT]") || !strings.Contains(out.String(), "--version") {
+					t.Errorf("help output = %q, want the text, the env variables and --version", out.String())
 				}
 				return
-			}
-			if tt.wantErr != nil {
+			case slices.Contains(tt.args, "--version"):
+				if !strings.HasPrefix(out.String(), "prog ") || !strings.Contains(out.String(), "go1") {
+					t.Errorf("--version output = %q, want the program and its build", out.String())
+				}
+				return
+			case tt.wantErr != nil:
 				if out.Len() != 0 {
 					t.Errorf("Parse printed %q on error; errors are reported once, by ExitStatus", out.String())
 				}
 				return
 			}
-			if *name != tt.wantName || *count != tt.wantCount {
-				t.Errorf("Parse(%q) = name %q count %d, want %q %d", tt.args, *name, *count, tt.wantName, tt.wantCount)
+			if *got != tt.want || !slices.Equal(args, tt.wantArgs) {
+				t.Errorf("Parse(%q) = %+v %q, want %+v %q", tt.args, *got, args, tt.want, tt.wantArgs)
+			}
+			flags := tt.args
+			if i := slices.Index(flags, "--"); i >= 0 {
+				flags = flags[:i]
+			}
+			for _, name := range []string{"name", "count"} {
+				if fs.IsSet(name) != (slices.ContainsFunc(flags, func(a string) bool { return strings.Contains(a, "-"+name) }) || tt.env["TEST_CLI_"+strings.ToUpper(name)] != "") {
+					t.Errorf("IsSet(%q) = %v after %q with env %v", name, fs.IsSet(name), tt.args, tt.env)
+				}
 			}
 		})
+	}
+}
+
+func TestCommands(t *testing.T) {
+	var ran string
+	var gotArgs []string
+	cmd := func(name string) Command {
+		return Command{Name: name, Run: func(_ context.Context, args []string, _ io.Reader, _, _ io.Writer) error {
+			ran, gotArgs = name, args
+			return nil
+		}}
+	}
+	prog := Commands{Program: "prog", Text: "Usage: prog get|put", List: []Command{cmd("get"), cmd("put")}}
+	withDefault := prog
+	withDefault.Default = "put"
+	tests := []struct {
+		name     string
+		c        Commands
+		args     []string
+		wantRan  string
+		wantArgs []string
+		wantErr  error
+		wantOut  string
+	}{
+		{"first argument", prog, []string{"get", "--x", "1", "a"}, "get", []string{"--x", "1", "a"}, nil, ""},
+		{"after flags", prog, []string{"--x", "1", "get", "a"}, "get", []string{"--x", "1", "a"}, nil, ""},
+		{"missing", prog, nil, "", nil, ErrUsage, ""},
+		{"unknown", prog, []string{"frob", "get"}, "", nil, ErrUsage, ""},
+		{"only flags", prog, []string{"--x", "1"}, "", nil, ErrUsage, ""},
+		{"help", prog, []string{"--help"}, "", nil, flag.ErrHelp, "Usage: prog get|put"},
+		{"version", prog, []string{"--version"}, "", nil, flag.ErrHelp, "prog "},
+		{"default", withDefault, []string{"--x", "1"}, "put", []string{"--x", "1"}, nil, ""},
+		{"default does not hide a command", withDefault, []string{"get"}, "get", []string{}, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ran, gotArgs = "", nil
+			var out bytes.Buffer
+			err := tt.c.Run(context.Background(), tt.args, nil, &out, io.Discard)
+			if !errors.Is(err, tt.wantErr) || ran != tt.wantRan || !slices.Equal(gotArgs, tt.wantArgs) || !strings.HasPrefix(out.String(), tt.wantOut) {
+				t.Errorf("Run(%q) = %v, ran %q %q, printed %q; want %v, %q %q, %q", tt.args, err, ran, gotArgs, out.String(), tt.wantErr, tt.wantRan, tt.wantArgs, tt.wantOut)
+			}
+		})
+	}
+}
+
+func TestSecret(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "s")
+	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TEST_CLI_SECRET", " from-env ")
+	if s, err := Secret(file, "TEST_CLI_SECRET", "secret-file", true); s != "from-file" || err != nil {
+		t.Errorf("Secret(file) = %q, %v; want the file's", s, err)
+	}
+	if s, err := Secret("", "TEST_CLI_SECRET", "secret-file", true); s != "from-env" || err != nil {
+		t.Errorf("Secret(env) = %q, %v; want the environment's", s, err)
+	}
+	t.Setenv("TEST_CLI_SECRET", "")
+	if _, err := Secret("", "TEST_CLI_SECRET", "secret-file", true); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "--secret-file") {
+		t.Errorf("Secret(none, required) error = %v, want a usage error naming the flag", err)
+	}
+	if s, err := Secret("", "TEST_CLI_SECRET", "secret-file", false); s != "" || err != nil {
+		t.Errorf("Secret(none) = %q, %v; want nothing", s, err)
 	}
 }
 
@@ -78,6 +174,8 @@ func TestExitStatus(t *testing.T) {
 		{flag.ErrHelp, ExitOK, ""},
 		{Usagef("no PATH"), ExitUsage, "prog: no PATH\nRun 'prog --help' for usage.\n"},
 		{fmt.Errorf("cannot open: %w", os.ErrNotExist), ExitFailure, "prog: cannot open: file does not exist\n"},
+		{Reported(errors.New("printed already")), ExitFailure, ""},
+		{Reported(Usagef("printed already")), ExitUsage, ""},
 	}
 	for _, tt := range tests {
 		var w bytes.Buffer

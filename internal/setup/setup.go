@@ -4,8 +4,9 @@ package setup
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/chibrary/chibrary/authority"
@@ -45,23 +45,57 @@ type StoreFlags struct {
 }
 
 // AddFlags registers --data and --store.
-func (f *StoreFlags) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&f.Data, "data", DefaultData, "data directory: the embedded store DIR/messages.db and local run authority DIR/runs.db")
-	fs.StringVar(&f.Store, "store", "", "store URL instead of --data's: bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]")
+func (f *StoreFlags) AddFlags(fs *cli.FlagSet) {
+	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory `DIR`: the embedded store DIR/messages.db and local run authority DIR/runs.db")
+	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store `URL` instead of --data's: bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]")
 }
 
-// Env returns the environment fallbacks of the flags.
-func (f *StoreFlags) Env() map[string]string {
-	return map[string]string{"data": "CHIBRARY_DATA", "store": "CHIBRARY_STORE"}
-}
-
-// Open opens the selected store.
-func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, error) {
-	u := f.Store
-	if u == "" {
-		u = "bolt:" + filepath.Join(f.Data, MessagesFile)
+// URL returns the selected store's URL.
+func (f *StoreFlags) URL() string {
+	if f.Store != "" {
+		return f.Store
 	}
-	return OpenStore(ctx, u, log)
+	return "bolt:" + filepath.Join(f.Data, MessagesFile)
+}
+
+// Open opens the selected store, creating a bolt store if missing.
+func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, error) {
+	return OpenStore(ctx, f.URL(), log)
+}
+
+// OpenReader opens the selected store for a program that only reads it.
+// With mustExist, a missing bolt store is an error (reading must not
+// create an empty archive by mistake); else it is created. A bolt store
+// that this process cannot write (on a read-only file system: a snapshot,
+// a backup) is opened read-only, which needs no lock file, and the log
+// says so.
+func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist bool) (store.Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	u, err := ParseStoreURL(f.URL())
+	if err != nil {
+		return nil, err
+	}
+	if u.Bolt == "" {
+		return OpenStore(ctx, f.URL(), log)
+	}
+	_, err = os.Stat(u.Bolt)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && mustExist:
+		if f.Store == "" {
+			return nil, fmt.Errorf("no archive in %s (no %s)", f.Data, MessagesFile)
+		}
+		return nil, fmt.Errorf("no archive at %s", u.Bolt)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("cannot open %s: %w", u.Bolt, err)
+	case err == nil:
+		if why := boltstore.CannotWrite(u.Bolt); why != nil {
+			log.Info("the archive cannot be written here: reading it read-only, without the lock file", "path", u.Bolt, "reason", why)
+			return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, ReadOnly: true})
+		}
+	}
+	return OpenStore(ctx, f.URL(), log)
 }
 
 // StoreURL is a parsed store URL.
@@ -161,23 +195,25 @@ type RunFlags struct {
 	Scheme string
 }
 
-// AddFlags registers --coordinator, --token-file and --note.
-func (f *RunFlags) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&f.Coordinator, "coordinator", "", "run authority URL (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
-	fs.StringVar(&f.TokenFile, "token-file", "", "file holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
-	fs.StringVar(&f.Note, "note", "", "note recorded with every run this process takes")
-	fs.StringVar(&f.Scheme, "scheme", "", "call-number shuffle, bits or mix, of the local authority DATA/runs.db if it is created now\n(default bits; an existing authority keeps its own; a coordinator's is chosen with coordinator --scheme)")
-}
-
-// Env returns the environment fallbacks of the flags.
-func (f *RunFlags) Env() map[string]string {
-	return map[string]string{"coordinator": "CHIBRARY_COORDINATOR", "token-file": "CHIBRARY_TOKEN_FILE", "scheme": "CHIBRARY_SCHEME"}
+// AddFlags registers --coordinator, --token-file, --note and --scheme.
+func (f *RunFlags) AddFlags(fs *cli.FlagSet) {
+	fs.String(&f.Coordinator, "coordinator", "", "CHIBRARY_COORDINATOR", "run authority `URL` (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
+	fs.String(&f.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
+	fs.String(&f.Note, "note", "", "", "`TEXT` recorded with every run this process takes")
+	fs.String(&f.Scheme, "scheme", "", "CHIBRARY_SCHEME", "call-number shuffle, `mix|bits`, of the local authority DATA/runs.db if it is created now\n(default mix; asking an existing authority for another scheme than its own is an error;\na coordinator's is chosen with coordinator --scheme)")
 }
 
 // Source returns the run source the flags select. dataDir is where the
 // local authority lives (its runs.db); program names the caller in lease
-// records.
-func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slog.Logger) (callnumber.RunSource, error) {
+// records; st is the store the runs are for.
+//
+// Before a local authority is used, it checks what would otherwise fail
+// only later, or leave a stray runs.db behind: a store already bound to an
+// authority while DATA/runs.db does not exist (its runs come from a
+// coordinator: creating a new local authority there would only be refused
+// by the store), and --scheme asking an existing authority for another
+// scheme.
+func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program string, log *slog.Logger) (callnumber.RunSource, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -193,32 +229,18 @@ func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slo
 				return nil, cli.Usagef("--scheme: %v", err)
 			}
 		}
-		local := authority.NewLocal(filepath.Join(dataDir, RunsFile), holder, authority.LocalOptions{Scheme: scheme})
-		if scheme == "" {
-			return local, nil
+		path := filepath.Join(dataDir, RunsFile)
+		if err := checkLocal(ctx, st, path, scheme); err != nil {
+			return nil, err
 		}
-		// An existing authority keeps its scheme: say so rather than
-		// leave the user believing --scheme took effect.
-		var once sync.Once
-		return callnumber.RunSourceFunc(func(ctx context.Context) (callnumber.Lease, error) {
-			l, err := local.NewRun(ctx)
-			if err == nil && l.Scheme != scheme {
-				once.Do(func() {
-					log.Warn("--scheme ignored: the local authority already exists with another scheme", "path", filepath.Join(dataDir, RunsFile), "scheme", l.Scheme, "requested", scheme)
-				})
-			}
-			return l, err
-		}), nil
+		return authority.NewLocal(path, holder, authority.LocalOptions{Scheme: scheme}), nil
 	}
 	if f.Scheme != "" {
 		return nil, cli.Usagef("--scheme applies to a local authority; a coordinator's scheme is chosen with coordinator --scheme")
 	}
-	token := os.Getenv("CHIBRARY_TOKEN")
-	if f.TokenFile != "" {
-		var err error
-		if token, err = cli.ReadSecret(f.TokenFile); err != nil {
-			return nil, err
-		}
+	token, err := cli.Secret(f.TokenFile, "CHIBRARY_TOKEN", "token-file", false)
+	if err != nil {
+		return nil, err
 	}
 	if token == "" {
 		return nil, cli.Usagef("--coordinator needs --token-file or $CHIBRARY_TOKEN")
@@ -232,4 +254,47 @@ func (f *RunFlags) Source(ctx context.Context, dataDir, program string, log *slo
 		return nil, fmt.Errorf("cannot use coordinator: %w", err)
 	}
 	return c, nil
+}
+
+// ErrBoundElsewhere: the store is bound to an authority that the data
+// directory does not hold.
+var ErrBoundElsewhere = errors.New("the archive's run authority is not here")
+
+// checkLocal checks that the local authority at path can serve st (see
+// RunFlags.Source).
+func checkLocal(ctx context.Context, st store.Store, path string, scheme shuffle.Scheme) error {
+	_, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err := st.Binding(ctx)
+		switch {
+		case errors.Is(err, store.ErrUnbound):
+			return nil // a new archive: the local authority is created with it
+		case err != nil:
+			return fmt.Errorf("cannot read the store's binding: %w", err)
+		}
+		return fmt.Errorf("%w: this archive is bound to the authority %s, and %s does not exist: "+
+			"the runs come from a coordinator serving that authority; use --coordinator URL (and --token-file F)", ErrBoundElsewhere, b.Authority, path)
+	}
+	if err != nil {
+		return nil // the local authority reports what it cannot open
+	}
+	// A short look: a coordinator holding the file is reported by the
+	// allocation itself, with the hint to use --coordinator.
+	a, err := authority.Open(ctx, path, authority.Options{ReadOnly: true, LockTimeout: 200 * time.Millisecond})
+	if err != nil {
+		return nil
+	}
+	defer a.Close()
+	if scheme != "" && a.Scheme() != scheme {
+		return fmt.Errorf("%w: --scheme: %w", cli.ErrUsage, authority.SchemeError(path, a.Scheme(), scheme))
+	}
+	if b, err := st.Binding(ctx); err == nil && b.Authority != a.ID() {
+		// The store refuses every run of this authority, so none of them
+		// is in the archive: the file is of no use here.
+		return fmt.Errorf("%w: this archive is bound to the authority %s, but %s is the authority %s, whose runs it refuses: "+
+			"use --coordinator URL (and --token-file F) of the coordinator serving %s; "+
+			"%s has no run this archive holds, so if it was created by mistake (a program run here without --coordinator), it can be moved away",
+			ErrBoundElsewhere, b.Authority, path, a.ID(), b.Authority, path)
+	}
+	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/coordinator"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/testmount"
 	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 	"github.com/chibrary/chibrary/store/riakstore"
 )
@@ -53,11 +55,23 @@ func TestStoreFlagsDefaultToDataDir(t *testing.T) {
 	}
 }
 
+// openStore opens DIR/messages.db for a test.
+func openStore(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := (&StoreFlags{Data: dir}).Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func TestRunSource(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	st := openStore(t, dir)
 
-	src, err := (&RunFlags{}).Source(ctx, dir, "test", nil)
+	src, err := (&RunFlags{}).Source(ctx, st, dir, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,20 +86,20 @@ func TestRunSource(t *testing.T) {
 		t.Errorf("local authority did not create %s: %v", RunsFile, err)
 	}
 
-	if _, err := (&RunFlags{}).Source(ctx, "", "test", nil); !errors.Is(err, cli.ErrUsage) {
+	if _, err := (&RunFlags{}).Source(ctx, st, "", "test", nil); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("Source() without --coordinator or --data error = %v, want a usage error", err)
 	}
 	t.Setenv("CHIBRARY_TOKEN", "")
-	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, dir, "test", nil); !errors.Is(err, cli.ErrUsage) {
+	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, st, dir, "test", nil); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("Source() with --coordinator and no token error = %v, want a usage error", err)
 	}
 	t.Setenv("CHIBRARY_TOKEN", "from-env")
-	if src, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, dir, "test", nil); err != nil {
+	if src, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, st, dir, "test", nil); err != nil {
 		t.Errorf("Source() with $CHIBRARY_TOKEN error = %v", err)
 	} else if _, ok := src.(*coordinator.Client); !ok {
 		t.Errorf("Source() with --coordinator = %T, want *coordinator.Client", src)
 	}
-	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1", TokenFile: filepath.Join(dir, "missing")}).Source(ctx, dir, "test", nil); err == nil {
+	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1", TokenFile: filepath.Join(dir, "missing")}).Source(ctx, st, dir, "test", nil); err == nil {
 		t.Error("Source() with a missing --token-file: nil error, want one")
 	}
 }
@@ -93,30 +107,109 @@ func TestRunSource(t *testing.T) {
 func TestRunSourceScheme(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	src, err := (&RunFlags{Scheme: "mix"}).Source(ctx, dir, "test", log)
+	st := openStore(t, dir)
+	src, err := (&RunFlags{}).Source(ctx, st, dir, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l, err := src.NewRun(ctx); err != nil || l.Scheme != shuffle.Mix {
-		t.Fatalf("NewRun() with --scheme mix on a new authority = %+v, %v; want scheme mix", l, err)
+		t.Fatalf("NewRun() of a new authority = %+v, %v; want scheme mix, the default", l, err)
 	}
-	// The authority exists now: asking for bits keeps mix, with a warning.
-	src, err = (&RunFlags{Scheme: "bits"}).Source(ctx, dir, "test", log)
+	// The authority exists now: asking for bits is an error naming mix,
+	// before any run is taken; asking for mix is fine.
+	_, err = (&RunFlags{Scheme: "bits"}).Source(ctx, st, dir, "test", nil)
+	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, authority.ErrScheme) || !strings.Contains(err.Error(), "has scheme mix, not bits") {
+		t.Errorf("Source(--scheme bits) on a mix authority = %v, want a usage error naming mix", err)
+	}
+	if _, err := (&RunFlags{Scheme: "mix"}).Source(ctx, st, dir, "test", nil); err != nil {
+		t.Errorf("Source(--scheme mix) on a mix authority = %v", err)
+	}
+	bits := t.TempDir()
+	src, err = (&RunFlags{Scheme: "bits"}).Source(ctx, openStore(t, bits), bits, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := src.NewRun(ctx); err != nil || l.Scheme != shuffle.Mix {
-		t.Errorf("NewRun() with --scheme bits on an existing mix authority = %+v, %v; want scheme mix", l, err)
-	}
-	if !strings.Contains(logs.String(), "--scheme ignored") {
-		t.Errorf("no warning that --scheme was ignored; logs:\n%s", logs.String())
+	if l, err := src.NewRun(ctx); err != nil || l.Scheme != shuffle.Bits {
+		t.Errorf("NewRun() with --scheme bits on a new authority = %+v, %v; want scheme bits", l, err)
 	}
 	for _, f := range []RunFlags{{Scheme: "rot13"}, {Scheme: "mix", Coordinator: "http://127.0.0.1:1"}} {
-		if _, err := f.Source(ctx, dir, "test", log); !errors.Is(err, cli.ErrUsage) {
+		if _, err := f.Source(ctx, st, dir, "test", nil); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("Source(%+v) error = %v, want a usage error", f, err)
 		}
+	}
+}
+
+// A data directory whose store is bound to a coordinator's authority has
+// no runs.db: a plain local run source must refuse, saying to use
+// --coordinator, and must not create a stray runs.db that would break
+// every later local command there.
+func TestRunSourceBoundElsewhere(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	// The coordinator's authority lives elsewhere; a process took a run
+	// from it for this store.
+	coord, _, err := authority.OpenOrCreate(ctx, filepath.Join(t.TempDir(), "runs.db"), authority.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coord.Close()
+	l, err := coord.Issue(ctx, authority.Holder{Program: "importer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&RunFlags{}).Source(ctx, st, dir, "importer", nil)
+	if !errors.Is(err, ErrBoundElsewhere) || !strings.Contains(err.Error(), coord.ID()) || !strings.Contains(err.Error(), "--coordinator") {
+		t.Errorf("Source() on a store bound to another authority = %v, want %v naming %s and --coordinator", err, ErrBoundElsewhere, coord.ID())
+	}
+	if _, err := os.Stat(filepath.Join(dir, RunsFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after the refusal: %v, want none", RunsFile, err)
+	}
+
+	// A stray runs.db of another authority (left by a program run there
+	// before this check existed) is named, and said to be of no use.
+	stray, _, err := authority.OpenOrCreate(ctx, filepath.Join(dir, RunsFile), authority.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strayID := stray.ID()
+	stray.Close()
+	_, err = (&RunFlags{}).Source(ctx, st, dir, "importer", nil)
+	if !errors.Is(err, ErrBoundElsewhere) || !strings.Contains(err.Error(), strayID) || !strings.Contains(err.Error(), "moved away") {
+		t.Errorf("Source() with a stray %s = %v, want %v naming %s", RunsFile, err, ErrBoundElsewhere, strayID)
+	}
+}
+
+// A read-only archive is opened read-only, and the log says so.
+func TestOpenReaderReadOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	openStore(t, dir).Close()
+	f := StoreFlags{Data: testmount.ReadOnly(t, dir)}
+	var logs bytes.Buffer
+	st, err := f.OpenReader(ctx, slog.New(slog.NewTextHandler(&logs, nil)), true)
+	if err != nil {
+		t.Fatalf("OpenReader(read-only) = %v", err)
+	}
+	defer st.Close()
+	if n, err := st.Count(ctx); n != 0 || err != nil {
+		t.Errorf("Count() = %d, %v; want 0", n, err)
+	}
+	if !strings.Contains(logs.String(), "read-only") {
+		t.Errorf("log %q does not say the archive is read read-only", logs.String())
+	}
+}
+
+func TestOpenReaderMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nothing")
+	if _, err := (&StoreFlags{Data: dir}).OpenReader(context.Background(), nil, true); err == nil || !strings.Contains(err.Error(), "no archive in "+dir) {
+		t.Errorf("OpenReader(missing, mustExist) = %v, want no archive in %s", err, dir)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenReader(missing) created %s", dir)
 	}
 }
 

@@ -144,6 +144,11 @@ type Options struct {
 	Linger time.Duration
 	// Logger receives warnings (a long wait for a lock). Nil discards them.
 	Logger *slog.Logger
+	// ReadOnly opens an existing store for reading only, without the
+	// turnstile PATH.lock, for an archive nobody can write (on a read-only
+	// file system: a snapshot, a backup); see CannotWrite. Writes fail with
+	// ErrReadOnly.
+	ReadOnly bool
 }
 
 // Store is a store.Store in one bbolt file.
@@ -180,6 +185,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
@@ -282,7 +290,10 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	defer s.h.release(db)
-	return db.Update(fn)
+	return db.Update(func(tx *bolt.Tx) error {
+		releaseMapped(tx) // see mapped_unix.go
+		return fn(tx)
+	})
 }
 
 // binding returns the store's binding read in tx, or nil if unbound.
@@ -385,9 +396,11 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 		return b.b, nil
 	}
 	var b store.Binding
+	var berr error // binding's own errors say what they are about
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
+			berr = err
 			return err
 		}
 		if bd == nil {
@@ -396,10 +409,10 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 		b = bd.b
 		return nil
 	})
-	if err != nil {
+	if err != nil && err != berr {
 		return store.Binding{}, fmt.Errorf("cannot read the binding of %s: %w", s.path, err)
 	}
-	return b, nil
+	return b, err
 }
 
 // Put implements store.Store. See the store package and batch.Make for what

@@ -189,3 +189,43 @@ func TestFutureFormat(t *testing.T) {
 		t.Errorf("Open(format 99) = %v, want %v", err, ErrFormat)
 	}
 }
+
+// TestReadOnlyFormat1: a format 1 file that cannot be upgraded (a
+// read-only archive) serves its feed in key order.
+func TestReadOnlyFormat1(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s, err := Open(ctx, path, Options{Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []uint32{1, 2} {
+		if err := s.RecordLease(ctx, a.Lease(run)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := storetest.Message(a.Number(t, 2, 0), storetest.Mail("b", "b"), "b", "")
+	c := storetest.Message(a.Number(t, 1, 0), storetest.Mail("c", "c"), "c", "")
+	if _, err := s.Put(ctx, []store.Message{b, c}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	downgrade(t, path)
+	ro, err := Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("Open(format 1, read-only) = %v", err)
+	}
+	defer ro.Close()
+	p, err := ro.Changes(ctx, "", 1)
+	if err != nil || !slices.Equal(numbers(p), []callnumber.Number{c.Number}) {
+		t.Fatalf("Changes(\"\", 1) = %v, %v; want [%v] (key order)", numbers(p), err, c.Number)
+	}
+	p, err = ro.Changes(ctx, p.Next, 10)
+	if err != nil || !slices.Equal(numbers(p), []callnumber.Number{b.Number}) {
+		t.Errorf("Changes(%q) = %v, %v; want [%v]", p.Next, numbers(p), err, b.Number)
+	}
+	if _, err := ro.Changes(ctx, "s5", 10); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("Changes(s5) on a format 1 file = %v, want %v", err, store.ErrBadCursor)
+	}
+}

@@ -37,6 +37,7 @@ type handles struct {
 	lockTimeout time.Duration
 	linger      time.Duration
 	log         *slog.Logger
+	readOnly    bool // never open the file writable (Options.ReadOnly)
 
 	mu       sync.Mutex
 	db       *bolt.DB
@@ -62,6 +63,9 @@ func (h *handles) notify() {
 // acquire returns a handle for one operation, writable if write is set.
 // The caller must release it.
 func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
+	if write && h.readOnly {
+		return nil, fmt.Errorf("%w: %s", ErrReadOnly, h.path)
+	}
 	h.mu.Lock()
 	waiting := false // counted in wantRW
 	done := func() {
@@ -243,7 +247,7 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				return db, nil
 			}
 			if !errors.Is(err, bolt.ErrTimeout) {
-				return nil, fmt.Errorf("cannot open %s: %w", h.path, err)
+				return nil, fmt.Errorf("cannot open %s: %w", h.path, unwrapPath(err))
 			}
 		}
 		if err := ctx.Err(); err != nil {

@@ -18,19 +18,22 @@ import (
 // that sees the turnstile taken stops reusing its open handle and closes
 // it as soon as its running operations end. Waiters thus get in, in turn.
 type turnstile struct {
-	f *os.File
+	f *os.File // nil for a read-only store: nobody writes, nobody waits
 }
 
 func openTurnstile(path string) (*turnstile, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open lock file %s: %w", path, err)
+		return nil, fmt.Errorf("cannot open lock file %s: %w", path, unwrapPath(err))
 	}
 	return &turnstile{f: f}, nil
 }
 
 // tryEnter takes the turnstile if it is free.
 func (t *turnstile) tryEnter() (bool, error) {
+	if t.f == nil {
+		return true, nil
+	}
 	err := syscall.Flock(int(t.f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return false, nil
@@ -42,6 +45,9 @@ func (t *turnstile) tryEnter() (bool, error) {
 }
 
 func (t *turnstile) leave() {
+	if t.f == nil {
+		return
+	}
 	syscall.Flock(int(t.f.Fd()), syscall.LOCK_UN)
 }
 
@@ -49,6 +55,9 @@ func (t *turnstile) leave() {
 // is, waits to open the database. It must not be called while this process
 // holds it.
 func (t *turnstile) othersWaiting() bool {
+	if t.f == nil {
+		return false
+	}
 	fd := int(t.f.Fd())
 	if err := syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
 		return errors.Is(err, syscall.EWOULDBLOCK)
@@ -57,4 +66,9 @@ func (t *turnstile) othersWaiting() bool {
 	return false
 }
 
-func (t *turnstile) close() error { return t.f.Close() }
+func (t *turnstile) close() error {
+	if t.f == nil {
+		return nil
+	}
+	return t.f.Close()
+}

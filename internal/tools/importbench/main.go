@@ -4,13 +4,21 @@
 // each in its own process, so that wall time, peak RSS and bytes on disk
 // are each program's own. It prints both, and their ratio.
 //
-// Then, in the same run, the importer into Riak: a node started from the
-// Riak test kit (../shared/riak, or --riak-kit), or the node --riak (or
-// $CHIBRARY_TEST_RIAK) names, a fresh archive per round; it prints msg/s
-// beside the bbolt import's, and the requests the store sent per message
-// (counted by the store, logged when it closes).
+// --copies N imports N copies of the corpus, each with its Message-IDs and
+// one header made its own, so that all N times its messages are distinct:
+// an input the size of a whole list's archive (16 copies of the sample:
+// 84,096 messages, 654 MB, like the whole linux-mips archive), to see what
+// grows with the archive.
+//
+// Then, in the same run and on the same input, the importer into Riak: a
+// node started from the Riak test kit (../shared/riak, or --riak-kit), or
+// the node --riak (or $CHIBRARY_TEST_RIAK) names, a fresh archive per
+// round; it prints msg/s beside the bbolt import's, and the requests the
+// store sent per message (counted by the store, logged when it closes).
+// --riak off skips it.
 //
 //	go run ./internal/tools/importbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --importer bin/importer
+//	go run ./internal/tools/importbench --importer bin/importer --copies 16 --rounds 1
 package main
 
 import (
@@ -40,7 +48,8 @@ func main() {
 	corpus := flag.String("corpus", "../shared/corpus/linux-mips-sample.mbox.gz", "mbox (plain or .gz) to import")
 	importer := flag.String("importer", "bin/importer", "importer binary")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
-	riakAddr := flag.String("riak", os.Getenv(riaktest.EnvAddr), "protocol buffers address of a Riak node to import into (default: start one from the kit)")
+	copies := flag.Int("copies", 1, "import this many copies of the corpus, each made distinct")
+	riakAddr := flag.String("riak", os.Getenv(riaktest.EnvAddr), "protocol buffers address of a Riak node to import into (default: start one from the kit; off: skip Riak)")
 	riakKit := flag.String("riak-kit", "", "the kit's riak-node script (default: ../shared/riak/riak-node next to the repository)")
 	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
 	out := flag.String("out", "", "internal: the bare loop's database")
@@ -52,15 +61,41 @@ func main() {
 		}
 		return
 	}
-	bolt, err := compare(*corpus, *importer, *rounds)
-	if err != nil {
+	if err := run(*corpus, *importer, *rounds, *copies, *riakAddr, *riakKit); err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}
-	if err := compareRiak(*corpus, *importer, *rounds, *riakAddr, *riakKit, bolt); err != nil {
-		fmt.Fprintln(os.Stderr, "importbench: riak:", err)
-		os.Exit(1)
+}
+
+func run(corpus, importer string, rounds, copies int, riakAddr, riakKit string) error {
+	if _, err := os.Stat(corpus); err != nil {
+		return fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
+	tmp, err := os.MkdirTemp("", "importbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	plain := filepath.Join(tmp, "corpus.mbox")
+	size, err := decompress(corpus, plain, copies)
+	if err != nil {
+		return err
+	}
+	what := corpus
+	if copies > 1 {
+		what = fmt.Sprintf("%d distinct copies of %s", copies, corpus)
+	}
+	bolt, err := compare(tmp, plain, what, size, importer, rounds)
+	if err != nil {
+		return err
+	}
+	if riakAddr == "off" {
+		return nil
+	}
+	if err := compareRiak(tmp, plain, importer, rounds, riakAddr, riakKit, bolt); err != nil {
+		return fmt.Errorf("riak: %w", err)
+	}
+	return nil
 }
 
 type result struct {
@@ -77,20 +112,7 @@ type boltFigures struct {
 	msgPerS  float64
 }
 
-func compare(corpus, importer string, rounds int) (boltFigures, error) {
-	if _, err := os.Stat(corpus); err != nil {
-		return boltFigures{}, fmt.Errorf("no corpus (%w): pass --corpus", err)
-	}
-	tmp, err := os.MkdirTemp("", "importbench")
-	if err != nil {
-		return boltFigures{}, err
-	}
-	defer os.RemoveAll(tmp)
-	plain := filepath.Join(tmp, "corpus.mbox")
-	size, err := decompress(corpus, plain)
-	if err != nil {
-		return boltFigures{}, err
-	}
+func compare(tmp, plain, what string, size int64, importer string, rounds int) (boltFigures, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return boltFigures{}, err
@@ -113,7 +135,7 @@ func compare(corpus, importer string, rounds int) (boltFigures, error) {
 	}
 	mi, mb := median(imp), median(bar)
 	msgs := mb.messages
-	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", corpus, msgs, float64(size)/1e6, rounds)
+	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", what, msgs, float64(size)/1e6, rounds)
 	fmt.Printf("%-28s %10s %10s %9s %12s %12s\n", "", "msg/s", "MB/s", "wall s", "peak RSS MB", "on disk MB")
 	row := func(name string, r result) {
 		s := r.wall.Seconds()
@@ -128,10 +150,10 @@ func compare(corpus, importer string, rounds int) (boltFigures, error) {
 	return boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds()}, nil
 }
 
-// compareRiak imports the corpus into a Riak node, a fresh archive per
-// round, and prints msg/s beside the bbolt import's and the store's
-// requests per message.
-func compareRiak(corpus, importer string, rounds int, addr, kit string, bolt boltFigures) error {
+// compareRiak imports plain into a Riak node, a fresh archive per round,
+// and prints msg/s beside the bbolt import's and the store's requests per
+// message.
+func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt boltFigures) error {
 	fmt.Println()
 	if addr == "" {
 		if kit == "" {
@@ -154,15 +176,6 @@ func compareRiak(corpus, importer string, rounds int, addr, kit string, bolt bol
 		defer n.Stop()
 		addr = n.PB
 	}
-	tmp, err := os.MkdirTemp("", "importbench-riak")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	plain := filepath.Join(tmp, "corpus.mbox")
-	if _, err := decompress(corpus, plain); err != nil {
-		return err
-	}
 	tag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	type riakRun struct {
 		result
@@ -170,7 +183,7 @@ func compareRiak(corpus, importer string, rounds int, addr, kit string, bolt bol
 	}
 	var runs []riakRun
 	for i := range rounds {
-		data := filepath.Join(tmp, fmt.Sprint("r", i))
+		data := filepath.Join(tmp, fmt.Sprint("riak", i))
 		url := fmt.Sprintf("riak://%s/%s-%d", addr, tag, i)
 		cmd := exec.Command(importer, "--data", data, "--store", url, "--log-level", "debug", "--log-format", "json", plain)
 		var stderr strings.Builder
@@ -201,7 +214,7 @@ func compareRiak(corpus, importer string, rounds int, addr, kit string, bolt bol
 	fmt.Printf("%-28s %10s %9s %12s %14s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg")
 	fmt.Printf("%-28s %10.0f %9s %12s %14s\n", "importer into bbolt", bolt.msgPerS, "", "", "-")
 	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs))
-	fmt.Printf("\nRiak / bbolt: %.0f%% of its msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
+	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
 	return nil
 }
 
@@ -245,7 +258,31 @@ func measure(cmd *exec.Cmd, dir string) (result, error) {
 	return r, nil
 }
 
-func decompress(src, dst string) (int64, error) {
+// decompress writes copies copies of the mbox src to dst, decompressed;
+// copies after the first have their own Message-IDs and an X-Copy header.
+func decompress(src, dst string, copies int) (int64, error) {
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
+	var total int64
+	for k := 1; k <= max(copies, 1); k++ {
+		n, err := copyCorpus(src, w, k, copies > 1)
+		total += n
+		if err != nil {
+			out.Close()
+			return 0, err
+		}
+	}
+	return total, errors.Join(w.Flush(), out.Close())
+}
+
+// copyCorpus writes copy k of the mbox src to w: as it is, or with
+// distinct set, with an "X-Copy: k" header after every From_ line and
+// ".ck" added to every Message-ID, so that each copy's messages differ
+// from every other copy's (digest and Message-ID).
+func copyCorpus(src string, w *bufio.Writer, k int, distinct bool) (int64, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -259,12 +296,32 @@ func decompress(src, dst string) (int64, error) {
 		}
 		r = zr
 	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return 0, err
+	if !distinct {
+		return io.Copy(w, r)
 	}
-	n, err := io.Copy(out, r)
-	return n, errors.Join(err, out.Close())
+	br := bufio.NewReaderSize(r, 1<<20)
+	var n int64
+	prevEmpty := true
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			switch {
+			case prevEmpty && strings.HasPrefix(line, "From "):
+				line += fmt.Sprintf("X-Copy: %d\n", k)
+			case len(line) > 11 && strings.EqualFold(line[:11], "message-id:"):
+				line = strings.Replace(line, ">", fmt.Sprintf(".c%d>", k), 1)
+			}
+			prevEmpty = line == "\n"
+			m, _ := w.WriteString(line)
+			n += int64(m)
+		}
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // bareLoop is the floor: split the mbox with the same reader, put each raw

@@ -1,0 +1,342 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
+)
+
+// SchemaVersion is the layout of the catalog this package writes. A
+// catalog of another version is rebuilt by its writer, and refused by a
+// reader (ErrSchema).
+const SchemaVersion = 2
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrNoCatalog: a read-only Open found no catalog file.
+	ErrNoCatalog = errors.New("catalog: no catalog")
+	// ErrSchema: the catalog was written by another version of this
+	// package; its writer rebuilds it.
+	ErrSchema = errors.New("catalog: written with another schema")
+	// ErrLocked: another process writes this catalog.
+	ErrLocked = errors.New("catalog: another process writes this catalog")
+	// ErrReadOnly: a write to a catalog opened read-only.
+	ErrReadOnly = errors.New("catalog: opened read-only")
+	// ErrOtherStore: the catalog was built from another archive's store.
+	ErrOtherStore = errors.New("catalog: built from another archive")
+	// ErrNotFound: no such list, month, thread or message.
+	ErrNotFound = errors.New("catalog: not found")
+)
+
+// Options configure Open. The zero value opens the catalog for writing,
+// creating it if missing, with logs discarded.
+type Options struct {
+	// ReadOnly opens an existing catalog for reading only: no lock is
+	// taken, nothing is created or rebuilt.
+	ReadOnly bool
+	// Logger receives notes (a schema rebuild). nil discards them.
+	Logger *slog.Logger
+}
+
+// Catalog is an open catalog. Its read methods are safe for concurrent
+// use; its write methods (Add, Sync, Follow, Rebuild) are serialized.
+type Catalog struct {
+	path string
+	log  *slog.Logger
+	r    *sql.DB // readers: a pool, query_only
+	w    *sql.DB // the one writer connection; nil when read-only
+	lock *lockFile
+
+	wmu sync.Mutex // serializes writes and guards st
+	st  *writeState
+
+	status atomic.Pointer[Status]
+}
+
+// Open opens the catalog at path. A writable Open takes the lock file
+// path.lock (ErrLocked if another process holds it), creates the catalog
+// if missing, and empties one of another schema version so that it is
+// rebuilt from the store.
+func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
+	}
+	c := &Catalog{path: abs, log: log.With("catalog", path)}
+	if opts.ReadOnly {
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("cannot open catalog %s: %w: %w", path, ErrNoCatalog, err)
+		}
+		if c.r, err = openDB(abs, true, 0); err != nil {
+			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
+		}
+		if err := c.checkVersion(ctx); err != nil {
+			c.r.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create the directory of catalog %s: %w", path, err)
+	}
+	if c.lock, err = takeLock(abs + ".lock"); err != nil {
+		return nil, fmt.Errorf("cannot open catalog %s for writing: %w", path, err)
+	}
+	if err := c.openWritable(ctx); err != nil {
+		c.lock.release()
+		return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (c *Catalog) openWritable(ctx context.Context) error {
+	var err error
+	if c.w, err = openDB(c.path, false, 1); err != nil {
+		return err
+	}
+	v, err := c.version(ctx, c.w)
+	switch {
+	case err != nil:
+		c.w.Close()
+		return err
+	case v != 0 && v != SchemaVersion:
+		// Derived data: start again rather than migrate.
+		c.log.Warn("catalog written with another schema: rebuilding it from the store", "schema", v, "want", SchemaVersion)
+		c.w.Close()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(c.path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("cannot remove the out-of-date catalog: %w", err)
+			}
+		}
+		if c.w, err = openDB(c.path, false, 1); err != nil {
+			return err
+		}
+		fallthrough
+	case v == 0:
+		if err := c.create(ctx); err != nil {
+			c.w.Close()
+			return err
+		}
+	}
+	if c.r, err = openDB(c.path, true, 0); err != nil {
+		c.w.Close()
+		return err
+	}
+	return nil
+}
+
+// openDB opens a pool of connections to the SQLite file. Readers are
+// query_only; the writer is one connection, so that its transactions never
+// wait on each other.
+func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	// NORMAL in WAL mode: a power loss may lose the last transactions,
+	// never corrupt the file; the catalog catches up from its cursor.
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, err
+	}
+	if conns <= 0 {
+		conns = 2 * runtime.GOMAXPROCS(0)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db, nil
+}
+
+// version returns the schema version recorded in db, 0 for an empty file,
+// -1 for one without a version.
+func (c *Catalog) version(ctx context.Context, db *sql.DB) (int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='meta'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("cannot read catalog: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var s string
+	err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='schema'`).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the catalog's schema version: %w", err)
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return -1, nil // a catalog, of no version this package wrote
+	}
+	return v, nil
+}
+
+func (c *Catalog) checkVersion(ctx context.Context) error {
+	v, err := c.version(ctx, c.r)
+	if err != nil {
+		return err
+	}
+	if v != SchemaVersion {
+		return fmt.Errorf("%w: catalog %s has schema %d, this program reads %d: let `resolver serve` or `resolver reindex` rebuild it", ErrSchema, c.path, v, SchemaVersion)
+	}
+	return nil
+}
+
+// schema is the catalog's layout. Dates are Unix seconds, UTC.
+const schema = `
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+
+-- One row per message, in the order the catalog indexed them.
+CREATE TABLE messages (
+	id          INTEGER PRIMARY KEY,
+	cn          TEXT    NOT NULL UNIQUE,  -- call number
+	list        TEXT    NOT NULL,
+	date        INTEGER NOT NULL,
+	date_source INTEGER NOT NULL,         -- DateHeader, DateReceived, DateArchived
+	from_name   TEXT    NOT NULL,
+	from_addr   TEXT    NOT NULL,
+	subject     TEXT    NOT NULL,
+	base        TEXT    NOT NULL,         -- subject without reply prefixes and tags, lower-case
+	reply       INTEGER NOT NULL,         -- the subject has a reply prefix
+	msgid       TEXT    NOT NULL,         -- without angle brackets, or ''
+	thread      INTEGER NOT NULL,
+	size        INTEGER NOT NULL,
+	attachments INTEGER NOT NULL,
+	added       INTEGER NOT NULL          -- when it was archived
+);
+CREATE INDEX messages_list_date ON messages (list, date);
+CREATE INDEX messages_thread ON messages (thread, date);
+CREATE INDEX messages_msgid ON messages (msgid, list);
+
+-- The Message-IDs a message names (References, or without it the first
+-- of In-Reply-To), in order: the last is its parent.
+CREATE TABLE refs (
+	msg   INTEGER NOT NULL,
+	pos   INTEGER NOT NULL,
+	msgid TEXT    NOT NULL,
+	PRIMARY KEY (msg, pos)
+) WITHOUT ROWID;
+CREATE INDEX refs_msgid ON refs (msgid);
+
+CREATE TABLE threads (
+	id         INTEGER PRIMARY KEY,
+	list       TEXT    NOT NULL,
+	root       INTEGER NOT NULL,  -- messages.id of its earliest message
+	base       TEXT    NOT NULL,  -- the root's
+	root_reply INTEGER NOT NULL,  -- the root's subject has a reply prefix
+	messages   INTEGER NOT NULL,
+	first      INTEGER NOT NULL,
+	last       INTEGER NOT NULL
+);
+CREATE INDEX threads_list_last ON threads (list, last);
+CREATE INDEX threads_list_base ON threads (list, base, last);
+
+CREATE TABLE lists (
+	name     TEXT PRIMARY KEY,
+	messages INTEGER NOT NULL,
+	first    INTEGER NOT NULL,
+	last     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE months (
+	list     TEXT    NOT NULL,
+	month    INTEGER NOT NULL,  -- year*100 + month
+	messages INTEGER NOT NULL,
+	PRIMARY KEY (list, month)
+) WITHOUT ROWID;
+`
+
+func (c *Catalog) create(ctx context.Context) error {
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("cannot create catalog: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, schema+searchSchema); err != nil {
+		return fmt.Errorf("cannot create catalog: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?)`, strconv.Itoa(SchemaVersion)); err != nil {
+		return fmt.Errorf("cannot create catalog: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("cannot create catalog: %w", err)
+	}
+	return nil
+}
+
+// Path returns the catalog file's path.
+func (c *Catalog) Path() string { return c.path }
+
+// Writable reports whether this Catalog may write (it holds the lock).
+func (c *Catalog) Writable() bool { return c.w != nil }
+
+// Close closes the catalog, waiting for a write in progress.
+func (c *Catalog) Close() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var errs []error
+	if c.r != nil {
+		errs = append(errs, c.r.Close())
+		c.r = nil
+	}
+	if c.w != nil {
+		// A checkpoint folds the WAL into the file, so that a catalog at
+		// rest is one file.
+		c.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+		errs = append(errs, c.w.Close())
+		c.w = nil
+	}
+	if c.lock != nil {
+		errs = append(errs, c.lock.release())
+		c.lock = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cannot close catalog %s: %w", c.path, err)
+	}
+	return nil
+}
+
+// meta reads a meta value, "" if unset.
+func meta(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, key string) (string, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot read catalog meta %s: %w", key, err)
+	}
+	return v, nil
+}
+
+func setMeta(ctx context.Context, tx *sql.Tx, key, value string) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value`, key, value); err != nil {
+		return fmt.Errorf("cannot write catalog meta %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,399 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
+)
+
+// snapshot is everything a reader can see of a catalog, in a form to
+// compare: each message's list, date, sender, subject and the shape of
+// its thread.
+func snapshot(t testing.TB, c *Catalog, cns []string) []string {
+	t.Helper()
+	var out []string
+	for _, cn := range cns {
+		m, err := c.Message(t.Context(), cn)
+		if err != nil {
+			t.Fatalf("Message(%s) = %v", cn, err)
+		}
+		th := threadOf(t, c, cn)
+		var tree strings.Builder
+		for _, n := range th.Nodes {
+			tree.WriteString(strings.Repeat(" ", n.Depth))
+			if n.Message != nil {
+				tree.WriteString(n.Message.CallNumber)
+			} else {
+				tree.WriteString("[" + n.MessageID + "]")
+			}
+			tree.WriteString(n.MissingParent + ";")
+		}
+		out = append(out, strings.Join([]string{cn, m.List, m.Date.String(), m.DateSource.String(), m.FromName, m.FromAddr, m.Subject, m.MessageID, tree.String()}, "|"))
+	}
+	lists, err := c.Lists(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lists {
+		sum, total, err := c.Threads(t.Context(), l.Name, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Name+" threads:"+strings.Repeat("x", total))
+		for _, s := range sum {
+			out = append(out, l.Name+" "+s.Root.CallNumber+" "+s.Last.String())
+		}
+	}
+	return out
+}
+
+// TestFollowEqualsRebuild: a catalog that followed the store message by
+// message and one rebuilt at once show the same threads.
+func TestFollowEqualsRebuild(t *testing.T) {
+	a := newArchive(t)
+	followed := openCatalog(t)
+	var cns []string
+	for _, f := range []string{"reply-before-parent.mbox", "missing-parent.mbox", "loop.mbox", "shared-message-id.mbox", "pipermail.mbox"} {
+		for _, raw := range readMbox(t, fixture(f)) {
+			cns = append(cns, a.put(raw, ""))
+			mustSync(t, followed, a.st)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "rebuilt.db")
+	n, err := Rebuild(t.Context(), path, a.st, SyncOptions{PageSize: 3}, Options{})
+	if err != nil || n != len(cns) {
+		t.Fatalf("Rebuild = %d, %v; want %d", n, err, len(cns))
+	}
+	rebuilt, err := Open(t.Context(), path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rebuilt.Close()
+	if got, want := snapshot(t, rebuilt, cns), snapshot(t, followed, cns); !slices.Equal(got, want) {
+		t.Errorf("rebuilt catalog differs from the followed one:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestFollow runs the follower as the resolver does and stores messages
+// meanwhile: each is in the catalog within two seconds.
+func TestFollow(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Follow(ctx, a.st, FollowOptions{Interval: 100 * time.Millisecond}) }()
+	for _, raw := range readMbox(t, fixture("reply-before-parent.mbox")) {
+		cn := a.put(raw, "")
+		stored := time.Now()
+		for {
+			if _, err := c.Message(t.Context(), cn); err == nil {
+				break
+			} else if !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			if time.Since(stored) > 2*time.Second {
+				t.Fatalf("message %s not in the catalog 2 s after it was stored", cn)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if s := c.Status(); !s.Following || s.Err != "" || s.Synced.IsZero() {
+		t.Errorf("Status() = %+v, want following, synced, no error", s)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Follow = %v after cancel, want nil", err)
+	}
+	if c.Status().Following {
+		t.Errorf("Status().Following after Follow returned")
+	}
+}
+
+// TestOtherStore: a catalog built from one archive refuses another's
+// store, and Follow gives up on it rather than mixing them.
+func TestOtherStore(t *testing.T) {
+	a, b := newArchive(t), newArchive(t)
+	a.load(fixture("loop.mbox"), "")
+	b.load(fixture("loop.mbox"), "")
+	c := openCatalog(t)
+	mustSync(t, c, a.st)
+	if _, err := c.Sync(t.Context(), b.st, SyncOptions{}); !errors.Is(err, ErrOtherStore) {
+		t.Errorf("Sync(another archive's store) = %v, want %v", err, ErrOtherStore)
+	}
+	if err := c.Follow(t.Context(), b.st, FollowOptions{}); !errors.Is(err, ErrOtherStore) {
+		t.Errorf("Follow(another archive's store) = %v, want %v", err, ErrOtherStore)
+	}
+}
+
+// TestEmptyStore: an archive nothing was written to yet is an empty
+// catalog, not an error.
+func TestEmptyStore(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	if n := mustSync(t, c, a.st); n != 0 {
+		t.Errorf("Sync(empty) = %d", n)
+	}
+	lists, err := c.Lists(t.Context())
+	if err != nil || len(lists) != 0 {
+		t.Errorf("Lists() = %v, %v; want none", lists, err)
+	}
+}
+
+// badCursorStore answers ErrBadCursor for any cursor but the start, as a
+// store restored from a backup may.
+type badCursorStore struct{ store.Store }
+
+func (s badCursorStore) Changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
+	if after != "" {
+		return store.ChangePage{}, store.ErrBadCursor
+	}
+	return s.Store.Changes(ctx, after, max)
+}
+
+// TestBadCursor: a cursor the store no longer knows makes the follower
+// read the feed again from the start, which adds nothing twice.
+func TestBadCursor(t *testing.T) {
+	a := newArchive(t)
+	cns := a.load(fixture("loop.mbox"), "")
+	c := openCatalog(t)
+	mustSync(t, c, a.st)
+	more := a.load(fixture("shared-message-id.mbox"), "")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	go c.Follow(ctx, badCursorStore{a.st}, FollowOptions{Interval: 10 * time.Millisecond})
+	for {
+		if _, err := c.Message(ctx, more[len(more)-1]); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the follower did not recover from a bad cursor")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	s, err := c.Stats(t.Context())
+	if err != nil || s.Messages != len(cns)+len(more) {
+		t.Errorf("Stats() = %+v, %v; want %d messages", s, err, len(cns)+len(more))
+	}
+}
+
+func TestLocking(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Writable() {
+		t.Errorf("Writable() = false for the first writer")
+	}
+	if c2, err := Open(t.Context(), path, Options{}); !errors.Is(err, ErrLocked) {
+		if c2 != nil {
+			c2.Close()
+		}
+		t.Errorf("second writable Open = %v, want %v", err, ErrLocked)
+	}
+	r, err := Open(t.Context(), path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open beside the writer = %v", err)
+	}
+	if r.Writable() {
+		t.Errorf("Writable() = true for a read-only catalog")
+	}
+	a := newArchive(t)
+	if _, err := r.Sync(t.Context(), a.st, SyncOptions{}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Sync on a read-only catalog = %v, want %v", err, ErrReadOnly)
+	}
+	if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{}, Options{}); !errors.Is(err, ErrLocked) {
+		t.Errorf("Rebuild while a writer holds the catalog = %v, want %v", err, ErrLocked)
+	}
+	r.Close()
+	c.Close()
+	if _, err := Open(t.Context(), filepath.Join(t.TempDir(), "none.db"), Options{ReadOnly: true}); !errors.Is(err, ErrNoCatalog) {
+		t.Errorf("read-only Open of a missing catalog = %v, want %v", err, ErrNoCatalog)
+	}
+}
+
+// TestSchemaChange: a catalog of another schema version is refused by a
+// reader and rebuilt by the writer.
+func TestSchemaChange(t *testing.T) {
+	a := newArchive(t)
+	cns := a.load(fixture("loop.mbox"), "")
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, c, a.st)
+	c.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE meta SET value='0' WHERE key='schema'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if r, err := Open(t.Context(), path, Options{ReadOnly: true}); !errors.Is(err, ErrSchema) {
+		if r != nil {
+			r.Close()
+		}
+		t.Errorf("read-only Open of an old schema = %v, want %v", err, ErrSchema)
+	}
+	c, err = Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatalf("writable Open of an old schema = %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Message(t.Context(), cns[0]); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Message after a schema rebuild = %v, want %v (emptied)", err, ErrNotFound)
+	}
+	if n := mustSync(t, c, a.st); n != len(cns) {
+		t.Errorf("Sync after the rebuild = %d, want %d", n, len(cns))
+	}
+}
+
+// TestRebuildReplaces: Rebuild replaces a catalog only when the new one is
+// complete, and leaves no temporary files.
+func TestRebuildReplaces(t *testing.T) {
+	a := newArchive(t)
+	cns := a.load(fixture("pipermail.mbox"), "")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "catalog.db")
+	if err := os.WriteFile(path, []byte("not a catalog"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Rebuild(t.Context(), path, a.st, SyncOptions{}, Options{})
+	if err != nil || n != len(cns) {
+		t.Fatalf("Rebuild = %d, %v; want %d", n, err, len(cns))
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	if want := []string{"catalog.db", "catalog.db.lock"}; !slices.Equal(names, want) {
+		t.Errorf("files after Rebuild = %v, want %v", names, want)
+	}
+	c, err := Open(t.Context(), path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s, err := c.Stats(t.Context()); err != nil || s.Messages != len(cns) {
+		t.Errorf("Stats() = %+v, %v; want %d messages", s, err, len(cns))
+	}
+	// A store that fails half way leaves the old catalog in place.
+	if _, err := Rebuild(t.Context(), path, failingStore{a.st}, SyncOptions{PageSize: 2}, Options{}); err == nil {
+		t.Errorf("Rebuild over a failing store = nil error")
+	}
+	if s, err := c.Stats(t.Context()); err != nil || s.Messages != len(cns) {
+		t.Errorf("after a failed Rebuild: Stats() = %+v, %v; want the old %d messages", s, err, len(cns))
+	}
+}
+
+// failingStore fails its change feed after the first page.
+type failingStore struct{ store.Store }
+
+func (s failingStore) Changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
+	if after != "" {
+		return store.ChangePage{}, errors.New("disk on fire")
+	}
+	return s.Store.Changes(ctx, after, max)
+}
+
+func TestQueries(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(fixture("pipermail.mbox"), "linux-mips")
+	mustSync(t, c, a.st)
+	ctx := t.Context()
+
+	months, err := c.Months(ctx, "linux-mips")
+	if err != nil || len(months) != 3 || months[0].Month != time.April || months[2].Month != time.January || months[2].Messages != 5 {
+		t.Errorf("Months = %+v, %v; want April (1), February (2), January (5)", months, err)
+	}
+	jan, err := c.MonthThreads(ctx, "linux-mips", 2001, time.January)
+	if err != nil || len(jan) != 3 {
+		t.Fatalf("MonthThreads(2001-01) = %d threads, %v; want 3", len(jan), err)
+	}
+	if jan[0].Root.CallNumber != a.cn("pm1") || jan[0].InMonth != 3 || jan[0].Messages != 3 {
+		t.Errorf("first thread of January = %s, %d in month of %d; want pm1, 3 of 3", jan[0].Root.CallNumber, jan[0].InMonth, jan[0].Messages)
+	}
+	cns, err := c.MonthMessages(ctx, "linux-mips", 2001, time.January)
+	if want := []string{a.cn("pm1"), a.cn("pm2"), a.cn("pm5"), a.cn("pm6"), a.cn("pm3")}; err != nil || !slices.Equal(cns, want) {
+		t.Errorf("MonthMessages(2001-01) = %v, %v; want %v (by date)", cns, err, want)
+	}
+	if cns, err := c.MonthMessages(ctx, "linux-mips", 2001, time.March); err != nil || len(cns) != 0 {
+		t.Errorf("MonthMessages(2001-03) = %v, %v; want none", cns, err)
+	}
+	recent, err := c.Recent(ctx, "linux-mips", 2)
+	if err != nil || len(recent) != 2 || recent[0].CallNumber != a.cn("pm4") || recent[1].CallNumber != a.cn("pm8") {
+		t.Errorf("Recent(2) = %v, %v; want pm4, pm8", recent, err)
+	}
+	m, err := c.Message(ctx, a.cn("pm2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, next, err := c.Neighbours(ctx, m)
+	if err != nil || prev == nil || next == nil || prev.CallNumber != a.cn("pm1") || next.CallNumber != a.cn("pm5") {
+		t.Errorf("Neighbours(pm2) = %v, %v, %v; want pm1, pm5", prev, next, err)
+	}
+	first, _ := c.Message(ctx, a.cn("pm1"))
+	if prev, _, err := c.Neighbours(ctx, first); err != nil || prev != nil {
+		t.Errorf("Neighbours(first).prev = %v, %v; want none", prev, err)
+	}
+	page, total, err := c.Threads(ctx, "linux-mips", 1, 2)
+	if err != nil || total != 5 || len(page) != 2 {
+		t.Errorf("Threads(offset 1, limit 2) = %d of %d, %v; want 2 of 5", len(page), total, err)
+	}
+	if _, err := c.Thread(ctx, "00000000"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Thread(unknown) = %v, want %v", err, ErrNotFound)
+	}
+	if _, err := c.Message(ctx, "00000000"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Message(unknown) = %v, want %v", err, ErrNotFound)
+	}
+	for _, tt := range []struct {
+		in     string
+		y      int
+		m      time.Month
+		wantOK bool
+	}{{"2001-01", 2001, 1, true}, {"1999-12", 1999, 12, true}, {"2001-13", 0, 0, false}, {"2001-1", 0, 0, false}, {"01-2001", 0, 0, false}, {"", 0, 0, false}} {
+		y, m, ok := ParseMonth(tt.in)
+		if y != tt.y || m != tt.m || ok != tt.wantOK {
+			t.Errorf("ParseMonth(%q) = %d, %v, %v; want %d, %v, %v", tt.in, y, m, ok, tt.y, tt.m, tt.wantOK)
+		}
+	}
+}
+
+// TestSeenTwice: a page the feed repeats adds nothing twice.
+func TestSeenTwice(t *testing.T) {
+	a := newArchive(t)
+	a.load(fixture("loop.mbox"), "")
+	c := openCatalog(t)
+	mustSync(t, c, a.st)
+	page, err := a.st.Changes(t.Context(), "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.wmu.Lock()
+	docs := parseAll(page.Messages, 2, mailview.Options{})
+	n, err := c.apply(t.Context(), docs, page.Next, a.auth.ID)
+	c.wmu.Unlock()
+	if err != nil || n != 0 {
+		t.Errorf("apply(a page seen before) = %d, %v; want 0", n, err)
+	}
+	if s, _ := c.Stats(t.Context()); s.Messages != 3 || s.Threads != 1 {
+		t.Errorf("Stats() = %+v, want 3 messages in 1 thread", s)
+	}
+}

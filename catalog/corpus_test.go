@@ -1,0 +1,442 @@
+package catalog
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode"
+
+	"golang.org/x/net/html"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/mbox"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+// corpusArchive is a bolt store holding the shared corpus, built once per
+// test binary (importing it takes a few seconds).
+var corpusArchive struct {
+	once  sync.Once
+	dir   string
+	a     *archive
+	cns   []string
+	bytes int64
+	err   error
+
+	catOnce sync.Once
+	cat     *Catalog
+	catErr  error
+}
+
+// loadCorpus returns an archive of the shared corpus, in batches as the
+// importer writes it, and the call numbers in input order.
+func loadCorpus(tb testing.TB) (*archive, []string, int64) {
+	tb.Helper()
+	path := testcorpus.Path(tb)
+	corpusArchive.once.Do(func() {
+		corpusArchive.dir, corpusArchive.err = os.MkdirTemp("", "catalog-corpus")
+		if corpusArchive.err != nil {
+			return
+		}
+		corpusArchive.a, corpusArchive.cns, corpusArchive.bytes, corpusArchive.err = importCorpus(tb, path, corpusArchive.dir)
+	})
+	if corpusArchive.err != nil {
+		tb.Fatal(corpusArchive.err)
+	}
+	return corpusArchive.a, corpusArchive.cns, corpusArchive.bytes
+}
+
+// corpusCatalog returns a catalog of the corpus archive, indexed in pages
+// of 500 once per test binary.
+func corpusCatalog(tb testing.TB) *Catalog {
+	tb.Helper()
+	a, _, _ := loadCorpus(tb)
+	corpusArchive.catOnce.Do(func() {
+		var c *Catalog
+		c, corpusArchive.catErr = Open(tb.Context(), filepath.Join(corpusArchive.dir, "catalog.db"), Options{})
+		if corpusArchive.catErr != nil {
+			return
+		}
+		corpusArchive.cat = c
+		var n int
+		if n, corpusArchive.catErr = c.Sync(tb.Context(), a.st, SyncOptions{}); corpusArchive.catErr == nil && n != corpusLimit {
+			corpusArchive.catErr = fmt.Errorf("Sync(corpus) indexed %d messages, want %d", n, corpusLimit)
+		}
+	})
+	if corpusArchive.catErr != nil {
+		tb.Fatal(corpusArchive.catErr)
+	}
+	return corpusArchive.cat
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if corpusArchive.cat != nil {
+		corpusArchive.cat.Close()
+	}
+	if corpusArchive.a != nil {
+		corpusArchive.a.st.Close()
+	}
+	if corpusArchive.dir != "" {
+		os.RemoveAll(corpusArchive.dir)
+	}
+	os.Exit(code)
+}
+
+func importCorpus(tb testing.TB, path, dir string) (*archive, []string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return importMbox(tb, zr, path, dir, corpusLimit)
+}
+
+// importMbox stores up to limit messages of an mbox into a new archive in
+// dir, in batches of 1,000 as the importer does.
+func importMbox(tb testing.TB, zr io.Reader, path, dir string, limit int) (*archive, []string, int64, error) {
+	a := newArchiveIn(tb, filepath.Join(dir, "messages.db"))
+	r := mbox.NewReader(zr, mbox.Options{Name: path})
+	var batch []store.Message
+	var cns []string
+	var total int64
+	flush := func() error {
+		res, err := a.st.Put(tb.Context(), batch)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			cns = append(cns, r.Number.String())
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for n := 0; n < limit; n++ {
+		m, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if a.seq > callnumber.MaxSequence {
+			if err := flush(); err != nil {
+				return nil, nil, 0, err
+			}
+			a.newRun()
+		}
+		meta, _ := mailmsg.Parse(m.Raw)
+		batch = append(batch, storetest.Message(a.auth.Number(tb, a.run, a.seq), m.Raw, meta.MessageID, "linux-mips"))
+		a.seq++
+		total += int64(len(m.Raw))
+		if len(batch) == 1000 {
+			if err := flush(); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, 0, err
+	}
+	return a, cns, total, nil
+}
+
+// TestCorpus indexes the shared corpus twice, once in pages of 37 messages
+// and once in pages of 500: every message is in the catalog, and the
+// threads do not depend on where pages end.
+func TestCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the corpus")
+	}
+	a, cns, _ := loadCorpus(t)
+	small := openCatalog(t)
+	if n, err := small.Sync(t.Context(), a.st, SyncOptions{PageSize: 37}); err != nil || n != corpusLimit {
+		t.Fatalf("Sync(pages of 37) = %d, %v; want %d", n, err, corpusLimit)
+	}
+	large := corpusCatalog(t)
+	// Every 50th message's thread is enough to see a difference.
+	var sample []string
+	for i := 0; i < len(cns); i += 50 {
+		sample = append(sample, cns[i])
+	}
+	if got, want := snapshot(t, small, sample), snapshot(t, large, sample); !slices.Equal(got, want) {
+		t.Errorf("threads differ with the page size")
+	}
+	s, err := large.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sample is every 16th message of the list, so most threads lose
+	// their other messages: but replies to one another must still join.
+	if s.Messages != corpusLimit || s.Threads >= s.Messages || s.Threads < s.Messages/2 || s.Lists != 1 {
+		t.Errorf("Stats() = %+v: want %d messages in fewer threads (but not fewer than half), one list", s, corpusLimit)
+	}
+	t.Logf("corpus: %d messages in %d threads", s.Messages, s.Threads)
+	var headerDates int
+	for _, cn := range sample {
+		m, err := large.Message(t.Context(), cn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.DateSource == DateHeader {
+			headerDates++
+		}
+		if m.Date.Year() < 1993 || m.Date.Year() > 2020 {
+			t.Errorf("message %s dated %v (from %v), outside the list's years", cn, m.Date, m.DateSource)
+		}
+	}
+	if headerDates < len(sample)*9/10 {
+		t.Errorf("%d of %d sampled messages dated by their Date header, want nearly all", headerDates, len(sample))
+	}
+}
+
+// BenchmarkRebuild rebuilds a catalog of the shared corpus, beside a bare
+// read of the store's change feed (what any rebuild must at least do).
+// make bench reports both and their ratio.
+func BenchmarkRebuild(b *testing.B) {
+	a, _, bytes := loadCorpus(b)
+	var feed, rebuild time.Duration
+	var size int64
+	for range b.N {
+		start := time.Now()
+		var cursor store.Cursor
+		n := 0
+		for {
+			p, err := a.st.Changes(b.Context(), cursor, DefaultPageSize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(p.Messages) == 0 {
+				break
+			}
+			n += len(p.Messages)
+			cursor = p.Next
+		}
+		feed += time.Since(start)
+		path := filepath.Join(b.TempDir(), "catalog.db")
+		start = time.Now()
+		if m, err := Rebuild(b.Context(), path, a.st, SyncOptions{}, Options{}); err != nil || m != n {
+			b.Fatalf("Rebuild = %d, %v; want %d", m, err, n)
+		}
+		rebuild += time.Since(start)
+		fi, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = fi.Size()
+	}
+	msgs := float64(corpusLimit * b.N)
+	b.ReportMetric(msgs/rebuild.Seconds(), "msg/s")
+	b.ReportMetric(msgs/feed.Seconds(), "feed-msg/s")
+	b.ReportMetric(rebuild.Seconds()/feed.Seconds(), "x-feed")
+	b.ReportMetric(float64(size)/float64(bytes), "catalog-bytes/input-byte")
+	b.ReportMetric(rebuild.Seconds()/float64(b.N)*84096/corpusLimit, "s-for-84k")
+}
+
+// corpusWords are words of the linux-mips sample to count: common and
+// rare, in subjects, senders, text and quotes.
+var corpusWords = []string{"cache", "kernel", "indy", "r4000", "decstation", "tlb", "octeon", "bootloader", "ralf", "sgi", "segfault", "ip22", "ftp", "thanks", "mips64"}
+
+// independentWords returns the words of a message as a reader finds them,
+// computed without the catalog's indexing code: the decoded subject and
+// From field, the text parts, and HTML parts through x/net/html.
+func independentWords(raw []byte) map[string]bool {
+	v := mailview.Parse(raw, mailview.Options{})
+	var text strings.Builder
+	text.WriteString(v.Subject + "\n")
+	for _, f := range v.Fields {
+		if f.Name == "From" {
+			text.WriteString(f.Value + "\n")
+		}
+	}
+	for _, p := range v.Parts {
+		if p.HTML == "" {
+			text.WriteString(p.Text + "\n")
+			continue
+		}
+		z := html.NewTokenizer(strings.NewReader(string(p.HTML)))
+		for z.Next() != html.ErrorToken {
+			if z.Token().Type == html.TextToken {
+				text.WriteString(z.Token().Data + " ")
+			}
+		}
+	}
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(text.String(), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) }) {
+		words[strings.ToLower(w)] = true
+	}
+	return words
+}
+
+// TestCorpusSearchCounts: for a sample of words, the number of messages
+// search finds equals the number whose decoded text has the word.
+func TestCorpusSearchCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the corpus")
+	}
+	a, _, _ := loadCorpus(t)
+	c := corpusCatalog(t)
+	want := map[string]int{}
+	var cursor store.Cursor
+	for {
+		p, err := a.st.Changes(t.Context(), cursor, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Messages) == 0 {
+			break
+		}
+		for _, m := range p.Messages {
+			words := independentWords(m.Raw)
+			for _, w := range corpusWords {
+				if words[w] {
+					want[w]++
+				}
+			}
+		}
+		cursor = p.Next
+	}
+	absent := 0
+	for _, w := range corpusWords {
+		q, err := ParseQuery(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Search(t.Context(), q, Newest, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Total != want[w] {
+			t.Errorf("Search(%q) finds %d messages; %d have the word", w, res.Total, want[w])
+		}
+		if want[w] == 0 {
+			absent++
+		}
+	}
+	// Words the first messages lack (under -race) are fine; a sample that
+	// finds nothing checks nothing.
+	if absent > len(corpusWords)/3 {
+		t.Errorf("%d of the %d sampled words are in no message: pick others", absent, len(corpusWords))
+	}
+}
+
+// searchKinds are the queries the search benchmarks time, by kind.
+var searchKinds = []struct {
+	name    string
+	queries []string
+}{
+	{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
+	{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
+	{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
+	{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
+}
+
+// searchLatency runs n searches of the first page of results, newest
+// first, from the given number of concurrent clients, and returns the p50
+// and p99 latency in milliseconds.
+func searchLatency(b *testing.B, c *Catalog, queries []string, clients, n int) (p50, p99 float64) {
+	lat := make([][]time.Duration, clients)
+	var wg sync.WaitGroup
+	per := max(n/clients, 1)
+	for w := range clients {
+		wg.Go(func() {
+			for i := range per {
+				q, err := ParseQuery(queries[(w+i)%len(queries)])
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				start := time.Now()
+				if _, err := c.Search(b.Context(), q, Newest, 0, 20); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(all[len(all)/2]), ms(all[len(all)*99/100])
+}
+
+// BenchmarkSearch runs one-word, two-word, phrase and from: queries on the
+// corpus catalog with 16 clients and reports the p50 and p99 latency of
+// each kind.
+func BenchmarkSearch(b *testing.B) {
+	c := corpusCatalog(b)
+	for _, k := range searchKinds {
+		b.Run(k.name, func(b *testing.B) {
+			p50, p99 := searchLatency(b, c, k.queries, 16, max(b.N, 16))
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p99, "p99-ms")
+		})
+	}
+}
+
+// BenchmarkScaled measures a rebuild and searches on an archive the size
+// of the whole linux-mips list: the sample 16 times over with distinct
+// Message-IDs (testcorpus.WriteScaled), 84,096 messages. Importing it
+// takes a minute or two, so it runs only with CHIBRARY_BENCH_SCALED=1
+// (make bench sets it).
+func BenchmarkScaled(b *testing.B) {
+	if os.Getenv("CHIBRARY_BENCH_SCALED") == "" {
+		b.Skip("set CHIBRARY_BENCH_SCALED=1 to build the 84k-message archive")
+	}
+	path := testcorpus.Path(b)
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(testcorpus.WriteScaled(pw, path, testcorpus.ScaledCopies)) }()
+	a, cns, bytes, err := importMbox(b, pr, "scaled corpus", b.TempDir(), testcorpus.ScaledCopies*testcorpus.Messages)
+	pr.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.st.Close()
+	cat := filepath.Join(b.TempDir(), "catalog.db")
+	var took time.Duration
+	for range b.N {
+		start := time.Now()
+		n, err := Rebuild(b.Context(), cat, a.st, SyncOptions{}, Options{})
+		if err != nil || n != len(cns) {
+			b.Fatalf("Rebuild = %d, %v; want %d", n, err, len(cns))
+		}
+		took += time.Since(start)
+	}
+	fi, err := os.Stat(cat)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(cns)), "messages")
+	b.ReportMetric(took.Seconds()/float64(b.N), "rebuild-s")
+	b.ReportMetric(float64(fi.Size())/float64(bytes), "catalog-bytes/input-byte")
+	c, err := Open(b.Context(), cat, Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, k := range searchKinds {
+		p50, p99 := searchLatency(b, c, k.queries, 16, 400)
+		b.ReportMetric(p50, k.name+"-p50-ms")
+		b.ReportMetric(p99, k.name+"-p99-ms")
+	}
+}

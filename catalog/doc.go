@@ -1,0 +1,64 @@
+// Package catalog is the index the resolver reads to present an archive as
+// lists, months and threads: a derived index in SQLite (modernc.org/sqlite,
+// pure Go, WAL), never the source of truth. It can be deleted at any time
+// and is rebuilt from the store by reading its change feed from the
+// beginning (Rebuild, `resolver reindex`), which is also how a new schema
+// is adopted.
+//
+// # What it keeps
+//
+// Per message (extract.go): its call number, list, date, sender (name and
+// address, decoded), subject (decoded), Message-ID, references, size and
+// number of attachments, and its thread. Per thread: its first message
+// (the root), subject, number of messages and first and last date. Per
+// list and per month of a list: the number of messages and the first and
+// last date.
+//
+//   - List: the --list a message was archived with; without one, the list
+//     its List-Id header names (RFC 2919: the list-id inside the angle
+//     brackets); else "unlisted". Names are lower-case [a-z0-9._-]+, the
+//     form they take in URLs (ListName).
+//   - Date: the Date header (RFC 5322 section 3.6.1); where it is missing,
+//     unreadable or implausible (before 1970, or more than two days after
+//     the message was archived), the date of the topmost Received header,
+//     the time the last server before the archive took the message; else
+//     the time it was archived. An mbox From_ line's date would come
+//     between those two, but the store does not keep From_ lines.
+//
+// # Threads
+//
+// A thread is a set of messages of one list connected by Message-IDs, as
+// in JWZ's algorithm (https://www.jwz.org/doc/threading.html): two
+// messages are in the same thread when one names the other in References
+// or In-Reply-To (RFC 5322 section 3.6.4), when they share a Message-ID,
+// or when both name the same message, archived or not. Membership is kept
+// incrementally (index.go): each new message looks up, for each
+// Message-ID it names and for its own, one archived message with that ID
+// or one message naming it; every thread it meets is merged into one.
+// Since every message naming an ID sits in one thread, one row per ID is
+// enough (LIMIT 1), and a reply stored before its parent is joined to the
+// parent's thread when the parent arrives.
+//
+// Old lists (pipermail, before clients wrote References) have no
+// threading headers at all. A message without References and In-Reply-To
+// joins the most recent thread of its list with the same subject, once
+// "Re:"-like prefixes and [tags] are removed, that was active within 30
+// days of it, if it or that thread's first message has a reply prefix:
+// "Re: X" joins "X", and "X" joins the "Re: X" that came before it.
+//
+// The tree of a thread is computed when it is read (tree.go), from its
+// messages and their references: JWZ's containers, with a placeholder for
+// each named message that was never archived, loops broken, and messages
+// that share a Message-ID kept side by side. A message whose parent was
+// never archived says so. Building threads in feed order, the same for a
+// follower and for a rebuild, makes a rebuilt catalog's threads the same.
+//
+// # Following the store
+//
+// The catalog saves the store's change-feed cursor in the transaction that
+// indexes a page of messages, so a follower that stops anywhere carries on
+// where the catalog stands; a message seen twice is skipped. One process
+// writes a catalog file (the lock file PATH.lock says which); any number
+// read it. The catalog also records the authority of the store it was
+// built from and refuses to follow another store.
+package catalog

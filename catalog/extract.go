@@ -1,0 +1,309 @@
+package catalog
+
+import (
+	"net/mail"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Unlisted is the list of a message archived without --list and without a
+// List-Id header.
+const Unlisted = "unlisted"
+
+// maxListName bounds a list name.
+const maxListName = 64
+
+// DateSource says where a message's date comes from (see the package
+// doc).
+type DateSource int
+
+const (
+	// DateHeader: the message's Date header.
+	DateHeader DateSource = iota
+	// DateReceived: the topmost Received header.
+	DateReceived
+	// DateArchived: the time the archive stored it.
+	DateArchived
+)
+
+// MarshalText names the source in JSON.
+func (s DateSource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// String names the source: "date", "received" or "archived".
+func (s DateSource) String() string {
+	switch s {
+	case DateHeader:
+		return "date"
+	case DateReceived:
+		return "received"
+	}
+	return "archived"
+}
+
+// doc is what the catalog keeps of one message.
+type doc struct {
+	cn          string
+	list        string
+	date        time.Time
+	dateSource  DateSource
+	fromName    string
+	fromAddr    string
+	subject     string
+	base        string
+	reply       bool
+	msgid       string
+	refs        []string // the IDs it names, parent last (see references)
+	size        int
+	attachments int
+	added       time.Time
+	// body and quoted are the text the search index keeps (indexText).
+	body, quoted string
+}
+
+// extract reads what the catalog keeps from a stored message. It never
+// fails: mail that does not parse still gets a row, with what could be
+// read.
+func extract(m store.Stored, opts mailview.Options) doc {
+	v := mailview.Parse(m.Raw, opts)
+	d := doc{
+		cn:          m.Number.String(),
+		subject:     v.Subject,
+		msgid:       v.MessageID,
+		size:        len(m.Raw),
+		attachments: len(v.Attachments),
+		added:       m.Added.UTC(),
+	}
+	d.body, d.quoted = indexText(v)
+	if d.msgid == "" {
+		d.msgid = m.MessageID
+	}
+	d.base, d.reply = BaseSubject(d.subject)
+	d.refs = references(v.References, v.InReplyTo, d.msgid)
+	var from, date, listID string
+	for _, f := range v.Fields {
+		switch f.Name {
+		case "From":
+			from = f.Value
+		case "Date":
+			date = f.Value
+		case "List-Id":
+			listID = f.Value
+		}
+	}
+	d.fromName, d.fromAddr = sender(from)
+	d.list = ListName(m.List)
+	if d.list == "" {
+		d.list = listFromID(listID)
+	}
+	if d.list == "" {
+		d.list = Unlisted
+	}
+	d.date, d.dateSource = d.added, DateArchived
+	if t, ok := plausible(date, d.added); ok {
+		d.date, d.dateSource = t, DateHeader
+	} else if t, ok := plausible(received(v.Header), d.added); ok {
+		d.date, d.dateSource = t, DateReceived
+	}
+	return d
+}
+
+// references returns the IDs a message names, parent last, without the
+// message's own ID and without repeats. As JWZ advises, References wins
+// (RFC 5322 section 3.6.4: its last ID is the parent); In-Reply-To is
+// used only without it, and only its first ID: old mailers wrote
+// "In-Reply-To: <user@host>'s message of ..." with an address in the
+// brackets.
+func references(refs, inReplyTo []string, own string) []string {
+	if len(refs) == 0 && len(inReplyTo) > 0 {
+		refs = inReplyTo[:1]
+	}
+	seen := map[string]bool{own: true, "": true}
+	var out []string
+	for _, id := range refs {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// received returns the date of the topmost Received header (RFC 5321
+// section 4.4: the text after its last semicolon), or "".
+func received(h []mailview.Field) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, "Received") {
+			if i := strings.LastIndexByte(f.Value, ';'); i >= 0 {
+				return strings.TrimSpace(f.Value[i+1:])
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// plausible parses an RFC 5322 date and accepts it if it lies between 1970
+// and two days after the message was archived: real archives hold dates of
+// 1900, 2038 and clocks set to the epoch.
+func plausible(s string, added time.Time) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := mail.ParseDate(s)
+	if err != nil {
+		// Trailing comments like "(PDT)" or "(MET DST)" trip the parser.
+		if i := strings.IndexByte(s, '('); i > 0 {
+			t, err = mail.ParseDate(strings.TrimSpace(s[:i]))
+		}
+		if err != nil {
+			return time.Time{}, false
+		}
+	}
+	t = t.UTC()
+	if t.Before(time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC)) || t.After(added.Add(48*time.Hour)) {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// sender splits a decoded From field into a display name and an address.
+func sender(from string) (name, addr string) {
+	if from == "" {
+		return "", ""
+	}
+	if a, err := mail.ParseAddress(from); err == nil {
+		return strings.TrimSpace(a.Name), a.Address
+	}
+	if as, err := mail.ParseAddressList(from); err == nil && len(as) > 0 {
+		return strings.TrimSpace(as[0].Name), as[0].Address
+	}
+	// Unparseable: "Name <addr>" loosely, or an address in old "addr (Name)" form.
+	if i := strings.LastIndexByte(from, '<'); i >= 0 {
+		if j := strings.IndexByte(from[i:], '>'); j > 0 {
+			return strings.Trim(strings.TrimSpace(from[:i]), `"`), strings.TrimSpace(from[i+1 : i+j])
+		}
+	}
+	if i := strings.IndexByte(from, '('); i > 0 && strings.HasSuffix(from, ")") {
+		return strings.TrimSpace(from[i+1 : len(from)-1]), strings.TrimSpace(from[:i])
+	}
+	if strings.Contains(from, "@") && !strings.ContainsAny(from, " \t") {
+		return "", from
+	}
+	return from, ""
+}
+
+// ListName returns the form a list name takes in the catalog and in URLs:
+// lower-case, every character outside [a-z0-9._-] replaced by '-', without
+// leading or trailing punctuation, at most 64 bytes; "" if nothing is
+// left.
+func ListName(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-._")
+	if len(out) > maxListName {
+		out = strings.Trim(out[:maxListName], "-._")
+	}
+	return out
+}
+
+// ValidListName reports whether s is a list name as ListName writes it.
+func ValidListName(s string) bool { return s != "" && ListName(s) == s }
+
+// listFromID returns the list named by a List-Id header value (RFC 2919
+// section 3: the list-id between angle brackets, after an optional
+// phrase).
+func listFromID(v string) string {
+	if i := strings.LastIndexByte(v, '<'); i >= 0 {
+		if j := strings.IndexByte(v[i:], '>'); j > 0 {
+			return ListName(v[i+1 : i+j])
+		}
+	}
+	return ListName(v)
+}
+
+// replyPrefixes mark a reply in a subject: English and the usual
+// translations (German, Scandinavian, Dutch, Polish, Italian, Finnish).
+var replyPrefixes = []string{"re", "aw", "sv", "antw", "odp", "rif", "vs"}
+
+// BaseSubject returns a subject as threads are grouped by: without reply
+// ("Re:", "Re[2]:", "AW:") and forward prefixes and without leading
+// [tags] ("[linux-mips]", "[PATCH]"), white space collapsed, lower-case;
+// and whether a reply prefix was there.
+func BaseSubject(s string) (base string, reply bool) {
+	s = strings.TrimSpace(s)
+	for {
+		if strings.HasPrefix(s, "[") {
+			if j := strings.IndexByte(s, ']'); j > 0 && j < 60 {
+				s = strings.TrimSpace(s[j+1:])
+				continue
+			}
+		}
+		word, rest, ok := prefix(s)
+		if !ok {
+			break
+		}
+		switch {
+		case word == "fwd" || word == "fw":
+		case isReply(word):
+			reply = true
+		default:
+			ok = false
+		}
+		if !ok {
+			break
+		}
+		s = strings.TrimSpace(rest)
+	}
+	return strings.ToLower(strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ")), reply
+}
+
+func isReply(w string) bool {
+	for _, p := range replyPrefixes {
+		if w == p {
+			return true
+		}
+	}
+	return false
+}
+
+// prefix splits "Re: x", "RE[2]: x", "Re^3: x" and "Re(2): x" into the
+// lower-case word and the rest.
+func prefix(s string) (word, rest string, ok bool) {
+	i := 0
+	for i < len(s) && i < 5 && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
+		i++
+	}
+	if i == 0 {
+		return "", "", false
+	}
+	word = strings.ToLower(s[:i])
+	j := i
+	if j < len(s) && (s[j] == '[' || s[j] == '(' || s[j] == '^') {
+		k := j + 1
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k < len(s) && (s[j] == '^' || s[k] == ']' || s[k] == ')') {
+			if s[j] != '^' {
+				k++
+			}
+			j = k
+		}
+	}
+	if j < len(s) && s[j] == ':' {
+		return word, s[j+1:], true
+	}
+	return "", "", false
+}

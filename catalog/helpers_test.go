@@ -1,0 +1,184 @@
+package catalog
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mbox"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+// archive is a real bolt store with an authority, as the importer fills
+// it.
+type archive struct {
+	t    testing.TB
+	st   store.Store
+	auth *storetest.Authority
+	run  uint32
+	seq  int
+	// byID maps a Message-ID's local part (the fixtures' labels) to the
+	// call numbers stored with it.
+	byID map[string][]string
+}
+
+func newArchive(t testing.TB) *archive {
+	t.Helper()
+	a := newArchiveIn(t, filepath.Join(t.TempDir(), "messages.db"))
+	t.Cleanup(func() { a.st.Close() })
+	return a
+}
+
+// newArchiveIn opens a new archive at path; the caller closes a.st.
+func newArchiveIn(t testing.TB, path string) *archive {
+	t.Helper()
+	st, err := boltstore.Open(t.Context(), path, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &archive{t: t, st: st, auth: storetest.NewAuthority(t, shuffle.Mix), byID: map[string][]string{}}
+	a.newRun()
+	return a
+}
+
+func (a *archive) newRun() {
+	a.run++
+	a.seq = 0
+	if err := a.st.RecordLease(a.t.Context(), a.auth.Lease(a.run)); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// put stores one raw message under the next number, with list, and
+// returns its call number (or the one already stored).
+func (a *archive) put(raw []byte, list string) string {
+	a.t.Helper()
+	if a.seq > callnumber.MaxSequence {
+		a.newRun()
+	}
+	meta, _ := mailmsg.Parse(raw)
+	m := storetest.Message(a.auth.Number(a.t, a.run, a.seq), raw, meta.MessageID, list)
+	a.seq++
+	res, err := a.st.Put(a.t.Context(), []store.Message{m})
+	if err != nil {
+		a.t.Fatalf("Put = %v", err)
+	}
+	cn := res[0].Number.String()
+	label, _, _ := strings.Cut(meta.MessageID, "@")
+	a.byID[label] = append(a.byID[label], cn)
+	return cn
+}
+
+// load stores every message of an mbox fixture, one Put each, in file
+// order, and returns their call numbers.
+func (a *archive) load(path, list string) []string {
+	a.t.Helper()
+	var out []string
+	for _, raw := range readMbox(a.t, path) {
+		out = append(out, a.put(raw, list))
+	}
+	return out
+}
+
+func readMbox(t testing.TB, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := mbox.NewReader(f, mbox.Options{Name: path})
+	var out [][]byte
+	for {
+		m, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, m.Raw)
+	}
+}
+
+// cn returns the one call number stored with the Message-ID label.
+func (a *archive) cn(label string) string {
+	a.t.Helper()
+	cns := a.byID[label]
+	if len(cns) != 1 {
+		a.t.Fatalf("%d messages with Message-ID %s@..., want 1", len(cns), label)
+	}
+	return cns[0]
+}
+
+func fixture(name string) string { return filepath.Join("..", "fixtures", "threads", name) }
+
+func openCatalog(t testing.TB) *Catalog {
+	t.Helper()
+	c, err := Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func mustSync(t testing.TB, c *Catalog, st store.Store) int {
+	t.Helper()
+	n, err := c.Sync(t.Context(), st, SyncOptions{})
+	if err != nil {
+		t.Fatalf("Sync = %v", err)
+	}
+	return n
+}
+
+// shape draws a thread's tree, one node a line: its depth as indentation,
+// then the local part of the message's Message-ID, "[id]" for a
+// placeholder, and "(missing X)" for a message whose parent X was never
+// archived.
+func shape(t testing.TB, th *Thread) string {
+	t.Helper()
+	var b bytes.Buffer
+	for i, n := range th.Nodes {
+		if n.Parent >= i {
+			t.Errorf("node %d has parent %d, not before it", i, n.Parent)
+		}
+		if n.Parent >= 0 && th.Nodes[n.Parent].Depth != n.Depth-1 {
+			t.Errorf("node %d at depth %d has a parent at depth %d", i, n.Depth, th.Nodes[n.Parent].Depth)
+		}
+		b.WriteString(strings.Repeat("  ", n.Depth))
+		if n.Message == nil {
+			label, _, _ := strings.Cut(n.MessageID, "@")
+			fmt.Fprintf(&b, "[%s]", label)
+		} else {
+			label, _, _ := strings.Cut(n.Message.MessageID, "@")
+			b.WriteString(label)
+		}
+		if n.MissingParent != "" {
+			label, _, _ := strings.Cut(n.MissingParent, "@")
+			fmt.Fprintf(&b, " (missing %s)", label)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func threadOf(t testing.TB, c *Catalog, cn string) *Thread {
+	t.Helper()
+	th, err := c.Thread(t.Context(), cn)
+	if err != nil {
+		t.Fatalf("Thread(%s) = %v", cn, err)
+	}
+	return th
+}
+
+func lines(s ...string) string { return strings.Join(s, "\n") + "\n" }

@@ -1,0 +1,284 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/store"
+)
+
+// subjectWindow is how far apart in time a message without threading
+// headers and a thread of the same subject may be for it to join.
+const subjectWindow = 30 * 24 * time.Hour
+
+// writeState is what the writer remembers between pages.
+type writeState struct {
+	authority string // of the store the catalog was built from, once known
+	cursor    store.Cursor
+}
+
+// state reads the writer's state once. Called with wmu held.
+func (c *Catalog) state(ctx context.Context) (*writeState, error) {
+	if c.w == nil {
+		return nil, ErrReadOnly
+	}
+	if c.st != nil {
+		return c.st, nil
+	}
+	a, err := meta(ctx, c.w, "authority")
+	if err != nil {
+		return nil, err
+	}
+	cur, err := meta(ctx, c.w, "cursor")
+	if err != nil {
+		return nil, err
+	}
+	c.st = &writeState{authority: a, cursor: store.Cursor(cur)}
+	return c.st, nil
+}
+
+// indexer holds the statements of one page's transaction.
+type indexer struct {
+	ctx context.Context
+	tx  *sql.Tx
+
+	exists, insertMsg, insertRef                *sql.Stmt
+	threadByMsgID, threadByRef, threadBySubject *sql.Stmt
+	newThread, addToThread                      *sql.Stmt
+	moveMessages, dropThread, recount           *sql.Stmt
+	list, month, fts                            *sql.Stmt
+}
+
+func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
+	ix := &indexer{ctx: ctx, tx: tx}
+	stmts := []struct {
+		s   **sql.Stmt
+		sql string
+	}{
+		{&ix.exists, `SELECT 1 FROM messages WHERE cn=?`},
+		{&ix.insertMsg, `INSERT INTO messages (cn, list, date, date_source, from_name, from_addr, subject, base, reply, msgid, thread, size, attachments, added)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&ix.insertRef, `INSERT INTO refs (msg, pos, msgid) VALUES (?, ?, ?)`},
+		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid=? AND list=? LIMIT 1`},
+		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.msgid=? AND m.list=? LIMIT 1`},
+		{&ix.threadBySubject, `SELECT id FROM threads WHERE list=? AND base=? AND last>=? AND first<=? AND (? OR root_reply) ORDER BY last DESC, id DESC LIMIT 1`},
+		{&ix.newThread, `INSERT INTO threads (list, root, base, root_reply, messages, first, last) VALUES (?, 0, '', 0, 0, ?, ?)`},
+		// SQLite evaluates every SET expression on the row as it was, so
+		// first and messages here are the old values.
+		{&ix.addToThread, `UPDATE threads SET
+			messages = messages + 1,
+			root = CASE WHEN messages = 0 OR ?1 < first THEN ?2 ELSE root END,
+			base = CASE WHEN messages = 0 OR ?1 < first THEN ?3 ELSE base END,
+			root_reply = CASE WHEN messages = 0 OR ?1 < first THEN ?4 ELSE root_reply END,
+			first = min(first, ?1),
+			last = max(last, ?1)
+			WHERE id = ?5`},
+		{&ix.moveMessages, `UPDATE messages SET thread=? WHERE thread=?`},
+		{&ix.dropThread, `DELETE FROM threads WHERE id=?`},
+		{&ix.recount, `UPDATE threads SET
+			messages = (SELECT count(*) FROM messages WHERE thread=?1),
+			first = (SELECT min(date) FROM messages WHERE thread=?1),
+			last = (SELECT max(date) FROM messages WHERE thread=?1),
+			root = (SELECT id FROM messages WHERE thread=?1 ORDER BY date, id LIMIT 1)
+			WHERE id=?1`},
+		{&ix.list, `INSERT INTO lists (name, messages, first, last) VALUES (?1, 1, ?2, ?2)
+			ON CONFLICT (name) DO UPDATE SET messages=messages+1, first=min(first, ?2), last=max(last, ?2)`},
+		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
+			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
+		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted) VALUES (?, ?, ?, ?, ?)`},
+	}
+	for _, s := range stmts {
+		st, err := tx.PrepareContext(ctx, s.sql)
+		if err != nil {
+			return nil, fmt.Errorf("cannot prepare %q: %w", s.sql, err)
+		}
+		*s.s = st
+	}
+	return ix, nil
+}
+
+// add indexes one message; it reports false for one already indexed.
+func (ix *indexer) add(d *doc) (bool, error) {
+	var one int
+	switch err := ix.exists.QueryRowContext(ix.ctx, d.cn).Scan(&one); {
+	case err == nil:
+		return false, nil // seen twice: the feed allows it
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, err
+	}
+	threads, err := ix.connected(d)
+	if err != nil {
+		return false, err
+	}
+	date := d.date.Unix()
+	var thread int64
+	if len(threads) == 0 {
+		res, err := ix.newThread.ExecContext(ix.ctx, d.list, date, date)
+		if err != nil {
+			return false, err
+		}
+		if thread, err = res.LastInsertId(); err != nil {
+			return false, err
+		}
+	} else {
+		if thread, err = ix.merge(threads); err != nil {
+			return false, err
+		}
+	}
+	res, err := ix.insertMsg.ExecContext(ix.ctx, d.cn, d.list, date, int(d.dateSource), d.fromName, d.fromAddr,
+		d.subject, d.base, d.reply, d.msgid, thread, d.size, d.attachments, d.added.Unix())
+	if err != nil {
+		return false, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return false, err
+	}
+	for i, r := range d.refs {
+		if _, err := ix.insertRef.ExecContext(ix.ctx, id, i, r); err != nil {
+			return false, err
+		}
+	}
+	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, d.base, d.reply, thread); err != nil {
+		return false, err
+	}
+	if _, err := ix.list.ExecContext(ix.ctx, d.list, date); err != nil {
+		return false, err
+	}
+	y, m, _ := d.date.Date()
+	if _, err := ix.month.ExecContext(ix.ctx, d.list, y*100+int(m)); err != nil {
+		return false, err
+	}
+	if _, err := ix.fts.ExecContext(ix.ctx, ftsRowid(date, id), d.subject, strings.TrimSpace(d.fromName+" "+d.fromAddr), d.body, d.quoted); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// connected returns the threads of d's list that d belongs to (see the
+// package doc), without repeats.
+func (ix *indexer) connected(d *doc) ([]int64, error) {
+	var threads []int64
+	add := func(t int64) {
+		if !slices.Contains(threads, t) {
+			threads = append(threads, t)
+		}
+	}
+	ids := d.refs
+	if d.msgid != "" {
+		ids = append(slices.Clip(ids), d.msgid)
+	}
+	for _, id := range ids {
+		// Every message naming id is in one thread already, so one row
+		// answers for all: an archived message with that ID, or else one
+		// that names it.
+		t, ok, err := ix.one(ix.threadByMsgID, id, d.list)
+		if err == nil && !ok {
+			t, ok, err = ix.one(ix.threadByRef, id, d.list)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			add(t)
+		}
+	}
+	if len(threads) == 0 && len(d.refs) == 0 && d.base != "" {
+		date := d.date.Unix()
+		window := int64(subjectWindow / time.Second)
+		t, ok, err := ix.one(ix.threadBySubject, d.list, d.base, date-window, date+window, d.reply)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			add(t)
+		}
+	}
+	return threads, nil
+}
+
+func (ix *indexer) one(st *sql.Stmt, args ...any) (int64, bool, error) {
+	var v int64
+	err := st.QueryRowContext(ix.ctx, args...).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return v, err == nil, err
+}
+
+// merge folds the given threads into the oldest (lowest ID) and returns
+// it.
+func (ix *indexer) merge(threads []int64) (int64, error) {
+	into := slices.Min(threads)
+	if len(threads) == 1 {
+		return into, nil
+	}
+	for _, t := range threads {
+		if t == into {
+			continue
+		}
+		if _, err := ix.moveMessages.ExecContext(ix.ctx, into, t); err != nil {
+			return 0, err
+		}
+		if _, err := ix.dropThread.ExecContext(ix.ctx, t); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := ix.recount.ExecContext(ix.ctx, into); err != nil {
+		return 0, err
+	}
+	// The root may have changed: take its subject.
+	_, err := ix.tx.ExecContext(ix.ctx, `UPDATE threads SET
+		base = (SELECT base FROM messages WHERE id=threads.root),
+		root_reply = (SELECT reply FROM messages WHERE id=threads.root)
+		WHERE id=?`, into)
+	return into, err
+}
+
+// apply indexes a page of documents and saves the cursor after them, in
+// one transaction. Called with wmu held.
+func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, authority string) (int, error) {
+	st, err := c.state(ctx)
+	if err != nil {
+		return 0, err
+	}
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("cannot index messages: %w", err)
+	}
+	defer tx.Rollback()
+	ix, err := c.newIndexer(ctx, tx)
+	if err != nil {
+		return 0, fmt.Errorf("cannot index messages: %w", err)
+	}
+	added := 0
+	for i := range docs {
+		ok, err := ix.add(&docs[i])
+		if err != nil {
+			return 0, fmt.Errorf("cannot index message %s: %w", docs[i].cn, err)
+		}
+		if ok {
+			added++
+		}
+	}
+	if authority != st.authority {
+		if err := setMeta(ctx, tx, "authority", authority); err != nil {
+			return 0, err
+		}
+	}
+	if next != st.cursor {
+		if err := setMeta(ctx, tx, "cursor", string(next)); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("cannot index messages: %w", err)
+	}
+	st.authority, st.cursor = authority, next
+	return added, nil
+}

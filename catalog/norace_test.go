@@ -1,0 +1,9 @@
+//go:build !race
+
+package catalog
+
+import "github.com/chibrary/chibrary/internal/testcorpus"
+
+// corpusLimit is how many corpus messages the corpus tests index: all of
+// them (see race_test.go).
+const corpusLimit = testcorpus.Messages

@@ -1,0 +1,439 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxThreadMessages bounds the messages of one thread that Thread loads:
+// the oldest are kept, and Thread.Truncated says so.
+const MaxThreadMessages = 5000
+
+// List is a mailing list of the archive.
+type List struct {
+	Name     string    `json:"name"`
+	Messages int       `json:"messages"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+}
+
+// Message is what the catalog knows of a message.
+type Message struct {
+	CallNumber  string     `json:"callnumber"`
+	List        string     `json:"list"`
+	Date        time.Time  `json:"date"`
+	DateSource  DateSource `json:"date_source"`
+	FromName    string     `json:"from_name"`
+	FromAddr    string     `json:"from_addr"`
+	Subject     string     `json:"subject"`
+	MessageID   string     `json:"message_id,omitempty"`
+	Size        int64      `json:"size"`
+	Attachments int        `json:"attachments"`
+	Archived    time.Time  `json:"archived"`
+
+	id     int64
+	thread int64
+}
+
+// From returns the sender as a reader knows them: the name, else the
+// address.
+func (m *Message) From() string {
+	if m.FromName != "" {
+		return m.FromName
+	}
+	return m.FromAddr
+}
+
+// ThreadSummary is a thread as a list or month page shows it.
+type ThreadSummary struct {
+	// Root is the thread's first message: its subject and who started it.
+	Root Message `json:"root"`
+	// Messages is the number of messages of the thread (Replies is one
+	// less).
+	Messages int       `json:"messages"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	// InMonth is, on a month page, how many of them are of that month.
+	InMonth int `json:"in_month,omitempty"`
+}
+
+// Month is a month of a list that has messages.
+type Month struct {
+	Year     int        `json:"year"`
+	Month    time.Month `json:"month"`
+	Messages int        `json:"messages"`
+}
+
+// Thread is a whole thread, as a tree.
+type Thread struct {
+	List     string    `json:"list"`
+	Subject  string    `json:"subject"`
+	Messages int       `json:"messages"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	// Nodes are in reading order: depth first, replies oldest first.
+	Nodes []Node `json:"nodes"`
+	// Truncated is set when the thread has more than MaxThreadMessages
+	// messages and only the oldest are in Nodes.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Index returns the node index of the message with call number cn, or -1.
+func (t *Thread) Index(cn string) int {
+	for i, n := range t.Nodes {
+		if n.Message != nil && n.Message.CallNumber == cn {
+			return i
+		}
+	}
+	return -1
+}
+
+// Prev and Next return the message before and after node i in reading
+// order, or nil.
+func (t *Thread) Prev(i int) *Message {
+	for j := i - 1; j >= 0; j-- {
+		if t.Nodes[j].Message != nil {
+			return t.Nodes[j].Message
+		}
+	}
+	return nil
+}
+
+func (t *Thread) Next(i int) *Message {
+	for j := i + 1; j < len(t.Nodes); j++ {
+		if t.Nodes[j].Message != nil {
+			return t.Nodes[j].Message
+		}
+	}
+	return nil
+}
+
+const messageColumns = `m.id, m.thread, m.cn, m.list, m.date, m.date_source, m.from_name, m.from_addr, m.subject, m.msgid, m.size, m.attachments, m.added`
+
+type scanner interface{ Scan(...any) error }
+
+func scanMessage(s scanner, extra ...any) (Message, error) {
+	var m Message
+	var date, added int64
+	dest := append([]any{&m.id, &m.thread, &m.CallNumber, &m.List, &date, &m.DateSource, &m.FromName, &m.FromAddr, &m.Subject, &m.MessageID, &m.Size, &m.Attachments, &added}, extra...)
+	if err := s.Scan(dest...); err != nil {
+		return Message{}, err
+	}
+	m.Date, m.Archived = unix(date), unix(added)
+	return m, nil
+}
+
+func unix(s int64) time.Time { return time.Unix(s, 0).UTC() }
+
+func (c *Catalog) readErr(what string, err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %s", ErrNotFound, what)
+	}
+	return fmt.Errorf("cannot read %s from the catalog: %w", what, err)
+}
+
+// Lists returns the archive's lists, by name.
+func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT name, messages, first, last FROM lists ORDER BY name`)
+	if err != nil {
+		return nil, c.readErr("the lists", err)
+	}
+	defer rows.Close()
+	out := []List{}
+	for rows.Next() {
+		var l List
+		var first, last int64
+		if err := rows.Scan(&l.Name, &l.Messages, &first, &last); err != nil {
+			return nil, c.readErr("the lists", err)
+		}
+		l.First, l.Last = unix(first), unix(last)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr("the lists", err)
+	}
+	return out, nil
+}
+
+// List returns one list, or ErrNotFound.
+func (c *Catalog) List(ctx context.Context, name string) (List, error) {
+	var l List
+	var first, last int64
+	err := c.r.QueryRowContext(ctx, `SELECT name, messages, first, last FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last)
+	if err != nil {
+		return List{}, c.readErr("list "+name, err)
+	}
+	l.First, l.Last = unix(first), unix(last)
+	return l, nil
+}
+
+// Threads returns a page of a list's threads, the most recently active
+// first, and how many threads the list has.
+func (c *Catalog) Threads(ctx context.Context, list string, offset, limit int) ([]ThreadSummary, int, error) {
+	var total int
+	if err := c.r.QueryRowContext(ctx, `SELECT count(*) FROM threads WHERE list=?`, list).Scan(&total); err != nil {
+		return nil, 0, c.readErr("the threads of "+list, err)
+	}
+	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+`, t.messages, t.first, t.last
+		FROM threads t JOIN messages m ON m.id=t.root
+		WHERE t.list=? ORDER BY t.last DESC, t.id DESC LIMIT ? OFFSET ?`, list, limit, offset)
+	if err != nil {
+		return nil, 0, c.readErr("the threads of "+list, err)
+	}
+	out, err := scanSummaries(rows, false)
+	if err != nil {
+		return nil, 0, c.readErr("the threads of "+list, err)
+	}
+	return out, total, nil
+}
+
+func scanSummaries(rows *sql.Rows, inMonth bool) ([]ThreadSummary, error) {
+	defer rows.Close()
+	out := []ThreadSummary{}
+	for rows.Next() {
+		var t ThreadSummary
+		var first, last int64
+		extra := []any{&t.Messages, &first, &last}
+		if inMonth {
+			extra = append(extra, &t.InMonth)
+		}
+		m, err := scanMessage(rows, extra...)
+		if err != nil {
+			return nil, err
+		}
+		t.Root, t.First, t.Last = m, unix(first), unix(last)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Months returns the months of a list that have messages, newest first.
+func (c *Catalog) Months(ctx context.Context, list string) ([]Month, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT month, messages FROM months WHERE list=? ORDER BY month DESC`, list)
+	if err != nil {
+		return nil, c.readErr("the months of "+list, err)
+	}
+	defer rows.Close()
+	out := []Month{}
+	for rows.Next() {
+		var ym, n int
+		if err := rows.Scan(&ym, &n); err != nil {
+			return nil, c.readErr("the months of "+list, err)
+		}
+		out = append(out, Month{Year: ym / 100, Month: time.Month(ym % 100), Messages: n})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr("the months of "+list, err)
+	}
+	return out, nil
+}
+
+// monthRange returns the Unix seconds of a month's first instant and of
+// the next month's.
+func monthRange(year int, month time.Month) (int64, int64) {
+	start := time.Date(year, month, 1, 0, 0, 0, 0, time.UTC)
+	return start.Unix(), start.AddDate(0, 1, 0).Unix()
+}
+
+// MonthThreads returns the threads with messages in a month of a list, in
+// the order their first message of that month came.
+func (c *Catalog) MonthThreads(ctx context.Context, list string, year int, month time.Month) ([]ThreadSummary, error) {
+	from, to := monthRange(year, month)
+	rows, err := c.r.QueryContext(ctx, `WITH mt AS (
+			SELECT thread, count(*) AS n, min(date) AS start FROM messages
+			WHERE list=? AND date>=? AND date<? GROUP BY thread)
+		SELECT `+messageColumns+`, t.messages, t.first, t.last, mt.n
+		FROM mt JOIN threads t ON t.id=mt.thread JOIN messages m ON m.id=t.root
+		ORDER BY mt.start, t.id`, list, from, to)
+	if err != nil {
+		return nil, c.readErr(fmt.Sprintf("the threads of %s in %d-%02d", list, year, month), err)
+	}
+	out, err := scanSummaries(rows, true)
+	if err != nil {
+		return nil, c.readErr(fmt.Sprintf("the threads of %s in %d-%02d", list, year, month), err)
+	}
+	return out, nil
+}
+
+// MonthMessages returns the call numbers of a month's messages of a list,
+// oldest first.
+func (c *Catalog) MonthMessages(ctx context.Context, list string, year int, month time.Month) ([]string, error) {
+	from, to := monthRange(year, month)
+	return c.callNumbers(ctx, fmt.Sprintf("the messages of %s in %d-%02d", list, year, month),
+		`SELECT cn FROM messages WHERE list=? AND date>=? AND date<? ORDER BY date, id`, list, from, to)
+}
+
+func (c *Catalog) callNumbers(ctx context.Context, what, query string, args ...any) ([]string, error) {
+	rows, err := c.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var cn string
+		if err := rows.Scan(&cn); err != nil {
+			return nil, c.readErr(what, err)
+		}
+		out = append(out, cn)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr(what, err)
+	}
+	return out, nil
+}
+
+// Recent returns a list's newest messages by date, newest first.
+func (c *Catalog) Recent(ctx context.Context, list string, limit int) ([]Message, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE list=? ORDER BY date DESC, id DESC LIMIT ?`, list, limit)
+	if err != nil {
+		return nil, c.readErr("the recent messages of "+list, err)
+	}
+	defer rows.Close()
+	out := []Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, c.readErr("the recent messages of "+list, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr("the recent messages of "+list, err)
+	}
+	return out, nil
+}
+
+// Message returns what the catalog knows of the message with call number
+// cn, or ErrNotFound.
+func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
+	m, err := scanMessage(c.r.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE cn=?`, cn))
+	if err != nil {
+		return Message{}, c.readErr("message "+cn, err)
+	}
+	return m, nil
+}
+
+// Thread returns the whole thread of the message with call number cn, or
+// ErrNotFound.
+func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
+	what := "the thread of " + cn
+	// One read transaction, so that the thread, its messages and their
+	// references agree while the follower writes.
+	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	defer tx.Rollback()
+	var id int64
+	t := &Thread{}
+	var first, last int64
+	err = tx.QueryRowContext(ctx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject
+		FROM messages m JOIN threads t ON t.id=m.thread JOIN messages r ON r.id=t.root WHERE m.cn=?`, cn).
+		Scan(&id, &t.List, &t.Messages, &first, &last, &t.Subject)
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	t.First, t.Last = unix(first), unix(last)
+	t.Truncated = t.Messages > MaxThreadMessages
+	rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE thread=? ORDER BY date, id LIMIT ?`, id, MaxThreadMessages)
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	var msgs []*Message
+	index := map[int64]int{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			rows.Close()
+			return nil, c.readErr(what, err)
+		}
+		index[m.id] = len(msgs)
+		msgs = append(msgs, &m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr(what, err)
+	}
+	refs := make([][]string, len(msgs))
+	rows, err = tx.QueryContext(ctx, `SELECT r.msg, r.msgid FROM refs r JOIN messages m ON m.id=r.msg WHERE m.thread=? ORDER BY r.msg, r.pos`, id)
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var msg int64
+		var ref string
+		if err := rows.Scan(&msg, &ref); err != nil {
+			return nil, c.readErr(what, err)
+		}
+		if i, ok := index[msg]; ok {
+			refs[i] = append(refs[i], ref)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr(what, err)
+	}
+	t.Nodes = buildTree(msgs, refs)
+	return t, nil
+}
+
+// Neighbours returns the messages of m's list just before and after it by
+// date, or nil.
+func (c *Catalog) Neighbours(ctx context.Context, m Message) (prev, next *Message, err error) {
+	date := m.Date.Unix()
+	one := func(q string) (*Message, error) {
+		x, err := scanMessage(c.r.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE `+q, m.List, date, date, m.id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, c.readErr("the neighbours of "+m.CallNumber, err)
+		}
+		return &x, nil
+	}
+	if prev, err = one(`list=? AND (date<? OR date=? AND id<?) ORDER BY date DESC, id DESC LIMIT 1`); err != nil {
+		return nil, nil, err
+	}
+	if next, err = one(`list=? AND (date>? OR date=? AND id>?) ORDER BY date, id LIMIT 1`); err != nil {
+		return nil, nil, err
+	}
+	return prev, next, nil
+}
+
+// Stats are the catalog's totals.
+type Stats struct {
+	Messages int    `json:"messages"`
+	Threads  int    `json:"threads"`
+	Lists    int    `json:"lists"`
+	Status   Status `json:"follower"`
+}
+
+// Stats returns the catalog's totals.
+func (c *Catalog) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := c.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM threads), (SELECT count(*) FROM lists)`).
+		Scan(&s.Messages, &s.Threads, &s.Lists)
+	if err != nil {
+		return Stats{}, c.readErr("the totals", err)
+	}
+	s.Status = c.Status()
+	return s, nil
+}
+
+// ParseMonth reads "yyyy-mm" as in month URLs.
+func ParseMonth(s string) (int, time.Month, bool) {
+	y, m, ok := strings.Cut(s, "-")
+	if !ok || len(y) != 4 || len(m) != 2 {
+		return 0, 0, false
+	}
+	t, err := time.Parse("2006-01", s)
+	if err != nil {
+		return 0, 0, false
+	}
+	return t.Year(), t.Month(), true
+}

@@ -1,0 +1,327 @@
+package catalog
+
+// Search, in SQLite FTS5 (https://sqlite.org/fts5.html).
+//
+// The fts table is contentless (content=''): it keeps the index, not the
+// text, which the store has; excerpts are cut from the message itself
+// (Excerpt). Its columns are the decoded subject, the sender's name and
+// address, the message's own text, and its quoted lines (those starting
+// with '>'), kept apart so that relevance ranks a message that says a word
+// above one that quotes it. A word matches in any of them.
+//
+// The rowid of a message's row is its date in Unix seconds shifted left 30
+// bits, or'ed with its messages.id: FTS5 walks matches in rowid order, so
+// "newest first" is the index's own order and a page of results costs the
+// same however many messages match; and a date range is a rowid range.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"html"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/runes"
+	"golang.org/x/text/transform"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/chibrary/chibrary/mailview"
+)
+
+const (
+	// idBits of an fts rowid hold the messages.id.
+	idBits = 30
+	idMask = 1<<idBits - 1
+	// maxIndexedText bounds the text of one message that is indexed.
+	maxIndexedText = 1 << 20
+)
+
+// Weights of the fts columns for sort=relevance (bm25).
+const bm25Weights = "10.0, 5.0, 1.0, 0.2"
+
+const searchSchema = `
+CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted,
+	content='', tokenize='unicode61 remove_diacritics 2');
+`
+
+func ftsRowid(date, id int64) int64 { return date<<idBits | id }
+
+// indexText splits a message's text into its own lines and its quoted
+// lines, HTML bodies read as text, within maxIndexedText.
+func indexText(v *mailview.Message) (body, quoted string) {
+	var b, q strings.Builder
+	left := maxIndexedText
+	add := func(text string) {
+		for line := range strings.Lines(text) {
+			if left <= 0 {
+				return
+			}
+			left -= len(line)
+			if strings.HasPrefix(strings.TrimLeft(line, " \t"), ">") {
+				q.WriteString(line)
+			} else {
+				b.WriteString(line)
+			}
+			if !strings.HasSuffix(line, "\n") {
+				b.WriteByte('\n')
+			}
+		}
+	}
+	for _, p := range v.Parts {
+		if p.HTML != "" {
+			add(htmlText(string(p.HTML)))
+		} else {
+			add(p.Text)
+		}
+	}
+	return b.String(), q.String()
+}
+
+// htmlText returns the text of sanitized HTML: tags dropped, entities
+// decoded, block ends as line ends.
+func htmlText(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			b.WriteString(html.UnescapeString(s))
+			break
+		}
+		b.WriteString(html.UnescapeString(s[:i]))
+		j := strings.IndexByte(s[i:], '>')
+		if j < 0 {
+			break
+		}
+		tag := strings.ToLower(strings.TrimLeft(s[i+1:i+j], "/"))
+		if strings.HasPrefix(tag, "br") || strings.HasPrefix(tag, "p") || strings.HasPrefix(tag, "div") || strings.HasPrefix(tag, "li") || strings.HasPrefix(tag, "tr") {
+			b.WriteByte('\n')
+		} else {
+			b.WriteByte(' ')
+		}
+		s = s[i+j+1:]
+	}
+	return b.String()
+}
+
+// SortOrder orders search results.
+type SortOrder int
+
+const (
+	// Newest: the newest messages first (the default).
+	Newest SortOrder = iota
+	// Relevance: bm25 rank, subject and sender matches first.
+	Relevance
+)
+
+// SearchResult is a page of search results.
+type SearchResult struct {
+	Messages []Message `json:"messages"`
+	// Total is the number of messages that match.
+	Total int `json:"total"`
+}
+
+// Search returns a page of the messages matching q.
+func (c *Catalog) Search(ctx context.Context, q *Query, sort SortOrder, offset, limit int) (SearchResult, error) {
+	what := "search results"
+	var where []string
+	var args []any
+	lo, hi := int64(0), int64(1<<62)
+	if !q.After.IsZero() {
+		lo = ftsRowid(q.After.Unix(), 0)
+	}
+	if !q.Before.IsZero() {
+		hi = ftsRowid(q.Before.Unix(), 0) - 1
+	}
+	listFilter := func(col string) {
+		if len(q.Lists) > 0 {
+			where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(q.Lists)), ",")+")")
+			for _, l := range q.Lists {
+				args = append(args, l)
+			}
+		}
+	}
+	var count, page string
+	var countArgs, pageArgs []any
+	if m := q.match(); m != "" {
+		where = append(where, "fts MATCH ?", "fts.rowid BETWEEN ? AND ?")
+		args = append(args, m, lo, hi)
+		listFilter("m.list")
+		from := `FROM fts JOIN messages m ON m.id = (fts.rowid & ` + fmt.Sprint(idMask) + `) WHERE ` + strings.Join(where, " AND ")
+		if len(q.Lists) == 0 {
+			// Without a list filter the join adds nothing to a count.
+			count = `SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?`
+			countArgs = args[:3]
+		} else {
+			count = `SELECT count(*) ` + from
+			countArgs = args
+		}
+		order := "fts.rowid DESC"
+		if sort == Relevance {
+			order = "bm25(fts, " + bm25Weights + "), fts.rowid DESC"
+		}
+		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
+		pageArgs = append(append([]any{}, args...), limit, offset)
+	} else {
+		// Only filters (and maybe exclusions): the messages table.
+		where = append(where, "m.date >= ? AND m.date < ?")
+		args = append(args, lo>>idBits, (hi>>idBits)+1)
+		listFilter("m.list")
+		if neg := q.negatives(); neg != "" {
+			where = append(where, `ftsRowid NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)`)
+			args = append(args, neg)
+		}
+		from := `FROM (SELECT *, (date << ` + fmt.Sprint(idBits) + `) | id AS ftsRowid FROM messages) m WHERE ` + strings.Join(where, " AND ")
+		count = `SELECT count(*) ` + from
+		countArgs = args
+		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
+		pageArgs = append(append([]any{}, args...), limit, offset)
+	}
+	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return SearchResult{}, c.readErr(what, err)
+	}
+	defer tx.Rollback()
+	var res SearchResult
+	if err := tx.QueryRowContext(ctx, count, countArgs...).Scan(&res.Total); err != nil {
+		return SearchResult{}, c.readErr(what, err)
+	}
+	rows, err := tx.QueryContext(ctx, page, pageArgs...)
+	if err != nil {
+		return SearchResult{}, c.readErr(what, err)
+	}
+	defer rows.Close()
+	res.Messages = []Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return SearchResult{}, c.readErr(what, err)
+		}
+		res.Messages = append(res.Messages, m)
+	}
+	if err := rows.Err(); err != nil {
+		return SearchResult{}, c.readErr(what, err)
+	}
+	return res, nil
+}
+
+// Fragment is a piece of an excerpt; Match marks a word searched for.
+type Fragment struct {
+	Text  string `json:"text"`
+	Match bool   `json:"match,omitempty"`
+}
+
+// Excerpt returns about max bytes of text around the first line that has
+// one of words (as Query.Words returns them), with every such word marked,
+// or the start of the text if none matches. Quoted lines are used only if
+// no other line matches.
+func Excerpt(text string, words []string, max int) []Fragment {
+	want := map[string]bool{}
+	for _, w := range words {
+		want[w] = true
+	}
+	best := -1
+	for _, quotedPass := range []bool{false, true} {
+		off := 0
+		for line := range strings.Lines(text) {
+			isQuoted := strings.HasPrefix(strings.TrimLeft(line, " \t"), ">")
+			if isQuoted == quotedPass && best < 0 {
+				for _, w := range wordSpans(line) {
+					if want[fold(line[w[0]:w[1]])] {
+						best = off + w[0]
+						break
+					}
+				}
+			}
+			off += len(line)
+		}
+		if best >= 0 {
+			break
+		}
+	}
+	start := 0
+	if best > max/3 {
+		start = best - max/3
+	}
+	end := min(len(text), start+max)
+	for start > 0 && !utf8.RuneStart(text[start]) {
+		start++
+	}
+	for end < len(text) && !utf8.RuneStart(text[end]) {
+		end--
+	}
+	window := strings.Join(strings.Fields(text[start:end]), " ")
+	var out []Fragment
+	if start > 0 {
+		out = append(out, Fragment{Text: "… "})
+	}
+	last := 0
+	for _, w := range wordSpans(window) {
+		if want[fold(window[w[0]:w[1]])] {
+			if w[0] > last {
+				out = append(out, Fragment{Text: window[last:w[0]]})
+			}
+			out = append(out, Fragment{Text: window[w[0]:w[1]], Match: true})
+			last = w[1]
+		}
+	}
+	if last < len(window) {
+		out = append(out, Fragment{Text: window[last:]})
+	}
+	if end < len(text) {
+		out = append(out, Fragment{Text: " …"})
+	}
+	return out
+}
+
+// wordSpans returns the byte ranges of the words of s as FTS5's unicode61
+// tokenizer sees them: runs of letters and digits.
+func wordSpans(s string) [][2]int {
+	var out [][2]int
+	start := -1
+	for i, r := range s {
+		word := unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
+		switch {
+		case word && start < 0:
+			start = i
+		case !word && start >= 0:
+			out = append(out, [2]int{start, i})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = append(out, [2]int{start, len(s)})
+	}
+	return out
+}
+
+// tokens returns the folded words of s.
+func tokens(s string) []string {
+	var out []string
+	for _, w := range wordSpans(s) {
+		out = append(out, fold(s[w[0]:w[1]]))
+	}
+	return out
+}
+
+// fold lower-cases a word and removes its diacritics, as the tokenizer's
+// remove_diacritics does.
+func fold(w string) string {
+	isASCII := true
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			isASCII = false
+			break
+		}
+	}
+	if isASCII {
+		return strings.ToLower(w)
+	}
+	t := transform.Chain(norm.NFD, runes.Remove(runes.In(unicode.Mn)), norm.NFC)
+	s, _, err := transform.String(t, w)
+	if err != nil {
+		s = w
+	}
+	return strings.ToLower(s)
+}

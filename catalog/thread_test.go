@@ -1,0 +1,300 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestReplyBeforeParent imports a chain newest first, following the store
+// after every message: the replies form a thread that says its parent is
+// missing until the parent arrives, and then hang under it.
+func TestReplyBeforeParent(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	raws := readMbox(t, fixture("reply-before-parent.mbox"))
+	steps := []struct {
+		label string
+		want  string // the thread of c@ once this message is in
+	}{
+		{"c", lines("c (missing b)")},
+		{"b", lines("b (missing a)", "  c")},
+		{"d", lines("b (missing a)", "  c")},
+		{"a", lines("a", "  b", "    c")},
+	}
+	for i, step := range steps {
+		a.put(raws[i], "")
+		if n := mustSync(t, c, a.st); n != 1 {
+			t.Fatalf("after %s: Sync indexed %d messages, want 1", step.label, n)
+		}
+		if got := shape(t, threadOf(t, c, a.cn("c"))); got != step.want {
+			t.Errorf("after %s, the thread of c:\n%s\nwant:\n%s", step.label, got, step.want)
+		}
+	}
+	th := threadOf(t, c, a.cn("b"))
+	if th.Subject != "widgets" || th.Messages != 3 || th.List != "widgets.example.org" {
+		t.Errorf("thread = %q, %d messages, list %q; want \"widgets\", 3, \"widgets.example.org\"", th.Subject, th.Messages, th.List)
+	}
+	if got := shape(t, threadOf(t, c, a.cn("d"))); got != lines("d") {
+		t.Errorf("thread of d = %q, want it alone", got)
+	}
+	// The list page: the thread started by a, active last on Jan 3; then d.
+	sum, total, err := c.Threads(t.Context(), "widgets.example.org", 0, 10)
+	if err != nil || total != 2 || len(sum) != 2 {
+		t.Fatalf("Threads = %d of %d, %v; want 2 of 2", len(sum), total, err)
+	}
+	if sum[0].Root.CallNumber != a.cn("a") || sum[0].Messages != 3 || !sum[0].Last.Equal(time.Date(2001, 1, 3, 10, 0, 0, 0, time.UTC)) || sum[0].Root.FromName != "Alice" {
+		t.Errorf("first thread = root %s by %q, %d messages, last %v; want root %s by Alice, 3, 2001-01-03 10:00", sum[0].Root.CallNumber, sum[0].Root.FromName, sum[0].Messages, sum[0].Last, a.cn("a"))
+	}
+	if sum[1].Root.CallNumber != a.cn("d") {
+		t.Errorf("second thread root = %s, want d (%s)", sum[1].Root.CallNumber, a.cn("d"))
+	}
+}
+
+func TestMissingParent(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(fixture("missing-parent.mbox"), "lost")
+	mustSync(t, c, a.st)
+	tests := []struct{ label, want string }{
+		// Two answers to one missing message: a placeholder holds them.
+		{"p1", lines("[gone]", "  p1 (missing gone)", "  p2 (missing gone)")},
+		// In-Reply-To only, once plain and once with text around the ID.
+		{"q", lines("[elsewhere]", "  q (missing elsewhere)", "  r (missing elsewhere)")},
+	}
+	for _, tt := range tests {
+		if got := shape(t, threadOf(t, c, a.cn(tt.label))); got != tt.want {
+			t.Errorf("thread of %s:\n%s\nwant:\n%s", tt.label, got, tt.want)
+		}
+	}
+}
+
+// TestTreeShapes pins buildTree on cases that need no store.
+func TestTreeShapes(t *testing.T) {
+	msgs := []*Message{
+		{MessageID: "q@x", Date: day(3), id: 1},
+		{MessageID: "r@x", Date: day(4), id: 2},
+	}
+	got := shapeOf(t, buildTree(msgs, [][]string{{"elsewhere@x"}, {"elsewhere@x"}}))
+	if want := lines("[elsewhere]", "  q (missing elsewhere)", "  r (missing elsewhere)"); got != want {
+		t.Errorf("two answers to one missing message:\n%s\nwant:\n%s", got, want)
+	}
+	// A missing message between two archived ones: no placeholder for a
+	// single reply; the reply says what is missing.
+	msgs = []*Message{{MessageID: "a@x", Date: day(1), id: 1}, {MessageID: "c@x", Date: day(3), id: 3}}
+	got = shapeOf(t, buildTree(msgs, [][]string{nil, {"a@x", "b@x"}}))
+	if want := lines("a", "  c (missing b)"); got != want {
+		t.Errorf("a gap in a chain:\n%s\nwant:\n%s", got, want)
+	}
+	// A chain 3,000 deep, and a message without Message-ID replying.
+	msgs = nil
+	var refs [][]string
+	var chain []string
+	for i := range 3000 {
+		msgs = append(msgs, &Message{MessageID: fmt.Sprintf("m%d@x", i), Date: day(1).Add(time.Duration(i) * time.Minute), id: int64(i)})
+		refs = append(refs, slices.Clone(chain))
+		chain = append(chain, fmt.Sprintf("m%d@x", i))
+	}
+	msgs = append(msgs, &Message{Date: day(9), id: 5000})
+	refs = append(refs, []string{"m2999@x"})
+	nodes := buildTree(msgs, refs)
+	if len(nodes) != 3001 || nodes[3000].Depth != 3000 || nodes[3000].Message.id != 5000 {
+		t.Errorf("deep chain: %d nodes, last at depth %d; want 3001, 3000", len(nodes), nodes[len(nodes)-1].Depth)
+	}
+}
+
+func TestReferenceLoop(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(fixture("loop.mbox"), "")
+	mustSync(t, c, a.st)
+	th := threadOf(t, c, a.cn("la"))
+	got := shape(t, th)
+	if len(th.Nodes) != 3 {
+		t.Fatalf("thread of a loop:\n%s\nwant the 3 messages once each", got)
+	}
+	// a names b, b names a: the later link would close the loop and is
+	// not made; c's own references put it under a.
+	if want := lines("lb", "  la", "    lc"); got != want {
+		t.Errorf("thread of a loop:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestSharedMessageID(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(fixture("shared-message-id.mbox"), "")
+	mustSync(t, c, a.st)
+	same := a.byID["same"]
+	if len(same) != 2 {
+		t.Fatalf("%d messages stored with Message-ID same@, want 2", len(same))
+	}
+	th := threadOf(t, c, same[1])
+	// The reply hangs under the first message with the ID; the second
+	// stands in the same thread, beside the reply.
+	if got, want := shape(t, th), lines("same", "  same", "  reply-to-same"); got != want {
+		t.Errorf("thread:\n%s\nwant:\n%s", got, want)
+	}
+	if th.Nodes[0].Message.CallNumber != same[0] {
+		t.Errorf("root = %s, want the first message with the ID (%s)", th.Nodes[0].Message.CallNumber, same[0])
+	}
+}
+
+func TestSubjectGrouping(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(fixture("pipermail.mbox"), "linux-mips")
+	mustSync(t, c, a.st)
+	tests := []struct{ label, want string }{
+		{"pm1", lines("pm1", "  pm2", "  pm3")},
+		{"pm5", lines("pm5")}, // same subject, neither a reply: two threads
+		{"pm6", lines("pm6")},
+		// The original dated after its reply: one thread, in date order
+		// (so that its tree and the list page agree on who started it).
+		{"pm7", lines("pm7", "  pm8")},
+		{"pm4", lines("pm4")}, // months later
+	}
+	for _, tt := range tests {
+		if got := shape(t, threadOf(t, c, a.cn(tt.label))); got != tt.want {
+			t.Errorf("thread of %s:\n%s\nwant:\n%s", tt.label, got, tt.want)
+		}
+	}
+	_, total, err := c.Threads(t.Context(), "linux-mips", 0, 100)
+	if err != nil || total != 5 {
+		t.Errorf("Threads(linux-mips) total = %d, %v; want 5", total, err)
+	}
+}
+
+func TestBaseSubject(t *testing.T) {
+	tests := []struct {
+		in    string
+		base  string
+		reply bool
+	}{
+		{"build failure", "build failure", false},
+		{"Re: build failure", "build failure", true},
+		{"RE: Re: re:build  failure ", "build failure", true},
+		{"[Linux-mips] Re: [PATCH] Build failure", "build failure", true},
+		{"Re[2]: x", "x", true},
+		{"Re^3: x", "x", true},
+		{"Re(4): x", "x", true},
+		{"AW: SV: Antw: x", "x", true},
+		{"Fwd: x", "x", false},
+		{"Fw: Re: x", "x", true},
+		{"Regarding: x", "regarding: x", false},
+		{"Re:", "", true},
+		{"", "", false},
+		{"[unclosed x", "[unclosed x", false},
+		{"Réponse: été", "réponse: été", false},
+	}
+	for _, tt := range tests {
+		base, reply := BaseSubject(tt.in)
+		if base != tt.base || reply != tt.reply {
+			t.Errorf("BaseSubject(%q) = %q, %v; want %q, %v", tt.in, base, reply, tt.base, tt.reply)
+		}
+	}
+}
+
+func TestDates(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	before := time.Now().Add(-time.Second)
+	a.load(fixture("dates.mbox"), "")
+	mustSync(t, c, a.st)
+	tests := []struct {
+		label  string
+		date   time.Time // zero: when archived
+		source DateSource
+	}{
+		{"d1", time.Date(2001, 1, 1, 9, 0, 0, 0, time.UTC), DateHeader},
+		{"d2", time.Date(2001, 1, 2, 10, 0, 0, 0, time.UTC), DateReceived},
+		{"d3", time.Date(2001, 1, 3, 10, 0, 0, 0, time.UTC), DateReceived},
+		{"d4", time.Time{}, DateArchived},
+		{"d5", time.Time{}, DateArchived},
+		{"d6", time.Date(2000, 1, 3, 17, 0, 0, 0, time.UTC), DateHeader},
+	}
+	for _, tt := range tests {
+		m, err := c.Message(t.Context(), a.cn(tt.label))
+		if err != nil {
+			t.Fatal(err)
+		}
+		okDate := m.Date.Equal(tt.date)
+		if tt.date.IsZero() {
+			okDate = !m.Date.Before(before.Truncate(time.Second)) && m.Date.Before(time.Now().Add(time.Second))
+		}
+		if !okDate || m.DateSource != tt.source {
+			t.Errorf("%s: date %v from %v, want %v from %v", tt.label, m.Date, m.DateSource, tt.date, tt.source)
+		}
+	}
+	months, err := c.Months(t.Context(), Unlisted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range months {
+		got = append(got, fmt.Sprintf("%d-%02d:%d", m.Year, m.Month, m.Messages))
+	}
+	now := time.Now().UTC()
+	want := []string{fmt.Sprintf("%d-%02d:2", now.Year(), now.Month()), "2001-01:3", "2000-01:1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Months(unlisted) = %v, want %v", got, want)
+	}
+}
+
+func TestLists(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(fixture("reply-before-parent.mbox"), "")   // List-Id widgets.example.org
+	a.load(fixture("missing-parent.mbox"), "")        // no List-Id
+	a.load(fixture("loop.mbox"), "Fetchmail Friends") // --list wins
+	mustSync(t, c, a.st)
+	lists, err := c.Lists(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lists {
+		got = append(got, fmt.Sprintf("%s:%d", l.Name, l.Messages))
+	}
+	if want := []string{"fetchmail-friends:3", "unlisted:4", "widgets.example.org:4"}; !slices.Equal(got, want) {
+		t.Errorf("Lists = %v, want %v", got, want)
+	}
+	l, err := c.List(t.Context(), "widgets.example.org")
+	if err != nil || !l.First.Equal(time.Date(2001, 1, 1, 10, 0, 0, 0, time.UTC)) || !l.Last.Equal(time.Date(2001, 1, 3, 10, 0, 0, 0, time.UTC)) {
+		t.Errorf("List(widgets) = %+v, %v; want first 2001-01-01 10:00, last 2001-01-03 10:00", l, err)
+	}
+	if _, err := c.List(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("List(nope) = %v, want %v", err, ErrNotFound)
+	}
+}
+
+func TestListName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"linux-mips", "linux-mips"},
+		{"Linux MIPS", "linux-mips"},
+		{"  fetchmail.friends ", "fetchmail.friends"},
+		{"-._x_.-", "x"},
+		{"ünï", "n"},
+		{"a/b?c#d", "a-b-c-d"},
+		{string(make([]byte, 100)), ""},
+	}
+	for _, tt := range tests {
+		if got := ListName(tt.in); got != tt.want {
+			t.Errorf("ListName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if got := ListName(tt.in); got != "" && !ValidListName(got) {
+			t.Errorf("ValidListName(ListName(%q) = %q) = false", tt.in, got)
+		}
+	}
+	if ValidListName("Linux") || ValidListName("") || ValidListName("a b") {
+		t.Errorf("ValidListName accepts names ListName would change")
+	}
+}
+
+func day(d int) time.Time { return time.Date(2001, 1, d, 0, 0, 0, 0, time.UTC) }
+
+func shapeOf(t *testing.T, nodes []Node) string {
+	return shape(t, &Thread{Nodes: nodes})
+}

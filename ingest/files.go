@@ -1,0 +1,142 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/chibrary/chibrary/mailsource"
+)
+
+// ErrNothingFound: the inputs held no message at all (an empty file, a
+// folder without mail), which is almost always a mistake in the paths.
+var ErrNothingFound = errors.New("ingest: no message found")
+
+// nothingFound is ErrNothingFound for the paths, said plainly.
+type nothingFound struct{ paths []string }
+
+func (e nothingFound) Error() string {
+	return "nothing to import: no message found in " + strings.Join(e.paths, ", ")
+}
+
+func (e nothingFound) Unwrap() error { return ErrNothingFound }
+
+// CheckPaths checks that every input exists ("-", standard input, always
+// does), so that a mistyped path is reported before anything is done.
+func CheckPaths(paths []string) error {
+	for _, p := range paths {
+		if p == "-" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("cannot open %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// FilesOptions configure ImportFiles.
+type FilesOptions struct {
+	// Import configures the import of each input; its OnBatch is ignored.
+	Import ImportOptions
+	// Source configures the reading of the inputs (mbox variant, message
+	// size limit, standard input); its Logger is Logger.
+	Source mailsource.Options
+	// Logger receives the progress of each input, and what was odd about
+	// messages (e.g. an mbox ending without a newline). nil discards it.
+	Logger *slog.Logger
+	// Progress, if set, is called after every stored batch with the input
+	// being read, how far (in its bytes; total 0 when unknown) and the
+	// totals so far over all inputs.
+	Progress func(path string, done, total int64, s Stats)
+}
+
+// ImportFiles imports the inputs paths, in order: mbox files, Maildirs,
+// folders of mbox and .eml files, "-" for the standard input (see
+// package mailsource). Every path must exist before anything is read. It
+// returns the totals, and stops at the first input that cannot be opened
+// or read, or at a store error (see Import). When the inputs hold no
+// message at all, the error wraps ErrNothingFound.
+func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := CheckPaths(paths); err != nil {
+		return Stats{}, err
+	}
+	var total Stats
+	found := 0
+	for _, path := range paths {
+		n, s, err := importFile(ctx, path, opts, log, total)
+		total.Add(s)
+		found += n
+		if err != nil {
+			return total, err
+		}
+	}
+	if found == 0 {
+		return total, nothingFound{paths}
+	}
+	return total, nil
+}
+
+// importFile imports one input; it returns how many messages it found
+// (whether or not in this process's partition), and what it did.
+func importFile(ctx context.Context, path string, opts FilesOptions, log *slog.Logger, before Stats) (int, Stats, error) {
+	sopts := opts.Source
+	sopts.Logger = log
+	src, err := mailsource.Open(ctx, path, sopts)
+	if err != nil {
+		return 0, Stats{}, err // mailsource's errors name the path
+	}
+	defer src.Close()
+	log.Debug("importing", "path", path)
+	iopts := opts.Import
+	iopts.OnBatch = nil
+	if opts.Progress != nil {
+		iopts.OnBatch = func(s Stats) {
+			done, size := src.Progress()
+			all := before
+			all.Add(s)
+			opts.Progress(path, done, size, all)
+		}
+	}
+	items := &sourceItems{src: src, log: log}
+	s, err := Import(ctx, items, iopts)
+	if iopts.OnBatch != nil {
+		iopts.OnBatch(s)
+	}
+	log.Info("read", "path", path, "format", src.Format(), "messages", items.n, "imported", s.Imported, "duplicates", s.Duplicates, "failed", s.Failed)
+	if err != nil {
+		return items.n, s, fmt.Errorf("cannot import %s: %w", path, err)
+	}
+	return items.n, s, nil
+}
+
+// sourceItems is a mailsource.Source as a Source of Items; it counts them
+// and logs the warnings of the mbox reader.
+type sourceItems struct {
+	src *mailsource.Source
+	log *slog.Logger
+	n   int
+}
+
+func (a *sourceItems) Next() (Item, error) {
+	it, err := a.src.Next()
+	if err != nil {
+		return Item{}, err
+	}
+	a.n++
+	for _, w := range it.Warnings {
+		a.log.Warn("odd message, stored as it is", "where", it.Where, "warning", w)
+	}
+	return Item{Raw: it.Raw, Where: it.Where, Err: it.Err}, nil
+}

@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/internal/version"
+)
+
+// A FlagSet holds a command's flags and its help. Flags may come anywhere
+// among the arguments, before or after them, as with git or go: "--" ends
+// the flags (what follows is all arguments), and "-" is an argument (the
+// standard input). Each flag may name an environment variable as its
+// fallback: the command line wins over the environment, which wins over
+// the default. Every FlagSet has --help, which prints the help, and
+// --version, which prints the program's version (package version).
+type FlagSet struct {
+	fs      *flag.FlagSet
+	program string // for --version: the program's name
+	name    string // as typed: "importer", "resolver get"
+	text    string // the help's text: synopsis, description, examples
+	env     map[string]string
+	set     map[string]bool
+	version bool
+}
+
+// NewFlagSet returns the flags of the command name ("importer", or
+// "resolver get" for a subcommand), whose --help prints text (a
+// synopsis, a description and examples), then the flags.
+func NewFlagSet(name, text string) *FlagSet {
+	f := &FlagSet{
+		fs:      flag.NewFlagSet(name, flag.ContinueOnError),
+		program: strings.Fields(name)[0],
+		name:    name,
+		text:    text,
+		env:     map[string]string{},
+		set:     map[string]bool{},
+	}
+	f.fs.SetOutput(io.Discard) // errors are reported once, by ExitStatus
+	f.fs.Usage = func() {}
+	f.fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	return f
+}
+
+// Name returns the command's name.
+func (f *FlagSet) Name() string { return f.name }
+
+func (f *FlagSet) fallback(name, env string) {
+	if env != "" {
+		f.env[name] = env
+	}
+}
+
+// String defines a string flag with the environment variable env ("" for
+// none) as its fallback.
+func (f *FlagSet) String(p *string, name, value, env, usage string) {
+	f.fs.StringVar(p, name, value, usage)
+	f.fallback(name, env)
+}
+
+// Bool defines a boolean flag (see String).
+func (f *FlagSet) Bool(p *bool, name string, value bool, env, usage string) {
+	f.fs.BoolVar(p, name, value, usage)
+	f.fallback(name, env)
+}
+
+// Int defines an integer flag (see String).
+func (f *FlagSet) Int(p *int, name string, value int, env, usage string) {
+	f.fs.IntVar(p, name, value, usage)
+	f.fallback(name, env)
+}
+
+// Duration defines a duration flag (see String).
+func (f *FlagSet) Duration(p *time.Duration, name string, value time.Duration, env, usage string) {
+	f.fs.DurationVar(p, name, value, usage)
+	f.fallback(name, env)
+}
+
+// Var defines a flag of any flag.Value (see String).
+func (f *FlagSet) Var(v flag.Value, name, env, usage string) {
+	f.fs.Var(v, name, usage)
+	f.fallback(name, env)
+}
+
+// IsSet reports whether the flag was given on the command line or by its
+// environment variable.
+func (f *FlagSet) IsSet(name string) bool { return f.set[name] }
+
+// Parse parses args and returns the arguments that are not flags, in
+// order. Errors are usage errors. --help prints the help to stdout and
+// --version the version; both then return flag.ErrHelp, which ExitStatus
+// takes for success.
+func (f *FlagSet) Parse(args []string, stdout io.Writer) ([]string, error) {
+	flags, rest := f.split(args)
+	if err := f.fs.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			f.PrintHelp(stdout)
+			return nil, err
+		}
+		// Package flag names flags with one dash; the help uses two.
+		msg := strings.NewReplacer(": -", ": --", "flag -", "flag --").Replace(err.Error())
+		return nil, fmt.Errorf("%w: %s", ErrUsage, msg)
+	}
+	if f.version {
+		fmt.Fprintln(stdout, version.Get(f.program))
+		return nil, flag.ErrHelp
+	}
+	f.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	for _, name := range sortedKeys(f.env) {
+		variable := f.env[name]
+		if f.set[name] {
+			continue
+		}
+		v, ok := os.LookupEnv(variable)
+		if !ok || v == "" {
+			continue
+		}
+		if f.fs.Lookup(name) == nil {
+			panic("cli: env fallback for unknown flag " + name) // programming error
+		}
+		if err := f.fs.Set(name, v); err != nil {
+			return nil, fmt.Errorf("%w: $%s: %v", ErrUsage, variable, err)
+		}
+		f.set[name] = true
+	}
+	return rest, nil
+}
+
+// split separates the flags (with their values) from the other
+// arguments. A flag that takes a value takes the next argument unless
+// written --name=value, as package flag does; "--" ends the flags. An
+// unknown flag is passed on for Parse to refuse.
+func (f *FlagSet) split(args []string) (flags, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(rest, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		fl := f.fs.Lookup(name)
+		if fl == nil || isBool(fl) || i+1 == len(args) {
+			continue
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return flags, rest
+}
+
+func isBool(fl *flag.Flag) bool {
+	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// NoArgs is a usage error for arguments a command does not take.
+func NoArgs(args []string) error {
+	if len(args) > 0 {
+		return Usagef("unexpected argument %q", args[0])
+	}
+	return nil
+}
+
+// PrintHelp writes the help: the text, then every flag with its default
+// and environment variable.
+func (f *FlagSet) PrintHelp(w io.Writer) {
+	fmt.Fprintln(w, strings.TrimSpace(f.text))
+	fmt.Fprintln(w, "\nFlags (before or after the arguments; -- ends them):")
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		name, usage := flag.UnquoteUsage(fl)
+		fmt.Fprintf(w, "  --%s", fl.Name)
+		if name != "" {
+			fmt.Fprintf(w, " %s", name)
+		}
+		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !isZero(fl.DefValue) {
+			fmt.Fprintf(w, " (default %q)", fl.DefValue)
+		}
+		if v, ok := f.env[fl.Name]; ok {
+			fmt.Fprintf(w, " [$%s]", v)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// isZero reports a default not worth showing: the zero value of a
+// string, boolean, number or duration.
+func isZero(def string) bool {
+	switch def {
+	case "", "false", "0", "0s":
+		return true
+	}
+	return false
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

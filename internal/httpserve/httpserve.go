@@ -1,0 +1,232 @@
+// Package httpserve is the HTTP plumbing the coordinator and the resolver
+// share: one access-log and metrics middleware, graceful serving, and a
+// metrics-only server for programs that serve nothing else (the watcher).
+package httpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure a Middleware. The zero value logs nothing and keeps
+// no metrics.
+type Options struct {
+	// Logger receives one line per request: method, path, status, bytes,
+	// duration and remote address, at Error level for a 5xx status and
+	// Info otherwise. nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the metrics <Namespace>_requests_total{route,code}
+	// and <Namespace>_request_duration_seconds{route}; nil keeps none.
+	Registerer prometheus.Registerer
+	// Namespace prefixes the metric names, e.g. "chibrary_resolver".
+	Namespace string
+	// Buckets of the duration histogram; nil means 0.5 ms to 5 s.
+	Buckets []float64
+	// Done, if set, is called after every request with its route (see
+	// SetRoute) and status, for a server's own metrics.
+	Done func(r *http.Request, route string, status int)
+}
+
+// Middleware logs every request and records its metrics. A request's
+// route is the ServeMux pattern that matched, "unmatched" when none did
+// (so that scanners cannot blow up the metrics' cardinality), or what the
+// handler named with SetRoute.
+type Middleware struct {
+	log      *slog.Logger
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	done     func(*http.Request, string, int)
+}
+
+// DefaultBuckets are the duration histogram's buckets, in seconds.
+var DefaultBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// New returns a Middleware, registering its metrics.
+func New(opts Options) (*Middleware, error) {
+	m := &Middleware{log: opts.Logger, done: opts.Done}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		return m, nil
+	}
+	buckets := opts.Buckets
+	if buckets == nil {
+		buckets = DefaultBuckets
+	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: opts.Namespace,
+		Name:      "requests_total",
+		Help:      "HTTP requests served, by route and status code.",
+	}, []string{"route", "code"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: opts.Namespace,
+		Name:      "request_duration_seconds",
+		Help:      "Time to serve an HTTP request, by route.",
+		Buckets:   buckets,
+	}, []string{"route"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := opts.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("cannot register HTTP metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// recorder remembers what a handler answered.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	route  string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// SetRoute names the route of a request for the metrics, where the
+// ServeMux pattern is not precise enough (one pattern dispatching to
+// several routes). Without the Middleware around w it does nothing.
+func SetRoute(w http.ResponseWriter, route string) {
+	for {
+		switch v := w.(type) {
+		case *recorder:
+			v.route = route
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+// Wrap returns h with the access log and metrics around it.
+func (m *Middleware) Wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		elapsed := time.Since(start)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		route := rec.route
+		if route == "" {
+			route = r.Pattern // set by the ServeMux on r itself
+		}
+		if route == "" {
+			route = "unmatched"
+		}
+		if m.requests != nil {
+			m.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+			m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+		}
+		if m.done != nil {
+			m.done(r, route, rec.status)
+		}
+		level := slog.LevelInfo
+		if rec.status >= 500 {
+			level = slog.LevelError
+		}
+		m.log.LogAttrs(r.Context(), level, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.EscapedPath()),
+			slog.Int("status", rec.status),
+			slog.Int64("bytes", rec.bytes),
+			slog.Duration("duration", elapsed),
+			slog.String("remote", r.RemoteAddr),
+		)
+	})
+}
+
+// Serve serves srv on ln until ctx is done, then shuts down gracefully:
+// it stops accepting, waits up to shutdownTimeout for requests in flight
+// (cutting them short after that) and returns nil. It returns the error
+// that stopped serving otherwise. srv.BaseContext, when nil, is set so
+// that requests see ctx's values but not its cancellation.
+func Serve(ctx context.Context, srv *http.Server, ln net.Listener, shutdownTimeout time.Duration, log *slog.Logger) error {
+	if srv.BaseContext == nil {
+		srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("cannot serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		log.Warn("requests still in flight were cut short", "err", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("cannot serve: %w", err)
+	}
+	return nil
+}
+
+// MetricsServer serves reg's metrics on GET /metrics, for a program that
+// serves nothing else over HTTP.
+type MetricsServer struct {
+	srv    *http.Server
+	served chan error
+	log    *slog.Logger
+}
+
+// ServeMetrics listens on addr and serves reg's metrics until Close.
+func ServeMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*MetricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen for metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	m := &MetricsServer{
+		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		served: make(chan error, 1),
+		log:    log,
+	}
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	go func() { m.served <- m.srv.Serve(ln) }()
+	return m, nil
+}
+
+// Close stops the server, waiting up to 5 seconds for scrapes in flight.
+func (m *MetricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := m.srv.Shutdown(ctx)
+	if serr := <-m.served; !errors.Is(serr, http.ErrServerClosed) {
+		m.log.Error("metrics server failed", "err", serr)
+	}
+	return err
+}

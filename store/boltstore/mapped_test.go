@@ -1,0 +1,91 @@
+//go:build linux
+
+package boltstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+// mappedKB returns how much of the file at path this process has mapped
+// in memory (the Rss of its mappings in /proc/self/smaps), in KiB.
+func mappedKB(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	defer f.Close()
+	total, in := 0, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			in = len(fields) >= 6 && fields[len(fields)-1] == path
+		case in && len(fields) >= 2 && fields[0] == "Rss:":
+			kb, _ := strconv.Atoi(fields[1])
+			total += kb
+		}
+	}
+	return total
+}
+
+// A write transaction starts by dropping the pages earlier transactions
+// mapped, so that the mapped part of the file does not grow with the
+// archive over a long import (see mapped_unix.go).
+func TestReleaseMapped(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/messages.db"
+	s, err := Open(ctx, path, Options{Linger: time.Minute}) // one handle throughout
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	if err := s.RecordLease(ctx, a.Lease(1)); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []store.Message
+	body := strings.Repeat("a line of a message body, long enough to fill pages\n", 200)
+	for i := range 2000 {
+		raw := storetest.Mail(fmt.Sprintf("<m%d@example.org>", i), body)
+		msgs = append(msgs, storetest.Message(a.Number(t, 1, i), raw, fmt.Sprintf("m%d@example.org", i), ""))
+	}
+	if _, err := s.Put(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs { // reading every message maps the whole file
+		if _, err := s.Get(ctx, m.Number); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := mappedKB(t, path)
+	if before < 10<<10 {
+		t.Fatalf("%d KiB of the file mapped after reading 20 MB of messages; the test cannot tell anything", before)
+	}
+	var during int
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		during = mappedKB(t, path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during > before/10 {
+		t.Errorf("%d KiB mapped at the start of a write transaction, %d before: want the earlier pages released", during, before)
+	}
+	t.Logf("mapped: %d KiB after the reads, %d KiB at the start of the next write", before, during)
+}

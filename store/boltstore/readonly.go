@@ -1,0 +1,87 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrReadOnly: a write to a store opened with Options.ReadOnly.
+var ErrReadOnly = errors.New("boltstore: store opened read-only")
+
+// openReadOnly opens an existing store at path for reading only. Without
+// writers there is nobody to take turns with: no turnstile. The file is
+// still opened with bbolt's shared lock for each read, which a writer (if
+// one could exist) would wait for.
+func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open %s: %w", path, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil, fmt.Errorf("%w: %s is empty or not a regular file", ErrFormat, path)
+	}
+	s := &Store{path: path, log: opts.Logger.With("store", path)}
+	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, s.log)
+	s.h.readOnly = true
+	// A format 1 file stays as it is: its change feed is read in key
+	// order (changes.go).
+	if err := s.view(ctx, func(tx *bolt.Tx) error { _, err := checkFormat(tx); return err }); err != nil {
+		s.h.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// CannotWrite returns nil when this process can write the store at path
+// (the file, if it exists, and its turnstile PATH.lock, or the directory
+// to create them in), or why not: an error wrapping syscall.EROFS on a
+// read-only file system, syscall.EACCES without permission. A store that
+// cannot be written can still be read, with Options.ReadOnly.
+func CannotWrite(path string) error {
+	for _, p := range writeTargets(path) {
+		if err := access(p); err != nil {
+			return fmt.Errorf("cannot write %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// writeTargets lists what a writable open writes: the file and the lock
+// file where they exist, else the directory where they would be created
+// (or the nearest existing parent of a directory to create).
+func writeTargets(path string) []string {
+	var out []string
+	needDir := false
+	for _, p := range []string{path, path + ".lock"} {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		} else if errors.Is(err, fs.ErrNotExist) {
+			needDir = true
+		}
+	}
+	if needDir {
+		dir := filepath.Dir(path)
+		for {
+			if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+				break
+			}
+			dir = filepath.Dir(dir)
+		}
+		out = append(out, dir)
+	}
+	return out
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
