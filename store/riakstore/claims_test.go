@@ -30,7 +30,7 @@ func shortClaims(t *testing.T) Options {
 	return o
 }
 
-func open(t *testing.T, o Options) *Store {
+func open(t testing.TB, o Options) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), o)
 	if err != nil {

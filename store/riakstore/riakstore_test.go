@@ -24,7 +24,7 @@ func testArchive() string {
 }
 
 // testOptions are the options of a new archive on the test node.
-func testOptions(t *testing.T) Options {
+func testOptions(t testing.TB) Options {
 	return Options{Nodes: strings.Split(riaktest.Addr(t), ","), Archive: testArchive()}
 }
 
