@@ -228,7 +228,7 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 	// writing, or one that died) must not hold back the ones after it.
 	pos := candidate{slot: cur.slot, idx: cur.idx}
 	for !full && len(page.Messages) < max {
-		es, err := s.entriesFrom(ctx, pos.slot, 8)
+		es, err := s.entriesFrom(ctx, pos.slot, 256, max-len(page.Messages)+pos.idx)
 		if err != nil {
 			return store.ChangePage{}, err
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -147,11 +148,15 @@ func (s *Store) entry(ctx context.Context, slot uint64) (*entry, error) {
 }
 
 // entriesFrom reads the slots from first on, up to max of them, stopping
-// at the first not written. It reads ahead in parallel.
-func (s *Store) entriesFrom(ctx context.Context, first uint64, max int) ([]*entry, error) {
-	const window = 8
+// at the first not written, or once the entries read hold items items. It
+// reads ahead in parallel, two slots at first and twice as many each time
+// all were written (up to 64), so that a follower at the end of the
+// ledger asks for one slot or two, and one reading a long ledger of small
+// entries from the start many at once.
+func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) ([]*entry, error) {
 	var out []*entry
-	for len(out) < max {
+	window, have := 2, 0
+	for len(out) < max && have < items {
 		n := min(window, max-len(out))
 		got := make([]*entry, n)
 		err := parallel(ctx, n, n, func(ctx context.Context, i int) error {
@@ -167,7 +172,9 @@ func (s *Store) entriesFrom(ctx context.Context, first uint64, max int) ([]*entr
 				return out, nil
 			}
 			out = append(out, e)
+			have += len(e.items)
 		}
+		window = min(2*window, 64)
 	}
 	return out, nil
 }
@@ -307,7 +314,7 @@ func (s *Store) syncLedger(ctx context.Context) error {
 		lg.end, lg.ready = end, true
 	}
 	for {
-		es, err := s.entriesFrom(ctx, lg.end+1, 64)
+		es, err := s.entriesFrom(ctx, lg.end+1, 64, math.MaxInt)
 		if err != nil {
 			return err
 		}
