@@ -79,6 +79,7 @@ func Addr(t testing.TB) string {
 		}
 		n, err := Start(kit, dir, "--strong-consistency")
 		if err != nil {
+			exec.Command(kit, "stop", dir).Run()
 			os.RemoveAll(dir)
 			shared.err = err
 			return
@@ -213,7 +214,74 @@ func Start(kit, dir string, args ...string) (*Node, error) {
 	if n.PB == "" {
 		return nil, fmt.Errorf("riak-node start %s printed no pb= line:\n%s", dir, stdout.String())
 	}
+	joining := false
+	for _, a := range args {
+		joining = joining || a == "--join"
+	}
+	if !joining {
+		// The kit creates the other bucket types the store needs.
+		if err := n.BucketType(OnceType, `{"props":{"write_once":true}}`); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
+}
+
+// OnceType is the store's bucket type the kit does not create itself.
+const OnceType = "chibrary_once"
+
+// Eval evaluates an Erlang expression on the node and returns what it
+// printed.
+func (n *Node) Eval(expr string) (string, error) {
+	out, err := exec.Command(n.Kit, "eval", n.Dir, expr).Output()
+	if err != nil {
+		return "", fmt.Errorf("riak-node eval %s %q: %v", n.Dir, expr, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// BucketType creates and activates a bucket type with the given
+// properties (JSON), unless it is active already, as riak-node does for
+// the types it knows. It is activated once every node of the cluster
+// knows it.
+func (n *Node) BucketType(name, props string) error {
+	esc := strings.ReplaceAll(props, `"`, `\"`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		st, err := n.Eval(`riak_core_bucket_type:status(<<"` + name + `">>).`)
+		if err != nil {
+			return err
+		}
+		switch st {
+		case "active":
+			return nil
+		case "undefined":
+			if _, err := n.Eval(`riak_kv_console:bucket_type_create(["` + name + `", "` + esc + `"]).`); err != nil {
+				return err
+			}
+		case "ready":
+			if _, err := n.Eval(`riak_core_bucket_type:activate(<<"` + name + `">>).`); err != nil {
+				return err
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("bucket type %s not active on %s after 2 minutes", name, n.Name)
+}
+
+// waitType waits until the node knows the bucket type as active.
+func (n *Node) waitType(name string) error {
+	for range 240 {
+		st, err := n.Eval(`riak_core_bucket_type:status(<<"` + name + `">>).`)
+		if err != nil {
+			return err
+		}
+		if st == "active" {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("bucket type %s not active on %s after 2 minutes", name, n.Name)
 }
 
 // Restart starts the node again after Stop or Kill, with its ports,
@@ -302,6 +370,11 @@ func Cluster(t testing.TB, size int) []*Node {
 		}
 		t.Logf("riak node %d of %d (%s) ready after %v", i+1, size, n.PB, time.Since(start).Round(time.Second))
 		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		if err := n.waitType(OnceType); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return nodes
 }

@@ -23,7 +23,7 @@ type typeRole struct {
 
 var (
 	roleKV = typeRole{
-		what:  "messages and the digest index",
+		what:  "messages",
 		props: `{"props":{"allow_mult":true,"last_write_wins":false}}`,
 		check: func(p *riak.FetchBucketPropsResponse) string {
 			switch {
@@ -35,6 +35,22 @@ var (
 				return "last_write_wins is true: Riak would drop one of two concurrent writes by timestamp"
 			case !p.AllowMult:
 				return "allow_mult is false: Riak would resolve concurrent writes by dropping one"
+			}
+			return ""
+		},
+	}
+	roleOnce = typeRole{
+		what:  "the digest index",
+		props: `{"props":{"write_once":true}}`,
+		// write_once itself (a speed-up: no read before a write; every
+		// key here is written once) is not in the properties this client
+		// library reads.
+		check: func(p *riak.FetchBucketPropsResponse) string {
+			switch {
+			case p.DataType != "":
+				return fmt.Sprintf("it holds %s data types, not plain values", p.DataType)
+			case p.Consistent:
+				return "it is consistent"
 			}
 			return ""
 		},
@@ -81,7 +97,7 @@ func checkType(name string, r typeRole, p *riak.FetchBucketPropsResponse) string
 		return fmt.Sprintf("bucket type %s (for %s) answered no properties", name, r.what)
 	}
 	if why := r.check(p); why != "" {
-		return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s (allow_mult and last_write_wins can be changed with riak admin bucket-type update; datatype and consistent only by creating the type anew, under another name, which Options.Types can name)", name, r.what, why, r.props)
+		return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s (allow_mult and last_write_wins can be changed with riak admin bucket-type update; datatype, consistent and write_once only by creating the type anew, under another name, which Options.Types can name)", name, r.what, why, r.props)
 	}
 	return ""
 }
@@ -96,6 +112,7 @@ func (s *Store) check(ctx context.Context) error {
 		role typeRole
 	}{
 		{s.b.types.KV, roleKV},
+		{s.b.types.Once, roleOnce},
 		{s.b.types.Counters, roleCounters},
 		{s.b.types.Claims, roleClaims},
 	}

@@ -554,6 +554,8 @@ func TestOpenChecks(t *testing.T) {
 		{"missing type", Types{Claims: "chibrary_no_such_type"}, []string{"chibrary_no_such_type", "missing", "riak eval", "riak-admin bucket-type create"}},
 		{"plain values in a counter type", Types{KV: TypeCounters}, []string{TypeCounters, "counter data types"}},
 		{"counters in a plain type", Types{Counters: TypeKV}, []string{TypeKV, "datatype is none, want counter"}},
+		{"the digest index in a counter type", Types{Once: TypeCounters}, []string{TypeCounters, "the digest index", "counter data types"}},
+		{"the digest index missing", Types{Once: "chibrary_no_once"}, []string{"chibrary_no_once", "missing", `write_once`}},
 		{"claims in a type that is not consistent", Types{Claims: TypeKV}, []string{TypeKV, "consistent is false"}},
 	}
 	for _, tt := range tests {

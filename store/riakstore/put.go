@@ -47,9 +47,9 @@ type prefetched struct {
 	leases  map[uint32]bool
 	packs   map[string]*packState
 	digests map[store.Digest]callnumber.Number // of stored messages
-	// entries are the causal contexts of digest entries that exist, for
-	// replacing one whose message is not stored.
-	entries map[store.Digest][]byte
+	// gens are the first generations of digest entries not written, for
+	// digests whose entries name no stored message (absent: 0).
+	gens map[store.Digest]int
 	// ref is when the digests were looked up: claims are judged as of then.
 	ref time.Time
 }
@@ -97,7 +97,7 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 		leases:  make(map[uint32]bool),
 		packs:   make(map[string]*packState),
 		digests: make(map[store.Digest]callnumber.Number),
-		entries: make(map[store.Digest][]byte),
+		gens:    make(map[store.Digest]int),
 	}
 	var runs []uint32
 	var packs []string
@@ -167,8 +167,8 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 	for i, st := range states {
 		if st.stored != 0 {
 			pre.digests[digests[i]] = st.stored
-		} else if st.vclock != nil {
-			pre.entries[digests[i]] = st.vclock
+		} else if st.gen > 0 {
+			pre.gens[digests[i]] = st.gen
 		}
 	}
 	return pre, nil
@@ -242,7 +242,7 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 			if states[j].stored != 0 {
 				w.duplicate(it.number, states[j].stored)
 			} else {
-				w.entry(it.digest, states[j].vclock)
+				w.entry(it.digest, states[j].gen)
 				todo = append(todo, w.index[it.number])
 			}
 		}
@@ -260,7 +260,7 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 	}
 	err = parallel(ctx, len(repair), s.opts.Parallel, func(ctx context.Context, j int) error {
 		m := &msgs[repair[j]]
-		return s.putDigest(ctx, m.Digest, m.Number, pre.entries[m.Digest])
+		return s.putDigest(ctx, m.Digest, m.Number, pre.gens[m.Digest])
 	})
 	if err != nil {
 		return nil, err
@@ -286,20 +286,17 @@ type batchWrite struct {
 	written int64
 }
 
-// entry notes the causal context of a digest entry whose message is not
-// stored, to replace it.
-func (w *batchWrite) entry(d store.Digest, vclock []byte) {
+// entry notes the generation a digest's new entry goes to.
+func (w *batchWrite) entry(d store.Digest, gen int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if vclock != nil {
-		w.pre.entries[d] = vclock
-	}
+	w.pre.gens[d] = gen
 }
 
-func (w *batchWrite) entryOf(d store.Digest) []byte {
+func (w *batchWrite) entryOf(d store.Digest) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.pre.entries[d]
+	return w.pre.gens[d]
 }
 
 func digestsOf(its []item) []store.Digest {

@@ -22,6 +22,7 @@ import (
 // Bucket types the operator creates (see the package doc).
 const (
 	TypeKV       = "chibrary_kv"
+	TypeOnce     = "chibrary_once"
 	TypeCounters = "chibrary_counters"
 	TypeClaims   = "chibrary_claims"
 )
@@ -43,11 +44,13 @@ func ValidArchive(name string) error {
 }
 
 // Types names the bucket types a Store uses. A zero field means the
-// default (TypeKV, TypeCounters, TypeClaims).
+// default (TypeKV, TypeOnce, TypeCounters, TypeClaims).
 type Types struct {
-	// KV holds messages and the digest index: allow_mult true,
-	// last_write_wins false.
+	// KV holds the messages: allow_mult true, last_write_wins false.
 	KV string
+	// Once holds the digest index, whose keys are each written once:
+	// write_once true.
+	Once string
 	// Counters holds the message count: datatype counter.
 	Counters string
 	// Claims holds the binding, the leases and the ledger: consistent
@@ -159,6 +162,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.Types.KV == "" {
 		opts.Types.KV = TypeKV
+	}
+	if opts.Types.Once == "" {
+		opts.Types.Once = TypeOnce
 	}
 	if opts.Types.Counters == "" {
 		opts.Types.Counters = TypeCounters
