@@ -310,16 +310,49 @@ func (n *Node) Stop() error {
 	return nil
 }
 
-// Kill ends the node's Erlang VM with SIGKILL, as a crash or a pulled
-// plug would, and waits until it is gone.
-func (n *Node) Kill() error {
+// CPU returns the CPU time the node's Erlang VM has used so far (user and
+// system), read from /proc.
+func (n *Node) CPU() (time.Duration, error) {
+	pid, err := n.pid()
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b)[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+func (n *Node) pid() (int, error) {
 	b, err := os.ReadFile(filepath.Join(n.Dir, ".riak-node", "beam.pid"))
 	if err != nil {
-		return fmt.Errorf("cannot find the node's process: %w", err)
+		return 0, fmt.Errorf("cannot find the node's process: %w", err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return fmt.Errorf("cannot find the node's process: %q", b)
+		return 0, fmt.Errorf("cannot find the node's process: %q", b)
+	}
+	return pid, nil
+}
+
+// Kill ends the node's Erlang VM with SIGKILL, as a crash or a pulled
+// plug would, and waits until it is gone.
+func (n *Node) Kill() error {
+	pid, err := n.pid()
+	if err != nil {
+		return err
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("cannot kill node process %d: %w", pid, err)

@@ -155,6 +155,7 @@ func compare(tmp, plain, what string, size int64, importer string, rounds int) (
 // message.
 func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt boltFigures) error {
 	fmt.Println()
+	var node *riaktest.Node
 	if addr == "" {
 		if kit == "" {
 			var err error
@@ -174,12 +175,13 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 			return err
 		}
 		defer n.Stop()
-		addr = n.PB
+		addr, node = n.PB, n
 	}
 	tag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	type riakRun struct {
 		result
 		requests int64
+		cpu      time.Duration // of the node, when this tool started it
 	}
 	var runs []riakRun
 	for i := range rounds {
@@ -188,11 +190,19 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 		cmd := exec.Command(importer, "--data", data, "--store", url, "--log-level", "debug", "--log-format", "json", plain)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
+		var cpu0 time.Duration
+		if node != nil {
+			cpu0, _ = node.CPU()
+		}
 		start := time.Now()
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("importer: %v: %s", err, lastLines(stderr.String(), 5))
 		}
 		r := riakRun{result: result{wall: time.Since(start)}}
+		if node != nil {
+			cpu1, _ := node.CPU()
+			r.cpu = cpu1 - cpu0
+		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			r.maxRSS = ru.Maxrss * 1024
 		}
@@ -211,9 +221,13 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 	m := runs[len(runs)/2]
 	msgs := bolt.messages
 	fmt.Printf("Riak: one node at %s (n_val 3), a fresh archive per run, median of %d runs\n\n", addr, rounds)
-	fmt.Printf("%-28s %10s %9s %12s %14s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg")
-	fmt.Printf("%-28s %10.0f %9s %12s %14s\n", "importer into bbolt", bolt.msgPerS, "", "", "-")
-	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs))
+	fmt.Printf("%-28s %10s %9s %12s %14s %16s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg", "node CPU ms/msg")
+	fmt.Printf("%-28s %10.0f %9s %12s %14s %16s\n", "importer into bbolt", bolt.msgPerS, "", "", "-", "-")
+	cpu := "-"
+	if node != nil {
+		cpu = fmt.Sprintf("%.2f", float64(m.cpu.Microseconds())/1000/float64(msgs))
+	}
+	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f %16s\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs), cpu)
 	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
 	return nil
 }
