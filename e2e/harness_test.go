@@ -1,7 +1,9 @@
 // Package e2e tests the whole system: the real coordinator, importer,
 // watcher and resolver binaries, built once per test run, run as
 // subprocesses in temporary directories on loopback ports, against a real
-// Dovecot and the embedded bbolt store shared by several processes.
+// Dovecot and the embedded bbolt store shared by several processes, and
+// against real Riak nodes (riak_test.go: a node the test binary starts
+// from the Riak test kit, and a cluster of three).
 //
 // The binaries are built without the race detector (the packages' own
 // tests run with it); CHIBRARY_E2E_RACE=1 builds them with -race too (a

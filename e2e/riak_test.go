@@ -231,6 +231,14 @@ func TestRiakNodeLost(t *testing.T) {
 	t.Logf("resolver: %d reads during the import, %d failed", reads.Load(), failures.Load())
 	if failures.Load() > 0 {
 		t.Errorf("the resolver failed %d of %d reads while a node was down, e.g. %v", failures.Load(), reads.Load(), failed[:min(len(failed), 5)])
+		n := 0
+		for l := range strings.Lines(res.log()) {
+			if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, `"level":"WARN"`) {
+				if n++; n <= 20 {
+					t.Logf("resolver: %s", l)
+				}
+			}
+		}
 	}
 	if reads.Load() == 0 {
 		t.Errorf("no read through the resolver happened while a node was down")

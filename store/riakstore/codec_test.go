@@ -355,6 +355,7 @@ func TestClassify(t *testing.T) {
 		{"overloaded vnode", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "overload"}}, true},
 		{"too few replicas up", riak.RiakError{Errmsg: "{insufficient_vnodes,1,need,2}"}, true},
 		{"consensus without quorum", riak.RiakError{Errmsg: "unavailable"}, true},
+		{"a node starting up", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "Unknown message code: 9"}}, true},
 		{"refused conditional write", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "failed"}}, false},
 		{"missing bucket type", riak.RiakError{Errmsg: "Error no bucket type `chibrary_kv`"}, false},
 	}

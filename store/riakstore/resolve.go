@@ -83,10 +83,12 @@ func classify(err error) error {
 }
 
 // isTransient reports whether Riak's answer says it could not serve the
-// request now, rather than refused it.
+// request now, rather than refused it. "Unknown message code" is what a
+// node starting up answers while it listens but its services are not
+// registered yet.
 func isTransient(re riak.RiakError) bool {
 	msg := strings.ToLower(re.Errmsg)
-	for _, s := range []string{"timeout", "overload", "insufficient_vnodes", "r_val_unsatisfied", "w_val_unsatisfied", "pw_val_unsatisfied", "pr_val_unsatisfied", "unavailable", "all_nodes_down", "nodedown"} {
+	for _, s := range []string{"timeout", "overload", "insufficient_vnodes", "r_val_unsatisfied", "w_val_unsatisfied", "pw_val_unsatisfied", "pr_val_unsatisfied", "unavailable", "all_nodes_down", "nodedown", "unknown message code"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
