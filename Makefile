@@ -40,8 +40,10 @@ check:
 
 # Speed and memory figures, each beside its baseline in the same run: the
 # importer against a bare bbolt loop (separate processes: wall time, peak
-# RSS, bytes on disk), then the packages' Go benchmarks. The corpus
-# benchmarks skip when $(CORPUS) is absent. Takes a few minutes.
+# RSS, bytes on disk), the importer into a Riak node (started from the
+# Riak test kit, ../shared/riak; msg/s and requests per message beside
+# bbolt's), then the packages' Go benchmarks. The corpus benchmarks skip
+# when $(CORPUS) is absent. Takes a few minutes.
 bench: build
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer
 	$(GO) test -run '^$$' -bench . -benchmem ./callnumber/ ./shuffle/
