@@ -60,8 +60,10 @@
 // kept on three nodes, so losing any one node loses nothing. Plain reads
 // and writes use Riak's quorum defaults (r = w = dw = 2 of 3, pr = pw = 0,
 // sloppy quorum): a write is acknowledged once two replicas have stored
-// it, and a node down does not stop writes (its replicas are written to a
-// fallback node and handed back when it returns). Reads of what should
+// it (a pack once all three have, w = all: a secondary index query reads
+// one replica per partition, and must find a message once its Put has
+// returned), and a node down does not stop writes (its replicas are
+// written to a fallback node and handed back when it returns). Reads of what should
 // exist (a message, a digest entry) take the first replica that has a
 // value (r = 1 with not-found replies not counted), so a replica that is
 // behind cannot hide a message; a pack found without a message it should

@@ -502,7 +502,10 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 }
 
 // putPack writes a pack with the causal context of its last read (or
-// write), and returns the new causal context.
+// write), and returns the new causal context. It waits for every replica
+// (w = all; fallbacks stand in for a node that is down): a secondary
+// index query reads one replica of each partition, so a Message-ID
+// lookup made once Put has returned finds the message.
 func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, vclock []byte) ([]byte, error) {
 	obj := packObject(entries)
 	cmd, err := s.do(ctx, func() (riak.Command, error) {
@@ -510,7 +513,7 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 		o.VClock = vclock
 		return riak.NewStoreValueCommandBuilder().
 			WithBucketType(s.b.types.KV).WithBucket(s.b.packs).WithKey(key).
-			WithContent(&o).WithReturnHead(true).WithTimeout(s.opts.Timeout).Build()
+			WithContent(&o).WithW(rAll).WithReturnHead(true).WithTimeout(s.opts.Timeout).Build()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot store pack %s/%s/%s: %w", s.b.types.KV, s.b.packs, key, err)
