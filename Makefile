@@ -4,6 +4,8 @@ BIN      ?= bin
 DATA     ?= ./archive
 FUZZTIME ?= 5m
 CORPUS   ?= ../shared/corpus/linux-mips-sample.mbox.gz
+# The last commit before compressed records: make bench's "before".
+BEFORE   ?= 305d721
 
 .PHONY: all build test test-deps check bench demo fuzz fuzz-short clean
 
@@ -39,17 +41,30 @@ check:
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 
 # Speed and memory figures, each beside its baseline in the same run: the
-# importer against a bare bbolt loop (separate processes: wall time, peak
-# RSS, bytes on disk), the importer into a Riak node (started from the
+# importer against a bare bbolt loop and against the importer of
+# $(BEFORE), before compression (separate processes: wall time, peak
+# RSS, bytes on disk, store bytes per input byte, then the same store
+# after resolver compact), the importer into a Riak node (started from the
 # Riak test kit, ../shared/riak; msg/s and requests per message beside
-# bbolt's), then the packages' Go benchmarks. The corpus benchmarks skip
-# when $(CORPUS) is absent. Takes a few minutes.
+# bbolt's), then the packages' Go benchmarks, and the resolver's raw reads
+# before and after. The corpus benchmarks skip when $(CORPUS) is absent.
+# Takes a few minutes.
 bench: build
-	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer
+	scripts/before.sh $(BEFORE) $(BIN)/before
+	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --before $(BIN)/before/importer --resolver $(BIN)/resolver
 	$(GO) test -run '^$$' -bench . -benchmem ./callnumber/ ./shuffle/
 	$(GO) test -run '^$$' -bench . -benchtime 5000x ./authority/ ./coordinator/
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./store/boltstore/ ./ingest/ ./mbox/ ./mailsource/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./store/boltstore/ ./store/internal/record/ ./ingest/ ./mbox/ ./mailsource/
+	@echo "== resolver raw reads before compression ($(BEFORE))"
+	cd $(BIN)/before/src && CHIBRARY_CORPUS=$(abspath $(CORPUS)) $(GO) test -run '^$$' -bench 'BenchmarkServe/raw$$' -benchtime 20000x ./resolver/
+	@echo "== resolver, compressed records"
 	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkRebuild -benchtime 3x ./catalog/
+	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
+	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkScaled -benchtime 1x -timeout 30m ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.

@@ -18,10 +18,11 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
 )
 
-// SchemaVersion is the layout of the catalog this package writes. A
-// catalog of another version is rebuilt by its writer, and refused by a
-// reader (ErrSchema).
-const SchemaVersion = 2
+// SchemaVersion is the layout of the catalog this package writes, or what
+// goes into it: a catalog of another version is rebuilt by its writer,
+// and refused by a reader (ErrSchema). 3: the text of enclosed messages
+// (message/rfc822 parts) is searched.
+const SchemaVersion = 3
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -46,6 +47,11 @@ type Options struct {
 	// ReadOnly opens an existing catalog for reading only: no lock is
 	// taken, nothing is created or rebuilt.
 	ReadOnly bool
+	// Immutable, with ReadOnly, reads a catalog that nothing can change
+	// (on a read-only file system: a snapshot, a backup), where SQLite
+	// cannot create the shared-memory file a reader of a WAL database
+	// otherwise needs: it is read without locks (SQLite's immutable=1).
+	Immutable bool
 	// Logger receives notes (a schema rebuild). nil discards them.
 	Logger *slog.Logger
 }
@@ -83,7 +89,11 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 		if _, err := os.Stat(abs); err != nil {
 			return nil, fmt.Errorf("cannot open catalog %s: %w: %w", path, ErrNoCatalog, err)
 		}
-		if c.r, err = openDB(abs, true, 0); err != nil {
+		open := openDB
+		if opts.Immutable {
+			open = openImmutable
+		}
+		if c.r, err = open(abs, true, 0); err != nil {
 			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 		}
 		if err := c.checkVersion(ctx); err != nil {
@@ -156,6 +166,25 @@ func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 	} else {
 		q.Add("_txlock", "immediate")
 	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, err
+	}
+	if conns <= 0 {
+		conns = 2 * runtime.GOMAXPROCS(0)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db, nil
+}
+
+// openImmutable opens a pool of readers of a file nothing can change.
+func openImmutable(path string, _ bool, conns int) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("mode", "ro")
+	q.Add("immutable", "1")
+	q.Add("_pragma", "query_only(1)")
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {

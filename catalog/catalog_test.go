@@ -397,3 +397,90 @@ func TestSeenTwice(t *testing.T) {
 		t.Errorf("Stats() = %+v, want 3 messages in 1 thread", s)
 	}
 }
+
+// TestThreadPages: a list's threads read a page at a time are the same,
+// in the same order, as read at once.
+func TestThreadPages(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	for _, f := range []string{"pipermail.mbox", "reply-before-parent.mbox", "missing-parent.mbox", "loop.mbox", "dates.mbox"} {
+		a.load(fixture(f), "all")
+	}
+	mustSync(t, c, a.st)
+	all, total, err := c.Threads(t.Context(), "all", 0, 1000)
+	if err != nil || total != len(all) || total < 10 {
+		t.Fatalf("Threads = %d of %d, %v", len(all), total, err)
+	}
+	var paged []string
+	for off := 0; off < total; off += 3 {
+		page, n, err := c.Threads(t.Context(), "all", off, 3)
+		if err != nil || n != total {
+			t.Fatalf("Threads(offset %d) = %d of %d, %v", off, len(page), n, err)
+		}
+		for _, th := range page {
+			paged = append(paged, th.Root.CallNumber)
+		}
+	}
+	var whole []string
+	for _, th := range all {
+		whole = append(whole, th.Root.CallNumber)
+	}
+	if !slices.Equal(paged, whole) {
+		t.Errorf("threads by pages of 3 = %v, want %v", paged, whole)
+	}
+}
+
+// TestGeneration: the generation changes when messages are indexed, not
+// otherwise, and a reader sees the writer's.
+func TestGeneration(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	ctx := t.Context()
+	g0, err := c.Generation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.load(fixture("pipermail.mbox"), "x")
+	mustSync(t, c, a.st)
+	g1, _ := c.Generation(ctx)
+	mustSync(t, c, a.st)
+	g2, _ := c.Generation(ctx)
+	if g1 == g0 || g2 != g1 {
+		t.Errorf("generations %q, %q after indexing, %q after nothing new; want a change, then none", g0, g1, g2)
+	}
+	ro, err := Open(ctx, c.Path(), Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	a.load(fixture("loop.mbox"), "x")
+	mustSync(t, c, a.st)
+	g3, _ := c.Generation(ctx)
+	if g, err := ro.Generation(ctx); err != nil || g != g3 || g3 == g2 {
+		t.Errorf("a reader's generation = %q, %v; the writer's %q (before %q)", g, err, g3, g2)
+	}
+}
+
+// TestImmutable reads a catalog as one on a read-only medium is read.
+// (cmd/resolver tests it on a real read-only mount.)
+func TestImmutable(t *testing.T) {
+	a := newArchive(t)
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.load(fixture("pipermail.mbox"), "x")
+	mustSync(t, c, a.st)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(t.Context(), path, Options{ReadOnly: true, Immutable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if l, err := ro.List(t.Context(), "x"); err != nil || l.Messages != 8 {
+		t.Errorf("List of an immutable catalog = %+v, %v; want 8 messages", l, err)
+	}
+}

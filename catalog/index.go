@@ -252,12 +252,18 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, auth
 		return 0, fmt.Errorf("cannot index messages: %w", err)
 	}
 	defer tx.Rollback()
-	ix, err := c.newIndexer(ctx, tx)
+	// The statements run under a context that cannot end: with one that
+	// can, the driver starts a goroutine per statement to watch it, a
+	// dozen per message. Cancellation is checked between messages.
+	ix, err := c.newIndexer(context.WithoutCancel(ctx), tx)
 	if err != nil {
 		return 0, fmt.Errorf("cannot index messages: %w", err)
 	}
 	added := 0
 	for i := range docs {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		ok, err := ix.add(&docs[i])
 		if err != nil {
 			return 0, fmt.Errorf("cannot index message %s: %w", docs[i].cn, err)

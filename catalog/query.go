@@ -178,9 +178,13 @@ func (c *Catalog) Threads(ctx context.Context, list string, offset, limit int) (
 	if err := c.r.QueryRowContext(ctx, `SELECT count(*) FROM threads WHERE list=?`, list).Scan(&total); err != nil {
 		return nil, 0, c.readErr("the threads of "+list, err)
 	}
+	// The page is chosen on the index alone, then joined: with the join
+	// inside, SQLite would read the root message of every thread skipped
+	// by OFFSET.
 	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+`, t.messages, t.first, t.last
-		FROM threads t JOIN messages m ON m.id=t.root
-		WHERE t.list=? ORDER BY t.last DESC, t.id DESC LIMIT ? OFFSET ?`, list, limit, offset)
+		FROM (SELECT id FROM threads WHERE list=? ORDER BY last DESC, id DESC LIMIT ? OFFSET ?) p
+		JOIN threads t ON t.id=p.id JOIN messages m ON m.id=t.root
+		ORDER BY t.last DESC, t.id DESC`, list, limit, offset)
 	if err != nil {
 		return nil, 0, c.readErr("the threads of "+list, err)
 	}
@@ -436,4 +440,16 @@ func ParseMonth(s string) (int, time.Month, bool) {
 		return 0, 0, false
 	}
 	return t.Year(), t.Month(), true
+}
+
+// Generation returns a token that changes whenever what the catalog holds
+// may have changed, for caches of what is read from it: the store's feed
+// cursor it stands at, which is saved in the transaction of every change.
+// It works for a catalog another process writes as well.
+func (c *Catalog) Generation(ctx context.Context) (string, error) {
+	v, err := meta(ctx, c.r, "cursor")
+	if err != nil {
+		return "", fmt.Errorf("cannot read the catalog's generation: %w", err)
+	}
+	return v, nil
 }

@@ -15,6 +15,7 @@ package catalog
 // same however many messages match; and a date range is a rowid range.
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -48,32 +49,53 @@ CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted,
 
 func ftsRowid(date, id int64) int64 { return date<<idBits | id }
 
-// indexText splits a message's text into its own lines and its quoted
-// lines, HTML bodies read as text, within maxIndexedText.
-func indexText(v *mailview.Message) (body, quoted string) {
-	var b, q strings.Builder
-	left := maxIndexedText
-	add := func(text string) {
-		for line := range strings.Lines(text) {
-			if left <= 0 {
+// Text returns the text a reader searches in a message: its text parts,
+// its HTML parts read as text, and the text of the messages it encloses
+// (a forward, a list's DMARC wrapping: often the whole of what was said),
+// in order, at most about maxIndexedText bytes. The search index keeps
+// it, and excerpts are cut from it.
+func Text(v *mailview.Message) string {
+	var b strings.Builder
+	var parts func(v *mailview.Message)
+	parts = func(v *mailview.Message) {
+		for _, p := range v.Parts {
+			if b.Len() >= maxIndexedText {
 				return
 			}
-			left -= len(line)
-			if strings.HasPrefix(strings.TrimLeft(line, " \t"), ">") {
-				q.WriteString(line)
-			} else {
-				b.WriteString(line)
+			var t string
+			switch {
+			case p.Message != nil:
+				parts(p.Message)
+				continue
+			case p.HTML != "":
+				t = htmlText(string(p.HTML))
+			default:
+				t = p.Text
 			}
-			if !strings.HasSuffix(line, "\n") {
+			b.WriteString(t)
+			if t != "" && !strings.HasSuffix(t, "\n") {
 				b.WriteByte('\n')
 			}
 		}
 	}
-	for _, p := range v.Parts {
-		if p.HTML != "" {
-			add(htmlText(string(p.HTML)))
+	parts(v)
+	return b.String()
+}
+
+// indexText splits a message's Text into its own lines and its quoted
+// lines (those starting with '>'), within maxIndexedText.
+func indexText(v *mailview.Message) (body, quoted string) {
+	var b, q strings.Builder
+	left := maxIndexedText
+	for line := range strings.Lines(Text(v)) {
+		if left <= 0 {
+			break
+		}
+		left -= len(line)
+		if strings.HasPrefix(strings.TrimLeft(line, " \t"), ">") {
+			q.WriteString(line)
 		} else {
-			add(p.Text)
+			b.WriteString(line)
 		}
 	}
 	return b.String(), q.String()
@@ -221,25 +243,7 @@ func Excerpt(text string, words []string, max int) []Fragment {
 	for _, w := range words {
 		want[w] = true
 	}
-	best := -1
-	for _, quotedPass := range []bool{false, true} {
-		off := 0
-		for line := range strings.Lines(text) {
-			isQuoted := strings.HasPrefix(strings.TrimLeft(line, " \t"), ">")
-			if isQuoted == quotedPass && best < 0 {
-				for _, w := range wordSpans(line) {
-					if want[fold(line[w[0]:w[1]])] {
-						best = off + w[0]
-						break
-					}
-				}
-			}
-			off += len(line)
-		}
-		if best >= 0 {
-			break
-		}
-	}
+	best := firstMatch(text, words, want)
 	start := 0
 	if best > max/3 {
 		start = best - max/3
@@ -273,6 +277,66 @@ func Excerpt(text string, words []string, max int) []Fragment {
 		out = append(out, Fragment{Text: " …"})
 	}
 	return out
+}
+
+// firstMatch returns the offset of the first word of text in want (as
+// folded words), preferring lines that are not quoted, or -1. Candidates
+// are found by a byte search of the words in a copy of text with ASCII
+// letters lower-cased (same offsets); only their lines are tokenized. A
+// word with letters beyond ASCII may match text in other forms (accents,
+// case), so then every line is tokenized.
+func firstMatch(text string, words []string, want map[string]bool) int {
+	var lower []byte
+	ascii := true
+	for _, w := range words {
+		for i := 0; i < len(w); i++ {
+			if w[i] >= utf8.RuneSelf {
+				ascii = false
+			}
+		}
+	}
+	if ascii {
+		lower = []byte(text)
+		for i, c := range lower {
+			if c >= 'A' && c <= 'Z' {
+				lower[i] = c + 'a' - 'A'
+			}
+		}
+	}
+	// lineHas reports the offset of the first wanted word of the line at
+	// text[off:off+len(line)], or -1.
+	lineHas := func(line string, off int) int {
+		if ascii {
+			found := false
+			for _, w := range words {
+				if w != "" && bytes.Contains(lower[off:off+len(line)], []byte(w)) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return -1
+			}
+		}
+		for _, w := range wordSpans(line) {
+			if want[fold(line[w[0]:w[1]])] {
+				return off + w[0]
+			}
+		}
+		return -1
+	}
+	for _, quotedPass := range []bool{false, true} {
+		off := 0
+		for line := range strings.Lines(text) {
+			if strings.HasPrefix(strings.TrimLeft(line, " \t"), ">") == quotedPass {
+				if at := lineHas(line, off); at >= 0 {
+					return at
+				}
+			}
+			off += len(line)
+		}
+	}
+	return -1
 }
 
 // wordSpans returns the byte ranges of the words of s as FTS5's unicode61

@@ -2,11 +2,15 @@ package catalog
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/mailview"
 )
 
 // searchFixture is a catalog of fixtures/search/search.mbox, whose
@@ -271,4 +275,39 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("ParseQuery(%q).String() = %q, which parses to %v, %v", s, q.String(), again, err)
 		}
 	})
+}
+
+// TestSearchEnclosed: the text of an enclosed message (a list's DMARC
+// wrapping puts the whole message there) is searched.
+func TestSearchEnclosed(t *testing.T) {
+	a := newArchive(t)
+	raw, err := os.ReadFile(filepath.Join("..", "fixtures", "web", "dmarc.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.put(raw, "")
+	c := openCatalog(t)
+	mustSync(t, c, a.st)
+	q, err := ParseQuery("sprockets three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Search(t.Context(), q, Newest, 0, 10)
+	if err != nil || res.Total != 1 || labels(res.Messages)[0] != "wrapper-1" {
+		t.Errorf("Search(the enclosed message's words) = %+v, %v; want the wrapper", res, err)
+	}
+}
+
+// TestText: HTML-only mail is searched by its text, without what the
+// sanitizer drops; quoted lines are kept apart for the index.
+func TestText(t *testing.T) {
+	raws := readMbox(t, fixture("../search/search.mbox"))
+	html := Text(mailview.Parse(raws[4], mailview.Options{}))
+	if !strings.Contains(html, "bootloader") || strings.Contains(html, "steal") || strings.Contains(html, "<b>") {
+		t.Errorf("Text(HTML only) = %q: want the words, without the script or tags", html)
+	}
+	body, quoted := indexText(mailview.Parse(raws[1], mailview.Options{}))
+	if !strings.Contains(quoted, "TLB refill") || strings.Contains(body, "TLB refill") || !strings.Contains(body, "DECstation") {
+		t.Errorf("indexText(reply) = body %q, quoted %q: want the quoted line apart", body, quoted)
+	}
 }

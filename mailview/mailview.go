@@ -1,6 +1,7 @@
 // Package mailview turns a stored message into what a reader sees: its
-// main header fields decoded to UTF-8, the text of its body, and a list of
-// its attachments.
+// main header fields decoded to UTF-8, the text of its body, the messages
+// it carries (a forward, or a list's DMARC wrapping), and a list of its
+// attachments, each of which can be taken out again (AttachmentData).
 //
 // Mail is hostile input. Parse never fails and never panics: a message that
 // is not valid MIME still yields its header fields as far as they parse and
@@ -39,6 +40,18 @@ const (
 	DefaultMaxParts       = 1000
 	DefaultMaxTextBytes   = 4 << 20
 	DefaultMaxHeaderBytes = 1 << 20
+	// DefaultMaxAttachmentBytes is as large as a stored message can be:
+	// any attachment of the archive can be taken out.
+	DefaultMaxAttachmentBytes = 64 << 20
+)
+
+// Errors of AttachmentData. Test with errors.Is.
+var (
+	// ErrNoAttachment: the message has no attachment of that number.
+	ErrNoAttachment = errors.New("mailview: no such attachment")
+	// ErrAttachmentTooLarge: the attachment decodes to more than
+	// Options.MaxAttachmentBytes.
+	ErrAttachmentTooLarge = errors.New("mailview: attachment too large")
 )
 
 // Options bound the work Parse does on one message. The zero value uses the
@@ -55,6 +68,9 @@ type Options struct {
 	// MaxHeaderBytes bounds the header block of the message and of each
 	// part. 0 means DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// MaxAttachmentBytes bounds what AttachmentData decodes and returns.
+	// 0 means DefaultMaxAttachmentBytes.
+	MaxAttachmentBytes int
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +86,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	if o.MaxAttachmentBytes <= 0 {
+		o.MaxAttachmentBytes = DefaultMaxAttachmentBytes
+	}
 	return o
 }
 
@@ -80,8 +99,8 @@ type Field struct {
 	Value string `json:"value"`
 }
 
-// Part is a piece of body to show, in message order. Exactly one of Text
-// and HTML is set.
+// Part is a piece of body to show, in message order. Exactly one of Text,
+// HTML and Message is set.
 type Part struct {
 	// Text is a text/plain body, converted to UTF-8.
 	Text string
@@ -89,6 +108,13 @@ type Part struct {
 	// alternative) after sanitizing: formatting, tables and http(s)/mailto
 	// links only; no scripts, styles, images, forms or frames.
 	HTML template.HTML
+	// Message is a message/rfc822 part (RFC 2046 section 5.2.1): a
+	// forwarded message, or the original that a list wrapped to pass
+	// DMARC. It has its own Fields and Parts; its attachments are listed
+	// with the outer message's (Message.Attachments), so that one number
+	// names each attachment of the whole message. The part itself is also
+	// an attachment (the message as a file).
+	Message *Message
 }
 
 // Attachment is a part that is not shown inline.
@@ -100,6 +126,10 @@ type Attachment struct {
 	Type string
 	// Size is the decoded size in bytes.
 	Size int64
+
+	// entity is the attachment's place among the message's MIME entities,
+	// depth first, counting from 1: how AttachmentData finds it again.
+	entity int
 }
 
 // Message is the readable view of a message.
@@ -181,6 +211,42 @@ type parser struct {
 	m          *Message
 	parts      int
 	textLeft   int
+
+	// capture is the entity whose decoded body AttachmentData wants (0:
+	// none); captured holds it, and tooLarge says it exceeded
+	// MaxAttachmentBytes.
+	capture  int
+	captured []byte
+	found    bool
+	tooLarge bool
+}
+
+// AttachmentData returns the attachment numbered n (an index into Parse's
+// Message.Attachments) and its decoded bytes. It fails with
+// ErrNoAttachment when there is no such attachment and
+// ErrAttachmentTooLarge when it decodes to more than
+// Options.MaxAttachmentBytes.
+func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error) {
+	m := Parse(raw, opts)
+	if n < 0 || n >= len(m.Attachments) {
+		return Attachment{}, nil, fmt.Errorf("%w: %d of %d", ErrNoAttachment, n, len(m.Attachments))
+	}
+	a := m.Attachments[n]
+	// The same walk again, keeping the bytes of that one entity: parsing
+	// is deterministic, so the entity numbers agree.
+	p := &parser{opts: opts.withDefaults(), m: &Message{}, capture: a.entity}
+	p.textLeft = p.opts.MaxTextBytes
+	p.parse(raw)
+	switch {
+	case p.tooLarge:
+		return a, nil, fmt.Errorf("%w: more than %d bytes", ErrAttachmentTooLarge, p.opts.MaxAttachmentBytes)
+	case !p.found:
+		return a, nil, fmt.Errorf("%w: %d not found again", ErrNoAttachment, n)
+	}
+	if p.captured == nil {
+		p.captured = []byte{}
+	}
+	return a, p.captured, nil
 }
 
 func (p *parser) problem(format string, args ...any) {
@@ -323,6 +389,7 @@ func (p *parser) entity(e *message.Entity, depth int) {
 	disposition, dparams, _ := e.Header.ContentDisposition()
 	name := fileName(dparams["filename"], params["name"])
 	attachment := strings.EqualFold(disposition, "attachment")
+	entity := p.parts
 
 	switch {
 	case strings.HasPrefix(mediaType, "multipart/"):
@@ -346,13 +413,101 @@ func (p *parser) entity(e *message.Entity, depth int) {
 		} else {
 			p.text(e.Body)
 		}
-	default:
-		n, err := io.Copy(io.Discard, e.Body)
+	case (mediaType == "message/rfc822" || mediaType == "message/global") && depth < p.opts.MaxDepth:
+		// RFC 6532 section 3.5: message/global is message/rfc822 with
+		// UTF-8 in its header, which the header reader takes as it is.
+		body := p.attachmentBody(e.Body, entity)
+		p.embedded(body, depth+1)
+		_, err := io.Copy(io.Discard, body) // what the embedded parse left
 		if err != nil {
+			p.problem("embedded message: %v", err)
+		}
+		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: body.n, entity: entity})
+	default:
+		body := p.attachmentBody(e.Body, entity)
+		if _, err := io.Copy(io.Discard, body); err != nil {
 			p.problem("attachment %q: %v", name, err)
 		}
-		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: n})
+		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: body.n, entity: entity})
 	}
+}
+
+// attachmentBody wraps the body of entity number entity: it counts the
+// bytes read, and keeps them when AttachmentData wants this entity.
+func (p *parser) attachmentBody(r io.Reader, entity int) *countingReader {
+	c := &countingReader{r: r}
+	if entity == p.capture && p.capture > 0 {
+		p.found = true
+		c.keep = &p.captured
+		c.limit = p.opts.MaxAttachmentBytes
+		c.over = &p.tooLarge
+	}
+	return c
+}
+
+// countingReader counts what is read through it and, if keep is set,
+// appends it there up to limit bytes (setting *over beyond).
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	keep  *[]byte
+	limit int
+	over  *bool
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	if c.keep != nil && n > 0 {
+		if len(*c.keep)+n > c.limit {
+			*c.over = true
+			*c.keep = nil
+			c.keep = nil
+		} else {
+			*c.keep = append(*c.keep, b[:n]...)
+		}
+	}
+	return n, err
+}
+
+// embedded shows a message/rfc822 body as a Part of its own: its header
+// fields and its body, parsed like a top-level message.
+func (p *parser) embedded(r io.Reader, depth int) {
+	saved := p.m
+	inner := &Message{}
+	p.m = inner
+	defer func() {
+		p.m = saved
+		p.m.Truncated = p.m.Truncated || inner.Truncated
+		for _, pr := range inner.Problems {
+			p.problem("embedded message: %s", pr)
+		}
+		inner.Problems, inner.Truncated = nil, false
+		p.m.Attachments = append(p.m.Attachments, inner.Attachments...)
+		inner.Attachments = nil
+		p.m.Parts = append(p.m.Parts, Part{Message: inner})
+	}()
+	lr := &limitedReader{r: r, n: p.opts.MaxHeaderBytes}
+	br := bufio.NewReader(lr)
+	th, err := textproto.ReadHeader(br)
+	lr.n = math.MaxInt
+	if err != nil {
+		p.problem("malformed header: %v", err)
+		p.text(br)
+		return
+	}
+	h := message.Header{Header: th}
+	p.header(h)
+	inner.MessageID = clean(mailmsg.NormalizeMessageID(h.Get("Message-Id")))
+	e, err := message.New(h, br)
+	if err != nil && e == nil {
+		p.problem("%v", err)
+		return
+	}
+	if err != nil {
+		p.problem("%v", err)
+	}
+	p.entity(e, depth)
 }
 
 // eachPart calls fn for each part of mr, recording parse errors.

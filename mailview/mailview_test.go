@@ -2,6 +2,7 @@ package mailview
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,8 @@ func TestParseFixtures(t *testing.T) {
 					t.Fatalf("Attachments = %+v, want %+v", m.Attachments, tt.attachments)
 				}
 				for i := range tt.attachments {
-					if m.Attachments[i] != tt.attachments[i] {
+					got := m.Attachments[i]
+					if got.Name != tt.attachments[i].Name || got.Type != tt.attachments[i].Type || got.Size != tt.attachments[i].Size {
 						t.Errorf("Attachments[%d] = %+v, want %+v", i, m.Attachments[i], tt.attachments[i])
 					}
 				}
@@ -290,6 +292,15 @@ func checkClean(t testing.TB, name string, m *Message) {
 		}
 	}
 	for _, p := range m.Parts {
+		if p.Message != nil {
+			if p.Text != "" || p.HTML != "" {
+				t.Errorf("%s: a part has an embedded message and text", name)
+			}
+			checkClean(t, name+" (embedded)", p.Message)
+			if len(p.Message.Attachments) > 0 {
+				t.Errorf("%s: embedded message keeps its own attachments %+v, want them listed with the outer message's", name, p.Message.Attachments)
+			}
+		}
 		if bad(p.Text, true) || bad(string(p.HTML), true) {
 			t.Errorf("%s: part %q is not clean", name, p.Text+string(p.HTML))
 		}
@@ -311,8 +322,22 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(nested(30))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		m := Parse(raw, Options{MaxTextBytes: 1 << 16})
+		opts := Options{MaxTextBytes: 1 << 16}
+		m := Parse(raw, opts)
 		checkClean(t, "fuzz", m)
+		// Every listed attachment can be taken out, with the size listed.
+		for i, a := range m.Attachments {
+			got, data, err := AttachmentData(raw, i, opts)
+			if err != nil {
+				t.Fatalf("AttachmentData(%d) = %v, want attachment %+v", i, err, a)
+			}
+			if got != a || int64(len(data)) != a.Size {
+				t.Fatalf("AttachmentData(%d) = %+v with %d bytes, want %+v", i, got, len(data), a)
+			}
+		}
+		if _, _, err := AttachmentData(raw, len(m.Attachments), opts); !errors.Is(err, ErrNoAttachment) {
+			t.Fatalf("AttachmentData(%d) of %d = %v, want ErrNoAttachment", len(m.Attachments), len(m.Attachments), err)
+		}
 	})
 }
 
@@ -334,5 +359,87 @@ func TestHTMLLinks(t *testing.T) {
 		if strings.Contains(html, bad) {
 			t.Errorf("sanitized HTML keeps %s: %s", bad, html)
 		}
+	}
+}
+
+// TestEmbeddedMessage: a list that wraps a message to pass DMARC (Mailman's
+// "wrap message") sends the original as a message/rfc822 part. The view
+// shows that message with its own header and text, not only the footer.
+func TestEmbeddedMessage(t *testing.T) {
+	m := Parse(fixture(t, "dmarc.eml"), Options{})
+	if len(m.Parts) != 2 {
+		t.Fatalf("Parts = %+v, want the embedded message and the footer", m.Parts)
+	}
+	in := m.Parts[0].Message
+	if in == nil {
+		t.Fatalf("Parts[0] = %+v, want an embedded message", m.Parts[0])
+	}
+	if got := field(in, "From"); got != "Alice Example <alice@example.com>" {
+		t.Errorf("embedded From = %q, want Alice Example <alice@example.com>", got)
+	}
+	if in.Subject != "Sprocket sizes" || in.MessageID != "original-1@example.com" {
+		t.Errorf("embedded Subject, MessageID = %q, %q, want Sprocket sizes, original-1@example.com", in.Subject, in.MessageID)
+	}
+	if got := allText(in); !strings.Contains(got, "sprockets come in three sizes") {
+		t.Errorf("embedded text = %q, want the wrapped message's text", got)
+	}
+	if !strings.Contains(m.Parts[1].Text, "Widgets mailing list") {
+		t.Errorf("Parts[1] = %+v, want the list footer", m.Parts[1])
+	}
+	want := []struct {
+		name, typ string
+		size      int64
+	}{{"sizes.csv", "text/csv", 28}, {"", "message/rfc822", 0}}
+	if len(m.Attachments) != len(want) {
+		t.Fatalf("Attachments = %+v, want %+v", m.Attachments, want)
+	}
+	for i, w := range want {
+		a := m.Attachments[i]
+		if a.Name != w.name || a.Type != w.typ || w.size > 0 && a.Size != w.size {
+			t.Errorf("Attachments[%d] = %+v, want %+v", i, a, w)
+		}
+	}
+	_, data, err := AttachmentData(fixture(t, "dmarc.eml"), 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, []byte("From: Alice Example <alice@example.com>\n")) || !bytes.Contains(data, []byte("large,36\n")) {
+		t.Errorf("the embedded message as a file = %q, want it whole", data)
+	}
+}
+
+func TestAttachmentData(t *testing.T) {
+	raw := fixture(t, "attachments.eml")
+	tests := []struct {
+		n    int
+		name string
+		typ  string
+		data string
+	}{
+		{0, "evil.html", "text/html", "<html><body><script>document.title='pwned-attachment'</script>HTML attachment</body></html>"}, // the line end before a boundary is the boundary's (RFC 2046 section 5.1.1)
+		{1, "pic.svg", "image/svg+xml", `<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`},
+		{2, "fix.patch", "text/x-diff", "--- a/x.c\n+++ b/x.c\n@@ -1 +1 @@\n-bug\n+fix"},
+	}
+	for _, tt := range tests {
+		a, data, err := AttachmentData(raw, tt.n, Options{})
+		if err != nil {
+			t.Errorf("AttachmentData(%d) = %v", tt.n, err)
+			continue
+		}
+		if a.Name != tt.name || a.Type != tt.typ || string(data) != tt.data || a.Size != int64(len(data)) {
+			t.Errorf("AttachmentData(%d) = %+v %q, want %s %s %q", tt.n, a, data, tt.name, tt.typ, tt.data)
+		}
+	}
+	// The attachment of the chosen alternative of alternative.eml.
+	if a, data, err := AttachmentData(fixture(t, "alternative.eml"), 0, Options{}); err != nil || a.Name != "pass txt.exe" || !bytes.Equal(data, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Errorf("AttachmentData(alternative.eml, 0) = %+v %v %v, want pass txt.exe and bytes 0..9", a, data, err)
+	}
+	for _, n := range []int{-1, 3, 1000} {
+		if _, _, err := AttachmentData(raw, n, Options{}); !errors.Is(err, ErrNoAttachment) {
+			t.Errorf("AttachmentData(%d) = %v, want ErrNoAttachment", n, err)
+		}
+	}
+	if _, _, err := AttachmentData(raw, 0, Options{MaxAttachmentBytes: 10}); !errors.Is(err, ErrAttachmentTooLarge) {
+		t.Errorf("AttachmentData with MaxAttachmentBytes 10 = %v, want ErrAttachmentTooLarge", err)
 	}
 }

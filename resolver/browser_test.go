@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,9 +80,35 @@ func browser(t *testing.T) context.Context {
 
 func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// screenshotDir is where TestBrowser saves its screenshots for a person
+// to look at: $CHIBRARY_SCREENSHOT_DIR, else bin/screenshots in the
+// module (bin/ is not versioned).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("CHIBRARY_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "bin", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("cannot create the screenshot directory: %v", err)
+	}
+	abs, _ := filepath.Abs(dir)
+	return abs
+}
+
+// viewports are the screens every page is checked and photographed on.
+var viewports = []struct {
+	name          string
+	width, height int64
+	mobile        bool
+}{{"desktop", 1100, 900, false}, {"phone", 390, 844, true}}
+
 func TestBrowser(t *testing.T) {
 	ctx := browser(t)
 	fa := newFixtureArchive(t)
+	ca := newCatalogArchive(t)
+	shots := screenshotDir(t)
+	t.Logf("screenshots in %s", shots)
 
 	// A real message: the first of the shared corpus with a subject and a
 	// plain-text body, or a fixture when the corpus is absent.
@@ -107,61 +134,143 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
-	t.Run("message page", func(t *testing.T) {
-		shots := t.TempDir()
-		for _, vp := range []struct {
-			name          string
-			width, height int64
-			mobile        bool
-		}{{"desktop", 1000, 900, false}, {"phone", 390, 844, true}} {
-			t.Run(vp.name, func(t *testing.T) {
-				emulate := []chromedp.EmulateViewportOption{}
-				if vp.mobile {
-					emulate = append(emulate, chromedp.EmulateMobile, chromedp.EmulateScale(2))
-				}
-				if err := chromedp.Do(ctx,
-					chromedp.EmulateViewport(vp.width, vp.height, emulate...),
-					chromedp.Navigate(fa.srv.URL+"/"+n.String()),
-					chromedp.WaitVisible(chromedp.CSS("pre.text")),
-				); err != nil {
-					t.Fatalf("cannot load the page: %v", err)
-				}
+	// load opens a page on a viewport, checks what every page must be
+	// (its title, the stylesheet applied, nothing wider than the screen),
+	// and saves a screenshot of the whole page as NAME-VIEWPORT.png.
+	load := func(t *testing.T, url, wait, name string, vp int) {
+		t.Helper()
+		v := viewports[vp]
+		emulate := []chromedp.EmulateViewportOption{}
+		if v.mobile {
+			emulate = append(emulate, chromedp.EmulateMobile, chromedp.EmulateScale(2))
+		}
+		if err := chromedp.Do(ctx,
+			chromedp.EmulateViewport(v.width, v.height, emulate...),
+			chromedp.Navigate(url),
+			chromedp.WaitVisible(chromedp.CSS(wait)),
+		); err != nil {
+			t.Fatalf("cannot load %s: %v", url, err)
+		}
+		// The stylesheet loaded under the CSP: main is width-limited.
+		maxWidth, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("main")).maxWidth`))
+		if err != nil || maxWidth == "none" {
+			t.Errorf("%s: main max-width = %q (%v): the stylesheet did not apply", url, maxWidth, err)
+		}
+		// Nothing is wider than the viewport (readable on a phone).
+		overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
+		if err != nil || overflow {
+			t.Errorf("%s scrolls sideways at %dpx (%v)", url, v.width, err)
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+"-"+v.name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(t *testing.T, sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return normalize(s)
+	}
+	count := func(t *testing.T, sel string) int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+		if err != nil {
+			t.Fatalf("count %s: %v", sel, err)
+		}
+		return n
+	}
+
+	for vp, v := range viewports {
+		t.Run(v.name, func(t *testing.T) {
+			t.Run("message page", func(t *testing.T) {
+				load(t, fa.srv.URL+"/"+n.String(), "section.body", "message", vp)
 				title, err := chromedp.Run(ctx, chromedp.Title())
 				if err != nil || title != view.Subject {
 					t.Errorf("title = %q (%v), want %q", title, err, view.Subject)
 				}
-				h1, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1")))
-				if err != nil || normalize(h1) != normalize(view.Subject) {
-					t.Errorf("visible h1 = %q (%v), want %q", h1, err, view.Subject)
+				if h1 := text(t, "h1"); h1 != normalize(view.Subject) {
+					t.Errorf("visible h1 = %q, want %q", h1, view.Subject)
 				}
-				body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("section.body")))
-				if err != nil || !strings.Contains(normalize(body), firstLine) {
-					t.Errorf("visible body does not contain %q (%v):\n%s", firstLine, err, body)
-				}
-				// The stylesheet loaded under the CSP: main is width-limited.
-				maxWidth, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("main")).maxWidth`))
-				if err != nil || maxWidth == "none" {
-					t.Errorf("main max-width = %q (%v): the stylesheet did not apply", maxWidth, err)
-				}
-				// Nothing is wider than the viewport (readable on a phone).
-				overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
-				if err != nil || overflow {
-					t.Errorf("page scrolls sideways at %dpx (%v)", vp.width, err)
-				}
-				png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-				if err != nil {
-					t.Fatalf("screenshot: %v", err)
-				}
-				path := filepath.Join(shots, vp.name+".png")
-				if err := os.WriteFile(path, png, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if out := os.Getenv("CHIBRARY_SCREENSHOT_DIR"); out != "" {
-					os.WriteFile(filepath.Join(out, "resolver-"+vp.name+".png"), png, 0o644)
+				if body := text(t, "section.body"); !strings.Contains(body, firstLine) {
+					t.Errorf("visible body does not contain %q:\n%s", firstLine, body)
 				}
 			})
-		}
-	})
+			t.Run("index", func(t *testing.T) {
+				load(t, ca.srv.URL+"/", "table.lists", "index", vp)
+				if got := count(t, "table.lists tbody tr"); got < 5 {
+					t.Errorf("%d lists shown, want the fixtures' lists", got)
+				}
+				if got := text(t, "table.lists"); !strings.Contains(got, "demo 20") {
+					t.Errorf("the lists table does not show demo with 20 messages:\n%s", got)
+				}
+			})
+			t.Run("list", func(t *testing.T) {
+				load(t, ca.srv.URL+"/l/demo/", "ol.threads", "list", vp)
+				if got := text(t, "ol.threads li:first-child"); !strings.Contains(got, "A subject line that is long enough") {
+					t.Errorf("first thread = %q, want the newest", got)
+				}
+				if got := count(t, "table.calendar a"); got != 1 {
+					t.Errorf("%d months linked, want 1", got)
+				}
+			})
+			t.Run("month", func(t *testing.T) {
+				load(t, ca.srv.URL+"/l/demo/2024-03/", "ol.threads", "month", vp)
+				if got := text(t, "h1"); got != "demo, March 2024" {
+					t.Errorf("h1 = %q, want demo, March 2024", got)
+				}
+			})
+			t.Run("thread", func(t *testing.T) {
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "t1.1")+"/", "article.tmsg", "thread", vp)
+				if got := count(t, "article.tmsg"); got != 5 {
+					t.Errorf("%d messages on the thread page, want 5", got)
+				}
+				// Replies are indented under what they answer.
+				left, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`Array.from(document.querySelectorAll("article.tmsg")).map(a => a.getBoundingClientRect().left)`))
+				if err != nil || len(left) < 2 || !(left[1] > left[0]) {
+					t.Errorf("left edges of the thread's messages = %v (%v), want the reply indented", left, err)
+				}
+			})
+			t.Run("message in its thread", func(t *testing.T) {
+				load(t, ca.srv.URL+"/"+ca.cn(t, "t1.3"), "nav.thread", "message-in-thread", vp)
+				nav := text(t, "nav.thread")
+				for _, want := range []string{"In reply to Re: Call numbers for the archive", "Message 3 of 5 in the thread Call numbers for the archive", "Next in thread"} {
+					if !strings.Contains(nav, want) {
+						t.Errorf("thread navigation does not say %q:\n%s", want, nav)
+					}
+				}
+				if got := count(t, "ul.tree li"); got != 5 {
+					t.Errorf("%d rows in the thread's tree, want 5", got)
+				}
+				if got := text(t, "ul.tree li.current"); got != "Grace Hopper 2024-03-04 23:26" {
+					t.Errorf("the current row of the tree = %q", got)
+				}
+			})
+			t.Run("search", func(t *testing.T) {
+				load(t, ca.srv.URL+"/search?q=archive", "ol.results", "search", vp)
+				if got := count(t, "ol.results li"); got < 5 {
+					t.Errorf("%d results for archive, want several", got)
+				}
+				if got := count(t, "ol.results mark"); got == 0 {
+					t.Errorf("no word marked in the excerpts")
+				}
+			})
+			t.Run("wrapped message", func(t *testing.T) {
+				load(t, ca.srv.URL+"/"+ca.cn(t, "wrapper-1"), "section.embedded", "message-dmarc", vp)
+				if got := text(t, "section.embedded"); !strings.Contains(got, "sprockets come in three sizes") || !strings.Contains(got, "Alice Example <alice@example.com>") {
+					t.Errorf("the enclosed message does not show its sender and text:\n%s", got)
+				}
+				if got := count(t, `a[rel="nofollow noopener noreferrer"][href="https://example.org/sprockets"]`); got != 1 {
+					t.Errorf("%d links to https://example.org/sprockets, want 1", got)
+				}
+			})
+		})
+	}
 
 	// The control: the same browser does run a page's script, so the
 	// checks below can fail.
@@ -208,6 +317,40 @@ func TestBrowser(t *testing.T) {
 				text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 				if err != nil || !strings.Contains(text, "document.title") && file == "hostile-plain.eml" {
 					t.Errorf("the markup of the plain message is not shown as text (%v):\n%s", err, text)
+				}
+			})
+		}
+		// The pages that show hostile messages among others, and an HTML
+		// attachment opened directly: it is downloaded, never rendered.
+		pages := []struct{ path, wait string }{
+			{"/l/hostile/", "ol.threads"},
+			{"/l/hostile/2024-01/", "ol.threads"},
+			{"/t/" + ca.cn(t, "hostile-1") + "/", "article.tmsg"},
+			{"/t/" + ca.cn(t, "hostile-plain") + "/", "article.tmsg"},
+			{"/" + ca.cn(t, "attachments-1") + "/attachments/0/evil.html", ""},
+			{"/" + ca.cn(t, "attachments-1") + "/attachments/1/pic.svg", ""},
+		}
+		for _, p := range pages {
+			t.Run(p.path, func(t *testing.T) {
+				// Start from a known page: a download leaves it in place.
+				if err := chromedp.Do(ctx, chromedp.Navigate(ca.srv.URL+"/")); err != nil {
+					t.Fatal(err)
+				}
+				actions := []chromedp.Action[chromedp.Void]{chromedp.Navigate(ca.srv.URL + p.path)}
+				if p.wait != "" {
+					actions = append(actions, chromedp.WaitVisible(chromedp.CSS(p.wait)))
+				}
+				err := chromedp.Do(ctx, append(actions, chromedp.Sleep(300*time.Millisecond))...)
+				if err != nil && p.wait != "" {
+					t.Fatalf("cannot load the page: %v", err)
+				}
+				title, err := chromedp.Run(ctx, chromedp.Title())
+				if err != nil || strings.HasPrefix(title, "pwned") {
+					t.Errorf("document.title = %q (%v): a hostile script ran", title, err)
+				}
+				count, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("script, img, iframe, svg, object, embed, form:not([action='/go']), [onerror], [onload], [style]").length`))
+				if err != nil || count != 0 {
+					t.Errorf("%d active elements in the DOM (%v), want 0", count, err)
 				}
 			})
 		}

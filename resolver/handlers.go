@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailview"
@@ -23,7 +24,7 @@ import (
 // Versions of the rendered representations, part of their ETags: bump one
 // when its output changes so that revalidating clients get the new form.
 const (
-	htmlVersion = "h1"
+	htmlVersion = "h2"
 	jsonVersion = "j1"
 )
 
@@ -44,7 +45,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 	h.Del("Cache-Control")
 	h.Del("Content-Disposition")
 	h.Set("Content-Security-Policy", csp)
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1")
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
@@ -101,6 +102,11 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, text string) (st
 // answers 304 when the client already has it (RFC 9110 section 13.1.2:
 // If-None-Match uses the weak comparison).
 func notModified(w http.ResponseWriter, r *http.Request, d store.Digest, version string) bool {
+	return notModifiedAs(w, r, d, version, immutable)
+}
+
+// notModifiedAs is notModified with another Cache-Control.
+func notModifiedAs(w http.ResponseWriter, r *http.Request, d store.Digest, version, cacheControl string) bool {
 	etag := `"` + d.String()
 	if version != "" {
 		etag += "-" + version
@@ -108,7 +114,7 @@ func notModified(w http.ResponseWriter, r *http.Request, d store.Digest, version
 	etag += `"`
 	h := w.Header()
 	h.Set("ETag", etag)
-	h.Set("Cache-Control", immutable)
+	h.Set("Cache-Control", cacheControl)
 	if etagMatch(r.Header.Get("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return true
@@ -152,7 +158,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// twoSegments dispatches /m/{message-id} and /{callnumber}/raw.
+// twoSegments dispatches /m/{message-id}, /{callnumber}/raw and
+// /{callnumber}/attachments/{n}/{name}.
 func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	first, rest := r.PathValue("first"), r.PathValue("rest")
 	switch {
@@ -162,6 +169,9 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	case rest == "raw":
 		httpserve.SetRoute(w, "GET /{callnumber}/raw")
 		s.raw(w, r, first)
+	case strings.HasPrefix(rest, "attachments/"):
+		httpserve.SetRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
+		s.attachment(w, r, first, strings.TrimPrefix(rest, "attachments/"))
 	default:
 		httpserve.SetRoute(w, "unmatched")
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
@@ -184,12 +194,25 @@ type pageData struct {
 	List       string
 	InReplyTo  []link
 	References []link
+	// Nav is the message's place in its thread and list; nil without a
+	// catalog, or before it has indexed the message.
+	Nav *navigation
+	// Replies says whether the message names a parent at all (else a
+	// tree parent is only the thread's start, joined by subject).
+	Replies bool
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	cn := r.PathValue("callnumber")
 	m, _, ok := s.lookup(w, r, cn)
-	if !ok || notModified(w, r, m.Digest, htmlVersion) {
+	if !ok {
+		return
+	}
+	// The message never changes, its place among others does: with a
+	// catalog, the page is revalidated, its ETag naming both.
+	nav := s.navigate(r.Context(), m.Number.String())
+	if nav == nil && notModified(w, r, m.Digest, htmlVersion) ||
+		nav != nil && notModifiedAs(w, r, m.Digest, htmlVersion+"-"+fingerprint(nav), "no-cache") {
 		return
 	}
 	v := mailview.Parse(m.Raw, s.opts.View)
@@ -209,7 +232,46 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	found := s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
 	d.InReplyTo = links(inReplyTo, found, m.Number)
 	d.References = links(refs, found, m.Number)
+	d.Nav, d.Replies = nav, len(v.InReplyTo)+len(v.References) > 0
+	if nav == nil || nav.Parent == nil {
+		s.label(r.Context(), d.InReplyTo)
+	}
+	if nav == nil {
+		s.label(r.Context(), d.References)
+	}
 	s.render(w, r, http.StatusOK, "page.html", d)
+}
+
+// label fills in the subject, sender and date of linked messages: from
+// the catalog when it has them, else from their header in the store.
+func (s *Server) label(ctx context.Context, ls []link) {
+	var wg sync.WaitGroup
+	for i := range ls {
+		l := &ls[i]
+		if c := s.opts.Catalog; c != nil && s.catalogBroken.Load() == nil {
+			if m, err := c.Message(ctx, l.CallNumber); err == nil {
+				l.Subject, l.From, l.Date = m.Subject, m.From(), m.Date.Format(dateTimeLayout)
+				continue
+			}
+		}
+		wg.Go(func() {
+			m, err := s.getByText(ctx, l.CallNumber)
+			if err != nil {
+				return
+			}
+			for _, f := range mailview.ParseHeader(m.Raw, s.opts.View).Fields {
+				switch f.Name {
+				case "Subject":
+					l.Subject = f.Value
+				case "From":
+					l.From = f.Value
+				case "Date":
+					l.Date = f.Value
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // firstUnique returns the ids not in skip, without repeats, at most
@@ -375,6 +437,9 @@ func (s *Server) byMessageID(w http.ResponseWriter, r *http.Request, text string
 
 type statsJSON struct {
 	Messages int64 `json:"messages"`
+	// Catalog are the catalog's totals and its follower's state, when
+	// there is a catalog.
+	Catalog *catalog.Stats `json:"catalog,omitempty"`
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
@@ -383,38 +448,16 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		s.failStore(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "no-cache")
-	writeJSON(w, http.StatusOK, statsJSON{Messages: n})
-}
-
-type indexData struct {
-	Messages int64
-	Known    bool
-}
-
-func (s *Server) index(w http.ResponseWriter, r *http.Request) {
-	d := indexData{}
-	if n, err := s.st.Count(r.Context()); err == nil {
-		d.Messages, d.Known = n, true
-	} else {
-		s.log.Warn("cannot count messages", "err", err)
+	out := statsJSON{Messages: n}
+	if c := s.opts.Catalog; c != nil {
+		if st, err := c.Stats(r.Context()); err == nil {
+			out.Catalog = &st
+		} else {
+			s.log.Warn("cannot read the catalog's totals", "err", err)
+		}
 	}
 	w.Header().Set("Cache-Control", "no-cache")
-	s.render(w, r, http.StatusOK, "index.html", d)
-}
-
-// goTo is the index form's target: /go?n=CALLNUMBER.
-func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
-	text := strings.TrimSpace(r.URL.Query().Get("n"))
-	n, _, err := s.codecs.resolve(r.Context(), text)
-	switch {
-	case errors.Is(err, ErrMalformed):
-		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
-	case err != nil:
-		s.failStore(w, r, err)
-	default:
-		http.Redirect(w, r, "/"+n.String(), http.StatusFound)
-	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

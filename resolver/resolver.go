@@ -4,19 +4,42 @@
 //
 // Routes (Go 1.22 ServeMux patterns):
 //
-//	GET /                            index: a form to type a call number, the stats
-//	GET /{callnumber}                the message as an HTML page
-//	GET /{callnumber}/raw            the stored bytes, message/rfc822
-//	GET /api/v1/messages/{callnumber} the headers as JSON
-//	GET /m/{message-id}              302 to the message; a list if several share the ID
-//	GET /api/v1/stats                {"messages": N}
-//	GET /api/v1/version              the build: program, version, revision
-//	GET /healthz, /metrics           liveness; Prometheus metrics
+//	GET /                                  the lists; a box for a call number, Message-ID, URL or search
+//	GET /go?n=...                          302 to what the box names, or to its search
+//	GET /{callnumber}                      the message as an HTML page, in its thread
+//	GET /{callnumber}/raw                  the stored bytes, message/rfc822
+//	GET /{callnumber}/attachments/{n}/{name} an attachment, as a download
+//	GET /m/{message-id}                    302 to the message; a list if several share the ID
+//	GET /l/{list}/                         a list's newest threads (?page=N), its months
+//	GET /l/{list}/{yyyy}-{mm}/             the threads of a month
+//	GET /l/{list}/atom.xml                 Atom feed of a list's newest messages
+//	GET /l/{list}/{yyyy}-{mm}.mbox.gz      a month as mboxrd, gzip, streamed
+//	GET /t/{callnumber}/                   the whole thread of a message (?page=N)
+//	GET /t/{callnumber}.mbox.gz            a thread as mboxrd, gzip, streamed
+//	GET /search?q=...                      full-text search (&page=N, &sort=relevance)
+//	GET /api/v1/lists                      JSON twins of the pages above:
+//	GET /api/v1/lists/{list}               ... a list (?page=N)
+//	GET /api/v1/lists/{list}/{yyyy}-{mm}   ... a month
+//	GET /api/v1/threads/{callnumber}       ... a thread
+//	GET /api/v1/search?q=...               ... a search
+//	GET /api/v1/messages/{callnumber}      the headers as JSON
+//	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
+//	GET /api/v1/version                    the build: program, version, revision
+//	GET /healthz, /metrics                 liveness; Prometheus metrics
+//	GET /robots.txt, /favicon.ico
+//
+// Lists, months and threads come from the catalog (package catalog), a
+// derived index that the server follows the store into (Options.Follow);
+// without a catalog those pages answer 503 and the message pages still
+// work.
 //
 // A path that is not 8 base62 characters is 400; 8 base62 characters that
 // name no stored message (out of range, of an unknown version or run, or
-// never issued) are 404. Messages are
-// immutable, so message responses carry an ETag and are cacheable forever.
+// never issued) are 404; so are unknown lists, months and threads, and a
+// malformed list name or month is 400. Messages are immutable, so message
+// responses carry an ETag and are cacheable forever; pages that show a
+// message among others (its thread, the list) carry an ETag of what they
+// show and are revalidated.
 // Mail is hostile: every page is rendered with html/template from the
 // sanitized view of package mailview, under a Content-Security-Policy that
 // allows no script, no remote content and no framing.
@@ -33,12 +56,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/internal/version"
 	"github.com/chibrary/chibrary/mailview"
@@ -76,6 +101,20 @@ type Options struct {
 	// ShutdownTimeout is how long Serve waits for requests in flight once
 	// its context is done; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// Catalog serves the lists, months and threads; nil answers their
+	// pages with 503 (message pages work without it). The caller opens
+	// and closes it (OpenCatalog), after Serve returns.
+	Catalog *catalog.Catalog
+	// Follow, when set and Catalog is writable, makes Serve follow the
+	// store into the catalog while it serves (catalog.Follow), and stop
+	// and wait for that on shutdown. nil: the catalog is kept current by
+	// someone else, or not at all.
+	Follow *catalog.FollowOptions
+	// BaseURL is the archive's public address (https://archive.example),
+	// used where an absolute URL is needed: the IDs and links of Atom
+	// feeds. "" takes it from each request's Host.
+	BaseURL string
 }
 
 // Security headers of every response. The CSP allows the stylesheet served
@@ -91,9 +130,7 @@ const (
 //go:embed templates/*.html static/style.css
 var assets embed.FS
 
-var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"size": humanSize,
-}).ParseFS(assets, "templates/*.html"))
+var templates = template.Must(template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html"))
 
 // Server is the resolver's HTTP handler. It is safe for concurrent use.
 type Server struct {
@@ -105,6 +142,14 @@ type Server struct {
 	handler http.Handler // mux with the access log and metrics
 	reg     *prometheus.Registry
 	style   []byte
+
+	// building is set while a catalog that started empty is first built.
+	building atomic.Bool
+	// catalogBroken says why the catalog cannot be used any more.
+	catalogBroken atomic.Pointer[string]
+	// cache keeps rendered pages of the catalog.
+	cache     *pageCache
+	cacheHits *prometheus.CounterVec
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -120,8 +165,12 @@ func New(st store.Store, opts Options) *Server {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style}
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache()}
+	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chibrary_resolver_page_cache_total",
+		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
+	}, []string{"result"})
+	s.reg.MustRegister(s.cacheHits, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mw, err := httpserve.New(httpserve.Options{Logger: s.log, Registerer: s.reg, Namespace: "chibrary_resolver"})
 	if err != nil {
 		panic(err) // a registry of its own: names cannot clash
@@ -131,11 +180,13 @@ func New(st store.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.HandleFunc("GET /go", s.goTo)
 	s.mux.HandleFunc("GET /{callnumber}", s.page)
-	// "/m/{id...}" and "/{callnumber}/raw" would both match "/m/raw", which
-	// ServeMux refuses as a conflict; one pattern dispatches both.
+	// "/m/{id...}", "/{callnumber}/raw" and "/{callnumber}/attachments/..."
+	// would all match "/m/raw", which ServeMux refuses as a conflict; one
+	// pattern dispatches them.
 	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
+	s.routePages()
 	s.mux.Handle("GET /api/v1/version", version.Handler("resolver"))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
@@ -167,6 +218,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// Requests in flight may read the catalog: the follower stops after
+	// them.
+	stopFollowing := s.follow(ctx)
+	defer stopFollowing()
 	s.log.Info("serving", "addr", ln.Addr().String())
 	return httpserve.Serve(ctx, srv, ln, orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout), s.log)
 }

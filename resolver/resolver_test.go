@@ -32,13 +32,13 @@ func TestRoutes(t *testing.T) {
 		contentType string
 		has         []string
 	}{
-		{"index", "/", 200, "text/html; charset=utf-8", []string{`<form action="/go"`, "8 messages archived."}},
+		{"index", "/", 200, "text/html; charset=utf-8", []string{`action="/go"`, "8 messages archived."}},
 		{"page", "/" + signed, 200, "text/html; charset=utf-8", []string{"<title>A signed message</title>", "This text is signed and must be shown.", "signature.asc", `href="/` + signed + `/raw"`}},
 		{"raw", "/" + signed + "/raw", 200, "message/rfc822", []string{"Subject: A signed message\n", "-----BEGIN PGP SIGNATURE-----"}},
 		{"json", "/api/v1/messages/" + signed, 200, "application/json", []string{`"callnumber":"` + signed + `"`, `"message_id":"signed-1@example.com"`}},
 		{"stats", "/api/v1/stats", 200, "application/json", []string{`{"messages":8}`}},
 		{"healthz", "/healthz", 200, "text/plain; charset=utf-8", []string{"ok"}},
-		{"stylesheet", "/static/style.css", 200, "text/css; charset=utf-8", []string{"pre.text"}},
+		{"stylesheet", "/static/style.css", 200, "text/css; charset=utf-8", []string{"div.text pre"}},
 		{"go", "/go?n=" + signed, 302, "", nil},
 		{"go malformed", "/go?n=nope", 400, "text/html; charset=utf-8", []string{"wrong length"}},
 		{"nothing there", "/" + signed + "/cooked", 404, "text/html; charset=utf-8", nil},
@@ -291,7 +291,7 @@ func TestRendering(t *testing.T) {
 		{"latin1.eml", []string{"Grüße aus Köln, ça va très bien.", "Jörg Müller", "Привет", "Žluťoučký kůň"}, []string{"=?iso-8859"}},
 		{"alternative.eml", []string{
 			"The plain alternative, café.", "pass txt.exe",
-			`In reply to: <a href="/` + fa.numbers["signed.eml"].String() + `">`,
+			`In reply to <a href="/` + fa.numbers["signed.eml"].String() + `">A signed message</a>`,
 		}, []string{"HTML</b> alternative", "not-archived@example.com", "../"}},
 		{"broken.eml", []string{"A broken header", "Body of the broken message &lt;b&gt;not bold&lt;/b&gt;."}, nil},
 	}

@@ -38,21 +38,42 @@ if [ -z "$addr" ]; then
   cat "$log" >&2
   exit 1
 fi
+# fetch PATH prints "STATUS" on the first line, then the body.
+fetch() {
+  if command -v curl >/dev/null; then
+    curl -s -w '\n%{http_code}' "http://$addr$1" | { body=$(cat); printf '%s\n%s\n' "${body##*$'\n'}" "${body%$'\n'*}"; }
+  else # bash's own /dev/tcp, for machines without curl
+    local host=${addr%:*} port=${addr##*:}
+    exec 3<>"/dev/tcp/$host/$port"
+    printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$addr" >&3
+    local response
+    response=$(cat <&3)
+    exec 3<&-
+    printf '%s\n' "$(printf '%s' "$response" | head -n 1 | cut -d' ' -f2)"
+    printf '%s\n' "${response#*$'\r\n\r\n'}"
+  fi
+}
 echo
-if command -v curl >/dev/null; then
-  code=$(curl -s -o /dev/null -w '%{http_code}' "http://$addr/$cn")
-else # bash's own /dev/tcp, for machines without curl
-  host=${addr%:*} port=${addr##*:}
-  exec 3<>"/dev/tcp/$host/$port"
-  printf 'GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n' "$cn" "$addr" >&3
-  code=$(head -n 1 <&3 | cut -d' ' -f2)
-  exec 3<&-
-fi
+code=$(fetch "/$cn" | head -n 1)
 echo "GET http://$addr/$cn -> HTTP $code"
-kill $pid
 [ "$code" = 200 ] || exit 1
 
+# The resolver indexes the archive into its catalog as it starts: wait
+# for the list, then show its page.
+for _ in $(seq 100); do
+  code=$(fetch /l/demo/ | head -n 1)
+  [ "$code" = 200 ] && break
+  sleep 0.1
+done
+page=$(fetch /l/demo/)
+echo "GET http://$addr/l/demo/ -> HTTP $(printf '%s\n' "$page" | head -n 1), the list's threads:"
+printf '%s\n' "$page" | sed -n 's|.*<a class="subject" href="/t/\([0-9A-Za-z]\{8\}\)/">\(.*\)</a>.*|  /t/\1/  \2|p' |
+  sed 's/&amp;/\&/g; s/&lt;/</g; s/&gt;/>/g; s/&#34;/"/g; s/&#39;/'"'"'/g'
+kill $pid
+[ "$(printf '%s\n' "$page" | head -n 1)" = 200 ] || exit 1
+
 echo
-echo "Serve the archive and open the message:"
+echo "Serve the archive and read it:"
 echo "  $bin/resolver serve --data $data --listen 127.0.0.1:8080"
-echo "  http://127.0.0.1:8080/$cn"
+echo "  http://127.0.0.1:8080/l/demo/       the demo list's threads"
+echo "  http://127.0.0.1:8080/$cn       a message, in its thread"

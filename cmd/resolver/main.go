@@ -12,6 +12,7 @@ import (
 	"net"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/resolver"
@@ -22,6 +23,7 @@ func main() { cli.Main("resolver", program.Run) }
 
 var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command{
 	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
+	{Name: "reindex", Run: reindexCommand}, {Name: "compact", Run: compact},
 }}
 
 // run is the program, for tests.
@@ -30,25 +32,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 const usage = `
-Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
+Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.0.0.1:8080]
        resolver get [--data DIR | --store URL] CALLNUMBER
        resolver inspect [--json] [--data DIR | --store URL] CALLNUMBER
+       resolver reindex [--data DIR | --store URL] [--catalog PATH]
+       resolver compact [--data DIR | --store URL] [--to URL]
 
-Serves an archive's messages by call number over HTTP (serve), writes one
-stored message to standard output (get), or shows a call number's
-version, run and sequence and the lease of its run (inspect). An archive
-on a read-only file system (a snapshot, a backup) is read read-only.
+Serves an archive over HTTP, its lists, months and threads and each
+message by call number (serve), writes one stored message to standard
+output (get), shows a call number's version, run and sequence and the
+lease of its run (inspect), builds the catalog of lists and threads
+anew from the store (reindex), or writes the store anew, compressed, into
+a new file (compact). An archive on a read-only file system (a snapshot,
+a backup) is read read-only.
 Run 'resolver COMMAND --help' for the flags of a command; --version prints
 the version.
 
 Examples:
   resolver serve --data /var/lib/chibrary
+  resolver reindex --data /var/lib/chibrary
   resolver get --data ./archive 2UrKPuW8 > message.eml
   resolver inspect --json --store bolt:/srv/archive/messages.db 2UrKPuW8
 `
 
 const serveUsage = `
-Usage: resolver serve [--data DIR | --store URL] [--listen 127.0.0.1:8080]
+Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
+                      [--listen 127.0.0.1:8080] [--base-url URL]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
 requests in flight. Listens on loopback unless told otherwise: put a
@@ -56,26 +65,53 @@ reverse proxy (TLS, access control) in front of it for the world. An
 archive this process cannot write (a read-only file system: a snapshot, a
 backup) is served read-only, without the lock file; the log says so.
 
-Routes: GET /{callnumber} (HTML), /{callnumber}/raw (message/rfc822),
-/api/v1/messages/{callnumber} (JSON), /m/{message-id}, /api/v1/stats,
-/api/v1/version, /healthz, /metrics.
+Lists, months and threads come from the catalog: DATA/catalog.db with
+--data, the catalog.db beside the bbolt file with --store bolt:PATH,
+--catalog PATH for a Riak store. serve creates it if missing (its pages
+answer 503 while it is first built), and follows the store into it: a
+message stored by an importer or the watcher is on its pages within
+2 seconds. When another resolver follows the catalog, it is served
+read-only; when it cannot be opened at all (a read-only archive without
+one), message pages still work and the catalog's pages answer 503.
+
+Routes:
+  /                                 the lists; a box for a call number, Message-ID or URL
+  /l/LIST/                          a list's latest threads (?page=N) and its months
+  /l/LIST/YYYY-MM/                  the threads of a month
+  /l/LIST/atom.xml                  Atom feed of the list's newest messages
+  /l/LIST/YYYY-MM.mbox.gz           the month as mboxrd (gzip), streamed
+  /t/CALLNUMBER/                    the whole thread of a message (?page=N)
+  /t/CALLNUMBER.mbox.gz             the thread as mboxrd (gzip)
+  /search?q=WORDS                   full-text search (from:, subject:, list:, after:, before:)
+  /CALLNUMBER                       a message, in its thread
+  /CALLNUMBER/raw                   the stored bytes (message/rfc822)
+  /CALLNUMBER/attachments/N/NAME    an attachment, as a download
+  /m/MESSAGE-ID                     redirect to the message(s) with that Message-ID
+  /api/v1/lists, /api/v1/lists/LIST, /api/v1/lists/LIST/YYYY-MM,
+  /api/v1/threads/CALLNUMBER, /api/v1/search?q=..., /api/v1/messages/CALLNUMBER,
+  /api/v1/stats, /api/v1/version    JSON
+  /healthz, /metrics, /robots.txt, /favicon.ico
 
 Examples:
   resolver serve --data /var/lib/chibrary
+  resolver serve --data /var/lib/chibrary --base-url https://lists.example.org
   resolver serve --store bolt:/srv/archive/messages.db --listen 127.0.0.1:9000
+  resolver serve --store riak://r1:8087/lists --catalog /var/lib/chibrary/catalog.db
   CHIBRARY_DATA=/var/lib/chibrary CHIBRARY_LISTEN=127.0.0.1:8080 resolver serve
 `
 
 func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
-		st     setup.StoreFlags
-		logs   cli.LogOptions
-		listen string
+		st                   setup.StoreFlags
+		logs                 cli.LogOptions
+		listen, cat, baseURL string
 	)
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
 	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
+	fs.String(&cat, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
+	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -97,7 +133,11 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		return err
 	}
 	defer db.Close()
-	return resolver.New(db, resolver.Options{Logger: log}).Serve(ctx, ln)
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, Follow: &catalog.FollowOptions{}}
+	if opts.Catalog = serveCatalog(ctx, catalogPath(st, cat), log); opts.Catalog != nil {
+		defer opts.Catalog.Close()
+	}
+	return resolver.New(db, opts).Serve(ctx, ln)
 }
 
 const getUsage = `

@@ -79,6 +79,11 @@ func checkTag(tok html.Token, o Options) error {
 		key := strings.ToLower(a.Key)
 		// Browsers ignore white space and case in a URL's scheme.
 		val := strings.ToLower(strings.Join(strings.Fields(a.Val), ""))
+		// The text in the archive's own search box (the search typed) is
+		// data, never a URL.
+		if tok.Data == "input" && key == "value" && o.FormAction != "" {
+			continue
+		}
 		switch {
 		case strings.HasPrefix(key, "on"), key == "style", key == "src", key == "srcset",
 			key == "background", key == "poster", key == "formaction":

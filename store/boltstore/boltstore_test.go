@@ -1,19 +1,43 @@
 package boltstore_test
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
-	"context"
 	bolt "go.etcd.io/bbolt"
-	"path/filepath"
-	"testing"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
+	"github.com/chibrary/chibrary/store/internal/record"
 	"github.com/chibrary/chibrary/store/storetest"
 )
+
+// tamper is a bolt store the conformance suite can reach beneath.
+type tamper struct {
+	*boltstore.Store
+	opts boltstore.Options
+}
+
+var _ storetest.Tamperer = tamper{}
+
+func (t tamper) Record(ctx context.Context, n callnumber.Number) ([]byte, error) {
+	return t.TestRecord(ctx, n)
+}
+
+func (t tamper) SetRecord(ctx context.Context, n callnumber.Number, v []byte) error {
+	return t.TestSetRecord(ctx, n, v)
+}
+
+func (t tamper) SaveDict(ctx context.Context, id record.DictID, b []byte) error {
+	return t.TestSaveDict(ctx, id, b)
+}
+
+func (t tamper) Compression() store.Compression { return t.opts.Compression }
 
 func TestConformance(t *testing.T) {
 	for _, tt := range []struct {
@@ -22,12 +46,17 @@ func TestConformance(t *testing.T) {
 	}{
 		{"default", boltstore.Options{}},
 		{"no linger", boltstore.Options{Linger: -1}},
+		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Opener {
 				path := filepath.Join(t.TempDir(), "data", "messages.db")
 				return func(ctx context.Context) (store.Store, error) {
-					return boltstore.Open(ctx, path, tt.opts)
+					s, err := boltstore.Open(ctx, path, tt.opts)
+					if err != nil {
+						return nil, err
+					}
+					return tamper{s, tt.opts}, nil
 				}
 			})
 		})

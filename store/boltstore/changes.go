@@ -31,7 +31,6 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
-	"github.com/chibrary/chibrary/store/internal/record"
 )
 
 // Bounds of one page of the feed.
@@ -156,7 +155,7 @@ func (s *Store) Changes(ctx context.Context, after store.Cursor, max int) (store
 			return nil // nothing was ever stored
 		}
 		if tx.Bucket(bucketChanges) == nil {
-			page, err = legacyPage(tx, bd.codec, cur, max)
+			page, err = s.legacyPage(tx, bd.codec, cur, max)
 			return err
 		}
 		if cur.legacy {
@@ -164,7 +163,7 @@ func (s *Store) Changes(ctx context.Context, after store.Cursor, max int) (store
 				return err
 			}
 		}
-		page, err = feedPage(tx, bd.codec, cur, max)
+		page, err = s.feedPage(tx, bd.codec, cur, max)
 		return err
 	})
 	if err != nil {
@@ -174,7 +173,7 @@ func (s *Store) Changes(ctx context.Context, after store.Cursor, max int) (store
 }
 
 // feedPage reads up to max entries of the changes bucket after cur.
-func feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.ChangePage, error) {
+func (s *Store) feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.ChangePage, error) {
 	messages := tx.Bucket(bucketMessages)
 	page := store.ChangePage{Messages: []store.Stored{}}
 	size := 0
@@ -183,7 +182,7 @@ func feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.
 		if len(k) != 8 || len(v) != 8 {
 			return store.ChangePage{}, fmt.Errorf("%w: change feed entry of %d+%d bytes", ErrFormat, len(k), len(v))
 		}
-		m, err := storedAt(messages, codec, v)
+		m, err := s.storedAt(tx, messages, codec, v)
 		if err != nil {
 			return store.ChangePage{}, fmt.Errorf("change feed entry %d: %w", binary.BigEndian.Uint64(k), err)
 		}
@@ -196,7 +195,7 @@ func feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.
 }
 
 // legacyPage reads a format 1 file's messages in key order after cur.
-func legacyPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.ChangePage, error) {
+func (s *Store) legacyPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (store.ChangePage, error) {
 	if !cur.legacy && cur.seq != 0 {
 		return store.ChangePage{}, fmt.Errorf("%w: cursor %q is of a change feed this %s file does not have yet", store.ErrBadCursor, cur.String(), formatV1)
 	}
@@ -218,7 +217,7 @@ func legacyPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max int) (stor
 			return store.ChangePage{}, fmt.Errorf("%w: message key of %d bytes", ErrFormat, len(k))
 		}
 		n := codec.Number(binary.BigEndian.Uint64(k))
-		rec, err := record.DecodeMessage(v)
+		rec, err := s.decode(tx, v)
 		if err != nil {
 			return store.ChangePage{}, fmt.Errorf("cannot read message %v: %w", n, err)
 		}
@@ -258,13 +257,13 @@ func translate(tx *bolt.Tx, cur cursor) (cursor, error) {
 }
 
 // storedAt reads the message under a packed key.
-func storedAt(messages *bolt.Bucket, codec *callnumber.Codec, key []byte) (store.Stored, error) {
+func (s *Store) storedAt(tx *bolt.Tx, messages *bolt.Bucket, codec *callnumber.Codec, key []byte) (store.Stored, error) {
 	n := codec.Number(binary.BigEndian.Uint64(key))
 	v := messages.Get(key)
 	if v == nil {
 		return store.Stored{}, fmt.Errorf("%w: the feed names message %v, which is not stored", ErrFormat, n)
 	}
-	rec, err := record.DecodeMessage(v)
+	rec, err := s.decode(tx, v)
 	if err != nil {
 		return store.Stored{}, fmt.Errorf("cannot read message %v: %w", n, err)
 	}

@@ -90,7 +90,7 @@ func TestUpgradeFormat1(t *testing.T) {
 		if v1, err := checkFormat(tx); err != nil || !v1 {
 			t.Fatalf("checkFormat(downgraded file) = %v, %v; want true, nil", v1, err)
 		}
-		first, err = legacyPage(tx, codec, cursor{}, 2)
+		first, err = s.legacyPage(tx, codec, cursor{}, 2) // s is closed: its decoder still works
 		return err
 	})
 	db.Close()

@@ -49,7 +49,9 @@ func mappedKB(t *testing.T, path string) int {
 func TestReleaseMapped(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/messages.db"
-	s, err := Open(ctx, path, Options{Linger: time.Minute}) // one handle throughout
+	// One handle throughout; uncompressed, for 20 MB of repetitive
+	// messages to take 20 MB of file.
+	s, err := Open(ctx, path, Options{Linger: time.Minute, Compression: store.Compression{Off: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

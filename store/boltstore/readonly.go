@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/store/internal/compress"
 )
 
 // ErrReadOnly: a write to a store opened with Options.ReadOnly.
@@ -27,11 +29,13 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		return nil, fmt.Errorf("%w: %s is empty or not a regular file", ErrFormat, path)
 	}
 	s := &Store{path: path, log: opts.Logger.With("store", path)}
-	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, s.log)
+	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
 	s.h.readOnly = true
+	s.comp = compress.New(dicts{s}, opts.Compression, s.log)
 	// A format 1 file stays as it is: its change feed is read in key
 	// order (changes.go).
 	if err := s.view(ctx, func(tx *bolt.Tx) error { _, err := checkFormat(tx); return err }); err != nil {
+		s.comp.Close()
 		s.h.close()
 		return nil, err
 	}

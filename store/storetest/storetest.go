@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Opener) {
 		{"ChangesLarge", testChangesLarge},
 		{"ChangesConcurrent", testChangesConcurrent},
 	}
+	tests = append(tests, recordTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(t, newStore(t))

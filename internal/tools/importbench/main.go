@@ -1,8 +1,17 @@
 // Command importbench measures the importer against the floor: a bare
 // bbolt loop that puts the same raw messages under sequential keys in
-// 1,000-message transactions. Both read the same decompressed mbox file,
-// each in its own process, so that wall time, peak RSS and bytes on disk
-// are each program's own. It prints both, and their ratio.
+// 1,000-message transactions (uncompressed). Both read the same
+// decompressed mbox file, each in its own process, so that wall time,
+// peak RSS and bytes on disk are each program's own. It prints both, and
+// their ratio; with --before, also an older importer binary's figures
+// beside them (make bench builds the importer before compression); with
+// --resolver, the store's size after resolver compact too.
+//
+// Bytes on disk are the blocks the files occupy (du), which is what an
+// operator pays for; "apparent" is their length (ls), which counts the
+// unwritten tail bbolt keeps ahead of its data. Per input byte is the
+// store file, messages.db, per byte of the decompressed mbox: the store
+// alone, without the run authority (runs.db) or anything derived.
 //
 // --copies N imports N copies of the corpus, each with its Message-IDs and
 // one header made its own, so that all N times its messages are distinct:
@@ -13,9 +22,10 @@
 // Then, in the same run and on the same input, the importer into Riak: a
 // node started from the Riak test kit (../shared/riak, or --riak-kit), or
 // the node --riak (or $CHIBRARY_TEST_RIAK) names, a fresh archive per
-// round; it prints msg/s beside the bbolt import's, and the requests the
-// store sent per message (counted by the store, logged when it closes).
-// --riak off skips it.
+// round; it prints msg/s beside the bbolt import's, the requests the
+// store sent per message (counted by the store, logged when it closes),
+// and the node's CPU time per message when it started the node. --riak
+// off skips it.
 //
 //	go run ./internal/tools/importbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --importer bin/importer
 //	go run ./internal/tools/importbench --importer bin/importer --copies 16 --rounds 1
@@ -47,6 +57,8 @@ import (
 func main() {
 	corpus := flag.String("corpus", "../shared/corpus/linux-mips-sample.mbox.gz", "mbox (plain or .gz) to import")
 	importer := flag.String("importer", "bin/importer", "importer binary")
+	before := flag.String("before", "", "an older importer binary to measure beside it (optional)")
+	resolver := flag.String("resolver", "", "resolver binary: also compact an imported store and measure it (optional)")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
 	copies := flag.Int("copies", 1, "import this many copies of the corpus, each made distinct")
 	riakAddr := flag.String("riak", os.Getenv(riaktest.EnvAddr), "protocol buffers address of a Riak node to import into (default: start one from the kit; off: skip Riak)")
@@ -61,13 +73,23 @@ func main() {
 		}
 		return
 	}
-	if err := run(*corpus, *importer, *rounds, *copies, *riakAddr, *riakKit); err != nil {
+	if err := compare(*corpus, *importer, *before, *resolver, *rounds, *copies, *riakAddr, *riakKit); err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(corpus, importer string, rounds, copies int, riakAddr, riakKit string) error {
+type result struct {
+	wall      time.Duration
+	maxRSS    int64 // bytes
+	disk      int64 // blocks of every file of the data directory
+	apparent  int64 // their lengths
+	store     int64 // blocks of messages.db (bare loop: its file)
+	messages  int
+	writeOnly time.Duration // bare loop: the bbolt puts alone
+}
+
+func compare(corpus, importer, before, resolver string, rounds, copies int, riakAddr, riakKit string) error {
 	if _, err := os.Stat(corpus); err != nil {
 		return fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
@@ -81,160 +103,87 @@ func run(corpus, importer string, rounds, copies int, riakAddr, riakKit string) 
 	if err != nil {
 		return err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var imp, old, bar []result
+	for i := 0; i < rounds; i++ {
+		dir := filepath.Join(tmp, fmt.Sprint("imp", i))
+		r, err := measure(exec.Command(importer, "--data", dir, "--log-level", "error", plain), dir, "messages.db")
+		if err != nil {
+			return fmt.Errorf("importer: %w", err)
+		}
+		imp = append(imp, r)
+		if before != "" {
+			dir := filepath.Join(tmp, fmt.Sprint("before", i))
+			r, err := measure(exec.Command(before, "--data", dir, "--log-level", "error", plain), dir, "messages.db")
+			if err != nil {
+				return fmt.Errorf("importer before: %w", err)
+			}
+			old = append(old, r)
+			os.RemoveAll(dir)
+		}
+		bdir := filepath.Join(tmp, fmt.Sprint("bare", i))
+		os.MkdirAll(bdir, 0o755)
+		r, err = measure(exec.Command(self, "--bare", plain, "--out", filepath.Join(bdir, "bare.db")), bdir, "bare.db")
+		if err != nil {
+			return fmt.Errorf("bare loop: %w", err)
+		}
+		bar = append(bar, r)
+		os.RemoveAll(bdir)
+	}
+	var compacted result
+	if resolver != "" {
+		// The store as resolver compact leaves it: every record with the
+		// dictionary trained on all of it, no free pages.
+		dir := filepath.Join(tmp, "imp0")
+		if compacted, err = measure(exec.Command(resolver, "compact", "--data", dir, "--log-level", "error"), dir, "messages.db"); err != nil {
+			return fmt.Errorf("resolver compact: %w", err)
+		}
+	}
+	mi, mb := median(imp), median(bar)
+	msgs := mb.messages
 	what := corpus
 	if copies > 1 {
 		what = fmt.Sprintf("%d distinct copies of %s", copies, corpus)
 	}
-	bolt, err := compare(tmp, plain, what, size, importer, rounds)
-	if err != nil {
-		return err
+	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", what, msgs, float64(size)/1e6, rounds)
+	fmt.Printf("%-30s %8s %7s %7s %9s %8s %9s %9s\n", "", "msg/s", "MB/s", "wall s", "peak RSS", "on disk", "apparent", "store/in")
+	row := func(name string, r result) {
+		s := r.wall.Seconds()
+		fmt.Printf("%-30s %8.0f %7.1f %7.2f %6.0f MB %5.1f MB %6.1f MB %9.3f\n", name, float64(msgs)/s, float64(size)/1e6/s, s,
+			float64(r.maxRSS)/1e6, float64(r.disk)/1e6, float64(r.apparent)/1e6, float64(r.store)/float64(size))
 	}
+	row("importer (read+index+store)", mi)
+	if resolver != "" {
+		fmt.Printf("%-30s %8s %7s %7.2f %6.0f MB %5.1f MB %6.1f MB %9.3f\n", "then resolver compact", "", "", compacted.wall.Seconds(),
+			float64(compacted.maxRSS)/1e6, float64(compacted.disk)/1e6, float64(compacted.apparent)/1e6, float64(compacted.store)/float64(size))
+	}
+	if before != "" {
+		row("importer before compression", median(old))
+	}
+	row("bare bbolt loop (read+put)", mb)
+	fmt.Printf("%-30s %8.0f %7.1f %7.2f\n", "bare bbolt puts alone", float64(msgs)/mb.writeOnly.Seconds(), float64(size)/1e6/mb.writeOnly.Seconds(), mb.writeOnly.Seconds())
+	fmt.Printf("\nimporter / bare loop: %.0f%% of its msg/s (target >= 50%%); importer / bare puts alone: %.0f%%\n",
+		100*mb.wall.Seconds()/mi.wall.Seconds(), 100*mb.writeOnly.Seconds()/mi.wall.Seconds())
+	if before != "" {
+		mo := median(old)
+		fmt.Printf("importer before compression / bare loop: %.0f%%; now / before: %.0f%% of its msg/s\n",
+			100*mb.wall.Seconds()/mo.wall.Seconds(), 100*mo.wall.Seconds()/mi.wall.Seconds())
+		fmt.Printf("store on disk: %.3f bytes per input byte (before compression %.3f; target <= 0.40)\n", float64(mi.store)/float64(size), float64(mo.store)/float64(size))
+	} else {
+		fmt.Printf("store on disk: %.3f bytes per input byte (target <= 0.40)\n", float64(mi.store)/float64(size))
+	}
+	fmt.Printf("importer peak RSS: %.0f MB (target < 200 MB)\n", float64(mi.maxRSS)/1e6)
 	if riakAddr == "off" {
 		return nil
 	}
+	bolt := boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds()}
 	if err := compareRiak(tmp, plain, importer, rounds, riakAddr, riakKit, bolt); err != nil {
 		return fmt.Errorf("riak: %w", err)
 	}
 	return nil
-}
-
-type result struct {
-	wall      time.Duration
-	maxRSS    int64 // bytes
-	disk      int64
-	messages  int
-	writeOnly time.Duration // bare loop: the bbolt puts alone
-}
-
-// boltFigures are the bbolt import's, for the Riak comparison.
-type boltFigures struct {
-	messages int
-	msgPerS  float64
-}
-
-func compare(tmp, plain, what string, size int64, importer string, rounds int) (boltFigures, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return boltFigures{}, err
-	}
-	var imp, bar []result
-	for i := 0; i < rounds; i++ {
-		dir := filepath.Join(tmp, fmt.Sprint("imp", i))
-		r, err := measure(exec.Command(importer, "--data", dir, "--log-level", "error", plain), dir)
-		if err != nil {
-			return boltFigures{}, fmt.Errorf("importer: %w", err)
-		}
-		imp = append(imp, r)
-		bdir := filepath.Join(tmp, fmt.Sprint("bare", i))
-		os.MkdirAll(bdir, 0o755)
-		r, err = measure(exec.Command(self, "--bare", plain, "--out", filepath.Join(bdir, "bare.db")), bdir)
-		if err != nil {
-			return boltFigures{}, fmt.Errorf("bare loop: %w", err)
-		}
-		bar = append(bar, r)
-	}
-	mi, mb := median(imp), median(bar)
-	msgs := mb.messages
-	fmt.Printf("input: %s, %d messages, %.1f MB (decompressed), median of %d runs each\n\n", what, msgs, float64(size)/1e6, rounds)
-	fmt.Printf("%-28s %10s %10s %9s %12s %12s\n", "", "msg/s", "MB/s", "wall s", "peak RSS MB", "on disk MB")
-	row := func(name string, r result) {
-		s := r.wall.Seconds()
-		fmt.Printf("%-28s %10.0f %10.1f %9.2f %12.1f %12.1f\n", name, float64(msgs)/s, float64(size)/1e6/s, s, float64(r.maxRSS)/1e6, float64(r.disk)/1e6)
-	}
-	row("importer (read+index+store)", mi)
-	row("bare bbolt loop (read+put)", mb)
-	fmt.Printf("%-28s %10.0f %10.1f %9.2f\n", "bare bbolt puts alone", float64(msgs)/mb.writeOnly.Seconds(), float64(size)/1e6/mb.writeOnly.Seconds(), mb.writeOnly.Seconds())
-	fmt.Printf("\nimporter / bare loop: %.0f%% of its msg/s (target >= 50%%); importer / bare puts alone: %.0f%%\n",
-		100*mb.wall.Seconds()/mi.wall.Seconds(), 100*mb.writeOnly.Seconds()/mi.wall.Seconds())
-	fmt.Printf("importer peak RSS: %.0f MB (target < 200 MB)\n", float64(mi.maxRSS)/1e6)
-	return boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds()}, nil
-}
-
-// compareRiak imports plain into a Riak node, a fresh archive per round,
-// and prints msg/s beside the bbolt import's and the store's requests per
-// message.
-func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt boltFigures) error {
-	fmt.Println()
-	var node *riaktest.Node
-	if addr == "" {
-		if kit == "" {
-			var err error
-			if kit, err = riaktest.Kit(); err != nil {
-				fmt.Printf("Riak: skipped: no node to import into (%v); pass --riak host:8087 or put the Riak test kit in ../shared/riak\n", err)
-				return nil
-			}
-		}
-		dir, err := riaktest.NewDir()
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintln(os.Stderr, "importbench: starting a Riak node from", kit)
-		n, err := riaktest.Start(kit, dir, "--strong-consistency")
-		if err != nil {
-			return err
-		}
-		defer n.Stop()
-		addr, node = n.PB, n
-	}
-	tag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	type riakRun struct {
-		result
-		requests int64
-		cpu      time.Duration // of the node, when this tool started it
-	}
-	var runs []riakRun
-	for i := range rounds {
-		data := filepath.Join(tmp, fmt.Sprint("riak", i))
-		url := fmt.Sprintf("riak://%s/%s-%d", addr, tag, i)
-		cmd := exec.Command(importer, "--data", data, "--store", url, "--log-level", "debug", "--log-format", "json", plain)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		var cpu0 time.Duration
-		if node != nil {
-			cpu0, _ = node.CPU()
-		}
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("importer: %v: %s", err, lastLines(stderr.String(), 5))
-		}
-		r := riakRun{result: result{wall: time.Since(start)}}
-		if node != nil {
-			cpu1, _ := node.CPU()
-			r.cpu = cpu1 - cpu0
-		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.maxRSS = ru.Maxrss * 1024
-		}
-		for _, l := range strings.Split(stderr.String(), "\n") {
-			var rec struct {
-				Msg      string
-				Requests int64
-			}
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "riak store closed" {
-				r.requests += rec.Requests
-			}
-		}
-		runs = append(runs, r)
-	}
-	slices.SortFunc(runs, func(a, b riakRun) int { return int(a.wall - b.wall) })
-	m := runs[len(runs)/2]
-	msgs := bolt.messages
-	fmt.Printf("Riak: one node at %s (n_val 3), a fresh archive per run, median of %d runs\n\n", addr, rounds)
-	fmt.Printf("%-28s %10s %9s %12s %14s %16s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg", "node CPU ms/msg")
-	fmt.Printf("%-28s %10.0f %9s %12s %14s %16s\n", "importer into bbolt", bolt.msgPerS, "", "", "-", "-")
-	cpu := "-"
-	if node != nil {
-		cpu = fmt.Sprintf("%.2f", float64(m.cpu.Microseconds())/1000/float64(msgs))
-	}
-	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f %16s\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs), cpu)
-	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
-	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func median(rs []result) result {
@@ -243,7 +192,7 @@ func median(rs []result) result {
 	return s[len(s)/2]
 }
 
-func measure(cmd *exec.Cmd, dir string) (result, error) {
+func measure(cmd *exec.Cmd, dir, storeFile string) (result, error) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -254,10 +203,18 @@ func measure(cmd *exec.Cmd, dir string) (result, error) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSS = ru.Maxrss * 1024 // Linux reports KiB
 	}
-	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if fi, err := d.Info(); err == nil {
-				r.disk += fi.Size()
+				r.apparent += fi.Size()
+				blocks := fi.Size()
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					blocks = st.Blocks * 512
+				}
+				r.disk += blocks
+				if d.Name() == storeFile {
+					r.store = blocks
+				}
 			}
 		}
 		return nil
@@ -399,4 +356,97 @@ func bareLoop(in, out string) error {
 		Messages  int
 		WriteOnly time.Duration
 	}{n, write})
+}
+
+// boltFigures are the bbolt import's, for the Riak comparison.
+type boltFigures struct {
+	messages int
+	msgPerS  float64
+}
+
+// compareRiak imports plain into a Riak node, a fresh archive per round,
+// and prints msg/s beside the bbolt import's and the store's requests per
+// message.
+func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt boltFigures) error {
+	fmt.Println()
+	var node *riaktest.Node
+	if addr == "" {
+		if kit == "" {
+			var err error
+			if kit, err = riaktest.Kit(); err != nil {
+				fmt.Printf("Riak: skipped: no node to import into (%v); pass --riak host:8087 or put the Riak test kit in ../shared/riak\n", err)
+				return nil
+			}
+		}
+		dir, err := riaktest.NewDir()
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "importbench: starting a Riak node from", kit)
+		n, err := riaktest.Start(kit, dir, "--strong-consistency")
+		if err != nil {
+			return err
+		}
+		defer n.Stop()
+		addr, node = n.PB, n
+	}
+	tag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	type riakRun struct {
+		result
+		requests int64
+		cpu      time.Duration // of the node, when this tool started it
+	}
+	var runs []riakRun
+	for i := range rounds {
+		data := filepath.Join(tmp, fmt.Sprint("riak", i))
+		url := fmt.Sprintf("riak://%s/%s-%d", addr, tag, i)
+		cmd := exec.Command(importer, "--data", data, "--store", url, "--log-level", "debug", "--log-format", "json", plain)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		var cpu0 time.Duration
+		if node != nil {
+			cpu0, _ = node.CPU()
+		}
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("importer: %v: %s", err, lastLines(stderr.String(), 5))
+		}
+		r := riakRun{result: result{wall: time.Since(start)}}
+		if node != nil {
+			cpu1, _ := node.CPU()
+			r.cpu = cpu1 - cpu0
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.maxRSS = ru.Maxrss * 1024
+		}
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			var rec struct {
+				Msg      string
+				Requests int64
+			}
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "riak store closed" {
+				r.requests += rec.Requests
+			}
+		}
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b riakRun) int { return int(a.wall - b.wall) })
+	m := runs[len(runs)/2]
+	msgs := bolt.messages
+	fmt.Printf("Riak: one node at %s (n_val 3), a fresh archive per run, median of %d runs\n\n", addr, rounds)
+	fmt.Printf("%-28s %10s %9s %12s %14s %16s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg", "node CPU ms/msg")
+	fmt.Printf("%-28s %10.0f %9s %12s %14s %16s\n", "importer into bbolt", bolt.msgPerS, "", "", "-", "-")
+	cpu := "-"
+	if node != nil {
+		cpu = fmt.Sprintf("%.2f", float64(m.cpu.Microseconds())/1000/float64(msgs))
+	}
+	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f %16s\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs), cpu)
+	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -2,21 +2,60 @@
 // record and the lease and binding records. The bolt and Riak backends
 // share these layouts, so a message moved between them keeps its bytes.
 //
-// # Message record, version 1
+// A message record is one of two layouts, told apart by its first byte.
+// Every reader reads both; neither is ever rewritten behind a reader's
+// back, and a reader refuses versions it does not know rather than guess.
+//
+// # Message record, version 1: uncompressed
 //
 //	offset  size      field
 //	0       1         format version (1)
 //	1       32        digest: SHA-256 of the raw bytes, CRLF read as LF
 //	33      8         added: Unix time in nanoseconds, big-endian int64
-//	41      uvarint   length of the Message-ID (without angle brackets)
-//	        n         Message-ID bytes
-//	        uvarint   length of the list name
-//	        n         list name bytes
-//	        rest      the raw message bytes, exactly as received
+//	41      rest      the payload (below), as it is
 //
-// The raw bytes come last so that they need no length and can be sliced
-// without a copy. A reader refuses versions it does not know rather than
-// guess; a new layout gets a new version byte.
+// Written by every store before compression existed, and still written for
+// a message that does not get smaller compressed and by a store with
+// compression turned off.
+//
+// # Message record, version 2: compressed
+//
+//	offset  size      field
+//	0       1         format version (2)
+//	1       1         compression: 1 zstd, 2 zstd with a dictionary
+//	2       32        digest, as in version 1
+//	34      8         added, as in version 1
+//	42      8         the dictionary's ID (compression 2 only; see DictID)
+//	        rest      the payload, compressed as one zstd frame (RFC 8878)
+//
+// A record names the dictionary it was written with, and dictionaries are
+// immutable and never deleted, so a newer dictionary changes nothing for
+// records written before it. The frame carries neither a checksum nor a
+// meaningful dictionary ID (every dictionary has zstd ID 1): the digest,
+// checked on every read, covers the decoded bytes, and the record header
+// names the dictionary.
+//
+// # Payload
+//
+//	uvarint   length of the Message-ID (without angle brackets)
+//	n         Message-ID bytes
+//	uvarint   length of the list name
+//	n         list name bytes
+//	rest      the raw message bytes, exactly as received
+//
+// The raw bytes come last so that they need no length. The Message-ID is
+// compressed with them because it repeats one of their header lines:
+// zstd codes the second occurrence in a few bytes.
+//
+// # Reading is checked
+//
+// Decoding a message record (Codec.Decode) recomputes the digest of the
+// raw bytes it yields and refuses the record (ErrCorrupt) when it differs
+// from the digest in the header: a damaged record is an error, never
+// other bytes.
+// (The digest reads CRLF as LF, so a carriage return inserted before or
+// removed from before a line feed would go unnoticed; no bit flip does
+// that.)
 package record
 
 import (
@@ -31,16 +70,49 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// Version is the message record layout written today.
-const Version = 1
+// Message record versions.
+const (
+	// Version1 is the uncompressed layout.
+	Version1 = 1
+	// Version2 is the compressed layout.
+	Version2 = 2
+)
+
+// Compression of a version 2 record's payload.
+type Compression uint8
+
+const (
+	// Zstd: one zstd frame, made without a dictionary.
+	Zstd Compression = 1
+	// ZstdDict: one zstd frame, made with the dictionary the record names.
+	ZstdDict Compression = 2
+)
+
+func (c Compression) String() string {
+	switch c {
+	case Zstd:
+		return "zstd"
+	case ZstdDict:
+		return "zstd+dictionary"
+	}
+	return fmt.Sprintf("compression %d", uint8(c))
+}
 
 // ErrCorrupt is returned for a value that is not a record this package
-// wrote.
+// wrote, or whose bytes do not match the digest it carries.
 var ErrCorrupt = errors.New("store: corrupt record")
 
-const headerLen = 1 + 32 + 8
+// ErrNoDictionary is returned for a record compressed with a dictionary
+// the store does not have (or that the caller did not supply).
+var ErrNoDictionary = errors.New("store: compression dictionary missing")
 
-// Message is a decoded message record. Raw aliases the decoded buffer.
+const (
+	v1HeaderLen = 1 + 32 + 8
+	v2HeaderLen = 2 + 32 + 8
+	dictIDLen   = 8
+)
+
+// Message is a decoded message record. Raw may alias the decoded buffer.
 type Message struct {
 	Digest    store.Digest
 	Added     time.Time
@@ -49,11 +121,31 @@ type Message struct {
 	Raw       []byte
 }
 
-// AppendMessage appends the version 1 record of m to dst.
+// Header is what a record says about itself before its payload is
+// decoded.
+type Header struct {
+	Version     uint8
+	Compression Compression // version 2 only
+	Dict        DictID      // compression ZstdDict only
+	Digest      store.Digest
+	Added       time.Time
+}
+
+// AppendMessage appends the version 1 (uncompressed) record of m to dst.
+// A Codec writes compressed records.
 func AppendMessage(dst []byte, m Message) []byte {
-	dst = append(dst, Version)
+	dst = append(dst, Version1)
 	dst = append(dst, m.Digest[:]...)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Added.UnixNano()))
+	return appendPayload(dst, m)
+}
+
+// Size returns the length of the version 1 record of m.
+func Size(m Message) int {
+	return v1HeaderLen + payloadSize(m)
+}
+
+func appendPayload(dst []byte, m Message) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(m.MessageID)))
 	dst = append(dst, m.MessageID...)
 	dst = binary.AppendUvarint(dst, uint64(len(m.List)))
@@ -61,10 +153,8 @@ func AppendMessage(dst []byte, m Message) []byte {
 	return append(dst, m.Raw...)
 }
 
-// Size returns the length of the record of m.
-func Size(m Message) int {
-	return headerLen + uvarintLen(len(m.MessageID)) + len(m.MessageID) +
-		uvarintLen(len(m.List)) + len(m.List) + len(m.Raw)
+func payloadSize(m Message) int {
+	return uvarintLen(len(m.MessageID)) + len(m.MessageID) + uvarintLen(len(m.List)) + len(m.List) + len(m.Raw)
 }
 
 func uvarintLen(n int) int {
@@ -72,30 +162,100 @@ func uvarintLen(n int) int {
 	return binary.PutUvarint(b[:], uint64(n))
 }
 
-// DecodeMessage decodes a message record. The returned Raw aliases b.
-func DecodeMessage(b []byte) (Message, error) {
+// appendHeader2 appends a version 2 header.
+func appendHeader2(dst []byte, c Compression, dict DictID, m Message) []byte {
+	dst = append(dst, Version2, byte(c))
+	dst = append(dst, m.Digest[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Added.UnixNano()))
+	if c == ZstdDict {
+		dst = append(dst, dict[:]...)
+	}
+	return dst
+}
+
+// ParseHeader reads the header of a message record and returns it with
+// the payload that follows, still encoded.
+func ParseHeader(b []byte) (Header, []byte, error) {
 	if len(b) == 0 {
-		return Message{}, fmt.Errorf("%w: empty value", ErrCorrupt)
+		return Header{}, nil, fmt.Errorf("%w: empty value", ErrCorrupt)
 	}
-	if b[0] != Version {
-		return Message{}, fmt.Errorf("%w: message record version %d, this program reads version %d (was the store written by a newer chibrary?)", ErrCorrupt, b[0], Version)
+	var h Header
+	h.Version = b[0]
+	var rest []byte
+	switch b[0] {
+	case Version1:
+		if len(b) < v1HeaderLen {
+			return Header{}, nil, fmt.Errorf("%w: version 1 message record of %d bytes, shorter than its %d-byte header", ErrCorrupt, len(b), v1HeaderLen)
+		}
+		copy(h.Digest[:], b[1:33])
+		h.Added = time.Unix(0, int64(binary.BigEndian.Uint64(b[33:41]))).UTC()
+		rest = b[v1HeaderLen:]
+	case Version2:
+		if len(b) < v2HeaderLen {
+			return Header{}, nil, fmt.Errorf("%w: version 2 message record of %d bytes, shorter than its %d-byte header", ErrCorrupt, len(b), v2HeaderLen)
+		}
+		h.Compression = Compression(b[1])
+		copy(h.Digest[:], b[2:34])
+		h.Added = time.Unix(0, int64(binary.BigEndian.Uint64(b[34:42]))).UTC()
+		rest = b[v2HeaderLen:]
+		switch h.Compression {
+		case Zstd:
+		case ZstdDict:
+			if len(rest) < dictIDLen {
+				return Header{}, nil, fmt.Errorf("%w: version 2 message record of %d bytes, too short to name its dictionary", ErrCorrupt, len(b))
+			}
+			copy(h.Dict[:], rest)
+			rest = rest[dictIDLen:]
+		default:
+			return Header{}, nil, fmt.Errorf("%w: version 2 message record with unknown compression %d (was the store written by a newer chibrary?)", ErrCorrupt, b[1])
+		}
+	default:
+		return Header{}, nil, fmt.Errorf("%w: message record version %d, this program reads versions %d and %d (was the store written by a newer chibrary?)", ErrCorrupt, b[0], Version1, Version2)
 	}
-	if len(b) < headerLen {
-		return Message{}, fmt.Errorf("%w: message record of %d bytes, shorter than its %d-byte header", ErrCorrupt, len(b), headerLen)
-	}
-	var m Message
-	copy(m.Digest[:], b[1:33])
-	m.Added = time.Unix(0, int64(binary.BigEndian.Uint64(b[33:41]))).UTC()
-	rest := b[41:]
+	return h, rest, nil
+}
+
+// DecodeMessage decodes a message record that needs no dictionary
+// (version 1, or version 2 without one), without checking its digest: a
+// record may hold the digest of raw bytes kept elsewhere (a Riak pack
+// keeps a large message's record without its bytes). To read a message,
+// use Codec.Decode, which checks it. A record compressed with a
+// dictionary needs a Codec and the dictionary: this returns
+// ErrNoDictionary for it. The returned Raw may alias b.
+func DecodeMessage(b []byte) (Message, error) {
+	return defaultCodec.decode(b, nil, false)
+}
+
+// defaultCodec decodes records without a dictionary for DecodeMessage. Its
+// zstd decoder is created on first use and never changes.
+var defaultCodec = &Codec{}
+
+// decodePayload reads the fields of a decoded payload into m.
+func decodePayload(m *Message, p []byte) error {
 	var err error
-	if m.MessageID, rest, err = field(rest, "Message-ID"); err != nil {
-		return Message{}, err
+	if m.MessageID, p, err = field(p, "Message-ID"); err != nil {
+		return err
 	}
-	if m.List, rest, err = field(rest, "list"); err != nil {
-		return Message{}, err
+	if m.List, p, err = field(p, "list"); err != nil {
+		return err
 	}
-	m.Raw = rest
-	return m, nil
+	m.Raw = p
+	return nil
+}
+
+// verify checks that m's raw bytes have the digest the record carries.
+func verify(m Message, h Header) error {
+	if d := store.DigestOf(m.Raw); d != m.Digest {
+		what := fmt.Sprintf("version %d", h.Version)
+		if h.Version == Version2 {
+			what += ", " + h.Compression.String()
+			if h.Compression == ZstdDict {
+				what += " " + h.Dict.String()
+			}
+		}
+		return fmt.Errorf("%w: the %d raw bytes of the message record (%s) have digest %.16s…, the record says %.16s…: the stored value is damaged", ErrCorrupt, len(m.Raw), what, d, m.Digest)
+	}
+	return nil
 }
 
 func field(b []byte, name string) (string, []byte, error) {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/setup"
+	"github.com/chibrary/chibrary/resolver"
+	"github.com/chibrary/chibrary/store"
+)
+
+// catalogFile is the catalog's name in a data directory.
+const catalogFile = "catalog.db"
+
+// catalogPath is where the catalog of an archive lives: --catalog PATH
+// when given; else DATA/catalog.db with --data, or beside the bbolt file
+// of --store bolt:PATH. A Riak archive has no default place: "".
+func catalogPath(flags setup.StoreFlags, flag string) string {
+	switch {
+	case flag != "":
+		return flag
+	case flags.Store == "":
+		return filepath.Join(flags.Data, catalogFile)
+	}
+	if u, err := setup.ParseStoreURL(flags.Store); err == nil && u.Bolt != "" {
+		return filepath.Join(filepath.Dir(u.Bolt), catalogFile)
+	}
+	return ""
+}
+
+// serveCatalog opens the catalog for `resolver serve`, or returns nil
+// (logged once, here): pages that need it then answer 503 and message
+// pages work.
+func serveCatalog(ctx context.Context, path string, log *slog.Logger) *catalog.Catalog {
+	if path == "" {
+		log.Warn("no catalog: give --catalog PATH with a Riak store; lists, months and threads answer 503, message pages work")
+		return nil
+	}
+	c, err := resolver.OpenCatalog(ctx, path, log)
+	if err != nil {
+		log.Warn("no catalog: lists, months and threads answer 503, message pages work", "catalog", path, "err", err)
+		return nil
+	}
+	if c.Writable() {
+		log.Info("catalog opened: following the store into it", "catalog", path)
+	}
+	return c
+}
+
+// reindex rebuilds the catalog at path from st (catalog.Rebuild): a
+// progress bar on a terminal, a log line every few seconds otherwise.
+func reindex(ctx context.Context, st store.Store, path string, stderr io.Writer, log *slog.Logger) error {
+	if path == "" {
+		return cli.Usagef("a Riak store has no default catalog: give --catalog PATH")
+	}
+	total, err := st.Count(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot count the archive's messages: %w", err)
+	}
+	start := time.Now()
+	var progress func(int)
+	var bar *progressbar.ProgressBar
+	if cli.IsTerminal(stderr) {
+		bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription("indexing"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("msg"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		progress = func(read int) { bar.Set64(int64(read)) }
+	} else {
+		last := start
+		progress = func(read int) {
+			if time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				log.Info("indexing", "read", read, "of", total, "elapsed", time.Since(start).Round(time.Second))
+			}
+		}
+	}
+	n, err := catalog.Rebuild(ctx, path, st, catalog.SyncOptions{Progress: progress}, catalog.Options{Logger: log})
+	if bar != nil {
+		bar.Finish()
+	}
+	if errors.Is(err, catalog.ErrLocked) {
+		return fmt.Errorf("%w\n(a running resolver keeps its catalog current by itself; to have it build the catalog anew instead, stop it, delete %s and start it again)", err, path)
+	}
+	if err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fmt.Fprintf(stderr, "indexed %d messages into %s in %.1f s (%.0f msg/s)\n", n, path, d.Seconds(), float64(n)/max(d.Seconds(), 1e-9))
+	return nil
+}
+
+const reindexUsage = `
+Usage: resolver reindex [--data DIR | --store URL] [--catalog PATH]
+
+Builds the catalog (the index of lists, months and threads that the
+resolver's pages read) anew from the store, beside the old one, and
+replaces it once complete. ` + "`resolver serve`" + ` keeps the catalog current by
+itself, builds it when it is missing and rebuilds it after an upgrade
+that changes its layout; reindex is for a catalog that is damaged, or to
+build one before the resolver starts (with progress, and without pages
+answering 503 meanwhile). It refuses while a resolver follows the
+catalog. Shows a progress bar on a terminal, a log line every 5 seconds
+otherwise.
+
+The catalog is DATA/catalog.db with --data, the catalog.db beside the
+bbolt file with --store bolt:PATH, and --catalog PATH for a Riak store.
+
+Examples:
+  resolver reindex --data /var/lib/chibrary
+  resolver reindex --store riak://r1:8087/lists --catalog /var/lib/chibrary/catalog.db
+`
+
+func reindexCommand(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	var (
+		st   setup.StoreFlags
+		logs cli.LogOptions
+		path string
+	)
+	fs := cli.NewFlagSet("resolver reindex", reindexUsage)
+	st.AddFlags(fs)
+	logs.AddFlags(fs)
+	fs.String(&path, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	if err := cli.NoArgs(rest); err != nil {
+		return err
+	}
+	log, err := logs.Logger(stderr)
+	if err != nil {
+		return err
+	}
+	db, err := st.OpenReader(ctx, log, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return reindex(ctx, db, catalogPath(st, path), stderr, log)
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/setup"
+	"github.com/chibrary/chibrary/internal/testmount"
+)
+
+func TestCatalogPath(t *testing.T) {
+	tests := []struct {
+		data, store, flag, want string
+	}{
+		{"/srv/a", "", "", "/srv/a/catalog.db"},
+		{"/srv/a", "", "/x/c.db", "/x/c.db"},
+		{"./archive", "bolt:/srv/b/messages.db", "", "/srv/b/catalog.db"},
+		{"./archive", "bolt:///srv/b/messages.db", "", "/srv/b/catalog.db"},
+		{"./archive", "riak://r1:8087/lists", "", ""},
+		{"./archive", "riak://r1:8087/lists", "/x/c.db", "/x/c.db"},
+	}
+	for _, tt := range tests {
+		if got := catalogPath(setup.StoreFlags{Data: tt.data, Store: tt.store}, tt.flag); got != tt.want {
+			t.Errorf("catalogPath(--data %q --store %q --catalog %q) = %q, want %q", tt.data, tt.store, tt.flag, got, tt.want)
+		}
+	}
+}
+
+func TestReindex(t *testing.T) {
+	dir, _, n, _ := testArchive(t)
+	status, _, stderr := runCmd(t, t.Context(), "reindex", "--data", dir)
+	if status != 0 || !strings.Contains(stderr, "indexed 1 messages into "+filepath.Join(dir, "catalog.db")) {
+		t.Fatalf("reindex = %d %q, want 0 and a summary", status, stderr)
+	}
+	c, err := catalog.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := c.Thread(t.Context(), n.String())
+	c.Close()
+	if err != nil || th.List != "test" {
+		t.Fatalf("the rebuilt catalog's thread of %s = %+v, %v", n, th, err)
+	}
+	if status, stdout, _ := runCmd(t, t.Context(), "reindex", "--help"); status != 0 || !strings.Contains(stdout, "resolver reindex --data") || !strings.Contains(stdout, "CHIBRARY_CATALOG") {
+		t.Errorf("reindex --help = %d %q, want the usage with examples", status, stdout)
+	}
+	// --catalog and its environment fallback.
+	other := filepath.Join(t.TempDir(), "other.db")
+	t.Setenv("CHIBRARY_CATALOG", other)
+	if status, _, stderr := runCmd(t, t.Context(), "reindex", "--data", dir); status != 0 || !strings.Contains(stderr, other) {
+		t.Errorf("reindex with CHIBRARY_CATALOG = %d %q, want it built at %s", status, stderr, other)
+	}
+	// While a resolver follows the catalog: refused, saying what to do.
+	w, err := catalog.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	status, _, stderr = runCmd(t, t.Context(), "reindex", "--data", dir, "--catalog", filepath.Join(dir, "catalog.db"))
+	if status != 1 || !strings.Contains(stderr, "another process writes this catalog") || !strings.Contains(stderr, "stop it, delete") {
+		t.Errorf("reindex while the catalog is written = %d %q, want 1 and what to do", status, stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reindex", "--data", filepath.Join(dir, "nope")}, "no archive in"},
+		{[]string{"reindex", "--store", "riak://127.0.0.1:1/x"}, ""},
+		{[]string{"reindex", "extra"}, "unexpected argument"},
+	} {
+		status, _, stderr := runCmd(t, t.Context(), tt.args...)
+		if status == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("resolver %q = %d %q, want a failure saying %q", tt.args, status, stderr, tt.want)
+		}
+	}
+}
+
+// TestServeCatalog: serve builds the catalog, follows the store into it
+// and serves its pages; it rebuilds a deleted one; without a usable
+// catalog place it still serves messages.
+func TestServeCatalog(t *testing.T) {
+	dir, _, n, _ := testArchive(t)
+	for _, round := range []string{"first start", "after the catalog was deleted"} {
+		t.Run(round, func(t *testing.T) {
+			base, stop := startServe(t, "--data", dir)
+			waitGet(t, base+"/l/test/", 200)
+			var th struct{ Messages int }
+			if err := json.Unmarshal([]byte(waitGet(t, base+"/api/v1/threads/"+n.String(), 200)), &th); err != nil || th.Messages != 1 {
+				t.Errorf("thread JSON: %+v %v", th, err)
+			}
+			logs := stop()
+			if !strings.Contains(logs, "following the store into the catalog") {
+				t.Errorf("serve logs %q: want it to say it follows the store", logs)
+			}
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				os.Remove(filepath.Join(dir, "catalog.db") + suffix)
+			}
+		})
+	}
+	t.Run("no catalog", func(t *testing.T) {
+		// A catalog path that cannot be created: under a regular file.
+		blocker := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		base, stop := startServe(t, "--data", dir, "--catalog", filepath.Join(blocker, "catalog.db"))
+		waitGet(t, base+"/"+n.String(), 200)
+		resp, err := http.Get(base + "/l/test/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("a list page without a catalog = %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		logs := stop()
+		if strings.Count(logs, "no catalog") != 1 {
+			t.Errorf("serve logs %q: want the missing catalog said once", logs)
+		}
+	})
+	t.Run("read-only while another resolver follows", func(t *testing.T) {
+		w, err := catalog.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		base, stop := startServe(t, "--data", dir)
+		waitGet(t, base+"/"+n.String(), 200)
+		logs := stop()
+		if !strings.Contains(logs, "serving it read-only") {
+			t.Errorf("serve logs %q: want it to say the catalog is read-only", logs)
+		}
+	})
+}
+
+// startServe runs `resolver serve` in-process on a free port until stop,
+// which returns its log.
+func startServe(t *testing.T, args ...string) (string, func() string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	type result struct {
+		status int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, _, e := runCmd(t, ctx, append([]string{"serve", "--listen", addr}, args...)...)
+		done <- result{s, e}
+	}()
+	stopped := false
+	stop := func() string {
+		cancel()
+		r := <-done
+		stopped = true
+		if r.status != 0 {
+			t.Errorf("serve exited %d: %s", r.status, r.stderr)
+		}
+		return r.stderr
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+		}
+	})
+	return "http://" + addr, stop
+}
+
+// waitGet polls url until it answers status, and returns the body.
+func waitGet(t *testing.T, url string, status int) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == status {
+				return string(b)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: no %d within 30 s (last: %v)", url, status, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// TestServeReadOnlyArchive: an archive on a read-only file system is
+// served with its catalog read as it is, or without one (503 on its
+// pages) when it has none.
+func TestServeReadOnlyArchive(t *testing.T) {
+	for _, withCatalog := range []bool{true, false} {
+		t.Run(map[bool]string{true: "with a catalog", false: "without a catalog"}[withCatalog], func(t *testing.T) {
+			dir, _, n, _ := testArchive(t)
+			if withCatalog {
+				if status, _, stderr := runCmd(t, t.Context(), "reindex", "--data", dir); status != 0 {
+					t.Fatalf("reindex: %s", stderr)
+				}
+			}
+			ro := testmount.ReadOnly(t, dir)
+			base, stop := startServe(t, "--data", ro)
+			waitGet(t, base+"/"+n.String(), 200)
+			want := 503
+			if withCatalog {
+				want = 200
+			}
+			resp, err := http.Get(base + "/l/test/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("a list page of a read-only archive %s = %d, want %d", t.Name(), resp.StatusCode, want)
+			}
+			logs := stop()
+			t.Logf("%s", logs)
+		})
+	}
+}

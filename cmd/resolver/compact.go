@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/setup"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+const compactUsage = `
+Usage: resolver compact [--data DIR | --store bolt:PATH] [--to bolt:PATH]
+                        [--retrain] [--page-size BYTES]
+
+Writes every message of the store anew into a new file: compressed with
+the store's dictionary (trained first from its newest messages if it has
+none, or with --retrain), each message's digest checked on the way. It
+converts an archive written before compression, and gives back the
+space bbolt keeps inside its file (bbolt reuses freed pages but never
+shrinks the file).
+
+Without --to, in place: the copy replaces messages.db. Importers, the
+watcher and the resolver may keep running: they wait only for the last
+moment, while what they stored during the copy is copied too. Every
+process using the store must run this version or later. If it is
+interrupted, run it again: it finishes or starts over.
+
+With --to, into a new file; the store stays as it is, and what is stored
+during the copy is not in the copy. Shows a progress bar on a terminal.
+Bolt stores only, for now.
+
+Examples:
+  resolver compact --data /var/lib/chibrary
+  resolver compact --data ./archive --retrain
+  resolver compact --store bolt:/srv/archive/messages.db --to bolt:/srv/new/messages.db
+`
+
+func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	var (
+		st       setup.StoreFlags
+		logs     cli.LogOptions
+		to       string
+		retrain  bool
+		pageSize int
+	)
+	fs := cli.NewFlagSet("resolver compact", compactUsage)
+	st.AddFlags(fs)
+	logs.AddFlags(fs)
+	fs.String(&to, "to", "", "", "copy into this new store `URL` (bolt:PATH) instead of compacting in place")
+	fs.Bool(&retrain, "retrain", false, "", "train a new compression dictionary from the newest messages first")
+	fs.Int(&pageSize, "page-size", 0, "", "bbolt page size of the new file in `BYTES` (default 65536)")
+	rest, err := fs.Parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	if err := cli.NoArgs(rest); err != nil {
+		return err
+	}
+	u, err := setup.ParseStoreURL(st.URL())
+	if err != nil {
+		return err
+	}
+	if u.Bolt == "" {
+		return cli.Usagef("resolver compact works on bolt stores only, for now (Riak values are compressed as they are written; existing ones are rewritten when the Riak store gains compaction)")
+	}
+	path := u.Bolt
+	opts := boltstore.CompactOptions{Retrain: retrain, PageSize: pageSize}
+	if to != "" {
+		u, err := setup.ParseStoreURL(to)
+		if err != nil {
+			return err
+		}
+		if u.Bolt == "" {
+			return cli.Usagef("--to %s: the copy goes to a bolt store (bolt:PATH)", to)
+		}
+		opts.To = u.Bolt
+	}
+	log, err := logs.Logger(stderr)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("no store at %s: %w", path, err)
+	}
+	db, err := boltstore.Open(ctx, path, boltstore.Options{Logger: log})
+	if errors.Is(err, boltstore.ErrInterrupted) {
+		log.Info("finishing an interrupted compaction", "path", path)
+		if err := boltstore.Recover(ctx, path, boltstore.Options{}); err != nil {
+			return err
+		}
+		db, err = boltstore.Open(ctx, path, boltstore.Options{Logger: log})
+	}
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	progress, done := compactProgress(stderr, log)
+	opts.Progress = progress
+	res, err := db.Compact(ctx, opts)
+	done()
+	if err != nil {
+		return err
+	}
+	dict := res.Dict
+	if dict == "" {
+		dict = "none"
+	}
+	fmt.Fprintf(stderr, "compacted %d messages into %s in %.1f s: %.1f MB on disk before, %.1f MB after (dictionary %s)\n",
+		res.Messages, res.Path, time.Since(start).Seconds(), float64(res.Before)/1e6, float64(res.After)/1e6, dict)
+	return nil
+}
+
+// compactProgress returns the progress callback: a bar on a terminal, a
+// log line every 10 seconds otherwise; and a function that ends it.
+func compactProgress(stderr io.Writer, log *slog.Logger) (func(done, total int64), func()) {
+	var (
+		mu   sync.Mutex
+		bar  *progressbar.ProgressBar
+		last time.Time
+	)
+	term := cli.IsTerminal(stderr)
+	update := func(done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !term {
+			if time.Since(last) >= 10*time.Second {
+				last = time.Now()
+				log.Info("compacting", "messages", done, "of", total)
+			}
+			return
+		}
+		if bar == nil {
+			bar = progressbar.NewOptions64(total,
+				progressbar.OptionSetWriter(stderr),
+				progressbar.OptionSetDescription("compacting"),
+				progressbar.OptionShowCount(),
+				progressbar.OptionShowIts(),
+				progressbar.OptionSetItsString("msgs"),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionThrottle(200*time.Millisecond),
+				progressbar.OptionClearOnFinish(),
+			)
+		}
+		bar.ChangeMax64(total)
+		bar.Set64(done)
+	}
+	finish := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if bar != nil {
+			bar.Finish()
+		}
+	}
+	return update, finish
+}

@@ -1,0 +1,246 @@
+package resolver
+
+import (
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/mail"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/mbox"
+	"github.com/chibrary/chibrary/store"
+)
+
+// monthMbox is GET /l/{list}/{yyyy}-{mm}.mbox.gz.
+func (s *Server) monthMbox(w http.ResponseWriter, r *http.Request, month string) {
+	name, ok := s.listName(w, r)
+	if !ok {
+		return
+	}
+	y, m, ok := s.month(w, r, month)
+	if !ok {
+		return
+	}
+	c, ok := s.catalogFor(w, r)
+	if !ok {
+		return
+	}
+	if _, err := c.List(r.Context(), name); err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return
+	}
+	cns, err := c.MonthMessages(r.Context(), name, y, m)
+	if err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return
+	}
+	if len(cns) == 0 {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("List %s has no messages in %s %d.", name, m, y))
+		return
+	}
+	s.streamMbox(w, r, fmt.Sprintf("%s-%04d-%02d.mbox.gz", name, y, m), cns)
+}
+
+// threadMbox is GET /t/{callnumber}.mbox.gz: the thread's messages, oldest
+// first.
+func (s *Server) threadMbox(w http.ResponseWriter, r *http.Request, text string) {
+	th, cn, ok := s.thread(w, r, text)
+	if !ok {
+		return
+	}
+	var msgs []*catalog.Message
+	for _, n := range th.Nodes {
+		if n.Message != nil {
+			msgs = append(msgs, n.Message)
+		}
+	}
+	// Date order, as in a month's file: the order a reader of an mbox
+	// expects, and the order the messages were written in.
+	sortByDate(msgs)
+	cns := make([]string, len(msgs))
+	for i, m := range msgs {
+		cns[i] = m.CallNumber
+	}
+	s.streamMbox(w, r, "thread-"+cn+".mbox.gz", cns)
+}
+
+func sortByDate(msgs []*catalog.Message) {
+	// Insertion sort keeps equal dates in reading order; threads are
+	// small and mostly in order already.
+	for i := 1; i < len(msgs); i++ {
+		for j := i; j > 0 && msgs[j].Date.Before(msgs[j-1].Date); j-- {
+			msgs[j], msgs[j-1] = msgs[j-1], msgs[j]
+		}
+	}
+}
+
+// streamMbox writes the messages cns as a gzipped mboxrd file (RFC 4155
+// with mboxrd quoting: package mbox), one message at a time: each is read
+// from the store, written and dropped before the next, so a month of any
+// size takes the memory of its largest message. Importing the file gives
+// back every message byte for byte (see mbox.Writer for the one
+// exception: a message without a final line end gets one).
+//
+// The status is sent before the first message is read. An error after
+// that cannot change it, so the response is cut off (http.ErrAbortHandler)
+// without the gzip trailer: the reader's gunzip reports a truncated file
+// rather than a whole one with messages missing.
+func (s *Server) streamMbox(w http.ResponseWriter, r *http.Request, filename string, cns []string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/gzip")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filename}))
+	h.Set("Content-Security-Policy", rawCSP)
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	ctx := r.Context()
+	gz, _ := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	mw := mbox.NewWriter(gz)
+	for _, cn := range cns {
+		m, err := s.getByText(ctx, cn)
+		if errors.Is(err, store.ErrNotFound) {
+			// The catalog names it, the store does not have it: another
+			// store than the catalog's. Leave it out, say so.
+			s.log.Warn("a message of the catalog is not in the store: left out of a download", "callnumber", cn, "path", r.URL.EscapedPath())
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("download cut off", "path", r.URL.EscapedPath(), "callnumber", cn, "err", err)
+			}
+			panic(http.ErrAbortHandler)
+		}
+		if err := mw.WriteMessage(fromLine(m), m.Raw); err != nil {
+			panic(http.ErrAbortHandler) // the client went away
+		}
+	}
+	if err := mw.Flush(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if err := gz.Close(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// fromLine returns the From_ line of a message in a download (RFC 4155
+// section 2): "From ", the sender's address, and the date in asctime
+// form, UTC. The store keeps no envelope, so the address is the From
+// header's and the date the Date header's (else the time the message was
+// archived); where either is unusable, MAILER-DAEMON and the archiving
+// time stand in.
+func fromLine(m store.Stored) string {
+	meta, _ := mailmsg.Parse(m.Raw)
+	sender := "MAILER-DAEMON"
+	if a, err := mail.ParseAddress(meta.From); err == nil && envelopeSafe(a.Address) {
+		sender = a.Address
+	}
+	date := m.Added
+	if t, err := meta.Time(); err == nil && t.Year() >= 1970 && t.Year() < 10000 {
+		date = t
+	}
+	if date.IsZero() {
+		date = time.Unix(0, 0)
+	}
+	return "From " + sender + " " + date.UTC().Format("Mon Jan _2 15:04:05 2006")
+}
+
+// envelopeSafe reports whether an address can stand in a From_ line: one
+// word of printable ASCII.
+func envelopeSafe(a string) bool {
+	if a == "" || len(a) > 254 {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] <= ' ' || a[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// attachment is GET /{callnumber}/attachments/{n}[/{name}]: one
+// attachment of a message, as a download. The name in the URL is for
+// the reader's browser only; the number says which attachment.
+func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest string) {
+	num, _, _ := strings.Cut(rest, "/")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
+		return
+	}
+	m, _, ok := s.lookup(w, r, cn)
+	if !ok {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", rawCSP)
+	if notModified(w, r, m.Digest, "a"+strconv.Itoa(n)) {
+		return
+	}
+	a, data, err := mailview.AttachmentData(m.Raw, n, s.opts.View)
+	switch {
+	case errors.Is(err, mailview.ErrNoAttachment):
+		s.fail(w, r, http.StatusNotFound, "This message has no such attachment.")
+		return
+	case errors.Is(err, mailview.ErrAttachmentTooLarge):
+		s.fail(w, r, http.StatusForbidden, "This attachment is larger than the archive serves on its own; it is in the raw message.")
+		return
+	case err != nil:
+		s.log.Error("cannot take out an attachment", "path", r.URL.EscapedPath(), "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "The archive could not read that attachment.")
+		return
+	}
+	h.Set("Content-Type", safeType(a.Type))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": attachmentName(a, n)}))
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(data)
+	}
+}
+
+// attachmentName is the file name an attachment is offered under: the
+// sender's (mailview made it safe), or one made from its number and type.
+func attachmentName(a mailview.Attachment, n int) string {
+	if a.Name != "" {
+		return a.Name
+	}
+	ext := ".bin"
+	switch a.Type {
+	case "message/rfc822", "message/global":
+		ext = ".eml"
+	case "text/plain":
+		ext = ".txt"
+	}
+	return "attachment-" + strconv.Itoa(n) + ext
+}
+
+// inert are the media types an attachment is served as: types no browser
+// runs or renders as a document (and the response says
+// "Content-Disposition: attachment" and "nosniff" besides). Everything
+// else, HTML and SVG and XML above all, is application/octet-stream.
+var inert = map[string]bool{
+	"text/plain": true, "text/x-diff": true, "text/x-patch": true, "text/csv": true,
+	"application/pdf": true, "application/zip": true, "application/gzip": true,
+	"application/x-gzip": true, "application/x-bzip2": true, "application/x-xz": true,
+	"application/x-tar": true, "application/pgp-signature": true, "application/pgp-keys": true,
+	"application/pkcs7-signature": true, "application/octet-stream": true,
+	"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true,
+	"message/rfc822": true,
+}
+
+func safeType(t string) string {
+	if t = strings.ToLower(t); inert[t] {
+		return t
+	}
+	return "application/octet-stream"
+}

@@ -1,0 +1,745 @@
+package resolver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/httpserve"
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Page sizes.
+const (
+	// threadsPerPage is how many threads a list page shows.
+	threadsPerPage = 50
+	// messagesPerThreadPage is how many messages (with their text) a
+	// thread page shows; longer threads are paged.
+	messagesPerThreadPage = 50
+	// maxTreeRows is how much of a thread's tree a message page draws
+	// whole; a larger thread shows the message's ancestors, siblings and
+	// replies.
+	maxTreeRows = 40
+	// maxSiblings and maxReplies bound those of a large thread's tree.
+	maxSiblings, maxReplies = 10, 30
+)
+
+func (s *Server) routePages() {
+	s.mux.HandleFunc("GET /l/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusMovedPermanently) })
+	s.mux.HandleFunc("GET /l/{list}/{$}", s.cachedPage(s.listPage))
+	s.mux.HandleFunc("GET /l/{list}/{month}/{$}", s.cachedPage(s.monthPage))
+	s.mux.HandleFunc("GET /l/{list}/{file}", s.listFile)
+	s.mux.HandleFunc("GET /t/{callnumber}/{$}", s.cachedPage(s.threadPage))
+	s.mux.HandleFunc("GET /t/{file}", s.threadFile)
+	s.mux.HandleFunc("GET /api/v1/lists", s.cachedPage(s.listsJSON))
+	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.cachedPage(s.listJSON))
+	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.cachedPage(s.monthJSON))
+	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.cachedPage(s.threadJSON))
+	s.mux.HandleFunc("GET /search", s.searchPage)
+	s.mux.HandleFunc("GET /api/v1/search", s.searchJSON)
+	s.mux.HandleFunc("GET /robots.txt", s.robots)
+	s.mux.HandleFunc("GET /favicon.ico", s.favicon)
+}
+
+// listName reads the {list} of the path. A malformed name is 400; a name
+// that is well formed once lower-cased redirects there.
+func (s *Server) listName(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := r.PathValue("list")
+	if catalog.ValidListName(name) {
+		return name, true
+	}
+	if low := strings.ToLower(name); catalog.ValidListName(low) {
+		// The segments before the list's are lower-case words, so the
+		// first "/"+name (it has an upper-case letter) is the list's.
+		u := *r.URL
+		u.Path, u.RawPath = strings.Replace(u.Path, "/"+name, "/"+low, 1), ""
+		http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+		return "", false
+	}
+	s.fail(w, r, http.StatusBadRequest, "Not a list name: list names are lower-case letters, digits, '.', '_' and '-'.")
+	return "", false
+}
+
+// month reads a yyyy-mm month; a malformed one is 400.
+func (s *Server) month(w http.ResponseWriter, r *http.Request, text string) (int, time.Month, bool) {
+	y, m, ok := catalog.ParseMonth(text)
+	if !ok {
+		s.fail(w, r, http.StatusBadRequest, "Not a month: months are written yyyy-mm, as in 2024-03.")
+	}
+	return y, m, ok
+}
+
+// pageNumber reads ?page=N (1 when absent); anything but a positive
+// number is 400.
+func (s *Server) pageNumber(w http.ResponseWriter, r *http.Request) (int, bool) {
+	v := r.URL.Query().Get("page")
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1_000_000 {
+		s.fail(w, r, http.StatusBadRequest, "Not a page number: ?page= takes 1, 2, 3 ...")
+		return 0, false
+	}
+	return n, true
+}
+
+func noSuchList(name string) string {
+	return fmt.Sprintf("There is no list named %q in this archive.", name)
+}
+
+// ---- the index -------------------------------------------------------
+
+type indexData struct {
+	Messages int64
+	Known    bool
+	Lists    []catalog.List
+	// NoCatalog says why the lists are not shown ("" when they are).
+	NoCatalog string
+}
+
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	d := indexData{}
+	if n, err := s.st.Count(r.Context()); err == nil {
+		d.Messages, d.Known = n, true
+	} else {
+		s.log.Warn("cannot count messages", "err", err)
+	}
+	switch c := s.opts.Catalog; {
+	case c == nil || s.catalogBroken.Load() != nil:
+		d.NoCatalog = "The lists of this archive cannot be shown right now; every message can still be opened by its call number or Message-ID."
+	case s.building.Load() && c.Status().Synced.IsZero():
+		d.NoCatalog = "The catalog of this archive is being built; its lists will be here shortly."
+	default:
+		lists, err := c.Lists(r.Context())
+		if err != nil {
+			s.log.Warn("cannot read the lists", "err", err)
+			d.NoCatalog = "The lists of this archive cannot be shown right now."
+		}
+		d.Lists = lists
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	s.render(w, r, http.StatusOK, "index.html", d)
+}
+
+// listsJSON is GET /api/v1/lists.
+func (s *Server) listsJSON(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.catalogFor(w, r)
+	if !ok {
+		return
+	}
+	lists, err := c.Lists(r.Context())
+	if err != nil {
+		s.failCatalog(w, r, err, "")
+		return
+	}
+	s.writeFresh(w, r, struct {
+		Lists []catalog.List `json:"lists"`
+	}{lists})
+}
+
+// ---- a list ----------------------------------------------------------
+
+// listView is a page of a list: GET /l/{list}/ and its JSON twin.
+type listView struct {
+	List    catalog.List            `json:"list"`
+	Page    int                     `json:"page"`
+	Pages   int                     `json:"pages"`
+	Threads []catalog.ThreadSummary `json:"threads"`
+	Months  []catalog.Month         `json:"months"`
+}
+
+func (s *Server) listView(w http.ResponseWriter, r *http.Request) (*listView, bool) {
+	name, ok := s.listName(w, r)
+	if !ok {
+		return nil, false
+	}
+	page, ok := s.pageNumber(w, r)
+	if !ok {
+		return nil, false
+	}
+	c, ok := s.catalogFor(w, r)
+	if !ok {
+		return nil, false
+	}
+	ctx := r.Context()
+	l, err := c.List(ctx, name)
+	if err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return nil, false
+	}
+	v := &listView{List: l, Page: max(page, 1)}
+	threads, total, err := c.Threads(ctx, name, (v.Page-1)*threadsPerPage, threadsPerPage)
+	if err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return nil, false
+	}
+	v.Threads, v.Pages = threads, max(1, (total+threadsPerPage-1)/threadsPerPage)
+	if v.Page > v.Pages {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("List %s has %d pages of threads; there is no page %d.", name, v.Pages, v.Page))
+		return nil, false
+	}
+	if v.Months, err = c.Months(ctx, name); err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return nil, false
+	}
+	return v, true
+}
+
+func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
+	if v, ok := s.listView(w, r); ok {
+		s.renderFresh(w, r, "listpage.html", v)
+	}
+}
+
+func (s *Server) listJSON(w http.ResponseWriter, r *http.Request) {
+	if v, ok := s.listView(w, r); ok {
+		s.writeFresh(w, r, v)
+	}
+}
+
+// listFile dispatches GET /l/{list}/{file}: the feed, a month's download,
+// and a month without its slash.
+func (s *Server) listFile(w http.ResponseWriter, r *http.Request) {
+	file := r.PathValue("file")
+	switch {
+	case file == "atom.xml":
+		httpserve.SetRoute(w, "GET /l/{list}/atom.xml")
+		s.cachedPage(s.feed)(w, r)
+	case strings.HasSuffix(file, ".mbox.gz"):
+		httpserve.SetRoute(w, "GET /l/{list}/{month}.mbox.gz")
+		s.monthMbox(w, r, strings.TrimSuffix(file, ".mbox.gz"))
+	default:
+		httpserve.SetRoute(w, "GET /l/{list}/{month}")
+		if _, ok := s.listName(w, r); !ok {
+			return
+		}
+		if _, _, ok := s.month(w, r, file); ok {
+			http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
+		}
+	}
+}
+
+// ---- a month ---------------------------------------------------------
+
+// monthView is GET /l/{list}/{yyyy}-{mm}/ and its JSON twin.
+type monthView struct {
+	List     string                  `json:"list"`
+	Year     int                     `json:"year"`
+	Month    time.Month              `json:"month"`
+	Messages int                     `json:"messages"`
+	Threads  []catalog.ThreadSummary `json:"threads"`
+	// Prev and Next are the months before and after with messages.
+	Prev *catalog.Month `json:"prev,omitempty"`
+	Next *catalog.Month `json:"next,omitempty"`
+}
+
+func (s *Server) monthView(w http.ResponseWriter, r *http.Request) (*monthView, bool) {
+	name, ok := s.listName(w, r)
+	if !ok {
+		return nil, false
+	}
+	y, m, ok := s.month(w, r, r.PathValue("month"))
+	if !ok {
+		return nil, false
+	}
+	c, ok := s.catalogFor(w, r)
+	if !ok {
+		return nil, false
+	}
+	ctx := r.Context()
+	months, err := c.Months(ctx, name)
+	if err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return nil, false
+	}
+	if len(months) == 0 {
+		s.fail(w, r, http.StatusNotFound, noSuchList(name))
+		return nil, false
+	}
+	v := &monthView{List: name, Year: y, Month: m}
+	found := false
+	for i, mo := range months { // newest first
+		if mo.Year == y && mo.Month == m {
+			found, v.Messages = true, mo.Messages
+			if i+1 < len(months) {
+				v.Prev = &months[i+1]
+			}
+			if i > 0 {
+				v.Next = &months[i-1]
+			}
+		}
+	}
+	if !found {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("List %s has no messages in %s %d.", name, m, y))
+		return nil, false
+	}
+	if v.Threads, err = c.MonthThreads(ctx, name, y, m); err != nil {
+		s.failCatalog(w, r, err, noSuchList(name))
+		return nil, false
+	}
+	return v, true
+}
+
+func (s *Server) monthPage(w http.ResponseWriter, r *http.Request) {
+	if v, ok := s.monthView(w, r); ok {
+		s.renderFresh(w, r, "month.html", v)
+	}
+}
+
+func (s *Server) monthJSON(w http.ResponseWriter, r *http.Request) {
+	if v, ok := s.monthView(w, r); ok {
+		s.writeFresh(w, r, v)
+	}
+}
+
+// ---- a thread --------------------------------------------------------
+
+// threadView is GET /t/{callnumber}/: one page of a thread's messages,
+// with their text.
+type threadView struct {
+	CallNumber string
+	// Self is this page's path, for links to the messages on it.
+	Self    string
+	Thread  *catalog.Thread
+	Page    int
+	Pages   int
+	Entries []threadEntry
+}
+
+// threadEntry is one node of a thread page.
+type threadEntry struct {
+	Node    catalog.Node
+	Current bool
+	// Parent is the message this one answers, when it is in the thread;
+	// ParentOnPage says it is on this page too.
+	Parent       *catalog.Message
+	ParentOnPage bool
+	// View is the message as a reader sees it; nil for a placeholder or a
+	// message the store could not give.
+	View *mailview.Message
+	// Unreadable says why View is nil for a message.
+	Unreadable string
+	// NewSubject says the subject differs from the parent's.
+	NewSubject bool
+}
+
+// thread looks up the thread of the {callnumber} of the path: 400 for a
+// malformed number, 404 for no such message, 503 for a message the
+// catalog has not indexed yet.
+func (s *Server) thread(w http.ResponseWriter, r *http.Request, text string) (*catalog.Thread, string, bool) {
+	n, _, err := s.codecs.resolve(r.Context(), text)
+	if errors.Is(err, ErrMalformed) {
+		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		return nil, "", false
+	}
+	if err != nil {
+		s.failStore(w, r, err)
+		return nil, "", false
+	}
+	c, ok := s.catalogFor(w, r)
+	if !ok {
+		return nil, "", false
+	}
+	cn := n.String()
+	th, err := c.Thread(r.Context(), cn)
+	if errors.Is(err, catalog.ErrNotFound) {
+		// Not in the catalog: not in the store either, or not yet.
+		if _, err := s.st.Get(r.Context(), n); err != nil {
+			s.failStore(w, r, err)
+			return nil, "", false
+		}
+		w.Header().Set("Retry-After", "2")
+		s.fail(w, r, http.StatusServiceUnavailable, "This message is archived, but not in the catalog yet: its thread will be here in a moment.")
+		return nil, "", false
+	}
+	if err != nil {
+		s.failCatalog(w, r, err, "")
+		return nil, "", false
+	}
+	return th, cn, true
+}
+
+func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
+	page, ok := s.pageNumber(w, r)
+	if !ok {
+		return
+	}
+	th, cn, ok := s.thread(w, r, r.PathValue("callnumber"))
+	if !ok {
+		return
+	}
+	v := &threadView{CallNumber: cn, Thread: th, Page: page}
+	v.Pages = max(1, (len(th.Nodes)+messagesPerThreadPage-1)/messagesPerThreadPage)
+	if v.Page == 0 {
+		// The page that holds the message the URL names.
+		v.Page = 1
+		if i := th.Index(cn); i >= 0 {
+			v.Page = i/messagesPerThreadPage + 1
+		}
+	}
+	if v.Page > v.Pages {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("This thread has %d pages; there is no page %d.", v.Pages, v.Page))
+		return
+	}
+	v.Self = "/t/" + cn + "/"
+	if page != 0 {
+		v.Self += "?page=" + strconv.Itoa(page)
+	}
+	from := (v.Page - 1) * messagesPerThreadPage
+	nodes := th.Nodes[from:min(from+messagesPerThreadPage, len(th.Nodes))]
+	v.Entries = make([]threadEntry, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		e := &v.Entries[i]
+		e.Node = n
+		if n.Parent >= 0 {
+			e.Parent, e.ParentOnPage = th.Nodes[n.Parent].Message, n.Parent >= from
+		}
+		if n.Message == nil {
+			continue
+		}
+		e.Current = n.Message.CallNumber == cn
+		e.NewSubject = newSubject(th, from+i) || i == 0
+		// Concurrently: on a bbolt store shared with a writer, the reads
+		// wait for the writer's batch together rather than one by one.
+		wg.Go(func() {
+			m, err := s.getByText(r.Context(), n.Message.CallNumber)
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					s.log.Warn("cannot read a message of a thread", "callnumber", n.Message.CallNumber, "err", err)
+				}
+				e.Unreadable = "This message cannot be read right now."
+				if errors.Is(err, store.ErrNotFound) {
+					e.Unreadable = "This message is in the catalog but not in the store."
+				}
+				return
+			}
+			e.View = mailview.Parse(m.Raw, s.opts.View)
+		})
+	}
+	wg.Wait()
+	for _, e := range v.Entries {
+		if e.Unreadable != "" {
+			dontCache(w) // the store may give it next time
+		}
+	}
+	s.renderFresh(w, r, "thread.html", v)
+}
+
+// getByText gets the message of a call number the catalog gave.
+func (s *Server) getByText(ctx context.Context, cn string) (store.Stored, error) {
+	n, _, err := s.codecs.resolve(ctx, cn)
+	if err != nil {
+		return store.Stored{}, err
+	}
+	return s.st.Get(ctx, n)
+}
+
+// threadJSON is GET /api/v1/threads/{callnumber}: the whole tree.
+func (s *Server) threadJSON(w http.ResponseWriter, r *http.Request) {
+	th, cn, ok := s.thread(w, r, r.PathValue("callnumber"))
+	if !ok {
+		return
+	}
+	s.writeFresh(w, r, struct {
+		CallNumber string `json:"callnumber"`
+		*catalog.Thread
+	}{cn, th})
+}
+
+// threadFile dispatches GET /t/{file}: a thread's download, and a thread
+// without its slash.
+func (s *Server) threadFile(w http.ResponseWriter, r *http.Request) {
+	file := r.PathValue("file")
+	if cn, ok := strings.CutSuffix(file, ".mbox.gz"); ok {
+		httpserve.SetRoute(w, "GET /t/{callnumber}.mbox.gz")
+		s.threadMbox(w, r, cn)
+		return
+	}
+	httpserve.SetRoute(w, "GET /t/{callnumber}")
+	if err := CheckSyntax(file); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		return
+	}
+	http.Redirect(w, r, "/t/"+file+"/", http.StatusMovedPermanently)
+}
+
+// ---- a message in its thread -----------------------------------------
+
+// msgLink is a message as a link shows it.
+type msgLink struct {
+	CallNumber string
+	Subject    string
+	From       string
+	Date       time.Time
+}
+
+func linkOf(m *catalog.Message) *msgLink {
+	if m == nil {
+		return nil
+	}
+	return &msgLink{CallNumber: m.CallNumber, Subject: m.Subject, From: m.From(), Date: m.Date}
+}
+
+// treeRow is one line of the small tree on a message page.
+type treeRow struct {
+	Depth int
+	// Link is nil for a placeholder: a message others answer that the
+	// archive does not have.
+	Link    *msgLink
+	Current bool
+	// NewSubject says the subject differs from the parent's (beyond
+	// "Re:"): only then is it shown, as mail readers do.
+	NewSubject bool
+}
+
+// navigation is a message's place in its thread and list, for its page.
+type navigation struct {
+	List string
+	// Month is the message's month, yyyy-mm, for its month page.
+	Month          string
+	ThreadCN       string // the thread's first message
+	ThreadSubject  string
+	ThreadMessages int
+	Position       int // 1-based, in reading order
+	Tree           []treeRow
+	// TreeCut says the tree shows only part of the thread.
+	TreeCut bool
+	// ThreadPage is the thread page that shows this message.
+	ThreadPage                 int
+	PrevInThread, NextInThread *msgLink
+	PrevByDate, NextByDate     *msgLink
+	Parent                     *msgLink
+	// MissingParent is the Message-ID of the message this one answers,
+	// when the archive does not have it.
+	MissingParent string
+	Replies       []msgLink
+}
+
+// navigate returns the navigation of message cn, or nil when the catalog
+// cannot say (none, not ready, not indexed yet, or an error, logged).
+func (s *Server) navigate(ctx context.Context, cn string) *navigation {
+	c := s.opts.Catalog
+	if c == nil || s.catalogBroken.Load() != nil || s.building.Load() && c.Status().Synced.IsZero() {
+		return nil
+	}
+	th, err := c.Thread(ctx, cn)
+	if err != nil {
+		if !errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, context.Canceled) {
+			s.log.Warn("cannot read a message's thread", "callnumber", cn, "err", err)
+		}
+		return nil
+	}
+	i := th.Index(cn)
+	if i < 0 { // beyond catalog.MaxThreadMessages
+		return nil
+	}
+	node := th.Nodes[i]
+	nav := &navigation{
+		List: th.List, Month: node.Message.Date.Format("2006-01"),
+		ThreadSubject: th.Subject, ThreadMessages: th.Messages,
+		ThreadPage:    i/messagesPerThreadPage + 1,
+		PrevInThread:  linkOf(th.Prev(i)),
+		NextInThread:  linkOf(th.Next(i)),
+		MissingParent: node.MissingParent,
+	}
+	for j, n := range th.Nodes {
+		if n.Message != nil {
+			if nav.ThreadCN == "" {
+				nav.ThreadCN = n.Message.CallNumber
+			}
+			if j <= i {
+				nav.Position++
+			}
+		}
+	}
+	if node.Parent >= 0 {
+		nav.Parent = linkOf(th.Nodes[node.Parent].Message)
+	}
+	for _, k := range node.Children {
+		if m := th.Nodes[k].Message; m != nil {
+			nav.Replies = append(nav.Replies, *linkOf(m))
+		}
+	}
+	nav.Tree, nav.TreeCut = tree(th, i)
+	prev, next, err := c.Neighbours(ctx, *node.Message)
+	if err != nil {
+		s.log.Warn("cannot read a message's neighbours", "callnumber", cn, "err", err)
+	}
+	nav.PrevByDate, nav.NextByDate = linkOf(prev), linkOf(next)
+	return nav
+}
+
+// tree returns the rows of the small tree of node i: the whole thread
+// when it is small, else the node's ancestors, some of its siblings and
+// its replies.
+func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
+	row := func(j int) treeRow {
+		n := th.Nodes[j]
+		return treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
+	}
+	var rows []treeRow
+	if len(th.Nodes) <= maxTreeRows {
+		for j := range th.Nodes {
+			rows = append(rows, row(j))
+		}
+		return rows, len(th.Nodes) < th.Messages
+	}
+	var up []int
+	for p := th.Nodes[i].Parent; p >= 0 && len(up) < maxTreeRows; p = th.Nodes[p].Parent {
+		up = append(up, p)
+	}
+	for k := len(up) - 1; k >= 0; k-- {
+		rows = append(rows, row(up[k]))
+	}
+	var siblings []int
+	if p := th.Nodes[i].Parent; p >= 0 {
+		siblings = th.Nodes[p].Children
+	}
+	// The siblings around node i, then its replies under it.
+	at := 0
+	for k, sib := range siblings {
+		if sib == i {
+			at = k
+		}
+	}
+	lo, hi := max(0, at-maxSiblings/2), min(len(siblings), at+maxSiblings/2+1)
+	if len(siblings) == 0 {
+		rows = append(rows, row(i))
+	}
+	for _, sib := range siblings[lo:hi] {
+		rows = append(rows, row(sib))
+		if sib == i {
+			for _, k := range th.Nodes[i].Children[:min(len(th.Nodes[i].Children), maxReplies)] {
+				rows = append(rows, row(k))
+			}
+		}
+	}
+	if len(siblings) == 0 {
+		for _, k := range th.Nodes[i].Children[:min(len(th.Nodes[i].Children), maxReplies)] {
+			rows = append(rows, row(k))
+		}
+	}
+	return rows, true
+}
+
+// newSubject reports whether node j's subject says more than "Re:" its
+// parent's (for a root: the thread's).
+func newSubject(th *catalog.Thread, j int) bool {
+	n := th.Nodes[j]
+	if n.Message == nil {
+		return false
+	}
+	prev := th.Subject
+	for p := n.Parent; p >= 0; p = th.Nodes[p].Parent {
+		if m := th.Nodes[p].Message; m != nil {
+			prev = m.Subject
+			break
+		}
+	}
+	a, _ := catalog.BaseSubject(n.Message.Subject)
+	b, _ := catalog.BaseSubject(prev)
+	return a != b || n.Parent < 0 && n.Message.Subject != th.Subject
+}
+
+// fingerprint is a short hash of what a page shows besides the message
+// itself, for its ETag.
+func fingerprint(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// ---- responses that change ---------------------------------------------
+
+// renderFresh renders a page that changes as the archive grows: an ETag
+// of its bytes, revalidated on every use.
+func (s *Server) renderFresh(w http.ResponseWriter, r *http.Request, name string, data any) {
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		s.log.Error("cannot render page", "template", name, "path", r.URL.EscapedPath(), "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "The page could not be rendered.")
+		return
+	}
+	s.writeBody(w, r, "text/html; charset=utf-8", []byte(b.String()))
+}
+
+// writeFresh is renderFresh for JSON.
+func (s *Server) writeFresh(w http.ResponseWriter, r *http.Request, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("cannot encode JSON", "path", r.URL.EscapedPath(), "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "The answer could not be encoded.")
+		return
+	}
+	s.writeBody(w, r, "application/json", append(b, '\n'))
+}
+
+func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, contentType string, body []byte) {
+	sum := sha256.Sum256(body)
+	etag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "no-cache")
+	if cw, ok := w.(*captureWriter); ok {
+		cw.fresh = true
+	}
+	if etagMatch(r.Header.Get("If-None-Match"), strings.TrimPrefix(etag, "W/")) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// ---- small files -------------------------------------------------------
+
+// robotsTxt lets crawlers read the pages, and keeps them off what costs
+// much and says nothing new: the raw messages, downloads, the JSON and the
+// lookups (RFC 9309).
+const robotsTxt = `User-agent: *
+Disallow: /api/
+Disallow: /go
+Disallow: /m/
+Disallow: /*/raw$
+Disallow: /*/attachments/
+Disallow: /*.mbox.gz$
+`
+
+func (s *Server) robots(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "public, max-age=86400")
+	h.Set("Content-Length", strconv.Itoa(len(robotsTxt)))
+	w.Write([]byte(robotsTxt))
+}
+
+func (s *Server) favicon(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "image/x-icon")
+	h.Set("Cache-Control", "public, max-age=604800")
+	h.Set("Content-Length", strconv.Itoa(len(faviconICO)))
+	w.Write(faviconICO)
+}
+
+// pathEscape escapes a Message-ID for a /m/ link: one path segment, with
+// ':' escaped too, so that no link of the archive's reads as a URL
+// scheme ("/m/javascript:x@y" is harmless, but it is not worth a filter's
+// doubt).
+func pathEscape(s string) string { return strings.ReplaceAll(url.PathEscape(s), ":", "%3A") }

@@ -1,0 +1,103 @@
+package resolver
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestSearch(t *testing.T) {
+	ca := newCatalogArchive(t)
+	wrapper := ca.cn(t, "wrapper-1")
+	tests := []struct {
+		name   string
+		path   string
+		status int
+		has    []string
+		hasNot []string
+	}{
+		{"words", "/search?q=sprockets+sizes", 200, []string{
+			"1 message found", `<a class="subject" href="/` + wrapper + `">[Widgets] Sprocket sizes</a>`, "<mark>sprockets</mark>", `href="/l/hostile/"`,
+			`href="/search?q=sprockets%20sizes&amp;sort=relevance"`,
+		}, nil},
+		{"from", "/search?q=from%3Aada+list%3Ademo", 200, []string{"4 messages found", "Ada Lovelace"}, []string{"Charles Babbage"}},
+		{"phrase and exclusion", "/search?q=%22call+numbers%22+-guessable", 200, []string{"Call numbers for the archive"}, []string{ca.cn(t, "t1.3")}},
+		{"relevance", "/search?q=archive&sort=relevance", 200, []string{"best matches first", `<a href="/search?q=archive">Newest first</a>`}, nil},
+		{"nothing found", "/search?q=xylophone", 200, []string{"0 messages found"}, []string{`<ol class="results">` + "\n<li"}},
+		{"hostile text is text", "/search?q=script", 200, []string{"&lt;script&gt;"}, []string{"<script"}},
+		{"empty: the help", "/search", 200, []string{`<table class="help">`, "from:ralf"}, []string{"found"}},
+		{"a bad search", "/search?q=before%3Ayesterday", 400, []string{"This search cannot be run:", `<table class="help">`}, nil},
+		{"a bad sort", "/search?q=x&sort=oldest", 400, []string{"newest or by relevance"}, nil},
+		{"past the last page", "/search?q=archive&page=99", 404, []string{"no page 99"}, nil},
+		{"JSON", "/api/v1/search?q=sprockets", 200, []string{`"query":"sprockets"`, `"total":1`, `"callnumber":"` + wrapper + `"`, `"excerpt":[`, `"match":true`}, nil},
+		{"JSON bad search", "/api/v1/search?q=before%3Ayesterday", 400, []string{`"error":`}, nil},
+		{"JSON empty", "/api/v1/search", 400, []string{"?q="}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := get(t, ca.srv.URL+tt.path)
+			if r.status != tt.status {
+				t.Fatalf("GET %s = %d, want %d: %s", tt.path, r.status, tt.status, r.body)
+			}
+			for _, s := range tt.has {
+				if !strings.Contains(r.body, s) {
+					t.Errorf("GET %s does not contain %q:\n%s", tt.path, s, r.body)
+				}
+			}
+			for _, s := range tt.hasNot {
+				if strings.Contains(r.body, s) {
+					t.Errorf("GET %s contains %q:\n%s", tt.path, s, r.body)
+				}
+			}
+			if strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+				if err := unsafeHTML(r.body); err != nil {
+					t.Errorf("GET %s: %v", tt.path, err)
+				}
+			} else if !json.Valid([]byte(r.body)) {
+				t.Errorf("GET %s: invalid JSON", tt.path)
+			}
+		})
+	}
+	// The box leads there.
+	r := get(t, ca.srv.URL+"/go?n=sprockets")
+	if r.status != http.StatusFound || r.header.Get("Location") != "/search?q=sprockets" {
+		t.Errorf("the box with a word = %d %q, want 302 to the search", r.status, r.header.Get("Location"))
+	}
+	// Without a catalog: 503.
+	fa := newFixtureArchive(t)
+	if r := get(t, fa.srv.URL+"/search?q=x"); r.status != http.StatusServiceUnavailable {
+		t.Errorf("search without a catalog = %d, want 503", r.status)
+	}
+}
+
+// TestListSearchBox: a list page's box searches that list, visibly.
+func TestListSearchBox(t *testing.T) {
+	ca := newCatalogArchive(t)
+	r := get(t, ca.srv.URL+"/l/demo/")
+	for _, s := range []string{`<form class="search" action="/go"`, `name="list" type="hidden" value="demo"`} {
+		if !strings.Contains(r.body, s) {
+			t.Errorf("GET /l/demo/ lacks %q", s)
+		}
+	}
+	// The box goes to /go, which searches that list.
+	if r := get(t, ca.srv.URL+"/go?n=sprockets&list=demo"); r.status != 302 || r.header.Get("Location") != "/search?q=sprockets&list=demo" {
+		t.Errorf("GET /go?n=sprockets&list=demo = %d to %q, want 302 to /search?q=sprockets&list=demo", r.status, r.header.Get("Location"))
+	}
+	// sprockets are only in a message of the list "hostile".
+	all := get(t, ca.srv.URL+"/search?q=sprockets")
+	list := get(t, ca.srv.URL+"/search?q=sprockets&list=demo")
+	if list.status != 200 || !strings.Contains(list.body, `value="sprockets list:demo"`) {
+		t.Fatalf("GET /search?q=sprockets&list=demo = %d, without the list in its box:\n%s", list.status, list.body)
+	}
+	if !strings.Contains(list.body, "0 messages found") || !strings.Contains(all.body, "1 message found") {
+		t.Errorf("the list's search is not limited to it:\n%s", list.body)
+	}
+	if r := get(t, ca.srv.URL+"/search?q=archive&list=Not%20A%20List"); r.status != 400 {
+		t.Errorf("GET /search with a bad list = %d, want 400", r.status)
+	}
+	// A query that names a list already keeps it.
+	if r := get(t, ca.srv.URL+"/search?q=archive+list%3Ahostile&list=demo"); !strings.Contains(r.body, `value="archive list:hostile"`) {
+		t.Errorf("a query with list: got another list added")
+	}
+}

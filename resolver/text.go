@@ -1,0 +1,189 @@
+package resolver
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"net/url"
+	"strings"
+)
+
+// textOptions say how renderText shows a text/plain body.
+type textOptions struct {
+	// Fold puts runs of more than Fold quoted lines in a <details>
+	// element, closed (0: never): a thread page reads better with the
+	// quotes of earlier messages folded away.
+	Fold int
+}
+
+// renderText shows a text/plain body (mailview's cleaned text) as HTML:
+// every character escaped, http(s) URLs as links, and the lines grouped
+// in runs of one quote level (RFC 3676 section 4.5: a line's quote depth
+// is its number of leading '>', spaces between them allowed as many
+// mailers write them), each run a <pre> whose class says its level
+// (q1..q4, deeper levels as q4), so that quotes can be told apart.
+// The quote marks stay in the text: copying a quote copies it as it was
+// written. A signature (after a "-- " line, RFC 3676 section 4.3) is a
+// run of its own, class sig.
+func renderText(s string, o textOptions) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<div class="text">`)
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	inSig := false
+	for i := 0; i < len(lines); {
+		level := quoteLevel(lines[i])
+		if level == 0 && strings.TrimRight(lines[i], "\r\n") == "-- " {
+			inSig = true
+		}
+		j := i + 1
+		for j < len(lines) && quoteLevel(lines[j]) == level && (inSig || level > 0 || strings.TrimRight(lines[j], "\r\n") != "-- ") {
+			j++
+		}
+		run := lines[i:j]
+		class := ""
+		switch {
+		case level > 0:
+			class = fmt.Sprintf("q q%d", min(level, 4))
+		case inSig:
+			class = "sig"
+		}
+		fold := level > 0 && o.Fold > 0 && len(run) > o.Fold
+		if fold {
+			fmt.Fprintf(&b, `<details class="quote"><summary>%d quoted lines</summary>`, len(run))
+		}
+		if class != "" {
+			fmt.Fprintf(&b, `<pre class="%s">`, class)
+		} else {
+			b.WriteString(`<pre>`)
+		}
+		for _, l := range run {
+			linkify(&b, l)
+		}
+		b.WriteString(`</pre>`)
+		if fold {
+			b.WriteString(`</details>`)
+		}
+		i = j
+	}
+	b.WriteString(`</div>`)
+	return template.HTML(b.String())
+}
+
+// quoteLevel counts the '>' at the start of a line, allowing spaces
+// between them ("> > x" is level 2).
+func quoteLevel(l string) int {
+	n := 0
+	for i := 0; i < len(l); i++ {
+		switch l[i] {
+		case '>':
+			n++
+		case ' ':
+			if n == 0 {
+				return 0
+			}
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// linkify writes s escaped, with its http(s) URLs as links.
+func linkify(b *strings.Builder, s string) {
+	for {
+		i := nextURL(s)
+		if i < 0 {
+			b.WriteString(html.EscapeString(s))
+			return
+		}
+		b.WriteString(html.EscapeString(s[:i]))
+		end := urlEnd(s[i:])
+		raw := s[i : i+end]
+		if u, ok := linkTarget(raw); ok {
+			fmt.Fprintf(b, `<a href="%s" rel="nofollow noopener noreferrer">%s</a>`, html.EscapeString(u), html.EscapeString(raw))
+		} else {
+			b.WriteString(html.EscapeString(raw))
+		}
+		s = s[i+end:]
+	}
+}
+
+// nextURL returns where the next "http://" or "https://" starts in s (not
+// in the middle of a word: "xhttp://" is not a URL), or -1.
+func nextURL(s string) int {
+	for i := 0; i+7 <= len(s); i++ {
+		if s[i]|0x20 != 'h' || i > 0 && isWordByte(s[i-1]) {
+			continue
+		}
+		if rest := s[i:]; hasPrefixFold(rest, "http://") || hasPrefixFold(rest, "https://") {
+			return i
+		}
+	}
+	return -1
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+}
+
+// urlEnd returns the length of the URL at the start of s: up to white
+// space or a character that cannot be in a URL in running text (<, >, ",
+// backtick), then without trailing punctuation that ends a sentence, and
+// without a closing bracket that has no opening one inside the URL
+// ("(see https://x.org/a)").
+func urlEnd(s string) int {
+	n := strings.IndexFunc(s, func(r rune) bool {
+		return r <= ' ' || r == '<' || r == '>' || r == '"' || r == '`' || r == 0x7f || r == '\u00a0'
+	})
+	if n < 0 {
+		n = len(s)
+	}
+	for n > 0 {
+		c := s[n-1]
+		switch {
+		case strings.IndexByte(".,;:!?'*", c) >= 0:
+			n--
+			continue
+		case c == ')' && strings.Count(s[:n], "(") < strings.Count(s[:n], ")"),
+			c == ']' && strings.Count(s[:n], "[") < strings.Count(s[:n], "]"),
+			c == '}' && strings.Count(s[:n], "{") < strings.Count(s[:n], "}"):
+			n--
+			continue
+		}
+		break
+	}
+	return n
+}
+
+// linkTarget returns the href of a URL found in text: an http(s) URL
+// that names a host, re-serialized so that the attribute holds nothing
+// the parser did not understand. Anything else is left as text.
+func linkTarget(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" || u.Host == "" || u.User != nil {
+		return "", false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	default:
+		return "", false
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if strings.HasPrefix(u.Host, ":") || strings.ContainsAny(u.Host, "\\") {
+		return "", false
+	}
+	href := u.String()
+	// Harmless inside an http(s) URL, but not worth a link that a
+	// filter might read as a script URL.
+	if low := strings.ToLower(href); strings.Contains(low, "javascript:") || strings.Contains(low, "vbscript:") {
+		return "", false
+	}
+	return href, true
+}

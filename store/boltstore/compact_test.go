@@ -1,0 +1,348 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+// listMail returns a list message, distinct per i, with header lines its
+// neighbours share.
+func listMail(i int) []byte {
+	return fmt.Appendf(nil, "Received: from mail.linux-mips.org ([127.0.0.1]:40%03d \"EHLO mail.linux-mips.org\")\n"+
+		"\tby eddie.linux-mips.org with ESMTP id S23%05dAbc; Mon, 3 Nov 2008 10:%02d:00 +0000\n"+
+		"From: Developer %d <dev%d@example.org>\nTo: linux-mips@linux-mips.org\nSubject: [PATCH] MIPS: frobnicate %d\n"+
+		"Message-ID: <m%d@example.org>\nSender: linux-mips-bounce@linux-mips.org\nPrecedence: bulk\nX-list: linux-mips\n\n%s",
+		i%1000, i, i%60, i%17, i%17, i, i, strings.Repeat(fmt.Sprintf("line %d of the patch, as long as lines of patches are\n", i%13), 30+i%9))
+}
+
+// oldArchive writes n messages the way the store did before compression
+// (uncompressed records, 4 KiB pages) under runs 1.., and returns them.
+func oldArchive(t *testing.T, path string, a *storetest.Authority, n int) []store.Message {
+	t.Helper()
+	s, err := Open(t.Context(), path, Options{Compression: store.Compression{Off: true}, PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var all []store.Message
+	for i := 0; i < n; i += 250 {
+		run := uint32(1 + i/1000)
+		if i%1000 == 0 {
+			if err := s.RecordLease(t.Context(), a.Lease(run)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var msgs []store.Message
+		for j := i; j < min(i+250, n); j++ {
+			msgs = append(msgs, storetest.Message(a.Number(t, run, j%1000), listMail(j), fmt.Sprintf("m%d@example.org", j), "linux-mips"))
+		}
+		if _, err := s.Put(t.Context(), msgs); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, msgs...)
+	}
+	return all
+}
+
+func checkAll(t *testing.T, s *Store, msgs []store.Message) {
+	t.Helper()
+	for _, m := range msgs {
+		got, err := s.Get(t.Context(), m.Number)
+		if err != nil || !bytes.Equal(got.Raw, m.Raw) || got.MessageID != m.MessageID || got.List != m.List || got.Digest != m.Digest {
+			t.Fatalf("Get(%v) = %d bytes, %v; want the message of %d bytes", m.Number, len(got.Raw), err, len(m.Raw))
+		}
+	}
+	if n, err := s.Count(t.Context()); err != nil || n != int64(len(msgs)) {
+		t.Errorf("Count() = %d, %v; want %d", n, err, len(msgs))
+	}
+}
+
+func feed(t *testing.T, s *Store, after store.Cursor) []callnumber.Number {
+	t.Helper()
+	var out []callnumber.Number
+	for {
+		page, err := s.Changes(t.Context(), after, 400)
+		if err != nil {
+			t.Fatalf("Changes(%q) = %v", after, err)
+		}
+		if len(page.Messages) == 0 {
+			return out
+		}
+		for _, m := range page.Messages {
+			out = append(out, m.Number)
+		}
+		after = page.Next
+	}
+}
+
+// TestCompactInPlace converts an archive written before compression: the
+// same messages, indexes, leases and change feed (a follower's cursor
+// carries on), in records compressed with a trained dictionary, in less
+// than half the disk.
+func TestCompactInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	msgs := oldArchive(t, path, a, 2500)
+
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	page, err := s.Changes(t.Context(), "", 1000) // a follower, a thousand in
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFeed := feed(t, s, page.Next)
+	var calls []int64
+	st, err := s.Compact(t.Context(), CompactOptions{Progress: func(done, total int64) {
+		if total != 2500 {
+			t.Errorf("Progress(%d, %d): total %d, want 2500", done, total, total)
+		}
+		calls = append(calls, done)
+	}})
+	if err != nil {
+		t.Fatalf("Compact = %v", err)
+	}
+	if st.Messages != 2500 || st.Dict == "" || st.Path != path {
+		t.Errorf("Compact = %+v; want 2500 messages, a dictionary, in place", st)
+	}
+	if st.After*2 > st.Before {
+		t.Errorf("Compact: %d bytes on disk before, %d after; want less than half", st.Before, st.After)
+	}
+	if len(calls) < 3 || calls[len(calls)-1] != 2500 || !slices.IsSorted(calls) {
+		t.Errorf("Progress called with %v; want a rising count up to 2500", calls)
+	}
+	if _, err := os.Stat(path + compactSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the copy is left behind: %v", err)
+	}
+	checkAll(t, s, msgs)
+	if got := feed(t, s, page.Next); !slices.Equal(got, wantFeed) {
+		t.Errorf("the follower's cursor after compaction gives %d messages, want the same %d as before", len(got), len(wantFeed))
+	}
+	for _, m := range msgs[:50] {
+		if n, err := s.ByDigest(t.Context(), m.Digest); err != nil || n != m.Number {
+			t.Errorf("ByDigest = %v, %v; want %v", n, err, m.Number)
+		}
+		if ns, err := s.ByMessageID(t.Context(), m.MessageID); err != nil || !slices.Equal(ns, []callnumber.Number{m.Number}) {
+			t.Errorf("ByMessageID(%q) = %v, %v; want [%v]", m.MessageID, ns, err, m.Number)
+		}
+	}
+	if b, err := s.Binding(t.Context()); err != nil || b != a.Binding() {
+		t.Errorf("Binding() = %v, %v", b, err)
+	}
+	if err := s.RecordLease(t.Context(), a.Lease(1)); !errors.Is(err, store.ErrRunReused) {
+		t.Errorf("RecordLease(run 1, new nonce) after compaction = %v, want %v: leases must survive", err, store.ErrRunReused)
+	}
+	for _, m := range []store.Message{msgs[0], msgs[2499]} {
+		rec, err := s.TestRecord(t.Context(), m.Number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, _, err := record.ParseHeader(rec); err != nil || h.Compression != record.ZstdDict || h.Dict.String() != st.Dict {
+			t.Errorf("record of %v after compaction: %+v, %v; want compressed with %s", m.Number, h, err, st.Dict)
+		}
+	}
+	// Writing carries on, after the copied feed.
+	if err := s.RecordLease(t.Context(), a.Lease(9)); err != nil {
+		t.Fatal(err)
+	}
+	late := storetest.Message(a.Number(t, 9, 0), listMail(99999), "late@example.org", "")
+	if _, err := s.Put(t.Context(), []store.Message{late}); err != nil {
+		t.Fatal(err)
+	}
+	if got := feed(t, s, page.Next); len(got) != len(wantFeed)+1 || got[len(got)-1] != late.Number {
+		t.Errorf("feed after a new Put ends with %v, want %v", got[len(got)-1:], late.Number)
+	}
+	s.Close()
+	s2, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	checkAll(t, s2, append(msgs, late))
+}
+
+// TestCompactWhileWriting: another process (another Store: its own file
+// lock) writes batches during the compaction and after it; every message
+// is in the compacted file, none went to the retired one.
+func TestCompactWhileWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 3000)
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := Open(t.Context(), path, Options{Linger: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.RecordLease(t.Context(), a.Lease(50)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var (
+		wg      sync.WaitGroup
+		written []store.Message
+		werr    error
+	)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var batch []store.Message
+			for j := range 10 {
+				seq := i*10 + j
+				batch = append(batch, storetest.Message(a.Number(t, 50, seq), listMail(100000+seq), "", ""))
+			}
+			if _, err := w.Put(context.Background(), batch); err != nil {
+				werr = err
+				return
+			}
+			written = append(written, batch...)
+			if _, err := w.Get(context.Background(), batch[0].Number); err != nil {
+				werr = err
+				return
+			}
+		}
+	})
+	time.Sleep(20 * time.Millisecond)
+	if _, err := s.Compact(t.Context(), CompactOptions{}); err != nil {
+		t.Fatalf("Compact = %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+	if len(written) < 20 {
+		t.Fatalf("writer wrote %d messages", len(written))
+	}
+	t.Logf("writer wrote %d messages during and after the compaction", len(written))
+	w.Close()
+	s.Close()
+	s3, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	checkAll(t, s3, append(msgs, written...))
+}
+
+// TestCompactTo copies into another file and leaves the store as it was.
+func TestCompactTo(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 1200)
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	to := filepath.Join(dir, "copy", "messages.db")
+	st, err := s.Compact(t.Context(), CompactOptions{To: to, PageSize: 65536})
+	if err != nil || st.Path != to || st.Messages != 1200 {
+		t.Fatalf("Compact(To) = %+v, %v", st, err)
+	}
+	if _, err := s.Compact(t.Context(), CompactOptions{To: to}); err == nil {
+		t.Errorf("Compact(To an existing file) = nil error")
+	}
+	checkAll(t, s, msgs)
+	rec, err := s.TestRecord(t.Context(), msgs[0].Number)
+	if err != nil || rec[0] != record.Version1 {
+		t.Errorf("the store's own record after Compact(To): version %d, %v; want it untouched (1)", rec[0], err)
+	}
+	c, err := Open(t.Context(), to, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	checkAll(t, c, msgs)
+	var ps int
+	c.view(t.Context(), func(tx *bolt.Tx) error { ps = tx.DB().Info().PageSize; return nil })
+	if ps != 65536 {
+		t.Errorf("copy's page size = %d, want 65536", ps)
+	}
+}
+
+// TestCompactInterrupted: a compaction that stopped between retiring the
+// file and renaming its copy leaves a store that refuses to open, and
+// Recover finishes it.
+func TestCompactInterrupted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 300)
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy, made as Compact makes it, but not moved into place.
+	if _, err := s.Compact(t.Context(), CompactOptions{To: path + compactSuffix}); err != nil {
+		t.Fatal(err)
+	}
+	var id []byte
+	c, err := bolt.Open(path+compactSuffix, 0o644, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.View(func(tx *bolt.Tx) error { id = bytes.Clone(tx.Bucket(bucketMeta).Get(keyCompaction)); return nil })
+	c.Close()
+	s.Close()
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		tx.Bucket(bucketMeta).Put(keyCompaction, id)
+		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatRetired))
+	})
+	db.Close()
+
+	if s, err := Open(t.Context(), path, Options{}); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Open(retired file, copy not in place) = %v, %v; want %v", s, err, ErrInterrupted)
+	}
+	// A copy that is not the retired file's successor is refused.
+	other := filepath.Join(t.TempDir(), "other.db")
+	os.Rename(path+compactSuffix, other)
+	if err := Recover(t.Context(), path, Options{}); err == nil {
+		t.Fatalf("Recover without the copy = nil error")
+	}
+	os.Rename(other, path+compactSuffix)
+	if err := Recover(t.Context(), path, Options{}); err != nil {
+		t.Fatalf("Recover = %v", err)
+	}
+	s, err = Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAll(t, s, msgs)
+	if err := Recover(t.Context(), path, Options{}); err == nil {
+		t.Errorf("Recover(a store that is not retired) = nil error")
+	}
+}

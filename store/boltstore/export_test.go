@@ -1,0 +1,55 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// Test hooks beneath the Store interface, for storetest.Tamperer.
+
+// TestRecord returns the value stored for n.
+func (s *Store) TestRecord(ctx context.Context, n callnumber.Number) ([]byte, error) {
+	var v []byte
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil || bd == nil {
+			return fmt.Errorf("unbound: %w", err)
+		}
+		key := packedKey(bd.codec.Packed(n))
+		if v = bytes.Clone(tx.Bucket(bucketMessages).Get(key[:])); v == nil {
+			return store.ErrNotFound
+		}
+		return nil
+	})
+	return v, err
+}
+
+// TestSetRecord replaces the value stored for n.
+func (s *Store) TestSetRecord(ctx context.Context, n callnumber.Number, v []byte) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil || bd == nil {
+			return fmt.Errorf("unbound: %w", err)
+		}
+		key := packedKey(bd.codec.Packed(n))
+		return tx.Bucket(bucketMessages).Put(key[:], bytes.Clone(v))
+	})
+}
+
+// TestSaveDict stores b as dictionary id, unchecked.
+func (s *Store) TestSaveDict(ctx context.Context, id record.DictID, b []byte) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists(bucketDicts)
+		if err != nil {
+			return err
+		}
+		return bk.Put(id[:], bytes.Clone(b))
+	})
+}

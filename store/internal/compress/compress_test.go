@@ -1,0 +1,412 @@
+package compress
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// memDicts is a store's dictionaries in memory, with the messages it
+// holds to sample from.
+type memDicts struct {
+	mu       sync.Mutex
+	dicts    map[record.DictID][]byte
+	cur      *record.Current
+	msgs     [][]byte
+	saves    int
+	sets     int
+	loads    atomic.Int64
+	failLoad error
+}
+
+func newMem() *memDicts { return &memDicts{dicts: map[record.DictID][]byte{}} }
+
+func (m *memDicts) LoadDict(_ context.Context, id record.DictID) ([]byte, error) {
+	m.loads.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failLoad != nil {
+		return nil, m.failLoad
+	}
+	b, ok := m.dicts[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: dictionary %v", store.ErrNotFound, id)
+	}
+	return b, nil
+}
+
+func (m *memDicts) SaveDict(_ context.Context, id record.DictID, b []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id != record.IDOf(b) {
+		return fmt.Errorf("SaveDict(%v) of bytes with ID %v", id, record.IDOf(b))
+	}
+	m.saves++
+	m.dicts[id] = bytes.Clone(b)
+	return nil
+}
+
+func (m *memDicts) CurrentDict(context.Context) (record.Current, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur == nil {
+		return record.Current{}, false, nil
+	}
+	return *m.cur, true, nil
+}
+
+func (m *memDicts) SetCurrentDict(_ context.Context, c record.Current) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.dicts[c.ID]; !ok {
+		return fmt.Errorf("SetCurrentDict(%v): not saved", c.ID)
+	}
+	m.sets++
+	m.cur = &c
+	return nil
+}
+
+func (m *memDicts) Sample(_ context.Context, n int, maxBytes int64) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out [][]byte
+	var size int64
+	for i := len(m.msgs) - 1; i >= 0 && len(out) < n && size < maxBytes; i-- {
+		if len(m.msgs[i]) > record.MaxSample {
+			continue
+		}
+		out = append(out, m.msgs[i])
+		size += int64(len(m.msgs[i]))
+	}
+	return out, nil
+}
+
+// put encodes msgs with c, "stores" them in m and tells c.
+func (m *memDicts) put(t *testing.T, c *Compressor, msgs []store.Message) [][]byte {
+	t.Helper()
+	recs, err := c.Encode(t.Context(), msgs, nil, time.Now())
+	if err != nil {
+		t.Fatalf("Encode = %v", err)
+	}
+	m.mu.Lock()
+	for _, msg := range msgs {
+		m.msgs = append(m.msgs, msg.Raw)
+	}
+	n := len(m.msgs)
+	m.mu.Unlock()
+	c.Stored(t.Context(), int64(n))
+	return recs
+}
+
+func mail(i int) []byte {
+	return fmt.Appendf(nil, "Received: from mail.linux-mips.org ([127.0.0.1]:40%03d \"EHLO mail.linux-mips.org\")\n"+
+		"\tby eddie.linux-mips.org with ESMTP id S23%05dAbc; Mon, 3 Nov 2008 10:%02d:00 +0000\n"+
+		"From: Developer %d <dev%d@example.org>\nTo: linux-mips@linux-mips.org\nSubject: [PATCH] MIPS: frobnicate %d\n"+
+		"Message-ID: <%d@example.org>\nSender: linux-mips-bounce@linux-mips.org\nPrecedence: bulk\nX-list: linux-mips\n\n"+
+		"%s\n", i%1000, i, i%60, i%17, i%17, i, i, strings.Repeat(fmt.Sprintf("body line %d\n", i%7), 10))
+}
+
+func batch(from, n int) []store.Message {
+	var msgs []store.Message
+	for i := from; i < from+n; i++ {
+		raw := mail(i)
+		msgs = append(msgs, store.Message{Number: callnumber.Number(i + 1), Raw: raw, Digest: store.DigestOf(raw), MessageID: fmt.Sprint(i, "@example.org"), List: "linux-mips"})
+	}
+	return msgs
+}
+
+func header(t *testing.T, rec []byte) record.Header {
+	t.Helper()
+	h, _, err := record.ParseHeader(rec)
+	if err != nil {
+		t.Fatalf("ParseHeader = %v", err)
+	}
+	return h
+}
+
+func decodeAll(t *testing.T, c *Compressor, m *memDicts, msgs []store.Message, recs [][]byte) {
+	t.Helper()
+	for i, rec := range recs {
+		got, err := c.Decode(rec, func(id record.DictID) ([]byte, error) { return m.LoadDict(t.Context(), id) })
+		if err != nil || !bytes.Equal(got.Raw, msgs[i].Raw) || got.MessageID != msgs[i].MessageID || got.List != msgs[i].List {
+			t.Fatalf("Decode(record %d) = %q, %v; want the message back", i, got.Raw, err)
+		}
+	}
+}
+
+// TestLifeCycle: no dictionary before TrainAt; the Put that reaches it
+// trains one before returning and later records use it; a newer one comes
+// once the store has grown Retrain times; old records stay readable.
+func TestLifeCycle(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{TrainAt: 100}, nil)
+	defer c.Close()
+
+	first := batch(0, 60)
+	recs := m.put(t, c, first)
+	for i, r := range recs {
+		if h := header(t, r); h.Compression != record.Zstd {
+			t.Fatalf("record %d before TrainAt: %v, want zstd without dictionary", i, h.Compression)
+		}
+	}
+	if m.saves != 0 {
+		t.Fatalf("a dictionary was saved below TrainAt")
+	}
+	second := batch(60, 60) // the store reaches 120 >= TrainAt
+	recs2 := m.put(t, c, second)
+	if m.saves != 1 || m.sets != 1 || m.cur == nil {
+		t.Fatalf("after reaching TrainAt: %d saved, %d set current; want 1, 1", m.saves, m.sets)
+	}
+	if m.cur.Messages != 120 || m.cur.Samples != 120 {
+		t.Errorf("current = %+v, want trained at 120 messages on 120 samples", *m.cur)
+	}
+	firstDict := m.cur.ID
+	third := batch(120, 50)
+	recs3 := m.put(t, c, third)
+	var sizeDict, sizePlain int
+	for i, r := range recs3 {
+		h := header(t, r)
+		if h.Compression != record.ZstdDict || h.Dict != firstDict {
+			t.Fatalf("record %d after training: %v %v, want the dictionary %v", i, h.Compression, h.Dict, firstDict)
+		}
+		sizeDict += len(r)
+	}
+	for _, r := range recs2 {
+		sizePlain += len(r)
+	}
+	if sizeDict*10 > sizePlain*6 {
+		t.Errorf("50 records with the dictionary: %d bytes; 60 without: %d", sizeDict, sizePlain)
+	}
+	decodeAll(t, c, m, first, recs)
+	decodeAll(t, c, m, third, recs3)
+
+	// Grow to eight times the size at training: a newer dictionary, in
+	// the background.
+	for i := 170; i < 960; i += 100 {
+		m.put(t, c, batch(i, 100))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		id := m.cur.ID
+		m.mu.Unlock()
+		if id != firstDict {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no newer dictionary after the store grew eight times")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m.cur.Messages < 8*120 {
+		t.Errorf("newer dictionary trained at %d messages, want at least %d", m.cur.Messages, 8*120)
+	}
+	// A new Compressor (another process) reads both kinds of record.
+	c2 := New(m, store.Compression{}, nil)
+	defer c2.Close()
+	decodeAll(t, c2, m, third, recs3)
+	last := batch(2000, 3)
+	recs4, err := c2.Encode(t.Context(), last, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := header(t, recs4[0]); h.Dict != m.cur.ID {
+		t.Errorf("another process writes with %v, want the current %v", h.Dict, m.cur.ID)
+	}
+	decodeAll(t, c2, m, last, recs4)
+}
+
+// TestTwoWritersTrain: two processes reaching TrainAt at once each train;
+// the last to set the current dictionary wins, both dictionaries stay,
+// and every record reads back.
+func TestTwoWritersTrain(t *testing.T) {
+	m := newMem()
+	a := New(m, store.Compression{TrainAt: 100}, nil)
+	b := New(m, store.Compression{TrainAt: 100}, nil)
+	defer a.Close()
+	defer b.Close()
+	m.put(t, a, batch(0, 50))
+	m.put(t, b, batch(50, 50)) // b trains at 100
+	m.mu.Lock()
+	m.cur = nil // as if a had not seen it: make a train too
+	m.mu.Unlock()
+	a.mu.Lock()
+	a.checked = time.Time{}
+	a.mu.Unlock()
+	m.put(t, a, batch(100, 10))
+	if len(m.dicts) != 2 && len(m.dicts) != 1 {
+		t.Fatalf("%d dictionaries saved, want 1 or 2", len(m.dicts))
+	}
+	if m.saves != 2 {
+		t.Errorf("%d saves, want 2 (each writer trained)", m.saves)
+	}
+	msgs := batch(200, 20)
+	ra, _ := a.Encode(t.Context(), msgs, nil, time.Now())
+	// b still uses its own until it rereads the current one.
+	rb, _ := b.Encode(t.Context(), msgs, nil, time.Now())
+	c := New(m, store.Compression{}, nil)
+	defer c.Close()
+	decodeAll(t, c, m, msgs, ra)
+	decodeAll(t, c, m, msgs, rb)
+}
+
+func TestRetrainDue(t *testing.T) {
+	tests := []struct {
+		trainedAt, count int64
+		want             bool
+	}{
+		{1000, 7999, false},
+		{1000, 8000, true},
+		{8000, 17999, false},
+		{8000, 18000, true},
+		{500000, 509999, false},
+		{500000, 510000, true},
+		{0, 7, false},
+		{0, 8, true},
+	}
+	for _, tt := range tests {
+		if got := retrainDue(record.Current{Messages: tt.trainedAt}, tt.count); got != tt.want {
+			t.Errorf("retrainDue(trained at %d, %d messages) = %v, want %v", tt.trainedAt, tt.count, got, tt.want)
+		}
+	}
+}
+
+func TestOff(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{Off: true, TrainAt: 10}, nil)
+	defer c.Close()
+	msgs := batch(0, 30)
+	recs := m.put(t, c, msgs)
+	for i, r := range recs {
+		if h := header(t, r); h.Version != record.Version1 {
+			t.Fatalf("record %d with compression off: version %d, want 1", i, h.Version)
+		}
+	}
+	if m.saves != 0 {
+		t.Errorf("a dictionary was trained with compression off")
+	}
+	decodeAll(t, c, m, msgs, recs)
+}
+
+func TestNeverTrain(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{TrainAt: -1}, nil)
+	defer c.Close()
+	recs := m.put(t, c, batch(0, 1200))
+	if m.saves != 0 {
+		t.Errorf("a dictionary was trained with TrainAt < 0")
+	}
+	if h := header(t, recs[len(recs)-1]); h.Compression != record.Zstd {
+		t.Errorf("record with TrainAt < 0: %v, want zstd", h.Compression)
+	}
+}
+
+func TestSkip(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{}, nil)
+	defer c.Close()
+	msgs := batch(0, 5)
+	recs, err := c.Encode(t.Context(), msgs, []bool{false, true, false, true, true}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if (r == nil) != (i == 1 || i >= 3) {
+			t.Errorf("record %d: %d bytes; want nil exactly for the skipped", i, len(r))
+		}
+	}
+}
+
+// TestMissingDictionary: a record naming a dictionary the store lacks is
+// an error that names it; a damaged dictionary is refused; a dictionary
+// is read from the store once per process.
+func TestMissingDictionary(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{TrainAt: 50}, nil)
+	defer c.Close()
+	m.put(t, c, batch(0, 60))
+	msgs := batch(100, 3)
+	recs := m.put(t, c, msgs)
+	id := header(t, recs[0]).Dict
+
+	other := New(m, store.Compression{}, nil) // another process
+	defer other.Close()
+	loads := m.loads.Load()
+	decodeAll(t, other, m, msgs, recs)
+	if got := m.loads.Load() - loads; got != 1 {
+		t.Errorf("3 records with one dictionary: %d loads, want 1", got)
+	}
+
+	saved := m.dicts[id]
+	delete(m.dicts, id)
+	fresh := New(m, store.Compression{}, nil)
+	defer fresh.Close()
+	_, err := fresh.Decode(recs[0], func(id record.DictID) ([]byte, error) { return m.LoadDict(t.Context(), id) })
+	if !errors.Is(err, record.ErrNoDictionary) || !strings.Contains(err.Error(), id.String()) {
+		t.Errorf("Decode(record of a missing dictionary) = %v; want %v naming %v", err, record.ErrNoDictionary, id)
+	}
+	damaged := bytes.Clone(saved)
+	damaged[len(damaged)-10] ^= 1
+	m.dicts[id] = damaged
+	_, err = fresh.Decode(recs[0], func(id record.DictID) ([]byte, error) { return m.LoadDict(t.Context(), id) })
+	if !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), id.String()) {
+		t.Errorf("Decode(record of a damaged dictionary) = %v; want %v naming %v", err, record.ErrCorrupt, id)
+	}
+	m.failLoad = errors.New("network down")
+	_, err = fresh.Decode(recs[0], func(id record.DictID) ([]byte, error) { return m.LoadDict(t.Context(), id) })
+	if err == nil || errors.Is(err, record.ErrNoDictionary) || !strings.Contains(err.Error(), "network down") {
+		t.Errorf("Decode while the dictionary cannot be read = %v; want that error, not a missing dictionary", err)
+	}
+}
+
+// failing makes Sample fail, to test that a failed training is retried
+// only once the store has doubled.
+type failing struct {
+	*memDicts
+	samples atomic.Int64
+}
+
+func (f *failing) Sample(context.Context, int, int64) ([][]byte, error) {
+	f.samples.Add(1)
+	return nil, errors.New("disk on fire")
+}
+
+func TestTrainingFails(t *testing.T) {
+	f := &failing{memDicts: newMem()}
+	var logs bytes.Buffer
+	c := New(f, store.Compression{TrainAt: 10}, slog.New(slog.NewTextHandler(&logs, nil)))
+	defer c.Close()
+	msgs := batch(0, 10)
+	recs, err := c.Encode(t.Context(), msgs, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stored(t.Context(), 10)
+	c.Stored(t.Context(), 15)
+	c.Stored(t.Context(), 19)
+	if n := f.samples.Load(); n != 1 {
+		t.Errorf("%d trainings before the store doubled, want 1", n)
+	}
+	c.Stored(t.Context(), 20)
+	if n := f.samples.Load(); n != 2 {
+		t.Errorf("%d trainings once the store doubled, want 2", n)
+	}
+	if !strings.Contains(logs.String(), "disk on fire") {
+		t.Errorf("log %q does not say why training failed", logs.String())
+	}
+	decodeAll(t, c, f.memDicts, msgs, recs)
+}

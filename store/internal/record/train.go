@@ -1,0 +1,225 @@
+package record
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Training a dictionary: which bytes of the samples go into it.
+//
+// Train selects the dictionary's content the way zstd's own trainer does
+// (fastCover, from "Effective construction of Relative Lempel-Ziv
+// dictionaries", Liao, Petri, Moffat, Wirth, WWW 2016): it counts in how
+// many samples each 8-byte string (d-mer) occurs, then repeatedly picks
+// the 256-byte segment of the samples whose distinct d-mers are worth
+// most, appends it to the dictionary, and forgets the d-mers it covers,
+// so that nothing is learnt twice. The samples are cut into epochs and
+// each epoch gives a segment in turn, so that the dictionary draws on all
+// of them. Strings that occur in one sample only are worth nothing. Then
+// zstd.BuildDict adds the entropy tables.
+//
+// On the linux-mips sample it beats github.com/klauspost/compress/dict
+// (messages under 16 KiB compress to 0.385 of their size with a
+// dictionary learnt from 2 MB, against 0.397), takes a fifth of the time
+// or less, and, unlike it, gives the same dictionary for the same samples:
+// two writers that train on the same messages store one dictionary.
+const (
+	coverSegment = 256 // k: bytes per selected segment
+	coverDmer    = 8   // d: bytes per counted string
+	coverHashLog = 20  // the counters' table has 2^20 entries
+	coverPasses  = 4   // segments each epoch gives, about
+	// statsBytes bounds the samples zstd.BuildDict compresses to learn
+	// the entropy tables: a megabyte is plenty, and it takes time.
+	statsBytes = 1 << 20
+	// minContent is the least content worth a dictionary.
+	minContent = 1 << 10
+)
+
+// Train builds a dictionary from samples, the raw bytes of stored
+// messages (those over MaxSample are left out). It fails when the samples
+// share too little to learn from, and stops early when ctx ends.
+func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
+	var in [][]byte
+	total := 0
+	for _, s := range samples {
+		if len(s) <= MaxSample && len(s) >= coverDmer {
+			in = append(in, s)
+			total += len(s)
+		}
+	}
+	if len(in) < 2 {
+		return nil, fmt.Errorf("cannot train a dictionary on %d messages", len(in))
+	}
+	content, err := coverContent(ctx, in, DictSize)
+	if err != nil {
+		return nil, err
+	}
+	if len(content) < minContent {
+		return nil, fmt.Errorf("cannot train a dictionary: %d messages share only %d bytes worth learning", len(in), len(content))
+	}
+	// Every other sample, or fewer, up to statsBytes, spread over all.
+	var stats [][]byte
+	step := max(1, total/statsBytes)
+	for i := 0; i < len(in); i += step {
+		stats = append(stats, in[i])
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			// zstd.BuildDict indexed out of range on a 467 KB sample of
+			// the corpus (samples are smaller now): a failed training
+			// must cost nothing but the dictionary.
+			b, err = nil, fmt.Errorf("cannot train a dictionary: zstd.BuildDict failed: %v", r)
+		}
+	}()
+	b, err = zstd.BuildDict(zstd.BuildDictOptions{
+		ID:       zstdDictID,
+		Contents: stats,
+		History:  content,
+		Offsets:  [3]int{1, 4, 8}, // zstd's initial repeat offsets
+		Level:    zstd.SpeedFastest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot train a dictionary on %d messages: %w", len(in), err)
+	}
+	return b, nil
+}
+
+const noDmer = ^uint32(0)
+
+// coverContent returns at most size bytes of the samples, chosen as the
+// package doc says; the most valuable segment comes last, where zstd
+// reaches it with the shortest offsets. Besides the samples it needs 6
+// MiB of counters, whatever their size: d-mers are hashed again where
+// needed rather than kept. At most 65,535 samples.
+func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, error) {
+	samples = samples[:min(len(samples), 1<<16-1)]
+	// Positions run through the samples end to end: sample si covers
+	// [ends[si-1], ends[si]).
+	ends := make([]int, len(samples))
+	total := 0
+	for i, s := range samples {
+		total += len(s)
+		ends[i] = total
+	}
+	freq := make([]uint16, 1<<coverHashLog) // samples each d-mer occurs in
+	seen := make([]uint16, 1<<coverHashLog) // the last sample counted, + 1
+	for si, s := range samples {
+		for i := 0; i+coverDmer <= len(s); i++ {
+			if h := dmerHash(s[i:]); seen[h] != uint16(si+1) {
+				seen[h] = uint16(si + 1)
+				freq[h]++
+			}
+		}
+	}
+	seen = nil
+	// A string of one sample only teaches nothing about the others.
+	for i, f := range freq {
+		if f < 2 {
+			freq[i] = 0
+		}
+	}
+	// at returns the sample holding position i and where it starts.
+	sample := 0
+	at := func(i int) (int, int) {
+		for sample > 0 && i < ends[sample-1] {
+			sample--
+		}
+		for i >= ends[sample] {
+			sample++
+		}
+		if sample == 0 {
+			return 0, 0
+		}
+		return sample, ends[sample-1]
+	}
+	// dmer returns the d-mer at i, or noDmer where none starts.
+	dmer := func(i int) uint32 {
+		si, start := at(i)
+		s := samples[si]
+		if i-start+coverDmer > len(s) {
+			return noDmer
+		}
+		return dmerHash(s[i-start:])
+	}
+	epochs := max(1, size/coverSegment/coverPasses)
+	if total/epochs < 4*coverSegment {
+		epochs = max(1, total/(4*coverSegment))
+	}
+	epochSize := total / epochs
+
+	dict := make([]byte, size)
+	free := size // dict[free:] is filled
+	inWindow := make([]uint16, 1<<coverHashLog)
+	for epoch, barren := 0, 0; free > 0 && barren < epochs; epoch = (epoch + 1) % epochs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		begin, end := epoch*epochSize, min((epoch+1)*epochSize, total)
+		// The window [lo, hi] of at most coverSegment-coverDmer+1
+		// d-mers with the greatest sum of freq over its distinct d-mers.
+		var score, best uint64
+		bestAt := -1
+		lo := begin
+		for hi := begin; hi < end; hi++ {
+			if h := dmer(hi); h != noDmer {
+				if inWindow[h] == 0 {
+					score += uint64(freq[h])
+				}
+				inWindow[h]++
+			}
+			if hi-lo+1 > coverSegment-coverDmer+1 {
+				if h := dmer(lo); h != noDmer {
+					if inWindow[h]--; inWindow[h] == 0 {
+						score -= uint64(freq[h])
+					}
+				}
+				lo++
+			}
+			if score > best {
+				best, bestAt = score, lo
+			}
+		}
+		for i := lo; i < end; i++ {
+			if h := dmer(i); h != noDmer {
+				inWindow[h] = 0
+			}
+		}
+		if bestAt < 0 || best == 0 {
+			barren++
+			continue
+		}
+		barren = 0
+		// Trim d-mers worth nothing from both ends.
+		from, to := bestAt, min(bestAt+coverSegment, total)
+		for from < to && worthless(dmer(from), freq) {
+			from++
+		}
+		for to-coverDmer > from && worthless(dmer(to-coverDmer), freq) {
+			to--
+		}
+		for i := from; i+coverDmer <= to; i++ {
+			if h := dmer(i); h != noDmer {
+				freq[h] = 0
+			}
+		}
+		from = max(from, to-free)
+		free -= to - from
+		// Copy [from, to), which may span samples.
+		for w := free; from < to; {
+			si, start := at(from)
+			n := copy(dict[w:w+to-from], samples[si][from-start:])
+			w, from = w+n, from+n
+		}
+	}
+	return dict[free:], nil
+}
+
+func worthless(h uint32, freq []uint16) bool { return h == noDmer || freq[h] == 0 }
+
+func dmerHash(b []byte) uint32 {
+	const prime8 = 0xcf1bbcdcb7a56463
+	return uint32((binary.LittleEndian.Uint64(b) * prime8) >> (64 - coverHashLog))
+}
