@@ -15,6 +15,7 @@ import (
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
 	"github.com/chibrary/chibrary/store/storetest"
 )
 
@@ -624,5 +625,41 @@ func TestRequestBudget(t *testing.T) {
 	}
 	if perDup > 1.2 {
 		t.Errorf("a batch of %d stored messages took %.3f requests per message, want at most 1.2", n, perDup)
+	}
+}
+
+// TestDamagedPack: a pack whose bytes were damaged on disk is read as an
+// error, never as other bytes.
+func TestDamagedPack(t *testing.T) {
+	o := testOptions(t)
+	s := open(t, o)
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	recordLease(t, s, a, 1)
+	msgs := batchOf(t, a, 1, "damaged", 3)
+	if _, err := s.Put(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	key := packKey(callnumber.Fields{Run: 1, Sequence: 0})
+	got, err := s.fetch(t.Context(), s.b.types.KV, s.b.packs, key, sure)
+	if err != nil || !got.found() {
+		t.Fatalf("fetch pack %s = %v, %v", key, got.found(), err)
+	}
+	entries, err := mergePack(got.values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := entries[1]
+	raw := bytes.Clone(e.rec.Raw)
+	raw[len(raw)/2] ^= 0x20 // one flipped bit, as a disk does
+	e.rec.Raw = raw
+	entries[1] = e
+	if _, err := s.putPack(t.Context(), key, entries, got.vclock); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Get(t.Context(), msgs[1].Number); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("Get(damaged message) = %d bytes, %v; want %v", len(m.Raw), err, record.ErrCorrupt)
+	}
+	if m, err := s.Get(t.Context(), msgs[0].Number); err != nil || !bytes.Equal(m.Raw, msgs[0].Raw) {
+		t.Errorf("Get(its undamaged neighbour) = %d bytes, %v; want its bytes", len(m.Raw), err)
 	}
 }

@@ -104,6 +104,10 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 				big.Added = rec.Added
 				rec = big
 			}
+			// A damaged value is an error, never other bytes.
+			if d := store.DigestOf(rec.Raw); d != rec.Digest {
+				return fmt.Errorf("%w: message %v: its %d raw bytes have digest %.16s…, its record says %.16s…: the stored value is damaged", record.ErrCorrupt, w.n, len(rec.Raw), d, rec.Digest)
+			}
 			st := rec.Stored(w.n)
 			mu.Lock()
 			out[w.n] = st
