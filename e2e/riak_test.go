@@ -261,34 +261,59 @@ func TestRiakNodeLost(t *testing.T) {
 	if n, err := st.Count(t.Context()); err == nil {
 		t.Logf("Count() = %d for %d messages (an estimate: an increment tried again after a lost reply counts twice)", n, len(w))
 	}
-	for i, e := range acked {
+	inParallel(len(acked), func(i int) {
+		e := acked[i]
 		if e.Status != "imported" && e.Status != "duplicate" {
-			continue
+			return
 		}
 		n, err := callnumber.Parse(e.CallNumber)
 		if err != nil {
-			t.Fatalf("manifest entry %d: %v", i+1, err)
+			t.Errorf("manifest entry %d: %v", i+1, err)
+			return
 		}
 		m, err := st.Get(t.Context(), n)
 		if err != nil {
 			t.Errorf("message %d, acknowledged as %s, cannot be read: %v", i+1, n, err)
-			continue
+			return
 		}
 		if !bytes.Equal(m.Raw, asImported(msgs[i])) {
 			t.Errorf("message %d (%s): stored bytes differ from the input", i+1, n)
 		}
+	})
+	var digests []store.Digest
+	for d := range w {
+		digests = append(digests, d)
 	}
-	for d, where := range w {
+	inParallel(len(digests), func(i int) {
+		d := digests[i]
 		n, err := st.ByDigest(t.Context(), d)
 		if err != nil {
-			t.Errorf("message from %s is not in the store: %v", where, err)
-			continue
+			t.Errorf("message from %s is not in the store: %v", w[d], err)
+			return
 		}
 		if m, err := st.Get(t.Context(), n); err != nil || store.DigestOf(m.Raw) != d {
-			t.Errorf("Get(%v) (message from %s) = %v; want its bytes", n, where, err)
+			t.Errorf("Get(%v) (message from %s) = %v; want its bytes", n, w[d], err)
 		}
-	}
+	})
 	checkOnce(t, st, w)
+}
+
+// inParallel runs fn(i) for i in [0, n) on 8 goroutines.
+func inParallel(n int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // startResolverStore serves a store URL on a free loopback port.
