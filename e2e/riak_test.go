@@ -160,6 +160,30 @@ func TestRiakTwoImporters(t *testing.T) {
 		t.Errorf("importer c: imported %d, duplicates %d; want 0 and %d", n, d, len(msgs))
 	}
 	checkOnce(t, st, w)
+
+	// The resolver's catalog follows the archive's change feed: a list
+	// imported while it runs is browsable within 2 seconds.
+	addrHTTP := freeAddr(t)
+	res := start(t, "resolver serve", procOptions{}, "serve", "--store", url, "--catalog", filepath.Join(dir, "catalog.db"), "--listen", addrHTTP, "--log-format", "json")
+	eventually(t, 2*time.Minute, "the resolver's catalog to hold the archive", func() bool {
+		if res.exited() {
+			t.Fatalf("the resolver exited (%v)", res.err)
+		}
+		status, _, body, err := get(t.Context(), "http://"+addrHTTP+"/api/v1/lists")
+		return err == nil && status == http.StatusOK && bytes.Contains(body, []byte(`"messages"`))
+	})
+	late := [][]byte{watcherMessage("late-riak", 1), watcherMessage("late-riak", 2), watcherMessage("late-riak", 3)}
+	latePath := writeFile(t, dir, "late.mbox", mboxOf(t, late))
+	d := start(t, "importer d", procOptions{}, "--store", url, "--coordinator", coord.url, "--token-file", coord.tokenFile, "--list", "late-list", latePath)
+	if code := d.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("importer d exited %d", code)
+	}
+	stored := time.Now()
+	eventually(t, 2*time.Second, "the late list in the resolver's catalog within 2 s of its import", func() bool {
+		_, _, body, err := get(t.Context(), "http://"+addrHTTP+"/api/v1/lists")
+		return err == nil && bytes.Contains(body, []byte(`"late-list"`))
+	})
+	t.Logf("the catalog listed the late list %v after its import returned", time.Since(stored).Round(10*time.Millisecond))
 }
 
 // TestRiakNodeLost imports into a cluster of three nodes, one of which is
