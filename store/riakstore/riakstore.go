@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	riak "github.com/basho/riak-go-client"
 
@@ -216,6 +218,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
 	}
+	if err := primeNodeManager(cluster); err != nil {
+		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
+	}
 	if err := cluster.Start(); err != nil {
 		return nil, fmt.Errorf("cannot start riak cluster client: %w", err)
 	}
@@ -231,6 +236,35 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot open riak store %v archive %q: %w", opts.Nodes, opts.Archive, err)
 	}
 	return s, nil
+}
+
+// primeNodeManager works around a bug of riak-go-client's default node
+// manager: ExecuteOnNode goes round the nodes until its round-robin index,
+// incremented after each try, comes back to the index it started from.
+// An index of 0 never comes back (it is 1 to len(nodes) after an
+// increment), so a command that finds no node able to take it while the
+// index is still at its initial 0 (the first command, when no node
+// answers) makes the client spin on a goroutine of its own, forever,
+// burning a core. Setting the index to 1 before the first command makes
+// every call give up after one round. The field is unexported: this
+// reaches it through reflect and unsafe, and refuses (rather than risk a
+// spin) if the library changed shape. TestNoNodeDoesNotSpin shows it.
+func primeNodeManager(c *riak.Cluster) error {
+	bad := errors.New("riak-go-client's node manager is not the one this package knows (a newer client?): see primeNodeManager")
+	m := reflect.ValueOf(c).Elem().FieldByName("nodeManager")
+	if !m.IsValid() || m.Kind() != reflect.Interface || m.IsNil() {
+		return bad
+	}
+	p := m.Elem()
+	if p.Kind() != reflect.Pointer || p.Elem().Kind() != reflect.Struct || p.Elem().Type().Name() != "defaultNodeManager" {
+		return bad
+	}
+	idx := p.Elem().FieldByName("nodeIndex")
+	if !idx.IsValid() || idx.Kind() != reflect.Int {
+		return bad
+	}
+	reflect.NewAt(idx.Type(), unsafe.Pointer(idx.UnsafeAddr())).Elem().SetInt(1)
+	return nil
 }
 
 // The client library logs connection trouble to stderr through package
