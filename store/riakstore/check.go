@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	riak "github.com/basho/riak-go-client"
 )
@@ -104,7 +105,10 @@ func checkType(name string, r typeRole, p *riak.FetchBucketPropsResponse) string
 
 // check verifies at Open that the cluster can hold the archive.
 func (s *Store) check(ctx context.Context) error {
-	if _, err := s.do(ctx, func() (riak.Command, error) { return (&riak.PingCommandBuilder{}).Build() }); err != nil {
+	// A program started while no node answers at all (a wrong address, a
+	// cluster down) says so in seconds rather than wait RetryFor; once
+	// open, a store rides out a node restart.
+	if _, err := s.doFor(ctx, min(s.opts.RetryFor, 5*time.Second), func() (riak.Command, error) { return (&riak.PingCommandBuilder{}).Build() }); err != nil {
 		return fmt.Errorf("no node answers: %w", err)
 	}
 	roles := []struct {

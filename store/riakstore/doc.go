@@ -176,7 +176,8 @@
 // does not answer; a request Riak could not serve (a timeout, an
 // overloaded node, too few replicas up, a consensus group without a
 // leader, a node still starting) is tried again on the next node for
-// Options.RetryFor (60 s, long enough to ride out a node restart). Riak's
-// own answers (not found, a refused create) are final. A cancelled
+// Options.RetryFor (60 s, long enough to ride out a node restart); Open
+// gives up after 5 s when no node answers at all. Riak's own answers (not
+// found, a refused create) are final. A cancelled
 // context abandons the wait; the request itself ends at its timeout.
 package riakstore

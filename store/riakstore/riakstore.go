@@ -300,12 +300,17 @@ func (s *Store) Archive() string { return s.b.archive }
 // Options.RetryFor. Riak's own answers (not found, a refused conditional
 // write) are returned at once.
 func (s *Store) do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
+	return s.doFor(ctx, s.opts.RetryFor, build)
+}
+
+// doFor is do, retrying for up to retryFor.
+func (s *Store) doFor(ctx context.Context, retryFor time.Duration, build func() (riak.Command, error)) (riak.Command, error) {
 	var err error
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			wait := min(25*time.Millisecond<<min(attempt, 6), time.Second)
-			if time.Since(start)+wait > s.opts.RetryFor {
+			if time.Since(start)+wait > retryFor {
 				return nil, err
 			}
 			select {
