@@ -10,7 +10,9 @@ import (
 
 	riak "github.com/basho/riak-go-client"
 
+	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
 )
 
 // cpuTime returns the CPU time this process has used.
@@ -65,5 +67,29 @@ func TestPrimeNodeManager(t *testing.T) {
 	idx := reflect.ValueOf(c).Elem().FieldByName("nodeManager").Elem().Elem().FieldByName("nodeIndex").Int()
 	if idx != 1 {
 		t.Errorf("the node manager's index after primeNodeManager = %d, want 1", idx)
+	}
+}
+
+// TestCloseAfterAbandonedRequests: requests whose caller gave up (its
+// context ended) still run in the client library; Close waits for them
+// rather than stop the client under them (which made the library panic
+// on a goroutine of its own).
+func TestCloseAfterAbandonedRequests(t *testing.T) {
+	for range 5 {
+		s := open(t, testOptions(t))
+		a := storetest.NewAuthority(t, shuffle.Mix)
+		recordLease(t, s, a, 1)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Put(ctx, batchOf(t, a, 1, "abandoned", 200))
+		}()
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+		<-done
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
 	}
 }

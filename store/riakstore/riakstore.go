@@ -114,6 +114,11 @@ type Store struct {
 	entries entryCache
 
 	requests atomic.Int64
+	// inflight counts requests the client library is still running,
+	// including those whose caller gave up waiting (its context ended):
+	// the cluster must not be stopped under them, or the library panics
+	// on a goroutine of its own.
+	inflight sync.WaitGroup
 	// hook, when set by a test, is called at named points of Put; an
 	// error it returns stops the Put there, as a crash would.
 	hook func(point string) error
@@ -232,6 +237,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	rand.Read(s.writer[:])
 	s.entries.init(256)
 	if err := s.check(ctx); err != nil {
+		s.inflight.Wait()
 		cluster.Stop()
 		return nil, fmt.Errorf("cannot open riak store %v archive %q: %w", opts.Nodes, opts.Archive, err)
 	}
@@ -337,12 +343,19 @@ func (s *Store) doFor(ctx context.Context, retryFor time.Duration, build func() 
 func (s *Store) exec(ctx context.Context, cmd riak.Command) error {
 	s.requests.Add(1)
 	a := &riak.Async{Command: cmd, Done: make(chan riak.Command, 1)}
+	s.inflight.Add(1)
 	if err := s.cluster.ExecuteAsync(a); err != nil {
+		s.inflight.Done()
 		return classify(err)
 	}
 	select {
 	case <-a.Done:
+		s.inflight.Done()
 	case <-ctx.Done():
+		go func() { // the request ends at its timeout
+			<-a.Done
+			s.inflight.Done()
+		}()
 		return ctx.Err()
 	}
 	if a.Error != nil {
@@ -363,8 +376,8 @@ func (s *Store) begin() error {
 
 func (s *Store) end() { s.mu.RUnlock() }
 
-// Close implements store.Store: it waits for running operations and stops
-// the cluster client.
+// Close implements store.Store: it waits for running operations, and for
+// requests their callers gave up on, and stops the cluster client.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -373,6 +386,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load())
+	s.inflight.Wait()
 	if err := s.cluster.Stop(); err != nil {
 		return fmt.Errorf("cannot stop riak cluster client: %w", err)
 	}
