@@ -44,9 +44,11 @@ check:
 # importer against a bare bbolt loop and against the importer of
 # $(BEFORE), before compression (separate processes: wall time, peak
 # RSS, bytes on disk, store bytes per input byte, then the same store
-# after resolver compact), then the packages' Go benchmarks, and the
-# resolver's raw reads before and after. The corpus benchmarks skip when
-# $(CORPUS) is absent. Takes a few minutes.
+# after resolver compact), the importer into a Riak node (started from the
+# Riak test kit, ../shared/riak; msg/s and requests per message beside
+# bbolt's), then the packages' Go benchmarks, and the resolver's raw reads
+# before and after. The corpus benchmarks skip when $(CORPUS) is absent.
+# Takes a few minutes.
 bench: build
 	scripts/before.sh $(BEFORE) $(BIN)/before
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --before $(BIN)/before/importer --resolver $(BIN)/resolver

@@ -1,7 +1,9 @@
 // Package e2e tests the whole system: the real coordinator, importer,
 // watcher and resolver binaries, built once per test run, run as
 // subprocesses in temporary directories on loopback ports, against a real
-// Dovecot and the embedded bbolt store shared by several processes.
+// Dovecot and the embedded bbolt store shared by several processes, and
+// against real Riak nodes (riak_test.go: a node the test binary starts
+// from the Riak test kit, and a cluster of three).
 //
 // The binaries are built without the race detector (the packages' own
 // tests run with it); CHIBRARY_E2E_RACE=1 builds them with -race too (a
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riaktest"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -49,7 +52,7 @@ func TestMain(m *testing.M) {
 	if out := os.Getenv(rusageEnv); out != "" {
 		os.Exit(measure(out, os.Args[1:]))
 	}
-	code := m.Run()
+	code := riaktest.Main(m) // runs the tests; stops the Riak node they started
 	if binaries.dir != "" {
 		os.RemoveAll(binaries.dir)
 	}

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real IMAP server (Dovecot) for
-# the watcher's tests and Chromium for the resolver's browser test.
+# the watcher's tests, Chromium for the resolver's browser test, and what
+# the Riak test kit (../shared/riak, when it is there) needs to unpack and
+# start its nodes: tar, xz, and curl (or python3).
 #
 # apt takes a lock that another apt (an unattended upgrade on a fresh
 # machine, another job) may hold: wait for it, up to APT_LOCK_TIMEOUT
 # seconds (default 600), rather than fail at once.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 need=()
 command -v dovecot >/dev/null 2>&1 || need+=(dovecot-imapd)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bzip2 >/dev/null 2>&1 || need+=(bzip2)
+if [ -e ../shared/riak/riak-node ] || [ -n "${CHIBRARY_RIAK_KIT:-}" ]; then
+  command -v tar >/dev/null 2>&1 || need+=(tar)
+  command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+  command -v curl >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 || need+=(curl)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing test dependencies: ${need[*]}"
 sudo=""

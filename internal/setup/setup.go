@@ -37,7 +37,8 @@ const (
 )
 
 // StoreFlags select the store: --data DIR (the embedded bbolt store
-// DIR/messages.db) or --store URL (bolt:PATH or riak://host:port,...).
+// DIR/messages.db) or --store URL (bolt:PATH or
+// riak://host:port[,host:port...][/ARCHIVE]).
 type StoreFlags struct {
 	Data  string
 	Store string
@@ -46,7 +47,7 @@ type StoreFlags struct {
 // AddFlags registers --data and --store.
 func (f *StoreFlags) AddFlags(fs *cli.FlagSet) {
 	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory `DIR`: the embedded store DIR/messages.db and local run authority DIR/runs.db")
-	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store `URL` instead of --data's: bolt:PATH or riak://host:port[,host:port...]")
+	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store `URL` instead of --data's: bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]")
 }
 
 // URL returns the selected store's URL.
@@ -103,10 +104,13 @@ type StoreURL struct {
 	Bolt string
 	// Riak are the host:port addresses of a riak:// URL.
 	Riak []string
+	// Archive names the archive in the Riak cluster (riakstore.Options.Archive).
+	Archive string
 }
 
 // ParseStoreURL reads bolt:PATH (or bolt://PATH) and
-// riak://host[:port][,host[:port]...] (port 8087 by default).
+// riak://host[:port][,host[:port]...][/ARCHIVE] (port 8087 by default;
+// ARCHIVE is [a-z0-9_-]+, riakstore.DefaultArchive by default).
 func ParseStoreURL(url string) (StoreURL, error) {
 	switch {
 	case strings.HasPrefix(url, "bolt:"):
@@ -116,15 +120,25 @@ func ParseStoreURL(url string) (StoreURL, error) {
 		}
 		return StoreURL{Bolt: path}, nil
 	case strings.HasPrefix(url, "riak://"):
+		hosts, archive, _ := strings.Cut(strings.TrimPrefix(url, "riak://"), "/")
+		if archive == "" {
+			archive = riakstore.DefaultArchive
+		}
+		if err := riakstore.ValidArchive(archive); err != nil {
+			return StoreURL{}, cli.Usagef("store URL %q: archive name %q: want 1 to 64 of a-z, 0-9, _ and - after the nodes, as in riak://host:8087/%s", url, archive, riakstore.DefaultArchive)
+		}
 		var nodes []string
-		for _, n := range strings.Split(strings.TrimPrefix(url, "riak://"), ",") {
-			n = strings.TrimSuffix(strings.TrimSpace(n), "/")
+		for _, n := range strings.Split(hosts, ",") {
+			n = strings.TrimSpace(n)
 			if n == "" {
 				continue
 			}
 			host, port, err := net.SplitHostPort(n)
 			if err != nil { // no port
 				host, port = n, "8087"
+				if len(n) > 2 && n[0] == '[' && n[len(n)-1] == ']' {
+					host = n[1 : len(n)-1] // an IPv6 address
+				}
 			}
 			if !validHost(host) {
 				return StoreURL{}, cli.Usagef("store URL %q: bad Riak node %q (want host:port)", url, n)
@@ -137,9 +151,9 @@ func ParseStoreURL(url string) (StoreURL, error) {
 		if len(nodes) == 0 {
 			return StoreURL{}, cli.Usagef("store URL %q names no Riak node", url)
 		}
-		return StoreURL{Riak: nodes}, nil
+		return StoreURL{Riak: nodes, Archive: archive}, nil
 	}
-	return StoreURL{}, cli.Usagef("store URL %q: want bolt:PATH or riak://host:port[,host:port...]", url)
+	return StoreURL{}, cli.Usagef("store URL %q: want bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]", url)
 }
 
 // validHost accepts an IP address or a DNS name (letters, digits, '-',
@@ -168,7 +182,7 @@ func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, 
 	if u.Bolt != "" {
 		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log})
 	}
-	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Logger: log})
+	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Archive: u.Archive, Logger: log})
 }
 
 // RunFlags select the run authority: a coordinator (--coordinator URL with

@@ -19,6 +19,7 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
+	"github.com/chibrary/chibrary/store/riakstore"
 )
 
 func TestOpenStore(t *testing.T) {
@@ -219,25 +220,32 @@ func TestParseStoreURL(t *testing.T) {
 	}{
 		{"bolt:/srv/a/messages.db", StoreURL{Bolt: "/srv/a/messages.db"}},
 		{"bolt://rel/m.db", StoreURL{Bolt: "rel/m.db"}},
-		{"riak://r1:8087,r2:9000", StoreURL{Riak: []string{"r1:8087", "r2:9000"}}},
-		{"riak://r1, r2/", StoreURL{Riak: []string{"r1:8087", "r2:8087"}}},
-		{"riak://[::1]:8087", StoreURL{Riak: []string{"[::1]:8087"}}},
+		{"riak://r1:8087,r2:9000", StoreURL{Riak: []string{"r1:8087", "r2:9000"}, Archive: "chibrary"}},
+		{"riak://r1, r2/", StoreURL{Riak: []string{"r1:8087", "r2:8087"}, Archive: "chibrary"}},
+		{"riak://[::1]:8087", StoreURL{Riak: []string{"[::1]:8087"}, Archive: "chibrary"}},
+		{"riak://r1:8087,r2/linux-mips", StoreURL{Riak: []string{"r1:8087", "r2:8087"}, Archive: "linux-mips"}},
+		{"riak://[::1]/a_0-9", StoreURL{Riak: []string{"[::1]:8087"}, Archive: "a_0-9"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseStoreURL(tt.url)
-		if err != nil || got.Bolt != tt.want.Bolt || !slices.Equal(got.Riak, tt.want.Riak) {
+		if err != nil || got.Bolt != tt.want.Bolt || !slices.Equal(got.Riak, tt.want.Riak) || got.Archive != tt.want.Archive {
 			t.Errorf("ParseStoreURL(%q) = %+v, %v; want %+v", tt.url, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"", "bolt:", "bolt://", "riak://", "riak://,", "riak://h:0", "riak://h:99999", "riak://h:x", "riak://user@h", "riak://[", "riak://a:b:c", "http://h", "/plain/path"} {
+	for _, bad := range []string{"", "bolt:", "bolt://", "riak://", "riak://,", "riak://h:0", "riak://h:99999", "riak://h:x", "riak://user@h", "riak://[", "riak://a:b:c", "http://h", "/plain/path",
+		"riak:///archive", "riak://h/Archive", "riak://h/a/b", "riak://h/a.b", "riak://[::1", "riak://::1]", "riak://h/" + strings.Repeat("a", 65), "riak://h/é"} {
 		if got, err := ParseStoreURL(bad); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("ParseStoreURL(%q) = %+v, %v; want a usage error", bad, got, err)
 		}
 	}
+	// The error says what an archive name may be.
+	if _, err := ParseStoreURL("riak://h/My.Archive"); err == nil || !strings.Contains(err.Error(), "a-z, 0-9, _ and -") {
+		t.Errorf("ParseStoreURL(bad archive) error = %v, want it to say what a name may hold", err)
+	}
 }
 
 func FuzzParseStoreURL(f *testing.F) {
-	for _, s := range []string{"bolt:/a", "riak://a:1,b", "riak://[::1]:8087", "riak://,,", "bolt://"} {
+	for _, s := range []string{"bolt:/a", "riak://a:1,b", "riak://[::1]:8087", "riak://,,", "bolt://", "riak://a/x-1", "riak://a/X", "riak://a//"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, url string) {
@@ -255,6 +263,13 @@ func FuzzParseStoreURL(f *testing.F) {
 			if _, _, err := net.SplitHostPort(n); err != nil {
 				t.Fatalf("ParseStoreURL(%q) node %q: %v", url, n, err)
 			}
+		}
+		if len(u.Riak) > 0 {
+			if err := riakstore.ValidArchive(u.Archive); err != nil {
+				t.Fatalf("ParseStoreURL(%q) archive: %v", url, err)
+			}
+		} else if u.Archive != "" {
+			t.Fatalf("ParseStoreURL(%q) = %+v: an archive without Riak", url, u)
 		}
 	})
 }

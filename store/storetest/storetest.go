@@ -741,57 +741,69 @@ func testConcurrent(t *testing.T, open Opener) {
 }
 
 // testConcurrentSameDigest has several goroutines put the same messages
-// under their own numbers at once: every message ends up stored once, all
-// results agree on its number.
+// under their own numbers at once, as two importers started together on
+// one file do: every message is stored exactly once, every writer's
+// result names that one number, and the other numbers hold nothing.
 func testConcurrentSameDigest(t *testing.T, open Opener) {
-	const writers, size = 4, 30
+	const writers, size, rounds = 4, 30, 3
 	runs := make([]uint32, writers)
 	for i := range runs {
 		runs[i] = uint32(20 + i)
 	}
 	f := setup(t, open, runs...)
-	results := make([][]store.Result, writers)
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			var msgs []store.Message
-			for i := range size {
-				msgs = append(msgs, Message(f.auth.Number(t, runs[w], i), Mail(fmt.Sprint("same", i), fmt.Sprint("same", i)), fmt.Sprint("same", i), ""))
-			}
-			results[w], errs[w] = f.s.Put(t.Context(), msgs)
-		})
-	}
-	wg.Wait()
-	for w, err := range errs {
-		if err != nil {
-			t.Fatalf("writer %d: Put = %v", w, err)
-		}
-	}
-	for i := range size {
-		n, err := f.s.ByDigest(t.Context(), store.DigestOf(Mail(fmt.Sprint("same", i), fmt.Sprint("same", i))))
-		if err != nil {
-			t.Fatalf("ByDigest(message %d) = %v", i, err)
-		}
-		written := 0
+	ctx := t.Context()
+	fol := newFollower(t, f.s, 50)
+	var stored []store.Message
+	for round := range rounds {
+		raw := func(i int) []byte { return Mail(fmt.Sprint("same", round, "-", i), fmt.Sprint("same ", round, " ", i)) }
+		results := make([][]store.Result, writers)
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
 		for w := range writers {
-			r := results[w][i]
-			if !r.Duplicate {
-				written++
-			}
-			if r.Number != n && !r.Duplicate {
-				// On a backend without transactions a racing writer may
-				// store its copy too (see riakstore); its own number must
-				// then hold the message.
-				if _, err := f.s.Get(t.Context(), r.Number); err != nil {
-					t.Errorf("message %d: writer %d stored it as %v, but Get = %v", i, w, r.Number, err)
+			wg.Go(func() {
+				var msgs []store.Message
+				for i := range size {
+					msgs = append(msgs, Message(f.auth.Number(t, runs[w], round*size+i), raw(i), fmt.Sprint("same", round, "-", i), ""))
 				}
-			} else if r.Number != n {
-				t.Errorf("message %d: writer %d got duplicate of %v, digest index says %v", i, w, r.Number, n)
+				results[w], errs[w] = f.s.Put(ctx, msgs)
+			})
+		}
+		wg.Wait()
+		for w, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d writer %d: Put = %v", round, w, err)
 			}
 		}
-		if written == 0 {
-			t.Errorf("message %d: no writer stored it", i)
+		for i := range size {
+			d := store.DigestOf(raw(i))
+			n, err := f.s.ByDigest(ctx, d)
+			if err != nil {
+				t.Fatalf("round %d: ByDigest(message %d) = %v", round, i, err)
+			}
+			written := 0
+			for w := range writers {
+				r := results[w][i]
+				if r.Number != n {
+					t.Errorf("round %d message %d: writer %d got %v (duplicate %v), digest index says %v", round, i, w, r.Number, r.Duplicate, n)
+				}
+				if !r.Duplicate {
+					written++
+				}
+				if own := f.auth.Number(t, runs[w], round*size+i); own != n {
+					checkNotFound(t, f.s, own)
+				}
+			}
+			if written != 1 {
+				t.Errorf("round %d message %d: %d writers report they stored it, want exactly 1", round, i, written)
+			}
+			checkByID(t, f.s, fmt.Sprint("same", round, "-", i), n)
+			m := Message(n, raw(i), fmt.Sprint("same", round, "-", i), "")
+			checkGet(t, f.s, m)
+			stored = append(stored, m)
 		}
 	}
+	checkCount(t, f.s, rounds*size)
+	// The feed lists each message once, under its one number.
+	fol.await(stored)
+	fol.check(stored)
 }

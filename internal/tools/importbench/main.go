@@ -19,6 +19,14 @@
 // 84,096 messages, 654 MB, like the whole linux-mips archive), to see what
 // grows with the archive.
 //
+// Then, in the same run and on the same input, the importer into Riak: a
+// node started from the Riak test kit (../shared/riak, or --riak-kit), or
+// the node --riak (or $CHIBRARY_TEST_RIAK) names, a fresh archive per
+// round; it prints msg/s beside the bbolt import's, the requests the
+// store sent per message (counted by the store, logged when it closes),
+// and the node's CPU time per message when it started the node. --riak
+// off skips it.
+//
 //	go run ./internal/tools/importbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --importer bin/importer
 //	go run ./internal/tools/importbench --importer bin/importer --copies 16 --rounds 1
 package main
@@ -42,6 +50,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/chibrary/chibrary/internal/riaktest"
 	"github.com/chibrary/chibrary/mbox"
 )
 
@@ -52,6 +61,8 @@ func main() {
 	resolver := flag.String("resolver", "", "resolver binary: also compact an imported store and measure it (optional)")
 	rounds := flag.Int("rounds", 3, "runs of each program; the median is reported")
 	copies := flag.Int("copies", 1, "import this many copies of the corpus, each made distinct")
+	riakAddr := flag.String("riak", os.Getenv(riaktest.EnvAddr), "protocol buffers address of a Riak node to import into (default: start one from the kit; off: skip Riak)")
+	riakKit := flag.String("riak-kit", "", "the kit's riak-node script (default: ../shared/riak/riak-node next to the repository)")
 	bare := flag.String("bare", "", "internal: run the bare loop on this plain mbox")
 	out := flag.String("out", "", "internal: the bare loop's database")
 	flag.Parse()
@@ -62,7 +73,7 @@ func main() {
 		}
 		return
 	}
-	if err := compare(*corpus, *importer, *before, *resolver, *rounds, *copies); err != nil {
+	if err := compare(*corpus, *importer, *before, *resolver, *rounds, *copies, *riakAddr, *riakKit); err != nil {
 		fmt.Fprintln(os.Stderr, "importbench:", err)
 		os.Exit(1)
 	}
@@ -78,7 +89,7 @@ type result struct {
 	writeOnly time.Duration // bare loop: the bbolt puts alone
 }
 
-func compare(corpus, importer, before, resolver string, rounds, copies int) error {
+func compare(corpus, importer, before, resolver string, rounds, copies int, riakAddr, riakKit string) error {
 	if _, err := os.Stat(corpus); err != nil {
 		return fmt.Errorf("no corpus (%w): pass --corpus", err)
 	}
@@ -165,6 +176,13 @@ func compare(corpus, importer, before, resolver string, rounds, copies int) erro
 		fmt.Printf("store on disk: %.3f bytes per input byte (target <= 0.40)\n", float64(mi.store)/float64(size))
 	}
 	fmt.Printf("importer peak RSS: %.0f MB (target < 200 MB)\n", float64(mi.maxRSS)/1e6)
+	if riakAddr == "off" {
+		return nil
+	}
+	bolt := boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds()}
+	if err := compareRiak(tmp, plain, importer, rounds, riakAddr, riakKit, bolt); err != nil {
+		return fmt.Errorf("riak: %w", err)
+	}
 	return nil
 }
 
@@ -338,4 +356,97 @@ func bareLoop(in, out string) error {
 		Messages  int
 		WriteOnly time.Duration
 	}{n, write})
+}
+
+// boltFigures are the bbolt import's, for the Riak comparison.
+type boltFigures struct {
+	messages int
+	msgPerS  float64
+}
+
+// compareRiak imports plain into a Riak node, a fresh archive per round,
+// and prints msg/s beside the bbolt import's and the store's requests per
+// message.
+func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt boltFigures) error {
+	fmt.Println()
+	var node *riaktest.Node
+	if addr == "" {
+		if kit == "" {
+			var err error
+			if kit, err = riaktest.Kit(); err != nil {
+				fmt.Printf("Riak: skipped: no node to import into (%v); pass --riak host:8087 or put the Riak test kit in ../shared/riak\n", err)
+				return nil
+			}
+		}
+		dir, err := riaktest.NewDir()
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "importbench: starting a Riak node from", kit)
+		n, err := riaktest.Start(kit, dir, "--strong-consistency")
+		if err != nil {
+			return err
+		}
+		defer n.Stop()
+		addr, node = n.PB, n
+	}
+	tag := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	type riakRun struct {
+		result
+		requests int64
+		cpu      time.Duration // of the node, when this tool started it
+	}
+	var runs []riakRun
+	for i := range rounds {
+		data := filepath.Join(tmp, fmt.Sprint("riak", i))
+		url := fmt.Sprintf("riak://%s/%s-%d", addr, tag, i)
+		cmd := exec.Command(importer, "--data", data, "--store", url, "--log-level", "debug", "--log-format", "json", plain)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		var cpu0 time.Duration
+		if node != nil {
+			cpu0, _ = node.CPU()
+		}
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("importer: %v: %s", err, lastLines(stderr.String(), 5))
+		}
+		r := riakRun{result: result{wall: time.Since(start)}}
+		if node != nil {
+			cpu1, _ := node.CPU()
+			r.cpu = cpu1 - cpu0
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.maxRSS = ru.Maxrss * 1024
+		}
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			var rec struct {
+				Msg      string
+				Requests int64
+			}
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "riak store closed" {
+				r.requests += rec.Requests
+			}
+		}
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b riakRun) int { return int(a.wall - b.wall) })
+	m := runs[len(runs)/2]
+	msgs := bolt.messages
+	fmt.Printf("Riak: one node at %s (n_val 3), a fresh archive per run, median of %d runs\n\n", addr, rounds)
+	fmt.Printf("%-28s %10s %9s %12s %14s %16s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg", "node CPU ms/msg")
+	fmt.Printf("%-28s %10.0f %9s %12s %14s %16s\n", "importer into bbolt", bolt.msgPerS, "", "", "-", "-")
+	cpu := "-"
+	if node != nil {
+		cpu = fmt.Sprintf("%.2f", float64(m.cpu.Microseconds())/1000/float64(msgs))
+	}
+	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f %16s\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs), cpu)
+	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

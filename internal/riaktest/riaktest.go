@@ -1,0 +1,421 @@
+// Package riaktest gives tests a real Riak KV node: the one
+// CHIBRARY_TEST_RIAK names (host:port of its protocol buffers listener),
+// or else one it starts itself from the Riak test kit, once per test
+// binary, when the kit is there: ../shared/riak next to the repository
+// (or the folder $CHIBRARY_RIAK_KIT names). Without either, tests that
+// need Riak skip, and say why.
+//
+// A test binary that uses Addr runs its tests through Main, so that the
+// node it started is stopped when they end:
+//
+//	func TestMain(m *testing.M) { os.Exit(riaktest.Main(m)) }
+//
+// A node left behind by a test binary that was killed is stopped by the
+// next binary that starts one.
+package riaktest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Environment variables.
+const (
+	// EnvAddr names an existing node (host:port, or several separated by
+	// commas) to use instead of starting one. It must have the bucket
+	// types of the riakstore package doc and strong consistency.
+	EnvAddr = "CHIBRARY_TEST_RIAK"
+	// EnvKit names the folder of the Riak test kit (holding riak-node),
+	// instead of ../shared/riak next to the repository.
+	EnvKit = "CHIBRARY_RIAK_KIT"
+)
+
+// dirPrefix starts the name of every node folder this package makes, in
+// the system's temporary folder; the PID of the test binary follows.
+const dirPrefix = "chibrary-riaktest-"
+
+var shared struct {
+	once sync.Once
+	addr string
+	node *Node
+	err  error
+	skip string
+}
+
+// Addr returns the address of a Riak node for tests, starting one on the
+// first call when EnvAddr is not set. It skips the test when there is no
+// node to be had, and fails it when the kit is there but the node does
+// not start.
+func Addr(t testing.TB) string {
+	t.Helper()
+	shared.once.Do(func() {
+		if a := os.Getenv(EnvAddr); a != "" {
+			shared.addr = a
+			return
+		}
+		kit, err := Kit()
+		if err != nil {
+			shared.skip = fmt.Sprintf("no Riak node for this test: set %s=host:8087 to a node with the bucket types of the riakstore package doc and strong consistency, or put the Riak test kit in ../shared/riak next to the repository (%v)", EnvAddr, err)
+			return
+		}
+		sweep(kit)
+		dir, err := NewDir()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		n, err := Start(kit, dir, "--strong-consistency")
+		if err != nil {
+			exec.Command(kit, "stop", dir).Run()
+			os.RemoveAll(dir)
+			shared.err = err
+			return
+		}
+		shared.node, shared.addr = n, n.PB
+	})
+	if shared.skip != "" {
+		t.Skip(shared.skip)
+	}
+	if shared.err != nil {
+		t.Fatalf("cannot start a Riak node for the tests: %v", shared.err)
+	}
+	return shared.addr
+}
+
+// Main runs the tests, then stops and removes the node Addr started.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if n := shared.node; n != nil {
+		if err := n.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "riaktest: %v\n", err)
+		}
+		os.RemoveAll(n.Dir)
+	}
+	return code
+}
+
+// Kit returns the path of the kit's riak-node script.
+func Kit() (string, error) {
+	var dir string
+	if d := os.Getenv(EnvKit); d != "" {
+		dir = d
+	} else {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "..", "shared", "riak")
+	}
+	script := filepath.Join(dir, "riak-node")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("no Riak test kit: %w", err)
+	}
+	return script, nil
+}
+
+// repoRoot finds the folder holding go.mod, from the working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = up
+	}
+}
+
+// NewDir makes an empty folder for a node, named so that sweep can tell
+// whose it is.
+func NewDir() (string, error) {
+	b := make([]byte, 4)
+	rand.Read(b)
+	dir := filepath.Join(os.TempDir(), dirPrefix+strconv.Itoa(os.Getpid())+"-"+hex.EncodeToString(b))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// sweep stops and removes node folders of test binaries that are gone
+// (killed before they could stop their node).
+func sweep(kit string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), dirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		exec.Command(kit, "stop", d).Run()
+		os.RemoveAll(d)
+	}
+}
+
+// Node is a node started from the kit.
+type Node struct {
+	Kit  string // the riak-node script
+	Dir  string
+	PB   string // protocol buffers address, host:port
+	HTTP string // HTTP address, host:port
+	Name string // Erlang node name
+	// sc is the strong consistency flag to start it again with: the kit
+	// writes the setting into the node's configuration at every start, so
+	// a restart without it would turn strong consistency off.
+	sc string
+}
+
+// Start starts a node in dir (riak-node start DIR ARGS...) and waits
+// until it is ready, which takes 10 to 30 seconds.
+func Start(kit, dir string, args ...string) (*Node, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(kit, append([]string{"start", dir}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("riak-node start %s %s: %v\n%s", dir, strings.Join(args, " "), err, tail(stderr.String(), 40))
+	}
+	n := &Node{Kit: kit, Dir: dir}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--strong-consistency") {
+			n.sc = "--strong-consistency"
+		}
+	}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		switch k {
+		case "pb":
+			n.PB = v
+		case "http":
+			n.HTTP = v
+		case "name":
+			n.Name = v
+		}
+	}
+	if n.PB == "" {
+		return nil, fmt.Errorf("riak-node start %s printed no pb= line:\n%s", dir, stdout.String())
+	}
+	joining := false
+	for _, a := range args {
+		joining = joining || a == "--join"
+	}
+	if !joining {
+		// The kit creates the other bucket types the store needs.
+		if err := n.BucketType(OnceType, `{"props":{"write_once":true}}`); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// OnceType is the store's bucket type the kit does not create itself.
+const OnceType = "chibrary_once"
+
+// Eval evaluates an Erlang expression on the node and returns what it
+// printed.
+func (n *Node) Eval(expr string) (string, error) {
+	out, err := exec.Command(n.Kit, "eval", n.Dir, expr).Output()
+	if err != nil {
+		return "", fmt.Errorf("riak-node eval %s %q: %v", n.Dir, expr, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// BucketType creates and activates a bucket type with the given
+// properties (JSON), unless it is active already, as riak-node does for
+// the types it knows. It is activated once every node of the cluster
+// knows it.
+func (n *Node) BucketType(name, props string) error {
+	esc := strings.ReplaceAll(props, `"`, `\"`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		st, err := n.Eval(`riak_core_bucket_type:status(<<"` + name + `">>).`)
+		if err != nil {
+			return err
+		}
+		switch st {
+		case "active":
+			return nil
+		case "undefined":
+			if _, err := n.Eval(`riak_kv_console:bucket_type_create(["` + name + `", "` + esc + `"]).`); err != nil {
+				return err
+			}
+		case "ready":
+			if _, err := n.Eval(`riak_core_bucket_type:activate(<<"` + name + `">>).`); err != nil {
+				return err
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("bucket type %s not active on %s after 2 minutes", name, n.Name)
+}
+
+// waitType waits until the node knows the bucket type as active.
+func (n *Node) waitType(name string) error {
+	for range 240 {
+		st, err := n.Eval(`riak_core_bucket_type:status(<<"` + name + `">>).`)
+		if err != nil {
+			return err
+		}
+		if st == "active" {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("bucket type %s not active on %s after 2 minutes", name, n.Name)
+}
+
+// Restart starts the node again after Stop or Kill, with its ports,
+// data and cluster, and waits until it is ready.
+func (n *Node) Restart() error {
+	var args []string
+	if n.sc != "" {
+		args = append(args, n.sc)
+	}
+	m, err := Start(n.Kit, n.Dir, args...)
+	if err != nil {
+		return err
+	}
+	if m.PB != n.PB {
+		return fmt.Errorf("node %s came back on %s, not %s", n.Dir, m.PB, n.PB)
+	}
+	return nil
+}
+
+// Stop stops the node cleanly.
+func (n *Node) Stop() error {
+	out, err := exec.Command(n.Kit, "stop", n.Dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("riak-node stop %s: %v\n%s", n.Dir, err, out)
+	}
+	return nil
+}
+
+// CPU returns the CPU time the node's Erlang VM has used so far (user and
+// system), read from /proc.
+func (n *Node) CPU() (time.Duration, error) {
+	pid, err := n.pid()
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b)[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+func (n *Node) pid() (int, error) {
+	b, err := os.ReadFile(filepath.Join(n.Dir, ".riak-node", "beam.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("cannot find the node's process: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("cannot find the node's process: %q", b)
+	}
+	return pid, nil
+}
+
+// Kill ends the node's Erlang VM with SIGKILL, as a crash or a pulled
+// plug would, and waits until it is gone.
+func (n *Node) Kill() error {
+	pid, err := n.pid()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("cannot kill node process %d: %w", pid, err)
+	}
+	for range 200 {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("node process %d still there after SIGKILL", pid)
+}
+
+// Cluster starts size nodes with strong consistency and joins them into
+// one cluster (1.5 to 2 minutes for three). The test's cleanup stops
+// them and removes their folders. It skips like Addr when there is no kit;
+// it does not use EnvAddr (a cluster's nodes are stopped and started).
+func Cluster(t testing.TB, size int) []*Node {
+	t.Helper()
+	kit, err := Kit()
+	if err != nil {
+		t.Skipf("no Riak test kit to start a cluster with (put it in ../shared/riak next to the repository): %v", err)
+	}
+	sweep(kit)
+	var nodes []*Node
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if err := n.Stop(); err != nil {
+				t.Errorf("%v", err)
+			}
+			os.RemoveAll(n.Dir)
+		}
+	})
+	for i := range size {
+		dir, err := NewDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--strong-consistency=cluster"}
+		if i > 0 {
+			args = []string{"--strong-consistency", "--join", nodes[0].Dir}
+		}
+		start := time.Now()
+		n, err := Start(kit, dir, args...)
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatalf("cannot start Riak node %d of %d: %v", i+1, size, err)
+		}
+		t.Logf("riak node %d of %d (%s) ready after %v", i+1, size, n.PB, time.Since(start).Round(time.Second))
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		if err := n.waitType(OnceType); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

@@ -1,0 +1,468 @@
+package riakstore
+
+import (
+	"bytes"
+	"errors"
+	mathrand "math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+// Tests of the encodings and decisions that need no Riak node.
+
+func obj(v []byte) *riak.Object { return &riak.Object{Value: v} }
+
+func entryOf(seq uint16, raw string, added time.Time, large bool) packEntry {
+	rec := record.Message{Digest: store.DigestOf([]byte(raw)), Added: added, MessageID: "id" + raw, Raw: []byte(raw)}
+	if large {
+		rec.Raw = nil
+	}
+	return packEntry{seq: seq, large: large, rec: rec}
+}
+
+func packOf(entries ...packEntry) *riak.Object {
+	m := make(map[uint16]packEntry)
+	for _, e := range entries {
+		m[e.seq] = e
+	}
+	return packObject(m)
+}
+
+func TestPackRoundTrip(t *testing.T) {
+	added := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	entries := []packEntry{
+		entryOf(16, "", added, false),
+		entryOf(17, "a\x00\xff\r\n", added, false),
+		entryOf(20, "large one", added, true),
+		entryOf(31, strings.Repeat("x", 70000), added, false),
+	}
+	got, err := decodePack(encodePack(entries))
+	if err != nil {
+		t.Fatalf("decodePack(encodePack) = %v", err)
+	}
+	if len(got) != len(entries) {
+		t.Fatalf("decodePack returned %d entries, want %d", len(got), len(entries))
+	}
+	for i, e := range entries {
+		g := got[i]
+		if g.seq != e.seq || g.large != e.large || !bytes.Equal(g.rec.Raw, e.rec.Raw) || g.rec.Digest != e.rec.Digest || !g.rec.Added.Equal(e.rec.Added) || g.rec.MessageID != e.rec.MessageID {
+			t.Errorf("entry %d = %+v, want %+v", i, g, e)
+		}
+	}
+	// Every cut-short value is refused, never read as fewer entries.
+	b := encodePack(entries)
+	for n := range len(b) {
+		if n > 200 && n < len(b)-200 && n%97 != 0 {
+			continue
+		}
+		if _, err := decodePack(b[:n]); !errors.Is(err, record.ErrCorrupt) {
+			t.Fatalf("decodePack(first %d of %d bytes) = %v, want %v", n, len(b), err, record.ErrCorrupt)
+		}
+	}
+	if _, err := decodePack(append(bytes.Clone(b), 0)); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("decodePack(trailing byte) = %v, want %v", err, record.ErrCorrupt)
+	}
+	if _, err := decodePack(append([]byte{2}, b[1:]...)); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("decodePack(version 2) = %v, want %v", err, record.ErrCorrupt)
+	}
+}
+
+func TestPackIndex(t *testing.T) {
+	added := time.Now()
+	a, b := entryOf(0, "a", added, false), entryOf(1, "b", added, false)
+	b.rec.MessageID = a.rec.MessageID
+	c := entryOf(2, "c", added, true)
+	c.rec.MessageID = strings.Repeat("m", 600)
+	none := entryOf(3, "none", added, false)
+	none.rec.MessageID = ""
+	o := packOf(a, b, c, none)
+	var terms []string
+	for _, ix := range o.Indexes[indexMsgID] {
+		terms = append(terms, ix)
+	}
+	slices.Sort(terms)
+	want := []string{a.rec.MessageID, msgIDKey(c.rec.MessageID)}
+	slices.Sort(want)
+	if !slices.Equal(terms, want) {
+		t.Errorf("pack index %q = %q, want each Message-ID once, long ones hashed: %q", indexMsgID, terms, want)
+	}
+}
+
+func TestMergePack(t *testing.T) {
+	t1 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t2 := t1.Add(time.Hour)
+	tests := []struct {
+		name    string
+		values  []*riak.Object
+		want    map[uint16]string // seq -> raw
+		added   time.Time         // of seq 1, when listed
+		wantErr error
+	}{
+		{"none", nil, map[uint16]string{}, time.Time{}, nil},
+		{"one", []*riak.Object{packOf(entryOf(1, "a", t1, false))}, map[uint16]string{1: "a"}, t1, nil},
+		{"siblings of two batches unite", []*riak.Object{packOf(entryOf(1, "a", t1, false)), packOf(entryOf(2, "b", t1, false))}, map[uint16]string{1: "a", 2: "b"}, t1, nil},
+		{"same message twice, earliest time kept", []*riak.Object{packOf(entryOf(1, "a", t2, false)), packOf(entryOf(1, "a", t1, false), entryOf(3, "c", t1, false))}, map[uint16]string{1: "a", 3: "c"}, t1, nil},
+		{"two messages under one number", []*riak.Object{packOf(entryOf(1, "a", t1, false)), packOf(entryOf(1, "b", t1, false))}, nil, time.Time{}, errConflict},
+		{"two large messages under one number", []*riak.Object{packOf(entryOf(1, "a", t1, true)), packOf(entryOf(1, "b", t1, true))}, nil, time.Time{}, errConflict},
+		{"corrupt", []*riak.Object{obj([]byte{1, 9})}, nil, time.Time{}, record.ErrCorrupt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := mergePack(tt.values)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("mergePack = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("mergePack = %v", err)
+			}
+			raws := make(map[uint16]string)
+			for seq, e := range got {
+				raws[seq] = string(e.rec.Raw)
+			}
+			if len(raws) != len(tt.want) {
+				t.Fatalf("mergePack = %v, want %v", raws, tt.want)
+			}
+			for seq, raw := range tt.want {
+				if raws[seq] != raw {
+					t.Errorf("mergePack seq %d = %q, want %q", seq, raws[seq], raw)
+				}
+			}
+			if e, ok := got[1]; ok && !e.rec.Added.Equal(tt.added) {
+				t.Errorf("mergePack seq 1 added %v, want %v", e.rec.Added, tt.added)
+			}
+		})
+	}
+}
+
+func TestPackKey(t *testing.T) {
+	tests := []struct {
+		f    callnumber.Fields
+		want string
+	}{
+		{callnumber.Fields{Run: 1, Sequence: 0}, "0.1.0"},
+		{callnumber.Fields{Run: 1, Sequence: 15}, "0.1.0"},
+		{callnumber.Fields{Run: 1, Sequence: 16}, "0.1.1"},
+		{callnumber.Fields{Run: callnumber.MaxRun, Sequence: callnumber.MaxSequence}, "0.1073741823.1023"},
+	}
+	for _, tt := range tests {
+		k := packKey(tt.f)
+		if k != tt.want {
+			t.Errorf("packKey(%v) = %q, want %q", tt.f, k, tt.want)
+		}
+		v, run, p, err := parsePackKey(k)
+		if err != nil || v != tt.f.Version || run != tt.f.Run || p != tt.f.Sequence>>packShift {
+			t.Errorf("parsePackKey(%q) = %d, %d, %d, %v; want %v", k, v, run, p, err, tt.f)
+		}
+	}
+	for _, bad := range []string{"", "1.2", "0.1.1024", "0.x.1", "0.1.2.3", "256.1.1", "0.4294967296.0"} {
+		if _, _, _, err := parsePackKey(bad); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("parsePackKey(%q) = %v, want %v", bad, err, record.ErrCorrupt)
+		}
+	}
+}
+
+func TestEntryRoundTrip(t *testing.T) {
+	e := &entry{time: time.UnixMilli(1_790_000_000_123).UTC(), writer: [8]byte{1, 2, 3}, nonce: [8]byte{9}}
+	for i := range 1000 {
+		e.items = append(e.items, item{digest: store.DigestOf([]byte{byte(i), byte(i >> 8)}), number: callnumber.Number(i*7919 + 1)})
+	}
+	b := appendEntry(nil, e)
+	got, err := decodeEntry(b)
+	if err != nil {
+		t.Fatalf("decodeEntry(appendEntry) = %v", err)
+	}
+	if !got.time.Equal(e.time) || got.writer != e.writer || got.nonce != e.nonce || !slices.Equal(got.items, e.items) {
+		t.Errorf("decodeEntry(appendEntry(e)) differs from e")
+	}
+	for _, n := range []int{0, 1, 24, 25, len(b) - 1} {
+		if _, err := decodeEntry(b[:n]); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodeEntry(first %d of %d bytes) = %v, want %v", n, len(b), err, record.ErrCorrupt)
+		}
+	}
+	bad := appendEntry(nil, &entry{items: []item{{number: 1 << callnumber.Bits}}})
+	if _, err := decodeEntry(bad); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("decodeEntry(number beyond 47 bits) = %v, want %v", err, record.ErrCorrupt)
+	}
+}
+
+func TestCursor(t *testing.T) {
+	const tg = "0badc0de"
+	tests := []struct {
+		c    cursor
+		want store.Cursor
+	}{
+		{cursor{slot: 1}, ""},
+		{cursor{slot: 2}, "L0badc0de:2.0"},
+		{cursor{slot: 1, idx: 3}, "L0badc0de:1.3"},
+		{cursor{slot: 7, idx: 1, pending: []pendingSlot{{3, []int{0}}, {7, []int{0}}}}, "L0badc0de:7.1~3.AQ~7.AQ"},
+		{cursor{slot: 9, pending: []pendingSlot{{4, []int{1, 8, 999}}}}, ""},
+	}
+	for i, tt := range tests {
+		got := tt.c.format(tg)
+		if tt.want != "" && got != tt.want {
+			t.Errorf("test %d: format = %q, want %q", i, got, tt.want)
+		}
+		back, err := parseCursor(got, tg)
+		if err != nil {
+			t.Fatalf("parseCursor(%q) = %v", got, err)
+		}
+		if back.slot != tt.c.slot || back.idx != tt.c.idx || len(back.pending) != len(tt.c.pending) {
+			t.Fatalf("parseCursor(%q) = %+v, want %+v", got, back, tt.c)
+		}
+		for j, p := range tt.c.pending {
+			if back.pending[j].slot != p.slot || !slices.Equal(back.pending[j].items, p.items) {
+				t.Errorf("parseCursor(%q) pending %d = %+v, want %+v", got, j, back.pending[j], p)
+			}
+		}
+	}
+	for _, bad := range []store.Cursor{
+		"garbage", "s5", "L0badc0de:", "L0badc0de:1", "L0badc0de:0.0", "L0badc0de:01.0",
+		"L0badc0de:1.0", // the start is ""
+		"Lffffffff:2.0", // another archive's
+		"L0badc0de:2.0~", "L0badc0de:2.0~1.", "L0badc0de:2.0~1.AA", "L0badc0de:2.0~3.AQ",
+		"L0badc0de:2.0~2.AQ", "L0badc0de:5.0~2.AQ~1.AQ", "L0badc0de:5.0~2.AQ~2.AQ", "L0badc0de:5.0~2.AQ=",
+		"L0badc0de:18446744073709551616.0", "L0badc0de:2.2147483648",
+	} {
+		if c, err := parseCursor(bad, tg); !errors.Is(err, store.ErrBadCursor) {
+			t.Errorf("parseCursor(%q) = %+v, %v; want %v", bad, c, err, store.ErrBadCursor)
+		}
+	}
+	if tag("a") == tag("b") || len(tag("a")) != 8 {
+		t.Errorf("tag(a) = %q, tag(b) = %q: want 8 hex digits, distinct", tag("a"), tag("b"))
+	}
+}
+
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"", "L0badc0de:2.0", "L0badc0de:7.1~3.AQ~7.AQ", "L0badc0de:9.0~4._w"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := parseCursor(store.Cursor(s), "0badc0de")
+		if err != nil {
+			if !errors.Is(err, store.ErrBadCursor) {
+				t.Fatalf("parseCursor(%q) = %v, want %v", s, err, store.ErrBadCursor)
+			}
+			return
+		}
+		if got := c.format("0badc0de"); got != store.Cursor(s) {
+			t.Fatalf("parseCursor(%q) then format = %q: not the same cursor", s, got)
+		}
+	})
+}
+
+func TestResolveDigest(t *testing.T) {
+	tests := []struct {
+		name    string
+		values  []*riak.Object
+		want    []string
+		wantErr bool
+	}{
+		{"not found", nil, nil, false},
+		{"tombstone", []*riak.Object{{IsTombstone: true}}, nil, false},
+		{"one", []*riak.Object{obj([]byte("3kTMd2xB"))}, []string{"3kTMd2xB"}, false},
+		{"siblings: lowest first, whatever the order, once each", []*riak.Object{obj([]byte("Zzzzzzzz")), obj([]byte("3kTMd2xB")), obj([]byte("9aaaaaaa")), obj([]byte("3kTMd2xB"))}, []string{"3kTMd2xB", "9aaaaaaa", "Zzzzzzzz"}, false},
+		{"corrupt", []*riak.Object{obj([]byte("not a number"))}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, err := resolveDigest(tt.values)
+			var got []string
+			for _, n := range ns {
+				got = append(got, n.String())
+			}
+			if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
+				t.Errorf("resolveDigest = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestMsgIDKey(t *testing.T) {
+	long := strings.Repeat("x", maxInlineID+1)
+	tests := []struct {
+		name, id string
+		inline   bool
+	}{
+		{"short", "a@example.org", true},
+		{"at limit", long[:maxInlineID], true},
+		{"over limit", long, false},
+		{"starts with 0xff", "\xffx@example.org", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := msgIDKey(tt.id)
+			if got := k == tt.id; got != tt.inline {
+				t.Errorf("msgIDKey(%.20q) inline = %v, want %v", tt.id, got, tt.inline)
+			}
+			if !tt.inline && (len(k) != 33 || k[0] != 0xff) {
+				t.Errorf("msgIDKey(%.20q) = %d bytes starting %#x, want 0xff + SHA-256", tt.id, len(k), k[0])
+			}
+		})
+	}
+	if msgIDKey(long) == msgIDKey(long+"y") {
+		t.Errorf("msgIDKey gives two long Message-IDs one key")
+	}
+}
+
+func TestIsFailed(t *testing.T) {
+	failed := riak.RiakError{Errcode: 0, Errmsg: "failed"}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"failed", failed, true},
+		{"wrapped by the cluster", riak.ClientError{Errmsg: riak.ErrClusterNoNodesAvailable, InnerError: failed}, true},
+		{"match_found", riak.RiakError{Errmsg: "match_found"}, false},
+		{"other riak error mentioning failure", riak.RiakError{Errmsg: "{precommit_failed, x}"}, false},
+		{"other error", errors.New("failed"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isFailed(tt.err); got != tt.want {
+				t.Errorf("isFailed(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	netErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	tests := []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"nil", nil, false},
+		{"no node answered", riak.ClientError{Errmsg: "no nodes available", InnerError: netErr}, true},
+		{"network error", netErr, true},
+		{"riak timeout", riak.RiakError{Errmsg: "timeout"}, true},
+		{"overloaded vnode", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "overload"}}, true},
+		{"too few replicas up", riak.RiakError{Errmsg: "{insufficient_vnodes,1,need,2}"}, true},
+		{"consensus without quorum", riak.RiakError{Errmsg: "unavailable"}, true},
+		{"a node starting up", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "Unknown message code: 9"}}, true},
+		{"refused conditional write", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "failed"}}, false},
+		{"missing bucket type", riak.RiakError{Errmsg: "Error no bucket type `chibrary_kv`"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := classify(tt.err)
+			if errors.Is(got, store.ErrUnavailable) != tt.unavailable {
+				t.Errorf("classify(%v) = %v, want unavailable %v", tt.err, got, tt.unavailable)
+			}
+			if tt.err != nil && !tt.unavailable && got != tt.err {
+				t.Errorf("classify(%v) = %v, want it unchanged", tt.err, got)
+			}
+		})
+	}
+}
+
+func TestSortNumbers(t *testing.T) {
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	want := []callnumber.Number{a.Number(t, 1, 0), a.Number(t, 1, 1), a.Number(t, 1, 900), a.Number(t, 2, 0)}
+	got := []callnumber.Number{want[3], want[1], want[0], want[2]}
+	sortNumbers(a.Codec, got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("sortNumbers = %v, want %v", got, want)
+	}
+}
+
+func TestCheckType(t *testing.T) {
+	ok := func(p riak.FetchBucketPropsResponse) *riak.FetchBucketPropsResponse { return &p }
+	tests := []struct {
+		name string
+		role typeRole
+		p    *riak.FetchBucketPropsResponse
+		want string // "" or a word the reason must contain
+	}{
+		{"kv fine", roleKV, ok(riak.FetchBucketPropsResponse{AllowMult: true, NVal: 3}), ""},
+		{"kv without siblings", roleKV, ok(riak.FetchBucketPropsResponse{NVal: 3}), "allow_mult is false"},
+		{"kv last write wins", roleKV, ok(riak.FetchBucketPropsResponse{AllowMult: true, LastWriteWins: true}), "last_write_wins is true"},
+		{"kv a set type", roleKV, ok(riak.FetchBucketPropsResponse{AllowMult: true, DataType: "set"}), "set data types"},
+		{"kv consistent", roleKV, ok(riak.FetchBucketPropsResponse{AllowMult: true, Consistent: true}), "consistent"},
+		{"counters fine", roleCounters, ok(riak.FetchBucketPropsResponse{AllowMult: true, DataType: "counter"}), ""},
+		{"counters plain", roleCounters, ok(riak.FetchBucketPropsResponse{AllowMult: true}), "datatype is none"},
+		{"claims fine", roleClaims, ok(riak.FetchBucketPropsResponse{Consistent: true, AllowMult: true}), ""},
+		{"claims not consistent", roleClaims, ok(riak.FetchBucketPropsResponse{AllowMult: true}), "consistent is false"},
+		{"no answer", roleClaims, nil, "no properties"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := checkType("some_type", tt.role, tt.p)
+			if (got == "") != (tt.want == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("checkType = %q, want it to say %q", got, tt.want)
+			}
+			if got != "" && !strings.Contains(got, "some_type") {
+				t.Errorf("checkType = %q, does not name the bucket type", got)
+			}
+		})
+	}
+	hint := createHint("chibrary_kv", roleKV)
+	for _, want := range []string{`riak eval 'riak_kv_console:bucket_type_create(["chibrary_kv", "{\"props\":{\"allow_mult\":true,\"last_write_wins\":false}}"]).'`, `riak_core_bucket_type:activate(<<"chibrary_kv">>)`, `riak-admin bucket-type create chibrary_kv '{"props":{"allow_mult":true,"last_write_wins":false}}'`} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("createHint = %s\nwant it to contain %s", hint, want)
+		}
+	}
+}
+
+func TestValidArchive(t *testing.T) {
+	for _, good := range []string{"chibrary", "a", "linux-mips_2", strings.Repeat("a", 64)} {
+		if err := ValidArchive(good); err != nil {
+			t.Errorf("ValidArchive(%q) = %v", good, err)
+		}
+	}
+	for _, bad := range []string{"", "A", "a.b", "a/b", "a b", "é", strings.Repeat("a", 65)} {
+		if err := ValidArchive(bad); !errors.Is(err, ErrArchiveName) {
+			t.Errorf("ValidArchive(%q) = %v, want %v", bad, err, ErrArchiveName)
+		}
+	}
+}
+
+func TestCompression(t *testing.T) {
+	added := time.Now()
+	text := packEntry{seq: 1, rec: record.Message{Added: added, Raw: bytes.Repeat([]byte("Subject: the same line again\n"), 500)}}
+	noise := make([]byte, 4000)
+	rng := mathrand.NewChaCha8([32]byte{1})
+	rng.Read(noise)
+	random := packEntry{seq: 2, rec: record.Message{Added: added, Raw: noise}}
+	for _, tt := range []struct {
+		name string
+		e    packEntry
+		want byte
+	}{{"text is deflated", text, compressDeflate}, {"noise is kept as is", random, compressNone}} {
+		v := encodePack([]packEntry{tt.e})
+		if v[0] != packVersion || v[1] != tt.want {
+			t.Errorf("%s: header %d %d, want %d %d", tt.name, v[0], v[1], packVersion, tt.want)
+		}
+		got, err := decodePack(v)
+		if err != nil || len(got) != 1 || !bytes.Equal(got[0].rec.Raw, tt.e.rec.Raw) {
+			t.Errorf("%s: decodePack = %d entries, %v; want the entry back", tt.name, len(got), err)
+		}
+	}
+	v := encodePack([]packEntry{text})
+	for _, bad := range [][]byte{{packVersion}, {packVersion, 7, 0}, append(bytes.Clone(v), 0), v[:len(v)-1]} {
+		if _, err := decodePack(bad); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodePack(% x…) = %v, want %v", bad[:min(len(bad), 4)], err, record.ErrCorrupt)
+		}
+	}
+	big := record.Message{Added: added, MessageID: "big", Raw: bytes.Repeat([]byte("attachment line\r\n"), 10000)}
+	got, err := decodeLarge(encodeLarge(big))
+	if err != nil || !bytes.Equal(got.Raw, big.Raw) || got.MessageID != "big" {
+		t.Errorf("decodeLarge(encodeLarge) = %d bytes %q, %v; want the record back", len(got.Raw), got.MessageID, err)
+	}
+}

@@ -1,0 +1,183 @@
+// Package riakstore is the distributed store.Store, on Riak KV through
+// github.com/basho/riak-go-client, for archives that outgrow one machine:
+// many importers and watchers on many hosts write at once; the run
+// authority (the coordinator) stays the only shared point besides Riak.
+//
+// # Bucket types
+//
+// An operator creates four bucket types once per cluster. On OpenRiak
+// 3.x, `riak admin bucket-type create` garbles its JSON argument, so
+// create them through the node itself (on any one node):
+//
+//	riak eval 'riak_kv_console:bucket_type_create(["chibrary_kv", "{\"props\":{\"allow_mult\":true,\"last_write_wins\":false}}"]).'
+//	riak eval 'riak_kv_console:bucket_type_create(["chibrary_once", "{\"props\":{\"write_once\":true}}"]).'
+//	riak eval 'riak_kv_console:bucket_type_create(["chibrary_counters", "{\"props\":{\"datatype\":\"counter\"}}"]).'
+//	riak eval 'riak_kv_console:bucket_type_create(["chibrary_claims", "{\"props\":{\"consistent\":true}}"]).'
+//	riak eval 'riak_core_bucket_type:activate(<<"chibrary_kv">>).'         # and the same for the other three
+//
+// On Riak 2.x (2.1 or later, for write_once):
+//
+//	riak-admin bucket-type create chibrary_kv '{"props":{"allow_mult":true,"last_write_wins":false}}'
+//	riak-admin bucket-type create chibrary_once '{"props":{"write_once":true}}'
+//	riak-admin bucket-type create chibrary_counters '{"props":{"datatype":"counter"}}'
+//	riak-admin bucket-type create chibrary_claims '{"props":{"consistent":true}}'
+//	riak-admin bucket-type activate chibrary_kv                          # and the same for the other three
+//
+// chibrary_claims needs strong consistency: strong_consistency = on in
+// riak.conf of every node (a cluster of 3 or more nodes then starts its
+// consensus subsystem by itself). The storage backend must keep secondary
+// indexes (leveled or leveldb, not bitcask). Open checks all of this
+// (bucket type properties allow_mult, last_write_wins, datatype and
+// consistent; a consistent read; a secondary-index query) and names what
+// is missing or wrong (ErrSetup). (write_once is not among the properties
+// the client library reads, so it is not checked: without it the digest
+// index works, a little slower.)
+//
+// # Archives and layout
+//
+// Several archives share a cluster: Options.Archive (the ARCHIVE of the
+// store URL riak://host:port,.../ARCHIVE, [a-z0-9_-]+, "chibrary" by
+// default) starts the name of every bucket, so archives never see each
+// other's messages:
+//
+//	chibrary_claims    ARCHIVE.meta     "binding": the authority, scheme and key (JSON)
+//	chibrary_claims    ARCHIVE.runs     the run in decimal: its lease, without the key (JSON)
+//	chibrary_claims    ARCHIVE.log      the ledger: slot N in decimal, one entry per batch (ledger.go)
+//	chibrary_kv        ARCHIVE.packs    "VERSION.RUN.PACK": up to 16 messages (pack.go);
+//	                                    secondary index msgid_bin: their Message-IDs
+//	chibrary_kv        ARCHIVE.large    call number: a message over 64 KiB (its pack has a stub)
+//	chibrary_once      ARCHIVE.digests  digest in hex (".N" for generation N): a call number (digest.go)
+//	chibrary_counters  ARCHIVE.counts   "messages": the message count
+//
+// The binding and the leases are created with create-if-absent on the
+// consistent bucket type: of two programs binding an empty archive, or
+// recording the same run, at once, exactly one succeeds. Nothing lists
+// keys.
+//
+// # Replication
+//
+// The archive uses the bucket types' n_val, 3 by default: every value is
+// kept on three nodes, so losing any one node loses nothing. Plain reads
+// and writes use Riak's quorum defaults (r = w = dw = 2 of 3, pr = pw = 0,
+// sloppy quorum): a write is acknowledged once two replicas have stored
+// it (a pack once all three have, w = all: a secondary index query reads
+// one replica per partition, and must find a message once its Put has
+// returned), and a node down does not stop writes (its replicas are
+// written to a fallback node and handed back when it returns). Reads of
+// what should exist (a message, a digest entry) take the first replica
+// that has a value (r = 1 with not-found replies not counted), so a
+// replica that is behind cannot hide a message; a pack found without a
+// message it should hold is read again from all replicas. Every message
+// read is checked against its digest: a damaged value is an error, never
+// other bytes.
+//
+// The consistent bucket type keeps its n_val replicas under a consensus
+// protocol, one consensus group per preference list: its requests need a
+// majority of the group up (2 of 3), and wait a few seconds while a group
+// elects a new leader after a node is lost. On fewer than 5 nodes some
+// groups have two of their three members on one node (ring sizes are
+// powers of two; on the 3-node test cluster 4 to 8 of 16 groups did):
+// while that node is down, those groups stop, and so do the writes whose
+// ledger slot falls in one of them, until it is back. Reads go on.
+//
+// # Once for every message
+//
+// Two importers started together on one file, or an importer and the
+// watcher, must give a message one call number. Riak's if_none_match on an
+// ordinary bucket is a read then a write, not a compare-and-set (8 writers
+// racing on one key: more than one winner in 182-193 of 200 rounds); on a
+// consistent bucket type a create is (0 of 200).
+//
+// A Put therefore claims its new messages in the ledger before writing
+// them: one entry per batch, listing each new message's digest and call
+// number, created at the first free slot. A writer creates slot N only
+// after reading every slot before it, so of two writers that claim one
+// digest, the one with the lower slot sees no earlier claim and writes the
+// message; the other saw that claim, waits until the message is stored,
+// and reports a duplicate of its number. The ledger costs one
+// consistent create per batch and the reads of entries other writers
+// appended since. A claim per message (a consistent create keyed by the
+// digest) would be simpler but was measured at 2.0 ms of the node's CPU
+// time each on the test node, more than all the rest of a message's
+// writes together.
+//
+// Messages stored earlier are found in the digest index. A writer puts a
+// message's digest entry after claiming it and before writing it, so that
+// no message is ever stored without its entry, even by a writer killed
+// between the two; readers therefore believe an entry only once they have
+// seen its message (one pack read per 16 entries found). Its keys are
+// each written once, in a write_once bucket type, which spares Riak the
+// read before each write (about a third of the node's CPU time per
+// entry). A writer keeps the claims of the ledger's recent entries in
+// memory (read back at its first write, then followed), and judges a
+// digest by the index and those claims together.
+//
+// A writer may die between its claim and its writes. Its claim then holds
+// for Options.ClaimTimeout + Options.MaxClockSkew (90 s by default): a
+// writer that meets it waits, and takes the message over once the claim is
+// that old and the message has not appeared, writing its digest entry as
+// the next generation of the key after the one the dead writer may have
+// left. (A re-run of an import killed mid-batch therefore waits up to that
+// long, once, if it starts within that time.) So that a claim never
+// expires under a live writer that is merely slow, a writer that has not
+// started writing within ClaimTimeout/2 of its claim claims again before
+// it writes.
+//
+// What this does not guarantee: a writer that stalls for longer than the
+// claim timeout after that last look at the clock (a process suspended,
+// a machine frozen mid-batch) and then writes, while another writer takes
+// the same messages over, leaves them stored twice, under two call
+// numbers, both readable and both in the change feed. The stalled writer
+// finds out when it finishes and logs "message stored twice" for each.
+// It takes a stall of about a minute in the middle of a Put; none was seen
+// outside the test that provokes one (TestStalledWriterResidue): 0 in 40
+// runs of the conformance test ConcurrentSameDigest (3,600 messages, each
+// put by four writers at once).
+//
+// # Put
+//
+// A batch is checked whole before anything is written (store/internal/
+// batch.Make, on values fetched in parallel): a batch refused by a safety
+// rule writes nothing. Riak has no transactions, though: a batch cut short
+// by a failure may be partly written. Running it again completes it: its
+// stored messages come back as duplicates of their own numbers, and their
+// digest entries are repaired.
+//
+// Requests per new message, measured by TestRequestBudget: about 2.14 (a
+// digest lookup and a digest entry each; a pack read and written per 16
+// messages; the ledger and the count once per batch); about 1.13 per
+// message already stored (a digest lookup, and a pack read per 16 to see
+// the message is there). Up to Options.Parallel (64) are in flight at
+// once. Packs are DEFLATE-compressed: the leveled backend compresses what
+// it stores on every replica, and the node's CPU time, not the network,
+// bounds an import into a small cluster (README: performance).
+//
+// Count reads a counter data type, incremented after each batch by the
+// number of messages written. It is an estimate: a batch cut short before
+// its increment under-counts, and an increment tried again after a lost
+// reply over-counts.
+//
+// # The change feed
+//
+// Changes reads the ledger (changes.go): entries in slot order, each
+// entry's messages in its order. A message whose entry is read before its
+// Put has written it is pending: the cursor keeps it and later calls look
+// again, so a writer between claim and write holds back neither itself
+// nor the batches after it, and a message appears at the follower's next
+// call after its Put returned. A dead writer's pending messages are
+// dropped once their claim expired (read, as every message the feed reads,
+// with a second look at every replica when a pack lacks one). A follower
+// reading from the start reads the ledger and the packs in parallel, a
+// page at a time: 84,096 messages in under 8 s on the test node.
+//
+// # Failures
+//
+// The client spreads requests over Options.Nodes and skips a node that
+// does not answer; a request Riak could not serve (a timeout, an
+// overloaded node, too few replicas up, a consensus group without a
+// leader, a node still starting) is tried again on the next node for
+// Options.RetryFor (60 s, long enough to ride out a node restart); Open
+// gives up after 5 s when no node answers at all. Riak's own answers (not
+// found, a refused create) are final. A cancelled
+// context abandons the wait; the request itself ends at its timeout.
+package riakstore

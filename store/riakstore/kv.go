@@ -1,0 +1,121 @@
+package riakstore
+
+import (
+	"context"
+	"fmt"
+
+	riak "github.com/basho/riak-go-client"
+)
+
+// rAll is the protocol buffers API's symbolic "all" for r and w
+// (UINT32_MAX - 3): every replica, whatever the bucket type's n_val.
+const rAll = 0xffffffff - 3
+
+// fetched is the answer to a fetch: the live values (siblings without
+// tombstones) and the causal context to write back with.
+type fetched struct {
+	values []*riak.Object
+	vclock []byte
+}
+
+func (f fetched) found() bool { return len(f.values) > 0 }
+
+// readMode says how hard a fetch looks for a value.
+type readMode uint8
+
+const (
+	// quick: Riak's defaults (r = quorum, a not-found reply counts): for
+	// keys usually absent, where a miss is cheap.
+	quick readMode = iota
+	// sure: the first replica that has a value answers, and the key is
+	// not found only when every replica says so (r = 1, a not-found reply
+	// does not count): for keys that may have been written a moment ago,
+	// by a write still under way on the other replicas.
+	sure
+	// all: the values of every replica, merged (r = n_val): a second look
+	// when a value found lacks what it should hold (a replica behind).
+	all
+)
+
+// fetch reads bucketType/bucket/key.
+func (s *Store) fetch(ctx context.Context, bucketType, bucket, key string, mode readMode) (fetched, error) {
+	cmd, err := s.do(ctx, func() (riak.Command, error) {
+		b := riak.NewFetchValueCommandBuilder().
+			WithBucketType(bucketType).WithBucket(bucket).WithKey(key).
+			WithTimeout(s.opts.Timeout)
+		switch mode {
+		case sure:
+			b = b.WithR(1).WithNotFoundOk(false)
+		case all:
+			b = b.WithR(rAll)
+		}
+		return b.Build()
+	})
+	if err != nil {
+		return fetched{}, fmt.Errorf("cannot fetch %s/%s/%q: %w", bucketType, bucket, key, err)
+	}
+	r := cmd.(*riak.FetchValueCommand).Response
+	if r == nil || r.IsNotFound {
+		return fetched{}, nil
+	}
+	f := fetched{values: live(r.Values)}
+	if len(r.Values) > 0 {
+		f.vclock = r.Values[0].VClock
+	}
+	return f, nil
+}
+
+// put writes obj under bucketType/bucket/key, with vclock as its causal
+// context (nil for a blind write, which on an allow_mult bucket adds a
+// sibling to whatever is there).
+func (s *Store) put(ctx context.Context, bucketType, bucket, key string, obj *riak.Object, vclock []byte) error {
+	_, err := s.do(ctx, func() (riak.Command, error) {
+		o := *obj
+		o.VClock = vclock
+		return riak.NewStoreValueCommandBuilder().
+			WithBucketType(bucketType).WithBucket(bucket).WithKey(key).
+			WithContent(&o).WithTimeout(s.opts.Timeout).Build()
+	})
+	if err != nil {
+		return fmt.Errorf("cannot store %s/%s/%q: %w", bucketType, bucket, key, err)
+	}
+	return nil
+}
+
+// create writes a new key of the consistent bucket type, or reports false
+// if the key exists. On a consistent bucket a put without a causal
+// context succeeds only if the key is absent; Riak answers "failed"
+// otherwise. A create whose reply was lost and that was tried again also
+// gets "failed": callers read the key back to tell their own value from
+// another writer's.
+func (s *Store) create(ctx context.Context, bucket, key string, value []byte) (bool, error) {
+	_, err := s.do(ctx, func() (riak.Command, error) {
+		return riak.NewStoreValueCommandBuilder().
+			WithBucketType(s.b.types.Claims).WithBucket(bucket).WithKey(key).
+			WithContent(&riak.Object{ContentType: "application/octet-stream", Value: value}).
+			WithTimeout(s.opts.Timeout).Build()
+	})
+	if isFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot create %s/%s/%q: %w", s.b.types.Claims, bucket, key, err)
+	}
+	return true, nil
+}
+
+// fetchClaim reads a key of the consistent bucket type: its value, or nil.
+func (s *Store) fetchClaim(ctx context.Context, bucket, key string) ([]byte, error) {
+	f, err := s.fetch(ctx, s.b.types.Claims, bucket, key, quick)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.values) > 1 {
+		// A consistent bucket never has siblings.
+		return nil, fmt.Errorf("%s/%s/%q has %d siblings: is bucket type %s consistent?", s.b.types.Claims, bucket, key, len(f.values), s.b.types.Claims)
+	}
+	if !f.found() {
+		return nil, nil
+	}
+	return f.values[0].Value, nil
+}

@@ -1,0 +1,444 @@
+package riakstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// The ledger is the archive's log of batches: slots 1, 2, 3, ... of the
+// bucket ARCHIVE.log in the consistent bucket type, each written once,
+// with create-if-absent, by the writer that wins it. A writer only tries
+// slot N after it has read slot N-1, so the slots fill without gaps and a
+// reader stops at the first one not found.
+//
+// A Put appends one entry for its new messages (digest and call number of
+// each) before it writes them: that entry is its claim on them. A writer
+// has read every slot before the one it wins, so of two writers that
+// claim the same digest the one with the lower slot sees no earlier claim
+// and writes its message; the other sees the claim, waits until the
+// message is in the digest index and reports it as a duplicate of that
+// number. The change feed reads the same entries.
+//
+// # Ledger entry, version 1
+//
+//	offset  size     field
+//	0       1        entry format version (1)
+//	1       8        time the writer made the entry: Unix milliseconds of
+//	                 its clock, big-endian
+//	9       8        writer: random, one per Store handle
+//	17      8        nonce: random, one per entry (tells a writer its own
+//	                 entry from another's after a lost reply)
+//	25      uvarint  number of items
+//	        40 each  item: SHA-256 digest (32), call number (8, big-endian)
+
+const entryVersion = 1
+
+type item struct {
+	digest store.Digest
+	number callnumber.Number
+}
+
+type entry struct {
+	time   time.Time
+	writer [8]byte
+	nonce  [8]byte
+	items  []item
+}
+
+func appendEntry(dst []byte, e *entry) []byte {
+	dst = append(dst, entryVersion)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(e.time.UnixMilli()))
+	dst = append(dst, e.writer[:]...)
+	dst = append(dst, e.nonce[:]...)
+	dst = binary.AppendUvarint(dst, uint64(len(e.items)))
+	for _, it := range e.items {
+		dst = append(dst, it.digest[:]...)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(it.number))
+	}
+	return dst
+}
+
+func decodeEntry(b []byte) (*entry, error) {
+	const head = 1 + 8 + 8 + 8
+	if len(b) < head+1 || b[0] != entryVersion {
+		v := -1
+		if len(b) > 0 {
+			v = int(b[0])
+		}
+		return nil, fmt.Errorf("%w: ledger entry of %d bytes, version %d (this program reads version %d)", record.ErrCorrupt, len(b), v, entryVersion)
+	}
+	e := &entry{time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[1:9]))).UTC()}
+	copy(e.writer[:], b[9:17])
+	copy(e.nonce[:], b[17:25])
+	n, k := binary.Uvarint(b[head:])
+	if k <= 0 || n > uint64(len(b)) || uint64(len(b)-head-k) != n*40 {
+		return nil, fmt.Errorf("%w: ledger entry: bad item count", record.ErrCorrupt)
+	}
+	rest := b[head+k:]
+	e.items = make([]item, n)
+	for i := range e.items {
+		copy(e.items[i].digest[:], rest[:32])
+		e.items[i].number = callnumber.Number(binary.BigEndian.Uint64(rest[32:40]))
+		if e.items[i].number >= 1<<callnumber.Bits {
+			return nil, fmt.Errorf("%w: ledger entry: call number out of range", record.ErrCorrupt)
+		}
+		rest = rest[40:]
+	}
+	return e, nil
+}
+
+func slotKey(slot uint64) string { return strconv.FormatUint(slot, 10) }
+
+// entryCache keeps ledger entries read: they never change once written.
+type entryCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[uint64]*entry
+	order []uint64
+}
+
+func (c *entryCache) init(max int) { c.max, c.m = max, make(map[uint64]*entry) }
+
+func (c *entryCache) get(slot uint64) *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[slot]
+}
+
+func (c *entryCache) add(slot uint64, e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[slot]; ok {
+		return
+	}
+	if len(c.order) >= c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[slot] = e
+	c.order = append(c.order, slot)
+}
+
+// entry reads a ledger slot, or nil if it is not written yet.
+func (s *Store) entry(ctx context.Context, slot uint64) (*entry, error) {
+	if e := s.entries.get(slot); e != nil {
+		return e, nil
+	}
+	v, err := s.fetchClaim(ctx, s.b.log, slotKey(slot))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	e, err := decodeEntry(v)
+	if err != nil {
+		return nil, fmt.Errorf("ledger slot %d: %w", slot, err)
+	}
+	s.entries.add(slot, e)
+	return e, nil
+}
+
+// entriesFrom reads the slots from first on, up to max of them, stopping
+// at the first not written, or once the entries read hold items items. It
+// reads ahead in parallel, two slots at first and twice as many each time
+// all were written (up to 64), so that a follower at the end of the
+// ledger asks for one slot or two, and one reading a long ledger of small
+// entries from the start many at once.
+func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) ([]*entry, error) {
+	var out []*entry
+	window, have := 2, 0
+	for len(out) < max && have < items {
+		n := min(window, max-len(out))
+		got := make([]*entry, n)
+		err := parallel(ctx, n, n, func(ctx context.Context, i int) error {
+			e, err := s.entry(ctx, first+uint64(len(out)+i))
+			got[i] = e
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range got {
+			if e == nil {
+				return out, nil
+			}
+			out = append(out, e)
+			have += len(e.items)
+		}
+		window = min(2*window, 64)
+	}
+	return out, nil
+}
+
+// lastSlot finds the highest slot written: an exponential probe, then a
+// binary search (slots fill without gaps, so "written" is monotone).
+func (s *Store) lastSlot(ctx context.Context, from uint64) (uint64, error) {
+	lo, hi := from, from+1 // lo is written (or 0), hi is probed next
+	for {
+		e, err := s.entry(ctx, hi)
+		if err != nil {
+			return 0, err
+		}
+		if e == nil {
+			break
+		}
+		lo, hi = hi, hi*2+1
+	}
+	for hi-lo > 1 { // lo written, hi not
+		mid := lo + (hi-lo)/2
+		e, err := s.entry(ctx, mid)
+		if err != nil {
+			return 0, err
+		}
+		if e != nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// ledger is a writer's view of the recent ledger: every entry from shortly
+// before the handle's first write on, and the claims they make.
+type ledger struct {
+	mu     sync.Mutex
+	ready  bool
+	end    uint64 // highest slot read (all slots up to it are folded)
+	claims map[store.Digest][]claim
+	recent []recentEntry // by slot
+}
+
+type claim struct {
+	slot   uint64
+	number callnumber.Number
+	time   time.Time
+}
+
+type recentEntry struct {
+	slot    uint64
+	time    time.Time
+	digests []store.Digest
+}
+
+// retention is how long a writer keeps the claims it has read: longer
+// than any claim can be valid, by any host's clock.
+func (s *Store) retention() time.Duration {
+	return s.opts.ClaimTimeout*3/2 + 2*s.opts.MaxClockSkew
+}
+
+// expiry is the age at which a claim whose message never appeared may be
+// taken over.
+func (s *Store) expiry() time.Duration { return s.opts.ClaimTimeout + s.opts.MaxClockSkew }
+
+func (lg *ledger) fold(slot uint64, e *entry) {
+	r := recentEntry{slot: slot, time: e.time, digests: make([]store.Digest, len(e.items))}
+	for i, it := range e.items {
+		lg.claims[it.digest] = append(lg.claims[it.digest], claim{slot: slot, number: it.number, time: e.time})
+		r.digests[i] = it.digest
+	}
+	lg.recent = append(lg.recent, r)
+}
+
+// prune forgets entries older than keep.
+func (lg *ledger) prune(now time.Time, keep time.Duration) {
+	cut := 0
+	for cut < len(lg.recent) && now.Sub(lg.recent[cut].time) > keep {
+		r := lg.recent[cut]
+		for _, d := range r.digests {
+			cs := slices.DeleteFunc(lg.claims[d], func(c claim) bool { return c.slot == r.slot })
+			if len(cs) == 0 {
+				delete(lg.claims, d)
+			} else {
+				lg.claims[d] = cs
+			}
+		}
+		cut++
+	}
+	lg.recent = lg.recent[cut:]
+}
+
+// syncLedger brings the writer's view up to the current end of the
+// ledger; on first use it finds the end and reads back the entries within
+// the retention. Called with s.ledger.mu held.
+func (s *Store) syncLedger(ctx context.Context) error {
+	lg := &s.ledger
+	if !lg.ready {
+		end, err := s.lastSlot(ctx, 0)
+		if err != nil {
+			return err
+		}
+		lg.claims = make(map[store.Digest][]claim)
+		// Read back while entries are recent; a few at a time in parallel.
+		now := time.Now()
+		var back []*entry
+		for slot := end; slot > 0; {
+			n := min(uint64(8), slot)
+			got := make([]*entry, n)
+			err := parallel(ctx, int(n), int(n), func(ctx context.Context, i int) error {
+				e, err := s.entry(ctx, slot-uint64(i))
+				if err == nil && e == nil {
+					err = fmt.Errorf("ledger slot %d not found below the end %d", slot-uint64(i), end)
+				}
+				got[i] = e
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			old := false
+			for _, e := range got {
+				if now.Sub(e.time) > s.retention() {
+					old = true
+					break
+				}
+				back = append(back, e)
+			}
+			if old {
+				break
+			}
+			slot -= n
+		}
+		for i := len(back) - 1; i >= 0; i-- {
+			lg.fold(end-uint64(i), back[i])
+		}
+		lg.end, lg.ready = end, true
+	}
+	for {
+		es, err := s.entriesFrom(ctx, lg.end+1, 64, math.MaxInt)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			lg.end++
+			lg.fold(lg.end, e)
+		}
+		if len(es) < 64 {
+			break
+		}
+	}
+	lg.prune(time.Now(), s.retention())
+	return nil
+}
+
+// owner returns the claim that owns digest d for a writer that would
+// store it as number n, judged at time ref: the claim in the lowest slot
+// made for another number that is still valid (younger than the expiry).
+// It returns nil when d is free, or claimed only for n (by this writer's
+// own earlier attempt). Called with s.ledger.mu held.
+func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim {
+	var best *claim
+	for i, c := range s.ledger.claims[d] {
+		if c.number == n || ref.Sub(c.time) > s.expiry() {
+			continue
+		}
+		if best == nil || c.slot < best.slot {
+			best = &s.ledger.claims[d][i]
+		}
+	}
+	return best
+}
+
+// appendClaims appends one entry claiming items, judged at time ref. Items
+// another writer claimed first are returned as contested and left out of
+// the entry; the rest are claimed (slot 0 when there were none left).
+// started is when the winning create was sent, on this process's
+// monotonic clock.
+func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (claimed, contested []item, started time.Time, slot uint64, err error) {
+	lg := &s.ledger
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	claimed = items
+	for {
+		if err := s.syncLedger(ctx); err != nil {
+			return nil, nil, time.Time{}, 0, err
+		}
+		keep := claimed[:0:0]
+		for _, it := range claimed {
+			if s.owner(it.digest, it.number, ref) != nil {
+				contested = append(contested, it)
+			} else {
+				keep = append(keep, it)
+			}
+		}
+		claimed = keep
+		if len(claimed) == 0 {
+			return nil, contested, time.Time{}, 0, nil
+		}
+		e := &entry{time: time.Now(), writer: s.writer, items: claimed}
+		rand.Read(e.nonce[:])
+		slot = lg.end + 1
+		started = time.Now()
+		created, err := s.create(ctx, s.b.log, slotKey(slot), appendEntry(nil, e))
+		if err != nil {
+			return nil, nil, time.Time{}, 0, err
+		}
+		if !created {
+			// Someone else's, or ours with the reply lost and the create
+			// tried again: read it.
+			got, err := s.entry(ctx, slot)
+			if err != nil {
+				return nil, nil, time.Time{}, 0, err
+			}
+			if got == nil {
+				return nil, nil, time.Time{}, 0, fmt.Errorf("ledger slot %d: create refused, yet not found", slot)
+			}
+			if got.nonce != e.nonce {
+				continue // the next round reads it and judges again
+			}
+			e = got
+		} else {
+			e.time = e.time.Truncate(time.Millisecond)
+			s.entries.add(slot, e)
+		}
+		lg.end = slot
+		lg.fold(slot, e)
+		return claimed, contested, started, slot, nil
+	}
+}
+
+// refreshLedger reads what other writers appended, and returns whether
+// digest d still has a valid claim by another number than n at ref.
+func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) ([]bool, error) {
+	lg := &s.ledger
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if err := s.syncLedger(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(its))
+	for i, it := range its {
+		out[i] = s.owner(it.digest, it.number, ref) != nil
+	}
+	return out, nil
+}
+
+// laterClaims returns, for each item, another number claimed for its
+// digest in a slot after slot, if any: a writer that finished late checks
+// whether someone took its messages over meanwhile.
+func (s *Store) laterClaims(ctx context.Context, its []item, slot uint64) ([]callnumber.Number, error) {
+	lg := &s.ledger
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if err := s.syncLedger(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]callnumber.Number, len(its))
+	for i, it := range its {
+		for _, c := range lg.claims[it.digest] {
+			if c.slot > slot && c.number != it.number {
+				out[i] = c.number
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,591 @@
+package riakstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/batch"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// Put implements store.Store; see the package doc for what a batch
+// guarantees on Riak.
+func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	if len(msgs) == 0 {
+		return []store.Result{}, nil
+	}
+	res, err := s.putBatch(ctx, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot put %d messages: %w", len(msgs), err)
+	}
+	return res, nil
+}
+
+// packState is a pack as prefetched, and as this Put has written it since.
+type packState struct {
+	entries map[uint16]packEntry
+	vclock  []byte
+}
+
+// prefetched answers batch.Make from values fetched before it runs.
+type prefetched struct {
+	s       *Store
+	codec   *callnumber.Codec
+	leases  map[uint32]bool
+	packs   map[string]*packState
+	digests map[store.Digest]callnumber.Number // of stored messages
+	// gens are the first generations of digest entries not written, for
+	// digests whose entries name no stored message (absent: 0).
+	gens map[store.Digest]int
+	// ref is when the digests were looked up: claims are judged as of then.
+	ref time.Time
+}
+
+func (p *prefetched) HasLease(_ context.Context, run uint32) (bool, error) {
+	return p.leases[run], nil
+}
+
+func (p *prefetched) Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error) {
+	f, err := p.codec.Decode(n)
+	if err != nil {
+		return nil, false, nil // batch.Make refuses it before asking
+	}
+	ps := p.packs[packKey(f)]
+	if ps == nil {
+		return nil, false, nil
+	}
+	e, ok := ps.entries[f.Sequence]
+	if !ok {
+		return nil, false, nil
+	}
+	if !e.large {
+		return e.rec.Raw, true, nil
+	}
+	rec, ok, err := p.s.largeRecord(ctx, n)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: the pack of %v holds a stub of a large message whose bytes are missing", record.ErrCorrupt, n)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return rec.Raw, true, nil
+}
+
+func (p *prefetched) Digest(_ context.Context, d store.Digest) (callnumber.Number, bool, error) {
+	n, ok := p.digests[d]
+	return n, ok, nil
+}
+
+// prefetch reads, in parallel, what batch.Make asks about: the leases of
+// the batch's runs, the packs of its numbers and its digests.
+func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []store.Message) (*prefetched, error) {
+	pre := &prefetched{
+		s: s, codec: codec,
+		leases:  make(map[uint32]bool),
+		packs:   make(map[string]*packState),
+		digests: make(map[store.Digest]callnumber.Number),
+		gens:    make(map[store.Digest]int),
+	}
+	var runs []uint32
+	var packs []string
+	s.cache.Lock()
+	for _, m := range msgs {
+		f, err := codec.Decode(m.Number)
+		if err != nil {
+			continue // batch.Make refuses it
+		}
+		if s.known[f.Run] {
+			pre.leases[f.Run] = true
+		} else if _, ok := pre.leases[f.Run]; !ok {
+			pre.leases[f.Run] = false
+			runs = append(runs, f.Run)
+		}
+		if k := packKey(f); pre.packs[k] == nil {
+			pre.packs[k] = &packState{}
+			packs = append(packs, k)
+		}
+	}
+	s.cache.Unlock()
+	var digests []store.Digest
+	seen := make(map[store.Digest]bool, len(msgs))
+	for _, m := range msgs {
+		if !seen[m.Digest] {
+			seen[m.Digest] = true
+			digests = append(digests, m.Digest)
+		}
+	}
+	pre.ref = time.Now()
+	var mu sync.Mutex
+	var states []digestState
+	err := parallel(ctx, len(runs)+len(packs)+1, s.opts.Parallel, func(ctx context.Context, j int) error {
+		switch {
+		case j < len(runs):
+			l, err := s.lease(ctx, runs[j])
+			if err != nil || l == nil {
+				return err
+			}
+			mu.Lock()
+			pre.leases[runs[j]] = true
+			mu.Unlock()
+			s.markKnown(runs[j])
+		case j < len(runs)+len(packs):
+			k := packs[j-len(runs)]
+			f, err := s.fetch(ctx, s.b.types.KV, s.b.packs, k, quick)
+			if err != nil {
+				return err
+			}
+			entries, err := mergePack(f.values)
+			if err != nil {
+				return fmt.Errorf("pack %s: %w", k, err)
+			}
+			mu.Lock()
+			*pre.packs[k] = packState{entries: entries, vclock: f.vclock}
+			mu.Unlock()
+		default:
+			var err error
+			states, err = s.lookupDigests(ctx, codec, digests)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range states {
+		if st.stored != 0 {
+			pre.digests[digests[i]] = st.stored
+		} else if st.gen > 0 {
+			pre.gens[digests[i]] = st.gen
+		}
+	}
+	return pre, nil
+}
+
+// putBatch is Put: check the batch whole (batch.Make, on prefetched
+// values), claim its new messages in the ledger, write those claimed, and
+// wait for the ones another writer claimed first.
+func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
+	if err := batch.CheckDigests(msgs); err != nil {
+		return nil, err
+	}
+	bd, err := s.binding(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if bd == nil {
+		return nil, fmt.Errorf("%w: this store has no lease recorded at all (it is not bound to a run authority yet): record the run's lease before putting messages under it", store.ErrUnknownRun)
+	}
+	pre, err := s.prefetch(ctx, bd.codec, msgs)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := batch.Make(ctx, bd.codec, msgs, pre)
+	if err != nil {
+		return nil, err
+	}
+	w := &batchWrite{s: s, msgs: msgs, plan: plan, pre: pre, index: make(map[callnumber.Number]int)}
+	var todo []int
+	for i, a := range plan.Actions {
+		if a == batch.Write {
+			todo = append(todo, i)
+			w.index[msgs[i].Number] = i
+		}
+	}
+	ref := pre.ref
+	for len(todo) > 0 {
+		items := make([]item, len(todo))
+		for j, i := range todo {
+			items[j] = item{digest: msgs[i].Digest, number: msgs[i].Number}
+		}
+		claimed, contested, started, slot, err := s.appendClaims(ctx, items, ref)
+		if err != nil {
+			return nil, err
+		}
+		var again []item
+		if len(claimed) > 0 {
+			if err := s.at("claimed"); err != nil {
+				return nil, err
+			}
+			if again, err = w.write(ctx, claimed, started, slot); err != nil {
+				return nil, err
+			}
+		}
+		if len(contested) > 0 {
+			retake, err := w.await(ctx, contested)
+			if err != nil {
+				return nil, err
+			}
+			again = append(again, retake...)
+		}
+		// What is claimed again is judged on a fresh look at the digest
+		// index: a message stored meanwhile is a duplicate.
+		todo = todo[:0]
+		ref = time.Now()
+		states, err := s.lookupDigests(ctx, bd.codec, digestsOf(again))
+		if err != nil {
+			return nil, err
+		}
+		for j, it := range again {
+			if states[j].stored != 0 {
+				w.duplicate(it.number, states[j].stored)
+			} else {
+				w.entry(it.digest, states[j].gen)
+				todo = append(todo, w.index[it.number])
+			}
+		}
+	}
+	res := w.results()
+	// Messages stored by an earlier try of this batch: make sure their
+	// digest entries, which that try may not have reached, exist.
+	var repair []int
+	for i, a := range plan.Actions {
+		if a == batch.Retried {
+			if _, ok := pre.digests[msgs[i].Digest]; !ok {
+				repair = append(repair, i)
+			}
+		}
+	}
+	err = parallel(ctx, len(repair), s.opts.Parallel, func(ctx context.Context, j int) error {
+		m := &msgs[repair[j]]
+		return s.putDigest(ctx, m.Digest, m.Number, pre.gens[m.Digest])
+	})
+	if err != nil {
+		return nil, err
+	}
+	if w.written > 0 {
+		if err := s.addCount(ctx, w.written); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// batchWrite is one Put under way.
+type batchWrite struct {
+	s     *Store
+	msgs  []store.Message
+	plan  batch.Plan
+	pre   *prefetched
+	index map[callnumber.Number]int // message index of each number to write
+
+	mu      sync.Mutex
+	dups    map[int]callnumber.Number // messages found stored by another writer
+	written int64
+}
+
+// entry notes the generation a digest's new entry goes to.
+func (w *batchWrite) entry(d store.Digest, gen int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pre.gens[d] = gen
+}
+
+func (w *batchWrite) entryOf(d store.Digest) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pre.gens[d]
+}
+
+func digestsOf(its []item) []store.Digest {
+	out := make([]store.Digest, len(its))
+	for i, it := range its {
+		out[i] = it.digest
+	}
+	return out
+}
+
+func (w *batchWrite) duplicate(n, of callnumber.Number) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dups == nil {
+		w.dups = make(map[int]callnumber.Number)
+	}
+	w.dups[w.index[n]] = of
+}
+
+// results are the plan's results with the messages found stored by
+// another writer as duplicates of that writer's number, and so the
+// batch's later copies of them.
+func (w *batchWrite) results() []store.Result {
+	res := append([]store.Result(nil), w.plan.Results...)
+	for i, of := range w.dups {
+		res[i] = store.Result{Number: of, Duplicate: true}
+	}
+	for i, a := range w.plan.Actions {
+		if a != batch.Duplicate {
+			continue
+		}
+		if j, ok := w.index[res[i].Number]; ok {
+			if of, ok := w.dups[j]; ok {
+				res[i].Number = of
+			}
+		}
+	}
+	return res
+}
+
+// write stores claimed messages: for each pack, the digest entries of its
+// new messages and the large ones' own objects, then the pack. If
+// the claim is already half its timeout old, nothing is written and the
+// items are returned to be claimed again: a claim this old may be taken
+// over while the messages are being written.
+func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Time, slot uint64) (again []item, err error) {
+	s := w.s
+	if time.Since(started) > s.opts.ClaimTimeout/2 {
+		s.log.Warn("claim too old to write under: claiming again", "slot", slot, "messages", len(claimed), "age", time.Since(started))
+		return claimed, nil
+	}
+	if err := s.at("writing"); err != nil {
+		return nil, err
+	}
+	type packWrite struct {
+		key   string
+		state *packState
+		msgs  []int
+	}
+	byPack := make(map[string]*packWrite)
+	var order []*packWrite
+	for _, it := range claimed {
+		i := w.index[it.number]
+		k := packKey(w.plan.Fields[i])
+		pw := byPack[k]
+		if pw == nil {
+			pw = &packWrite{key: k, state: w.pre.packs[k]}
+			byPack[k] = pw
+			order = append(order, pw)
+		}
+		pw.msgs = append(pw.msgs, i)
+	}
+	added := time.Now().UTC()
+	p := newPool(ctx, s.opts.Parallel)
+	for _, pw := range order {
+		// A pack is written once the digest entries of its new messages
+		// are: by whichever entry's task finishes last.
+		var left atomic.Int32
+		left.Store(int32(len(pw.msgs)))
+		for _, i := range pw.msgs {
+			p.Go(func(ctx context.Context) error {
+				m := &w.msgs[i]
+				if err := s.putDigest(ctx, m.Digest, m.Number, w.entryOf(m.Digest)); err != nil {
+					return err
+				}
+				if left.Add(-1) == 0 {
+					p.Go(func(ctx context.Context) error { return w.writePack(ctx, pw.key, pw.state, pw.msgs, added) })
+				}
+				return nil
+			})
+		}
+	}
+	if err := p.Wait(); err != nil {
+		return nil, err
+	}
+	if err := s.at("written"); err != nil {
+		return nil, err
+	}
+	if age := time.Since(started); age > s.opts.ClaimTimeout/2 {
+		// Written later than a claim is sure to hold: did anyone take the
+		// messages over meanwhile? Nothing can be undone here (a reader may
+		// have seen the messages already); say so.
+		later, err := s.laterClaims(ctx, claimed, slot)
+		if err != nil {
+			return nil, err
+		}
+		for j, n := range later {
+			if n != 0 {
+				s.log.Error("message stored twice: this writer took longer than the claim timeout to write it, and another writer took it over meanwhile", "callnumber", claimed[j].number.String(), "other", n.String(), "age", age, "claim_timeout", s.opts.ClaimTimeout)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// writePack writes the pack key with the new messages msgs (their large
+// ones first, in objects of their own) added to what it held.
+func (w *batchWrite) writePack(ctx context.Context, key string, state *packState, msgs []int, added time.Time) error {
+	s := w.s
+	if err := s.at("pack"); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	entries := make(map[uint16]packEntry, len(state.entries)+len(msgs))
+	for seq, e := range state.entries {
+		entries[seq] = e
+	}
+	vclock := state.vclock
+	w.mu.Unlock()
+	for _, i := range msgs {
+		m := &w.msgs[i]
+		rec := record.Message{Digest: m.Digest, Added: added, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
+		e := packEntry{seq: w.plan.Fields[i].Sequence, rec: rec}
+		if len(m.Raw) > largeMessage {
+			obj := &riak.Object{ContentType: "application/octet-stream", Value: encodeLarge(rec)}
+			if err := s.put(ctx, s.b.types.KV, s.b.large, m.Number.String(), obj, nil); err != nil {
+				return err
+			}
+			e.large, e.rec.Raw = true, nil
+		}
+		entries[e.seq] = e
+	}
+	vclock, err := s.putPack(ctx, key, entries, vclock)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	state.entries, state.vclock = entries, vclock
+	w.written += int64(len(msgs))
+	w.mu.Unlock()
+	return nil
+}
+
+// await waits for messages another writer claimed first: each becomes a
+// duplicate of that writer's number once the digest index names it and it
+// is stored, or is returned to be claimed again once no valid claim by
+// another writer is left (the claim expired: that writer died or
+// stalled).
+func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item, err error) {
+	s := w.s
+	pause := 20 * time.Millisecond
+	for len(contested) > 0 {
+		ref := time.Now()
+		states, err := s.lookupDigests(ctx, w.pre.codec, digestsOf(contested))
+		if err != nil {
+			return nil, err
+		}
+		var open []item
+		for j, it := range contested {
+			if states[j].stored != 0 {
+				w.duplicate(it.number, states[j].stored)
+			} else {
+				open = append(open, it)
+			}
+		}
+		if len(open) == 0 {
+			break
+		}
+		held, err := s.claimedByOther(ctx, open, ref)
+		if err != nil {
+			return nil, err
+		}
+		contested = contested[:0]
+		for j, it := range open {
+			if held[j] {
+				contested = append(contested, it)
+			} else {
+				s.log.Info("taking over a claim whose message never appeared", "digest", hex.EncodeToString(it.digest[:8]), "callnumber", it.number.String())
+				retake = append(retake, it)
+			}
+		}
+		if len(contested) == 0 {
+			break
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+	return retake, nil
+}
+
+// putPack writes a pack with the causal context of its last read (or
+// write), and returns the new causal context. It waits for every replica
+// (w = all; fallbacks stand in for a node that is down): a secondary
+// index query reads one replica of each partition, so a Message-ID
+// lookup made once Put has returned finds the message.
+func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, vclock []byte) ([]byte, error) {
+	obj := packObject(entries)
+	cmd, err := s.do(ctx, func() (riak.Command, error) {
+		o := *obj
+		o.VClock = vclock
+		return riak.NewStoreValueCommandBuilder().
+			WithBucketType(s.b.types.KV).WithBucket(s.b.packs).WithKey(key).
+			WithContent(&o).WithW(rAll).WithReturnHead(true).WithTimeout(s.opts.Timeout).Build()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot store pack %s/%s/%s: %w", s.b.types.KV, s.b.packs, key, err)
+	}
+	r := cmd.(*riak.StoreValueCommand).Response
+	if r == nil || len(r.Values) > 1 {
+		// Another write of this pack went in beside ours (two batches of
+		// this process sharing it, at once): readers unite the siblings.
+		// Without their entries in hand, a later write must not replace
+		// them: it goes in blind, as one more sibling.
+		return nil, nil
+	}
+	return r.VClock, nil
+}
+
+func (s *Store) addCount(ctx context.Context, n int64) error {
+	_, err := s.do(ctx, func() (riak.Command, error) {
+		return riak.NewUpdateCounterCommandBuilder().
+			WithBucketType(s.b.types.Counters).WithBucket(s.b.counts).WithKey("messages").
+			WithIncrement(n).WithTimeout(s.opts.Timeout).Build()
+	})
+	if err != nil {
+		return fmt.Errorf("cannot add %d to the message count: %w", n, err)
+	}
+	return nil
+}
+
+// pool runs functions with at most limit at once; a function may add
+// more. Wait returns the first error, which cancels the others.
+type pool struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
+}
+
+func newPool(ctx context.Context, limit int) *pool {
+	ctx, cancel := context.WithCancel(ctx)
+	return &pool{ctx: ctx, cancel: cancel, sem: make(chan struct{}, limit)}
+}
+
+// Go runs fn on its own goroutine once a slot is free.
+func (p *pool) Go(fn func(ctx context.Context) error) {
+	p.wg.Go(func() {
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.ctx.Done():
+			p.fail(p.ctx.Err())
+			return
+		}
+		err := fn(p.ctx)
+		<-p.sem
+		if err != nil {
+			p.fail(err)
+		}
+	})
+}
+
+func (p *pool) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil || errors.Is(p.err, context.Canceled) && !errors.Is(err, context.Canceled) {
+		p.err = err
+	}
+	p.cancel()
+}
+
+// Wait waits for every function, and returns the first error.
+func (p *pool) Wait() error {
+	p.wg.Wait()
+	p.cancel()
+	return p.err
+}
