@@ -435,6 +435,7 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 			if err := s.put(ctx, s.b.types.KV, s.b.large, m.Number.String(), obj, nil); err != nil {
 				return err
 			}
+			s.messageBytes.Add(int64(len(obj.Value)))
 			e.large, e.rec.Raw = true, nil
 		}
 		entries[e.seq] = e
@@ -518,6 +519,8 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 	if err != nil {
 		return nil, fmt.Errorf("cannot store pack %s/%s/%s: %w", s.b.types.KV, s.b.packs, key, err)
 	}
+	s.written.Add(int64(len(obj.Value)))
+	s.messageBytes.Add(int64(len(obj.Value)))
 	r := cmd.(*riak.StoreValueCommand).Response
 	if r == nil || len(r.Values) > 1 {
 		// Another write of this pack went in beside ours (two batches of

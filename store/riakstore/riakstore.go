@@ -114,6 +114,10 @@ type Store struct {
 	entries entryCache
 
 	requests atomic.Int64
+	// written adds up the bytes of the values stored (each once, however
+	// many attempts it took), and messageBytes those of packs and large
+	// messages' objects among them: logged at Close, for benchmarks.
+	written, messageBytes atomic.Int64
 	// inflight counts requests the client library is still running,
 	// including those whose caller gave up waiting (its context ended):
 	// the cluster must not be stopped under them, or the library panics
@@ -385,7 +389,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load())
+	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load())
 	s.inflight.Wait()
 	if err := s.cluster.Stop(); err != nil {
 		return fmt.Errorf("cannot stop riak cluster client: %w", err)
