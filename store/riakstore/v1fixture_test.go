@@ -2,10 +2,19 @@ package riakstore
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
 	"time"
 
+	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/record"
+	"github.com/chibrary/chibrary/store/storetest"
 )
 
 // Values of pack format version 1, which archives written before
@@ -57,4 +66,151 @@ func v1Messages() (packed, plain []v1Message) {
 	}
 	plain = []v1Message{{32, "noise@example.org", "", append([]byte("Subject: noise\n\n"), noise...)}}
 	return packed, plain
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestVersion1Values: the frozen version 1 values decode to their
+// messages, field for field.
+func TestVersion1Values(t *testing.T) {
+	packed, plain := v1Messages()
+	for _, tt := range []struct {
+		file string
+		msgs []v1Message
+	}{{"pack-v1.bin", packed}, {"pack-v1-plain.bin", plain}} {
+		t.Run(tt.file, func(t *testing.T) {
+			v := readFixture(t, tt.file)
+			if v[0] != packVersion1 {
+				t.Fatalf("%s: version %d, want 1", tt.file, v[0])
+			}
+			p, err := mergePack([]*riak.Object{obj(v)}, testDecode)
+			if err != nil {
+				t.Fatalf("mergePack(%s) = %v", tt.file, err)
+			}
+			if len(p.entries) != len(tt.msgs) {
+				t.Fatalf("%s: %d entries, want %d", tt.file, len(p.entries), len(tt.msgs))
+			}
+			for _, m := range tt.msgs {
+				e, ok := p.entries[m.seq]
+				if !ok {
+					t.Fatalf("%s: no entry %d", tt.file, m.seq)
+				}
+				want := m.record()
+				rec := e.rec
+				if e.large != (len(m.raw) > largeMessage) {
+					t.Errorf("%s entry %d: large %v, want %v", tt.file, m.seq, e.large, !e.large)
+				}
+				if e.large {
+					stub, err := record.DecodeMessage(rec)
+					if err != nil || stub.Digest != want.Digest || len(stub.Raw) != 0 || !stub.Added.Equal(v1Added) {
+						t.Errorf("%s entry %d: stub %v %d bytes %v, %v", tt.file, m.seq, stub.Digest, len(stub.Raw), stub.Added, err)
+					}
+					if rec, err = decodeLarge(readFixture(t, "large-v1.bin")); err != nil {
+						t.Fatalf("decodeLarge(large-v1.bin) = %v", err)
+					}
+				}
+				got, err := testDecode(rec)
+				if err != nil || !bytes.Equal(got.Raw, want.Raw) || got.Digest != want.Digest || got.MessageID != want.MessageID || got.List != want.List || !got.Added.Equal(v1Added) {
+					t.Errorf("%s entry %d = %q %q %q %v, %v; want %q %q %q %v", tt.file, m.seq, got.Raw, got.MessageID, got.List, got.Added, err, want.Raw, want.MessageID, want.List, v1Added)
+				}
+			}
+		})
+	}
+}
+
+// TestReadsVersion1: an archive whose packs and large message objects are
+// of version 1 reads as it is, through every way of reading; a Put next
+// to them (into the same pack) keeps them readable.
+func TestReadsVersion1(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, testOptions(t))
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	recordLease(t, s, a, 1)
+	packed, plain := v1Messages()
+	fx := append(append([]v1Message(nil), packed...), plain...)
+	var msgs []store.Message
+	for _, m := range fx {
+		msgs = append(msgs, storetest.Message(a.Number(t, 1, int(m.seq)), m.raw, m.messageID, m.list))
+	}
+	if _, err := s.Put(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// Replace what the Put wrote by the frozen version 1 values.
+	plant := func(bucket, key string, v []byte, ids []string) {
+		t.Helper()
+		f, err := s.fetch(ctx, s.b.types.KV, bucket, key, all)
+		if err != nil || !f.found() {
+			t.Fatalf("fetch %s/%s = %v, %v", bucket, key, f.found(), err)
+		}
+		o := &riak.Object{ContentType: "application/octet-stream", Value: v}
+		for _, id := range ids {
+			if id != "" {
+				o.AddToIndex(indexMsgID, msgIDKey(id))
+			}
+		}
+		if err := s.put(ctx, s.b.types.KV, bucket, key, o, f.vclock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idsOf := func(ms []v1Message) (ids []string) {
+		for _, m := range ms {
+			ids = append(ids, m.messageID)
+		}
+		return ids
+	}
+	plant(s.b.packs, packKey(callnumber.Fields{Run: 1, Sequence: 16}), readFixture(t, "pack-v1.bin"), idsOf(packed))
+	plant(s.b.packs, packKey(callnumber.Fields{Run: 1, Sequence: 32}), readFixture(t, "pack-v1-plain.bin"), idsOf(plain))
+	plant(s.b.large, a.Number(t, 1, 19).String(), readFixture(t, "large-v1.bin"), nil)
+
+	check := func(t *testing.T) {
+		for i, m := range msgs {
+			got, err := s.Get(ctx, m.Number)
+			if err != nil || !bytes.Equal(got.Raw, m.Raw) || got.MessageID != m.MessageID || got.List != m.List || fx[i].raw != nil && !got.Added.Equal(v1Added) {
+				t.Errorf("Get(%v, sequence %d) = %d bytes %q %q %v, %v; want %d bytes %q %q %v", m.Number, fx[i].seq, len(got.Raw), got.MessageID, got.List, got.Added, err, len(m.Raw), m.MessageID, m.List, v1Added)
+			}
+			if m.MessageID != "" {
+				if ns, err := s.ByMessageID(ctx, m.MessageID); err != nil || !slices.Contains(ns, m.Number) {
+					t.Errorf("ByMessageID(%q) = %v, %v; want %v", m.MessageID, ns, err, m.Number)
+				}
+			}
+			if n, err := s.ByDigest(ctx, m.Digest); err != nil || n != m.Number {
+				t.Errorf("ByDigest(sequence %d) = %v, %v; want %v", fx[i].seq, n, err, m.Number)
+			}
+		}
+		seen := feedAll(t, s)
+		for _, m := range msgs {
+			if got, ok := seen[m.Number]; !ok || !bytes.Equal(got.Raw, m.Raw) {
+				t.Errorf("Changes: %v %v, %d bytes; want its %d bytes", m.Number, ok, len(got.Raw), len(m.Raw))
+			}
+		}
+		res, err := s.Put(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r != (store.Result{Number: msgs[i].Number, Duplicate: true}) {
+				t.Errorf("Put(sequence %d again) = %v, want a duplicate of itself", fx[i].seq, r)
+			}
+		}
+	}
+	t.Run("as they are", check)
+	// A new message in the version 1 pack: the pack is written anew
+	// (version 2), its old records as they were.
+	extra := storetest.Message(a.Number(t, 1, 21), []byte("From: new@example.org\nSubject: beside the old ones\n\n.\n"), "new@example.org", "")
+	if _, err := s.Put(ctx, []store.Message{extra}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.fetch(ctx, s.b.types.KV, s.b.packs, packKey(callnumber.Fields{Run: 1, Sequence: 16}), all)
+	if err != nil || len(f.values) != 1 || f.values[0].Value[0] != packVersion {
+		t.Fatalf("the pack after a Put: %d values, %v; want one of version %d", len(f.values), err, packVersion)
+	}
+	msgs, fx = append(msgs, extra), append(fx, v1Message{seq: 21})
+	t.Run("beside a new one", check)
 }
