@@ -478,4 +478,3 @@ func TestValidArchive(t *testing.T) {
 		}
 	}
 }
-
