@@ -152,6 +152,11 @@
 // the message is there). Up to Options.Parallel (64) are in flight at
 // once.
 //
+// Count reads a counter data type, incremented after each batch by the
+// number of messages written. It is an estimate: a batch cut short before
+// its increment under-counts, and an increment tried again after a lost
+// reply over-counts.
+//
 // # Compression
 //
 // Every message is compressed on its own, with zstd and a dictionary
@@ -175,7 +180,9 @@
 // old records unchanged.) Riak's cost per byte matters: the leveled
 // backend compresses what it stores, on every replica, and the node's
 // CPU time, not the network, bounds an import into a small cluster
-// (README: performance).
+// (README: performance). On the linux-mips sample the values weigh about
+// what DEFLATE-compressed packs did (0.43 bytes per input byte against
+// 0.42), and reading one message alone takes a twentieth of the CPU.
 //
 // The dictionaries are kept in ARCHIVE.dicts of the kv type (dicts.go):
 // each under its ID, written with if_none_match, never changed; the
@@ -187,11 +194,6 @@
 // type answers from any two replicas; and no more than "one of the
 // dictionaries wins" is needed, since records name the dictionary they
 // use and every dictionary stays.
-//
-// Count reads a counter data type, incremented after each batch by the
-// number of messages written. It is an estimate: a batch cut short before
-// its increment under-counts, and an increment tried again after a lost
-// reply over-counts.
 //
 // # The change feed
 //
