@@ -3,7 +3,7 @@ package riakstore
 import (
 	"bytes"
 	"errors"
-	mathrand "math/rand/v2"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -23,20 +23,43 @@ import (
 
 func obj(v []byte) *riak.Object { return &riak.Object{Value: v} }
 
+// entryOf returns a pack entry of raw, its record uncompressed (a large
+// one's stub without raw).
 func entryOf(seq uint16, raw string, added time.Time, large bool) packEntry {
 	rec := record.Message{Digest: store.DigestOf([]byte(raw)), Added: added, MessageID: "id" + raw, Raw: []byte(raw)}
 	if large {
 		rec.Raw = nil
 	}
-	return packEntry{seq: seq, large: large, rec: rec}
+	return packEntry{seq: seq, large: large, rec: record.AppendMessage(nil, rec)}
+}
+
+// zstdEntryOf returns the entry of raw compressed (without a dictionary).
+func zstdEntryOf(t *testing.T, seq uint16, raw string, added time.Time) packEntry {
+	t.Helper()
+	var c record.Codec
+	rec, err := c.Append(nil, record.Message{Digest: store.DigestOf([]byte(raw)), Added: added, MessageID: "id" + raw, Raw: []byte(raw)}, nil)
+	if err != nil || rec[0] != record.Version2 {
+		t.Fatalf("Append(%.20q) = version %d, %v; want a compressed record", raw, rec[0], err)
+	}
+	return packEntry{seq: seq, rec: rec}
+}
+
+// testDecode decodes records that need no dictionary.
+func testDecode(rec []byte) (record.Message, error) {
+	var c record.Codec
+	return c.Decode(rec, nil)
 }
 
 func packOf(entries ...packEntry) *riak.Object {
 	m := make(map[uint16]packEntry)
+	terms := make(map[string]bool)
 	for _, e := range entries {
 		m[e.seq] = e
+		if r, err := record.DecodeMessage(e.rec); err == nil && r.MessageID != "" {
+			terms[msgIDKey(r.MessageID)] = true
+		}
 	}
-	return packObject(m)
+	return packObject(m, terms)
 }
 
 func TestPackRoundTrip(t *testing.T) {
@@ -45,9 +68,14 @@ func TestPackRoundTrip(t *testing.T) {
 		entryOf(16, "", added, false),
 		entryOf(17, "a\x00\xff\r\n", added, false),
 		entryOf(20, "large one", added, true),
+		zstdEntryOf(t, 21, strings.Repeat("compressed line\n", 100), added),
 		entryOf(31, strings.Repeat("x", 70000), added, false),
 	}
-	got, err := decodePack(encodePack(entries))
+	b := encodePack(entries)
+	if b[0] != packVersion {
+		t.Fatalf("encodePack: version %d, want %d", b[0], packVersion)
+	}
+	got, err := decodePack(b)
 	if err != nil {
 		t.Fatalf("decodePack(encodePack) = %v", err)
 	}
@@ -56,12 +84,11 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	for i, e := range entries {
 		g := got[i]
-		if g.seq != e.seq || g.large != e.large || !bytes.Equal(g.rec.Raw, e.rec.Raw) || g.rec.Digest != e.rec.Digest || !g.rec.Added.Equal(e.rec.Added) || g.rec.MessageID != e.rec.MessageID {
-			t.Errorf("entry %d = %+v, want %+v", i, g, e)
+		if g.seq != e.seq || g.large != e.large || !bytes.Equal(g.rec, e.rec) {
+			t.Errorf("entry %d = %d %v %d bytes, want %d %v %d bytes", i, g.seq, g.large, len(g.rec), e.seq, e.large, len(e.rec))
 		}
 	}
 	// Every cut-short value is refused, never read as fewer entries.
-	b := encodePack(entries)
 	for n := range len(b) {
 		if n > 200 && n < len(b)-200 && n%97 != 0 {
 			continue
@@ -70,38 +97,53 @@ func TestPackRoundTrip(t *testing.T) {
 			t.Fatalf("decodePack(first %d of %d bytes) = %v, want %v", n, len(b), err, record.ErrCorrupt)
 		}
 	}
-	if _, err := decodePack(append(bytes.Clone(b), 0)); !errors.Is(err, record.ErrCorrupt) {
-		t.Errorf("decodePack(trailing byte) = %v, want %v", err, record.ErrCorrupt)
+	for _, tt := range []struct {
+		name string
+		v    []byte
+	}{
+		{"trailing byte", append(bytes.Clone(b), 0)},
+		{"version 3", append([]byte{3}, b[1:]...)},
+		{"version 0", append([]byte{0}, b[1:]...)},
+		{"version 1 without its compression byte", []byte{packVersion1}},
+		{"version 1, compression 7", []byte{packVersion1, 7, 0}},
+		{"entry kind 2", []byte{packVersion, 1, 0, 1, 2, 1, 0}},
+	} {
+		if _, err := decodePack(tt.v); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodePack(%s) = %v, want %v", tt.name, err, record.ErrCorrupt)
+		}
 	}
-	if _, err := decodePack(append([]byte{2}, b[1:]...)); !errors.Is(err, record.ErrCorrupt) {
-		t.Errorf("decodePack(version 2) = %v, want %v", err, record.ErrCorrupt)
+	// A large message's object: the version, then its record.
+	rec := entries[3].rec
+	v := encodeLarge(rec)
+	if back, err := decodeLarge(v); err != nil || !bytes.Equal(back, rec) || v[0] != packVersion {
+		t.Errorf("decodeLarge(encodeLarge) = %d bytes, %v; want the record back", len(back), err)
+	}
+	if _, err := decodeLarge([]byte{9, 1}); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("decodeLarge(version 9) = %v, want %v", err, record.ErrCorrupt)
 	}
 }
 
 func TestPackIndex(t *testing.T) {
 	added := time.Now()
 	a, b := entryOf(0, "a", added, false), entryOf(1, "b", added, false)
-	b.rec.MessageID = a.rec.MessageID
 	c := entryOf(2, "c", added, true)
-	c.rec.MessageID = strings.Repeat("m", 600)
-	none := entryOf(3, "none", added, false)
-	none.rec.MessageID = ""
-	o := packOf(a, b, c, none)
-	var terms []string
-	for _, ix := range o.Indexes[indexMsgID] {
-		terms = append(terms, ix)
+	terms := map[string]bool{"ida": true, msgIDKey(strings.Repeat("m", 600)): true}
+	o := packObject(map[uint16]packEntry{0: a, 1: b, 2: c}, terms)
+	got := slices.Sorted(slices.Values(o.Indexes[indexMsgID]))
+	want := slices.Sorted(maps.Keys(terms))
+	if !slices.Equal(got, want) {
+		t.Errorf("pack index %q = %q, want %q", indexMsgID, got, want)
 	}
-	slices.Sort(terms)
-	want := []string{a.rec.MessageID, msgIDKey(c.rec.MessageID)}
-	slices.Sort(want)
-	if !slices.Equal(terms, want) {
-		t.Errorf("pack index %q = %q, want each Message-ID once, long ones hashed: %q", indexMsgID, terms, want)
+	p, err := mergePack([]*riak.Object{o}, testDecode)
+	if err != nil || !maps.Equal(p.terms, terms) || len(p.entries) != 3 {
+		t.Errorf("mergePack(packObject) = %d entries, terms %v, %v; want 3 and %v", len(p.entries), p.terms, err, terms)
 	}
 }
 
 func TestMergePack(t *testing.T) {
 	t1 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	t2 := t1.Add(time.Hour)
+	text := strings.Repeat("a line of the message, the same every time\n", 20)
 	tests := []struct {
 		name    string
 		values  []*riak.Object
@@ -113,13 +155,16 @@ func TestMergePack(t *testing.T) {
 		{"one", []*riak.Object{packOf(entryOf(1, "a", t1, false))}, map[uint16]string{1: "a"}, t1, nil},
 		{"siblings of two batches unite", []*riak.Object{packOf(entryOf(1, "a", t1, false)), packOf(entryOf(2, "b", t1, false))}, map[uint16]string{1: "a", 2: "b"}, t1, nil},
 		{"same message twice, earliest time kept", []*riak.Object{packOf(entryOf(1, "a", t2, false)), packOf(entryOf(1, "a", t1, false), entryOf(3, "c", t1, false))}, map[uint16]string{1: "a", 3: "c"}, t1, nil},
+		{"same message compressed and not", []*riak.Object{packOf(entryOf(1, text, t2, false)), packOf(zstdEntryOf(t, 1, text, t1))}, map[uint16]string{1: text}, t1, nil},
+		{"same message compressed, then not", []*riak.Object{packOf(zstdEntryOf(t, 1, text, t1)), packOf(entryOf(1, text, t2, false))}, map[uint16]string{1: text}, t1, nil},
 		{"two messages under one number", []*riak.Object{packOf(entryOf(1, "a", t1, false)), packOf(entryOf(1, "b", t1, false))}, nil, time.Time{}, errConflict},
+		{"one digest, other bytes (CRLF)", []*riak.Object{packOf(entryOf(1, "a\n", t1, false)), packOf(entryOf(1, "a\r\n", t1, false))}, nil, time.Time{}, errConflict},
 		{"two large messages under one number", []*riak.Object{packOf(entryOf(1, "a", t1, true)), packOf(entryOf(1, "b", t1, true))}, nil, time.Time{}, errConflict},
 		{"corrupt", []*riak.Object{obj([]byte{1, 9})}, nil, time.Time{}, record.ErrCorrupt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := mergePack(tt.values)
+			got, err := mergePack(tt.values, testDecode)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("mergePack = %v, want %v", err, tt.wantErr)
@@ -130,19 +175,20 @@ func TestMergePack(t *testing.T) {
 				t.Fatalf("mergePack = %v", err)
 			}
 			raws := make(map[uint16]string)
-			for seq, e := range got {
-				raws[seq] = string(e.rec.Raw)
+			for seq, e := range got.entries {
+				m, err := testDecode(e.rec)
+				if err != nil {
+					t.Fatalf("entry %d: %v", seq, err)
+				}
+				raws[seq] = string(m.Raw)
 			}
-			if len(raws) != len(tt.want) {
+			if !maps.Equal(raws, tt.want) {
 				t.Fatalf("mergePack = %v, want %v", raws, tt.want)
 			}
-			for seq, raw := range tt.want {
-				if raws[seq] != raw {
-					t.Errorf("mergePack seq %d = %q, want %q", seq, raws[seq], raw)
+			if e, ok := got.entries[1]; ok {
+				if h, _, err := record.ParseHeader(e.rec); err != nil || !h.Added.Equal(tt.added) {
+					t.Errorf("mergePack seq 1 added %v, %v; want %v", h.Added, err, tt.added)
 				}
-			}
-			if e, ok := got[1]; ok && !e.rec.Added.Equal(tt.added) {
-				t.Errorf("mergePack seq 1 added %v, want %v", e.rec.Added, tt.added)
 			}
 		})
 	}
@@ -430,39 +476,5 @@ func TestValidArchive(t *testing.T) {
 		if err := ValidArchive(bad); !errors.Is(err, ErrArchiveName) {
 			t.Errorf("ValidArchive(%q) = %v, want %v", bad, err, ErrArchiveName)
 		}
-	}
-}
-
-func TestCompression(t *testing.T) {
-	added := time.Now()
-	text := packEntry{seq: 1, rec: record.Message{Added: added, Raw: bytes.Repeat([]byte("Subject: the same line again\n"), 500)}}
-	noise := make([]byte, 4000)
-	rng := mathrand.NewChaCha8([32]byte{1})
-	rng.Read(noise)
-	random := packEntry{seq: 2, rec: record.Message{Added: added, Raw: noise}}
-	for _, tt := range []struct {
-		name string
-		e    packEntry
-		want byte
-	}{{"text is deflated", text, compressDeflate}, {"noise is kept as is", random, compressNone}} {
-		v := encodePack([]packEntry{tt.e})
-		if v[0] != packVersion || v[1] != tt.want {
-			t.Errorf("%s: header %d %d, want %d %d", tt.name, v[0], v[1], packVersion, tt.want)
-		}
-		got, err := decodePack(v)
-		if err != nil || len(got) != 1 || !bytes.Equal(got[0].rec.Raw, tt.e.rec.Raw) {
-			t.Errorf("%s: decodePack = %d entries, %v; want the entry back", tt.name, len(got), err)
-		}
-	}
-	v := encodePack([]packEntry{text})
-	for _, bad := range [][]byte{{packVersion}, {packVersion, 7, 0}, append(bytes.Clone(v), 0), v[:len(v)-1]} {
-		if _, err := decodePack(bad); !errors.Is(err, record.ErrCorrupt) {
-			t.Errorf("decodePack(% x…) = %v, want %v", bad[:min(len(bad), 4)], err, record.ErrCorrupt)
-		}
-	}
-	big := record.Message{Added: added, MessageID: "big", Raw: bytes.Repeat([]byte("attachment line\r\n"), 10000)}
-	got, err := decodeLarge(encodeLarge(big))
-	if err != nil || !bytes.Equal(got.Raw, big.Raw) || got.MessageID != "big" {
-		t.Errorf("decodeLarge(encodeLarge) = %d bytes %q, %v; want the record back", len(got.Raw), got.MessageID, err)
 	}
 }

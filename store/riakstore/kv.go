@@ -79,6 +79,7 @@ func (s *Store) put(ctx context.Context, bucketType, bucket, key string, obj *ri
 	if err != nil {
 		return fmt.Errorf("cannot store %s/%s/%q: %w", bucketType, bucket, key, err)
 	}
+	s.written.Add(int64(len(obj.Value)))
 	return nil
 }
 
@@ -101,6 +102,7 @@ func (s *Store) create(ctx context.Context, bucket, key string, value []byte) (b
 	if err != nil {
 		return false, fmt.Errorf("cannot create %s/%s/%q: %w", s.b.types.Claims, bucket, key, err)
 	}
+	s.written.Add(int64(len(value)))
 	return true, nil
 }
 

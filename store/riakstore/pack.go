@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	riak "github.com/basho/riak-go-client"
 
@@ -24,24 +23,38 @@ import (
 // larger than largeMessage is kept in its own object, and its pack holds
 // a stub (its record without the raw bytes).
 //
-// # Pack value, version 1
+// # Pack value, version 2
 //
 //	offset  size     field
-//	0       1        pack format version (1)
-//	1       1        compression of the rest: 0 none, 1 DEFLATE (RFC 1951)
-//	2       uvarint  number of entries
+//	0       1        pack format version (2)
+//	1       uvarint  number of entries
 //	        then per entry, in sequence order:
 //	        2        sequence number, big-endian
 //	        1        kind: 0 the raw bytes are in the record, 1 they are in
 //	                 the large bucket under the call number
 //	        uvarint  length of the record
-//	        n        message record (store/internal/record)
+//	        n        message record (store/internal/record), as the
+//	                 store's Compressor made it: compressed on its own,
+//	                 usually with the archive's dictionary; a large
+//	                 message's stub is an uncompressed record without
+//	                 raw bytes
 //
-// Packs are compressed because Riak's cost per byte is high (the leveled
-// backend compresses what it stores, on every replica): DEFLATE at its
-// fastest level keeps 41% of the sample's bytes and halves the node's CPU
-// time per pack written. A large message's object is the same two-byte
-// header (version 1, compression) followed by its record.
+// The pack itself is not compressed: each message is, so that one message
+// is read and decompressed on its own. A large message's object is one
+// byte, version 2, followed by its record.
+//
+// # Pack value, version 1
+//
+// Written before records were compressed, and read as it is:
+//
+//	offset  size     field
+//	0       1        pack format version (1)
+//	1       1        compression of the rest: 0 none, 1 DEFLATE (RFC 1951)
+//	2                the entries, as in version 2 (every record
+//	                 uncompressed, version 1), DEFLATE-compressed whole
+//
+// A large message's object of version 1 is the same two-byte header
+// followed by its record (DEFLATE-compressed when the header says so).
 //
 // The key of a pack is "VERSION.RUN.PACK" in decimal, PACK being the
 // sequence number divided by 16: the pack of a call number follows from the
@@ -50,7 +63,8 @@ import (
 
 const (
 	packShift    = 4
-	packVersion  = 1
+	packVersion1 = 1
+	packVersion  = 2
 	largeMessage = 64 << 10
 	indexMsgID   = "msgid_bin"
 )
@@ -60,6 +74,7 @@ const (
 	kindLarge  = 1
 )
 
+// Compression of a version 1 value.
 const (
 	compressNone    = 0
 	compressDeflate = 1
@@ -69,77 +84,63 @@ const (
 	maxInflated = 256 << 20
 )
 
-var deflaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed)
-	return w
-}}
-
-// compress returns a value of the two-byte header and body, deflated
-// when that saves at least a tenth.
-func compress(body []byte) []byte {
-	var out bytes.Buffer
-	out.Grow(2 + len(body)/2)
-	out.Write([]byte{packVersion, compressDeflate})
-	w := deflaters.Get().(*flate.Writer)
-	w.Reset(&out)
-	w.Write(body)
-	w.Close()
-	deflaters.Put(w)
-	if out.Len()-2 < len(body)-len(body)/10 {
-		return out.Bytes()
-	}
-	return append([]byte{packVersion, compressNone}, body...)
-}
-
-// decompress reads the two-byte header of a value and returns its body.
-func decompress(v []byte, what string) ([]byte, error) {
-	if len(v) < 2 || v[0] != packVersion {
+// body checks the header of a pack or large message value and returns
+// what follows it, inflated if it is a deflated version 1 value.
+func body(v []byte, what string) (version byte, b []byte, err error) {
+	if len(v) == 0 || v[0] != packVersion && v[0] != packVersion1 {
 		ver := -1
 		if len(v) > 0 {
 			ver = int(v[0])
 		}
-		return nil, fmt.Errorf("%w: %s format version %d, this program reads version %d (was the archive written by a newer chibrary?)", record.ErrCorrupt, what, ver, packVersion)
+		return 0, nil, fmt.Errorf("%w: %s format version %d, this program reads versions %d and %d (was the archive written by a newer chibrary?)", record.ErrCorrupt, what, ver, packVersion1, packVersion)
+	}
+	if v[0] == packVersion {
+		return packVersion, v[1:], nil
+	}
+	if len(v) < 2 {
+		return 0, nil, fmt.Errorf("%w: %s of version 1 without its compression byte", record.ErrCorrupt, what)
 	}
 	switch v[1] {
 	case compressNone:
-		return v[2:], nil
+		return packVersion1, v[2:], nil
 	case compressDeflate:
 		br := bytes.NewReader(v[2:]) // an io.ByteReader: flate reads no further than its end
 		r := flate.NewReader(br)
 		defer r.Close()
-		body, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
+		b, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", record.ErrCorrupt, what, err)
+			return 0, nil, fmt.Errorf("%w: %s: %w", record.ErrCorrupt, what, err)
 		}
 		if br.Len() != 0 {
-			return nil, fmt.Errorf("%w: %s: %d bytes after the compressed data", record.ErrCorrupt, what, br.Len())
+			return 0, nil, fmt.Errorf("%w: %s: %d bytes after the compressed data", record.ErrCorrupt, what, br.Len())
 		}
-		if len(body) > maxInflated {
-			return nil, fmt.Errorf("%w: %s inflates to more than %d bytes", record.ErrCorrupt, what, maxInflated)
+		if len(b) > maxInflated {
+			return 0, nil, fmt.Errorf("%w: %s inflates to more than %d bytes", record.ErrCorrupt, what, maxInflated)
 		}
-		return body, nil
+		return packVersion1, b, nil
 	}
-	return nil, fmt.Errorf("%w: %s: compression %d", record.ErrCorrupt, what, v[1])
+	return 0, nil, fmt.Errorf("%w: %s: compression %d", record.ErrCorrupt, what, v[1])
 }
 
-// encodeLarge returns the value of a large message's object.
-func encodeLarge(rec record.Message) []byte {
-	return compress(record.AppendMessage(make([]byte, 0, record.Size(rec)), rec))
+// encodeLarge returns the value of a large message's object, given its
+// record.
+func encodeLarge(rec []byte) []byte {
+	return append(append(make([]byte, 0, 1+len(rec)), packVersion), rec...)
 }
 
-// decodeLarge reads a large message's object.
-func decodeLarge(v []byte) (record.Message, error) {
-	b, err := decompress(v, "large message")
-	if err != nil {
-		return record.Message{}, err
-	}
-	return record.DecodeMessage(b)
+// largeRecord returns the record of a large message's object.
+func decodeLarge(v []byte) ([]byte, error) {
+	_, b, err := body(v, "large message")
+	return b, err
 }
 
+// packEntry is an entry of a pack: a message's record, still encoded.
 type packEntry struct {
 	seq   uint16
 	large bool
-	rec   record.Message // Raw is empty when large
+	// rec is the message record; a large message's stub holds no raw
+	// bytes. It may alias the value it was read from.
+	rec []byte
 }
 
 // packKey names the pack holding f.
@@ -165,11 +166,12 @@ func parsePackKey(k string) (version uint8, run uint32, pack uint16, err error) 
 // encodePack returns the value of a pack holding entries (sorted by
 // sequence number).
 func encodePack(entries []packEntry) []byte {
-	size := binary.MaxVarintLen64
+	size := 1 + binary.MaxVarintLen64
 	for _, e := range entries {
-		size += 3 + binary.MaxVarintLen64 + record.Size(e.rec)
+		size += 3 + binary.MaxVarintLen64 + len(e.rec)
 	}
 	b := make([]byte, 0, size)
+	b = append(b, packVersion)
 	b = binary.AppendUvarint(b, uint64(len(entries)))
 	for _, e := range entries {
 		b = binary.BigEndian.AppendUint16(b, e.seq)
@@ -178,16 +180,17 @@ func encodePack(entries []packEntry) []byte {
 			kind = kindLarge
 		}
 		b = append(b, kind)
-		b = binary.AppendUvarint(b, uint64(record.Size(e.rec)))
-		b = record.AppendMessage(b, e.rec)
+		b = binary.AppendUvarint(b, uint64(len(e.rec)))
+		b = append(b, e.rec...)
 	}
-	return compress(b)
+	return b
 }
 
-// decodePack reads a pack value. Records alias the value, or its
-// decompressed copy.
+// decodePack reads a pack value of either version into its entries,
+// whose records alias the value (or its inflated copy). Records are
+// decoded, and checked, only when read.
 func decodePack(v []byte) ([]packEntry, error) {
-	b, err := decompress(v, "pack")
+	_, b, err := body(v, "pack")
 	if err != nil {
 		return nil, err
 	}
@@ -209,11 +212,7 @@ func decodePack(v []byte) ([]packEntry, error) {
 		if k <= 0 || size > uint64(len(rest)-3-k) {
 			return nil, fmt.Errorf("%w: pack: bad record length", record.ErrCorrupt)
 		}
-		rec, err := record.DecodeMessage(rest[3+k : 3+k+int(size)])
-		if err != nil {
-			return nil, fmt.Errorf("pack entry of sequence %d: %w", e.seq, err)
-		}
-		e.rec = rec
+		e.rec = rest[3+k : 3+k+int(size) : 3+k+int(size)]
 		entries = append(entries, e)
 		rest = rest[3+k+int(size):]
 	}
@@ -223,56 +222,98 @@ func decodePack(v []byte) ([]packEntry, error) {
 	return entries, nil
 }
 
-// mergePack reads the siblings of a pack into one map by sequence number.
-// Siblings come from writes that did not see each other (two batches of
-// one process sharing a pack, written at once; a replica that was behind);
-// their entries are united. Two entries for one sequence number must be
-// one message: different ones are a conflict (errConflict) that no reader
-// resolves by choosing.
-func mergePack(values []*riak.Object) (map[uint16]packEntry, error) {
-	out := make(map[uint16]packEntry)
+// decodeFunc decodes a message record and checks its digest (the
+// store's Compressor, reading dictionaries from the archive).
+type decodeFunc func(rec []byte) (record.Message, error)
+
+// pack is a pack as read: its entries by sequence number, and the
+// Message-ID index terms of its siblings.
+type pack struct {
+	entries map[uint16]packEntry
+	terms   map[string]bool
+}
+
+// mergePack reads the siblings of a pack into one. Siblings come from
+// writes that did not see each other (two batches of one process sharing
+// a pack, written at once; a replica that was behind); their entries are
+// united, and so are their index terms. Two entries for one sequence
+// number must be one message: two writers may have compressed it
+// differently (another dictionary), so records that differ are decoded
+// and their messages compared; different messages are a conflict
+// (errConflict) that no reader resolves by choosing. Of two records of
+// one message, the one that says it was added first is kept.
+func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
+	out := pack{entries: make(map[uint16]packEntry), terms: make(map[string]bool)}
 	for _, v := range values {
 		entries, err := decodePack(v.Value)
 		if err != nil {
-			return nil, err
+			return pack{}, err
+		}
+		for _, t := range v.Indexes[indexMsgID] {
+			out.terms[t] = true
 		}
 		for _, e := range entries {
-			old, ok := out[e.seq]
+			old, ok := out.entries[e.seq]
 			if !ok {
-				out[e.seq] = e
+				out.entries[e.seq] = e
 				continue
 			}
-			if old.rec.Digest != e.rec.Digest || old.large != e.large || !bytes.Equal(old.rec.Raw, e.rec.Raw) {
-				return nil, fmt.Errorf("%w: sequence %d holds two messages (%d and %d bytes, digests %.16s… and %.16s…)", errConflict, e.seq, len(old.rec.Raw), len(e.rec.Raw), old.rec.Digest, e.rec.Digest)
+			if bytes.Equal(old.rec, e.rec) && old.large == e.large {
+				continue
 			}
-			if e.rec.Added.Before(old.rec.Added) {
-				old.rec.Added = e.rec.Added // when it was first stored
-				out[e.seq] = old
+			earlier, err := sameMessage(e.seq, old, e, decode)
+			if err != nil {
+				return pack{}, err
+			}
+			if earlier {
+				out.entries[e.seq] = e
 			}
 		}
 	}
 	return out, nil
 }
 
-// packObject returns the Riak object of a pack holding entries, with the
-// Message-ID index.
-func packObject(entries map[uint16]packEntry) *riak.Object {
+// sameMessage checks that two records of one sequence number hold one
+// message, and reports whether b says it was added before a.
+func sameMessage(seq uint16, a, b packEntry, decode decodeFunc) (bool, error) {
+	ha, _, err := record.ParseHeader(a.rec)
+	if err != nil {
+		return false, fmt.Errorf("sequence %d: %w", seq, err)
+	}
+	hb, _, err := record.ParseHeader(b.rec)
+	if err != nil {
+		return false, fmt.Errorf("sequence %d: %w", seq, err)
+	}
+	same := ha.Digest == hb.Digest && a.large == b.large
+	if same && !a.large {
+		// One digest, and yet perhaps other bytes (CRLF for LF): compare.
+		ma, err := decode(a.rec)
+		if err != nil {
+			return false, fmt.Errorf("sequence %d: %w", seq, err)
+		}
+		mb, err := decode(b.rec)
+		if err != nil {
+			return false, fmt.Errorf("sequence %d: %w", seq, err)
+		}
+		same = bytes.Equal(ma.Raw, mb.Raw)
+	}
+	if !same {
+		return false, fmt.Errorf("%w: sequence %d holds two messages (digests %.16s… and %.16s…)", errConflict, seq, ha.Digest, hb.Digest)
+	}
+	return hb.Added.Before(ha.Added), nil
+}
+
+// packObject returns the Riak object of a pack holding entries, with
+// the Message-ID index terms (see msgIDKey) of its entries.
+func packObject(entries map[uint16]packEntry, terms map[string]bool) *riak.Object {
 	sorted := make([]packEntry, 0, len(entries))
 	for _, e := range entries {
 		sorted = append(sorted, e)
 	}
 	slices.SortFunc(sorted, func(a, b packEntry) int { return int(a.seq) - int(b.seq) })
 	obj := &riak.Object{ContentType: "application/octet-stream", Value: encodePack(sorted)}
-	seen := make(map[string]bool)
-	for _, e := range sorted {
-		if e.rec.MessageID == "" {
-			continue
-		}
-		k := msgIDKey(e.rec.MessageID)
-		if !seen[k] {
-			seen[k] = true
-			obj.AddToIndex(indexMsgID, k)
-		}
+	for k := range terms {
+		obj.AddToIndex(indexMsgID, k)
 	}
 	return obj
 }

@@ -37,6 +37,7 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 // packState is a pack as prefetched, and as this Put has written it since.
 type packState struct {
 	entries map[uint16]packEntry
+	terms   map[string]bool // Message-ID index terms
 	vclock  []byte
 }
 
@@ -71,17 +72,11 @@ func (p *prefetched) Raw(ctx context.Context, n callnumber.Number) ([]byte, bool
 	if !ok {
 		return nil, false, nil
 	}
-	if !e.large {
-		return e.rec.Raw, true, nil
-	}
-	rec, ok, err := p.s.largeRecord(ctx, n)
-	if err == nil && !ok {
-		err = fmt.Errorf("%w: the pack of %v holds a stub of a large message whose bytes are missing", record.ErrCorrupt, n)
-	}
+	m, err := p.s.entryMessage(ctx, n, e, p.s.decoder(ctx))
 	if err != nil {
 		return nil, false, err
 	}
-	return rec.Raw, true, nil
+	return m.Raw, true, nil
 }
 
 func (p *prefetched) Digest(_ context.Context, d store.Digest) (callnumber.Number, bool, error) {
@@ -147,12 +142,12 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			if err != nil {
 				return err
 			}
-			entries, err := mergePack(f.values)
+			p, err := mergePack(f.values, s.decoder(ctx))
 			if err != nil {
 				return fmt.Errorf("pack %s: %w", k, err)
 			}
 			mu.Lock()
-			*pre.packs[k] = packState{entries: entries, vclock: f.vclock}
+			*pre.packs[k] = packState{entries: p.entries, terms: p.terms, vclock: f.vclock}
 			mu.Unlock()
 		default:
 			var err error
@@ -198,10 +193,21 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 	}
 	w := &batchWrite{s: s, msgs: msgs, plan: plan, pre: pre, index: make(map[callnumber.Number]int)}
 	var todo []int
+	skip := make([]bool, len(msgs))
 	for i, a := range plan.Actions {
 		if a == batch.Write {
 			todo = append(todo, i)
 			w.index[msgs[i].Number] = i
+		} else {
+			skip[i] = true
+		}
+	}
+	if len(todo) > 0 {
+		// Compressed before anything is written (the ledger's claim
+		// included), on every CPU.
+		w.added = time.Now().UTC()
+		if w.recs, err = s.comp.Encode(ctx, msgs, skip, w.added); err != nil {
+			return nil, err
 		}
 	}
 	ref := pre.ref
@@ -266,9 +272,12 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		return nil, err
 	}
 	if w.written > 0 {
-		if err := s.addCount(ctx, w.written); err != nil {
+		count, err := s.addCount(ctx, w.written)
+		if err != nil {
 			return nil, err
 		}
+		// Durable: the store may train a dictionary now.
+		s.comp.Stored(ctx, count)
 	}
 	return res, nil
 }
@@ -280,6 +289,8 @@ type batchWrite struct {
 	plan  batch.Plan
 	pre   *prefetched
 	index map[callnumber.Number]int // message index of each number to write
+	recs  [][]byte                  // the record of each message to write
+	added time.Time                 // when the records say it was added
 
 	mu      sync.Mutex
 	dups    map[int]callnumber.Number // messages found stored by another writer
@@ -369,7 +380,6 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 		}
 		pw.msgs = append(pw.msgs, i)
 	}
-	added := time.Now().UTC()
 	p := newPool(ctx, s.opts.Parallel)
 	for _, pw := range order {
 		// A pack is written once the digest entries of its new messages
@@ -383,7 +393,7 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 					return err
 				}
 				if left.Add(-1) == 0 {
-					p.Go(func(ctx context.Context) error { return w.writePack(ctx, pw.key, pw.state, pw.msgs, added) })
+					p.Go(func(ctx context.Context) error { return w.writePack(ctx, pw.key, pw.state, pw.msgs) })
 				}
 				return nil
 			})
@@ -414,7 +424,7 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 
 // writePack writes the pack key with the new messages msgs (their large
 // ones first, in objects of their own) added to what it held.
-func (w *batchWrite) writePack(ctx context.Context, key string, state *packState, msgs []int, added time.Time) error {
+func (w *batchWrite) writePack(ctx context.Context, key string, state *packState, msgs []int) error {
 	s := w.s
 	if err := s.at("pack"); err != nil {
 		return err
@@ -424,27 +434,36 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 	for seq, e := range state.entries {
 		entries[seq] = e
 	}
+	terms := make(map[string]bool, len(state.terms)+len(msgs))
+	for t := range state.terms {
+		terms[t] = true
+	}
 	vclock := state.vclock
 	w.mu.Unlock()
 	for _, i := range msgs {
 		m := &w.msgs[i]
-		rec := record.Message{Digest: m.Digest, Added: added, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
-		e := packEntry{seq: w.plan.Fields[i].Sequence, rec: rec}
+		e := packEntry{seq: w.plan.Fields[i].Sequence, rec: w.recs[i]}
 		if len(m.Raw) > largeMessage {
-			obj := &riak.Object{ContentType: "application/octet-stream", Value: encodeLarge(rec)}
+			obj := &riak.Object{ContentType: "application/octet-stream", Value: encodeLarge(w.recs[i])}
 			if err := s.put(ctx, s.b.types.KV, s.b.large, m.Number.String(), obj, nil); err != nil {
 				return err
 			}
-			e.large, e.rec.Raw = true, nil
+			s.messageBytes.Add(int64(len(obj.Value)))
+			// The pack keeps a stub: the record without the raw bytes.
+			stub := record.Message{Digest: m.Digest, Added: w.added, MessageID: m.MessageID, List: m.List}
+			e.large, e.rec = true, record.AppendMessage(make([]byte, 0, record.Size(stub)), stub)
 		}
 		entries[e.seq] = e
+		if m.MessageID != "" {
+			terms[msgIDKey(m.MessageID)] = true
+		}
 	}
-	vclock, err := s.putPack(ctx, key, entries, vclock)
+	vclock, err := s.putPack(ctx, key, entries, terms, vclock)
 	if err != nil {
 		return err
 	}
 	w.mu.Lock()
-	state.entries, state.vclock = entries, vclock
+	state.entries, state.terms, state.vclock = entries, terms, vclock
 	w.written += int64(len(msgs))
 	w.mu.Unlock()
 	return nil
@@ -506,8 +525,8 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 // (w = all; fallbacks stand in for a node that is down): a secondary
 // index query reads one replica of each partition, so a Message-ID
 // lookup made once Put has returned finds the message.
-func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, vclock []byte) ([]byte, error) {
-	obj := packObject(entries)
+func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, terms map[string]bool, vclock []byte) ([]byte, error) {
+	obj := packObject(entries, terms)
 	cmd, err := s.do(ctx, func() (riak.Command, error) {
 		o := *obj
 		o.VClock = vclock
@@ -518,6 +537,8 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 	if err != nil {
 		return nil, fmt.Errorf("cannot store pack %s/%s/%s: %w", s.b.types.KV, s.b.packs, key, err)
 	}
+	s.written.Add(int64(len(obj.Value)))
+	s.messageBytes.Add(int64(len(obj.Value)))
 	r := cmd.(*riak.StoreValueCommand).Response
 	if r == nil || len(r.Values) > 1 {
 		// Another write of this pack went in beside ours (two batches of
@@ -529,16 +550,21 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 	return r.VClock, nil
 }
 
-func (s *Store) addCount(ctx context.Context, n int64) error {
-	_, err := s.do(ctx, func() (riak.Command, error) {
+// addCount adds n to the message count and returns the new count.
+func (s *Store) addCount(ctx context.Context, n int64) (int64, error) {
+	cmd, err := s.do(ctx, func() (riak.Command, error) {
 		return riak.NewUpdateCounterCommandBuilder().
 			WithBucketType(s.b.types.Counters).WithBucket(s.b.counts).WithKey("messages").
-			WithIncrement(n).WithTimeout(s.opts.Timeout).Build()
+			WithIncrement(n).WithReturnBody(true).WithTimeout(s.opts.Timeout).Build()
 	})
 	if err != nil {
-		return fmt.Errorf("cannot add %d to the message count: %w", n, err)
+		return 0, fmt.Errorf("cannot add %d to the message count: %w", n, err)
 	}
-	return nil
+	var count int64
+	if r := cmd.(*riak.UpdateCounterCommand).Response; r != nil {
+		count = r.CounterValue
+	}
+	return count, nil
 }
 
 // pool runs functions with at most limit at once; a function may add

@@ -14,29 +14,58 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// largeRecord reads the record of a message kept apart from its pack.
-func (s *Store) largeRecord(ctx context.Context, n callnumber.Number) (record.Message, bool, error) {
+// largeRecord reads and decodes the record of a message kept apart from
+// its pack.
+func (s *Store) largeRecord(ctx context.Context, n callnumber.Number, decode decodeFunc) (record.Message, bool, error) {
 	f, err := s.fetch(ctx, s.b.types.KV, s.b.large, n.String(), sure)
 	if err != nil || !f.found() {
 		return record.Message{}, false, err
 	}
-	first, err := decodeLarge(f.values[0].Value)
-	if err != nil {
-		return record.Message{}, false, fmt.Errorf("message %v: %w", n, err)
-	}
-	for _, v := range f.values[1:] {
-		m, err := decodeLarge(v.Value)
+	var first record.Message
+	for i, v := range f.values {
+		rec, err := decodeLarge(v.Value)
+		var m record.Message
+		if err == nil {
+			m, err = decode(rec)
+		}
 		if err != nil {
 			return record.Message{}, false, fmt.Errorf("message %v: %w", n, err)
 		}
-		if !bytes.Equal(m.Raw, first.Raw) {
+		if i == 0 {
+			first = m
+		} else if !bytes.Equal(m.Raw, first.Raw) {
 			return record.Message{}, false, fmt.Errorf("message %v: %w: %d copies with different bytes", n, errConflict, len(f.values))
-		}
-		if m.Added.Before(first.Added) {
-			first.Added = m.Added
 		}
 	}
 	return first, true, nil
+}
+
+// entryMessage decodes the message of pack entry e, numbered n, reading
+// a large one's own object.
+func (s *Store) entryMessage(ctx context.Context, n callnumber.Number, e packEntry, decode decodeFunc) (record.Message, error) {
+	if !e.large {
+		m, err := decode(e.rec)
+		if err != nil {
+			return record.Message{}, fmt.Errorf("message %v: %w", n, err)
+		}
+		return m, nil
+	}
+	stub, err := record.DecodeMessage(e.rec)
+	if err != nil {
+		return record.Message{}, fmt.Errorf("message %v: the stub in its pack: %w", n, err)
+	}
+	big, ok, err := s.largeRecord(ctx, n, decode)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: the pack of %v holds a stub of a large message whose bytes are missing", record.ErrCorrupt, n)
+	}
+	if err != nil {
+		return record.Message{}, err
+	}
+	if big.Digest != stub.Digest {
+		return record.Message{}, fmt.Errorf("%w: message %v: its pack says digest %.16s…, its object holds digest %.16s…", record.ErrCorrupt, n, stub.Digest, big.Digest)
+	}
+	big.Added = stub.Added // when it was first stored
+	return big, nil
 }
 
 // readMessages reads the messages stored under numbers, a pack at a time,
@@ -63,9 +92,10 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 	}
 	out := make(map[callnumber.Number]store.Stored, len(numbers))
 	var mu sync.Mutex
+	decode := s.decoder(ctx)
 	err := parallel(ctx, len(keys), s.opts.Parallel, func(ctx context.Context, j int) error {
 		k := keys[j]
-		var entries map[uint16]packEntry
+		var p pack
 		for _, mode := range []readMode{sure, all} {
 			f, err := s.fetch(ctx, s.b.types.KV, s.b.packs, k, mode)
 			if err != nil {
@@ -74,12 +104,12 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 			if !f.found() {
 				return nil
 			}
-			if entries, err = mergePack(f.values); err != nil {
+			if p, err = mergePack(f.values, decode); err != nil {
 				return fmt.Errorf("pack %s: %w", k, err)
 			}
 			complete := true
 			for _, w := range byPack[k] {
-				if _, ok := entries[w.f.Sequence]; !ok {
+				if _, ok := p.entries[w.f.Sequence]; !ok {
 					complete = false
 				}
 			}
@@ -88,27 +118,17 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 			}
 		}
 		for _, w := range byPack[k] {
-			e, ok := entries[w.f.Sequence]
+			e, ok := p.entries[w.f.Sequence]
 			if !ok {
 				continue
 			}
-			rec := e.rec
-			if e.large {
-				big, ok, err := s.largeRecord(ctx, w.n)
-				if err == nil && !ok {
-					err = fmt.Errorf("%w: the pack of %v holds a stub of a large message whose bytes are missing", record.ErrCorrupt, w.n)
-				}
-				if err != nil {
-					return err
-				}
-				big.Added = rec.Added
-				rec = big
+			// Decoding checks the digest: a damaged value is an error,
+			// never other bytes.
+			m, err := s.entryMessage(ctx, w.n, e, decode)
+			if err != nil {
+				return err
 			}
-			// A damaged value is an error, never other bytes.
-			if d := store.DigestOf(rec.Raw); d != rec.Digest {
-				return fmt.Errorf("%w: message %v: its %d raw bytes have digest %.16s…, its record says %.16s…: the stored value is damaged", record.ErrCorrupt, w.n, len(rec.Raw), d, rec.Digest)
-			}
-			st := rec.Stored(w.n)
+			st := m.Stored(w.n)
 			mu.Lock()
 			out[w.n] = st
 			mu.Unlock()
@@ -195,6 +215,7 @@ func (s *Store) byMessageID(ctx context.Context, id string) ([]callnumber.Number
 		}
 	}
 	var mu sync.Mutex
+	decode := s.decoder(ctx)
 	err = parallel(ctx, len(keys), s.opts.Parallel, func(ctx context.Context, j int) error {
 		version, run, pk, err := parsePackKey(keys[j])
 		if err != nil {
@@ -204,12 +225,26 @@ func (s *Store) byMessageID(ctx context.Context, id string) ([]callnumber.Number
 		if err != nil {
 			return err
 		}
-		entries, err := mergePack(f.values)
+		p, err := mergePack(f.values, decode)
 		if err != nil {
 			return fmt.Errorf("pack %s: %w", keys[j], err)
 		}
-		for _, e := range entries {
-			if e.rec.MessageID != id || int(e.seq)>>packShift != int(pk) {
+		for _, e := range p.entries {
+			if int(e.seq)>>packShift != int(pk) {
+				continue
+			}
+			// The Message-ID is compressed with the message (a stub's is
+			// not): which entries have it takes decoding them.
+			var m record.Message
+			if e.large {
+				m, err = record.DecodeMessage(e.rec)
+			} else {
+				m, err = decode(e.rec)
+			}
+			if err != nil {
+				return fmt.Errorf("pack %s entry %d: %w", keys[j], e.seq, err)
+			}
+			if m.MessageID != id {
 				continue
 			}
 			n, err := bd.codec.Encode(callnumber.Fields{Version: version, Run: run, Sequence: e.seq})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/compress"
 )
 
 // Bucket types the operator creates (see the package doc).
@@ -89,6 +90,9 @@ type Options struct {
 	// MaxClockSkew is how far the clocks of the hosts writing to the
 	// archive may disagree. Zero means 30 seconds.
 	MaxClockSkew time.Duration
+	// Compression says how messages are compressed; the zero value is
+	// the default (see store.Compression).
+	Compression store.Compression
 	// Logger receives notes on races and repairs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -99,6 +103,7 @@ type Store struct {
 	log     *slog.Logger
 	cluster *riak.Cluster
 	b       buckets
+	comp    *compress.Compressor
 
 	// writer names this handle in the ledger entries it writes.
 	writer [8]byte
@@ -114,6 +119,10 @@ type Store struct {
 	entries entryCache
 
 	requests atomic.Int64
+	// written adds up the bytes of the values stored (each once, however
+	// many attempts it took), and messageBytes those of packs and large
+	// messages' objects among them: logged at Close, for benchmarks.
+	written, messageBytes atomic.Int64
 	// inflight counts requests the client library is still running,
 	// including those whose caller gave up waiting (its context ended):
 	// the cluster must not be stopped under them, or the library panics
@@ -136,7 +145,9 @@ type buckets struct {
 	// in the claims type
 	meta, runs, log string
 	// in the kv type
-	packs, large, digests string
+	packs, large, dicts string
+	// in the write-once type
+	digests string
 	// in the counters type
 	counts string
 }
@@ -146,7 +157,7 @@ func newBuckets(archive string, t Types) buckets {
 	return buckets{
 		archive: archive, types: t,
 		meta: p + "meta", runs: p + "runs", log: p + "log",
-		packs: p + "packs", large: p + "large", digests: p + "digests",
+		packs: p + "packs", large: p + "large", dicts: p + "dicts", digests: p + "digests",
 		counts: p + "counts",
 	}
 }
@@ -236,7 +247,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	rand.Read(s.writer[:])
 	s.entries.init(256)
+	s.comp = compress.New(riakDicts{s}, opts.Compression, opts.Logger)
 	if err := s.check(ctx); err != nil {
+		s.comp.Close()
 		s.inflight.Wait()
 		cluster.Stop()
 		return nil, fmt.Errorf("cannot open riak store %v archive %q: %w", opts.Nodes, opts.Archive, err)
@@ -385,7 +398,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load())
+	// A background training ends first: it reads and writes the archive.
+	s.comp.Close()
+	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load())
 	s.inflight.Wait()
 	if err := s.cluster.Stop(); err != nil {
 		return fmt.Errorf("cannot stop riak cluster client: %w", err)

@@ -179,7 +179,7 @@ func compare(corpus, importer, before, resolver string, rounds, copies int, riak
 	if riakAddr == "off" {
 		return nil
 	}
-	bolt := boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds()}
+	bolt := boltFigures{messages: msgs, msgPerS: float64(msgs) / mi.wall.Seconds(), input: size}
 	if err := compareRiak(tmp, plain, importer, rounds, riakAddr, riakKit, bolt); err != nil {
 		return fmt.Errorf("riak: %w", err)
 	}
@@ -362,6 +362,7 @@ func bareLoop(in, out string) error {
 type boltFigures struct {
 	messages int
 	msgPerS  float64
+	input    int64 // bytes of the decompressed mbox
 }
 
 // compareRiak imports plain into a Riak node, a fresh archive per round,
@@ -395,7 +396,11 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 	type riakRun struct {
 		result
 		requests int64
-		cpu      time.Duration // of the node, when this tool started it
+		// bytes of all values the store wrote, and of its packs and large
+		// messages' objects among them (one replica's worth)
+		bytes, messageBytes int64
+		cpu                 time.Duration // of the node, when this tool started it
+		importerCPU         time.Duration // user + system
 	}
 	var runs []riakRun
 	for i := range rounds {
@@ -420,13 +425,18 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			r.maxRSS = ru.Maxrss * 1024
 		}
+		r.importerCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		for _, l := range strings.Split(stderr.String(), "\n") {
 			var rec struct {
-				Msg      string
-				Requests int64
+				Msg          string
+				Requests     int64
+				Bytes        int64
+				MessageBytes int64 `json:"message_bytes"`
 			}
 			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "riak store closed" {
 				r.requests += rec.Requests
+				r.bytes += rec.Bytes
+				r.messageBytes += rec.MessageBytes
 			}
 		}
 		runs = append(runs, r)
@@ -435,14 +445,17 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 	m := runs[len(runs)/2]
 	msgs := bolt.messages
 	fmt.Printf("Riak: one node at %s (n_val 3), a fresh archive per run, median of %d runs\n\n", addr, rounds)
-	fmt.Printf("%-28s %10s %9s %12s %14s %16s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg", "node CPU ms/msg")
-	fmt.Printf("%-28s %10.0f %9s %12s %14s %16s\n", "importer into bbolt", bolt.msgPerS, "", "", "-", "-")
+	fmt.Printf("%-28s %10s %9s %12s %14s %16s %16s\n", "", "msg/s", "wall s", "peak RSS MB", "requests/msg", "node CPU ms/msg", "importer CPU ms/msg")
+	fmt.Printf("%-28s %10.0f %9s %12s %14s %16s %16s\n", "importer into bbolt", bolt.msgPerS, "", "", "-", "-", "-")
 	cpu := "-"
 	if node != nil {
 		cpu = fmt.Sprintf("%.2f", float64(m.cpu.Microseconds())/1000/float64(msgs))
 	}
-	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f %16s\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs), cpu)
+	fmt.Printf("%-28s %10.0f %9.2f %12.1f %14.2f %16s %16.2f\n", "importer into Riak", float64(msgs)/m.wall.Seconds(), m.wall.Seconds(), float64(m.maxRSS)/1e6, float64(m.requests)/float64(msgs), cpu,
+		float64(m.importerCPU.Microseconds())/1000/float64(msgs))
 	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
+	fmt.Printf("Riak values written: %.3f bytes per input byte (packs and large messages %.3f; one replica's worth, rewrites of a pack counted each time)\n",
+		float64(m.bytes)/float64(bolt.input), float64(m.messageBytes)/float64(bolt.input))
 	return nil
 }
 

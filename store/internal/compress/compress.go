@@ -51,12 +51,13 @@
 // # A backend's part
 //
 // The bolt store (store/boltstore: dicts.go, and Put, Get and the change
-// feed) is the example. A backend:
+// feed) is the example; the Riak store (store/riakstore: dicts.go, put.go,
+// read.go) the second. A backend:
 //
 //   - implements Dictionaries over its own storage (bolt: a bucket of
 //     dictionaries and a meta key; Riak: a bucket of dictionaries keyed
-//     by the ID in hex, written with if_none_match, and a meta key whose
-//     siblings resolve to the latest Trained);
+//     by the ID in hex, written with if_none_match, and beside them the
+//     key "current", whose siblings resolve to the latest Trained);
 //   - creates a Compressor with New in Open and closes it in Close;
 //   - in Put, after checking digests and before any lock or request that
 //     writes, gets the records with Encode (skipping messages it knows are
