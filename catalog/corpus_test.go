@@ -341,12 +341,22 @@ func TestCorpusSearchCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Search(t.Context(), q, Newest, 0, 1)
+		res, err := c.Search(t.Context(), q, SearchOptions{Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Total != want[w] {
-			t.Errorf("Search(%q) finds %d messages; %d have the word", w, res.Total, want[w])
+		if res.Total != want[w] || res.More {
+			t.Errorf("Search(%q) finds %d messages (more: %v); %d have the word", w, res.Total, res.More, want[w])
+		}
+		// Counted up to a limit: exact below it, "more" past it.
+		for _, limit := range []int{want[w] / 2, want[w]} {
+			if limit == 0 {
+				continue
+			}
+			res, err := c.Search(t.Context(), q, SearchOptions{Limit: 1, CountLimit: limit})
+			if wantMore := want[w] > limit; err != nil || res.Total != limit || res.More != wantMore {
+				t.Errorf("Search(%q, count limit %d) = total %d, more %v, %v; want %d, %v", w, limit, res.Total, res.More, err, limit, wantMore)
+			}
 		}
 		if want[w] == 0 {
 			absent++
@@ -370,6 +380,10 @@ var searchKinds = []struct {
 	{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
 }
 
+// benchCountLimit is how far the benchmarks count, as the resolver's
+// search pages do.
+const benchCountLimit = 1000
+
 // searchLatency runs n searches of the first page of results, newest
 // first, from the given number of concurrent clients, and returns the p50
 // and p99 latency in milliseconds.
@@ -386,7 +400,7 @@ func searchLatency(b *testing.B, c *Catalog, queries []string, clients, n int) (
 					return
 				}
 				start := time.Now()
-				if _, err := c.Search(b.Context(), q, Newest, 0, 20); err != nil {
+				if _, err := c.Search(b.Context(), q, SearchOptions{Limit: 20, CountLimit: benchCountLimit}); err != nil {
 					b.Error(err)
 					return
 				}
