@@ -243,36 +243,57 @@ func BenchmarkSearchScaled(b *testing.B) {
 }
 
 // benchSearch serves st and c and sends b.N searches of each kind from 16
-// clients. Every request pays for its excerpts: nothing is kept between
-// requests.
+// clients: first with every excerpt cut from the message fetched from
+// the store and parsed ("word": the text cache off, as on a first
+// search), then as served ("word-cached": the text cache on, which these
+// few queries soon fill with every message they show).
 func benchSearch(b *testing.B, st store.Store, c *catalog.Catalog) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+	serve := func(texts bool) (string, func()) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		s := New(st, Options{Catalog: c})
+		if !texts {
+			s.texts = nil
+		}
+		go func() { done <- s.Serve(sctx, ln) }()
+		return "http://" + ln.Addr().String(), func() { stop(); <-done }
 	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- New(st, Options{Catalog: c}).Serve(sctx, ln) }()
-	defer func() { stop(); <-done }()
-	base := "http://" + ln.Addr().String()
-	for _, k := range searchKinds {
-		b.Run(k.name, func(b *testing.B) {
-			cpu0 := cpuTime()
-			lat, failed, elapsed := loadURLs(b, base, func(r *rand.Rand) string {
-				return "/search?q=" + url.QueryEscape(k.queries[r.IntN(len(k.queries))])
-			}, 16)
-			// Server and clients share this process: CPU time per request,
-			// which other processes on the machine hardly change.
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/req")
-			if failed > 0 {
-				b.Errorf("%d of %d requests failed", failed, len(lat))
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
-			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
-		})
+	cold, stopCold := serve(false)
+	defer stopCold()
+	cached, stopCached := serve(true)
+	defer stopCached()
+	for _, mode := range []string{"", "-cached"} {
+		base := cold
+		if mode != "" {
+			base = cached
+		}
+		for _, k := range searchKinds {
+			benchSearchKind(b, base, k.name+mode, k.queries)
+		}
 	}
+}
+
+func benchSearchKind(b *testing.B, base, name string, queries []string) {
+	b.Run(name, func(b *testing.B) {
+		cpu0 := cpuTime()
+		lat, failed, elapsed := loadURLs(b, base, func(r *rand.Rand) string {
+			return "/search?q=" + url.QueryEscape(queries[r.IntN(len(queries))])
+		}, 16)
+		// Server and clients share this process: CPU time per request,
+		// which other processes on the machine hardly change.
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/req")
+		if failed > 0 {
+			b.Errorf("%d of %d requests failed", failed, len(lat))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
+		b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+	})
 }
 
 // scaledArchive stores testcorpus.WriteScaled's 84,096 messages in a bolt

@@ -126,12 +126,18 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 	var wg sync.WaitGroup
 	for i, m := range res.Messages {
 		v.Results[i].Message = m
+		if text, ok := s.texts.get(m.CallNumber); ok {
+			v.Results[i].Excerpt = catalog.Excerpt(text, words, excerptBytes)
+			continue
+		}
 		wg.Go(func() {
 			stored, err := s.getByText(r.Context(), m.CallNumber)
 			if err != nil {
 				return
 			}
-			v.Results[i].Excerpt = catalog.Excerpt(catalog.Text(mailview.Parse(stored.Raw, view)), words, excerptBytes)
+			text := catalog.Text(mailview.Parse(stored.Raw, view))
+			s.texts.put(m.CallNumber, text)
+			v.Results[i].Excerpt = catalog.Excerpt(text, words, excerptBytes)
 		})
 	}
 	wg.Wait()
