@@ -272,7 +272,8 @@ func TestRebuildReplaces(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a catalog"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n, err := Rebuild(t.Context(), path, a.st, SyncOptions{}, Options{})
+	// In pages of 2: a segment of the search index each.
+	n, err := Rebuild(t.Context(), path, a.st, SyncOptions{PageSize: 2}, Options{})
 	if err != nil || n != len(cns) {
 		t.Fatalf("Rebuild = %d, %v; want %d", n, err, len(cns))
 	}
@@ -292,6 +293,11 @@ func TestRebuildReplaces(t *testing.T) {
 	defer c.Close()
 	if s, err := c.Stats(t.Context()); err != nil || s.Messages != len(cns) {
 		t.Errorf("Stats() = %+v, %v; want %d messages", s, err, len(cns))
+	}
+	// The search index is merged into one segment.
+	var segments int
+	if err := c.r.QueryRowContext(t.Context(), `SELECT count(DISTINCT segid) FROM fts_idx`).Scan(&segments); err != nil || segments != 1 {
+		t.Errorf("the rebuilt search index has %d segments, %v; want 1", segments, err)
 	}
 	// A store that fails half way leaves the old catalog in place.
 	if _, err := Rebuild(t.Context(), path, failingStore{a.st}, SyncOptions{PageSize: 2}, Options{}); err == nil {

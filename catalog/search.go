@@ -137,15 +137,32 @@ const (
 	Relevance
 )
 
+// SearchOptions choose the page of results Search returns and how far
+// it counts. The zero value: newest first, no messages (only the count),
+// every match counted.
+type SearchOptions struct {
+	Sort SortOrder
+	// Offset messages are skipped; at most Limit are returned.
+	Offset, Limit int
+	// CountLimit, if positive, stops the count there: a search that
+	// matches more messages says so (SearchResult.More) instead of
+	// counting them all, which for a common word costs more than finding
+	// a page of them.
+	CountLimit int
+}
+
 // SearchResult is a page of search results.
 type SearchResult struct {
 	Messages []Message `json:"messages"`
-	// Total is the number of messages that match.
+	// Total is the number of messages that match, or with More the
+	// CountLimit that was reached.
 	Total int `json:"total"`
+	// More: more than Total messages match.
+	More bool `json:"more,omitempty"`
 }
 
 // Search returns a page of the messages matching q.
-func (c *Catalog) Search(ctx context.Context, q *Query, sort SortOrder, offset, limit int) (SearchResult, error) {
+func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (SearchResult, error) {
 	what := "search results"
 	var where []string
 	var args []any
@@ -164,6 +181,12 @@ func (c *Catalog) Search(ctx context.Context, q *Query, sort SortOrder, offset, 
 			}
 		}
 	}
+	// The count reads one past CountLimit, to know whether there are more
+	// (SQLite's LIMIT -1: no limit).
+	countLimit := -1
+	if opts.CountLimit > 0 {
+		countLimit = opts.CountLimit + 1
+	}
 	var count, page string
 	var countArgs, pageArgs []any
 	if m := q.match(); m != "" {
@@ -173,18 +196,18 @@ func (c *Catalog) Search(ctx context.Context, q *Query, sort SortOrder, offset, 
 		from := `FROM fts JOIN messages m ON m.id = (fts.rowid & ` + fmt.Sprint(idMask) + `) WHERE ` + strings.Join(where, " AND ")
 		if len(q.Lists) == 0 {
 			// Without a list filter the join adds nothing to a count.
-			count = `SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?`
-			countArgs = args[:3]
+			count = `SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)`
+			countArgs = append(append([]any{}, args[:3]...), countLimit)
 		} else {
-			count = `SELECT count(*) ` + from
-			countArgs = args
+			count = `SELECT count(*) FROM (SELECT 1 ` + from + ` LIMIT ?)`
+			countArgs = append(append([]any{}, args...), countLimit)
 		}
 		order := "fts.rowid DESC"
-		if sort == Relevance {
+		if opts.Sort == Relevance {
 			order = "bm25(fts, " + bm25Weights + "), fts.rowid DESC"
 		}
 		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
-		pageArgs = append(append([]any{}, args...), limit, offset)
+		pageArgs = append(append([]any{}, args...), opts.Limit, opts.Offset)
 	} else {
 		// Only filters (and maybe exclusions): the messages table.
 		where = append(where, "m.date >= ? AND m.date < ?")
@@ -195,10 +218,10 @@ func (c *Catalog) Search(ctx context.Context, q *Query, sort SortOrder, offset, 
 			args = append(args, neg)
 		}
 		from := `FROM (SELECT *, (date << ` + fmt.Sprint(idBits) + `) | id AS ftsRowid FROM messages) m WHERE ` + strings.Join(where, " AND ")
-		count = `SELECT count(*) ` + from
-		countArgs = args
+		count = `SELECT count(*) FROM (SELECT 1 ` + from + ` LIMIT ?)`
+		countArgs = append(append([]any{}, args...), countLimit)
 		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
-		pageArgs = append(append([]any{}, args...), limit, offset)
+		pageArgs = append(append([]any{}, args...), opts.Limit, opts.Offset)
 	}
 	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -208,6 +231,9 @@ func (c *Catalog) Search(ctx context.Context, q *Query, sort SortOrder, offset, 
 	var res SearchResult
 	if err := tx.QueryRowContext(ctx, count, countArgs...).Scan(&res.Total); err != nil {
 		return SearchResult{}, c.readErr(what, err)
+	}
+	if opts.CountLimit > 0 && res.Total > opts.CountLimit {
+		res.Total, res.More = opts.CountLimit, true
 	}
 	rows, err := tx.QueryContext(ctx, page, pageArgs...)
 	if err != nil {

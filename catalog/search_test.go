@@ -83,13 +83,22 @@ func TestSearch(t *testing.T) {
 			t.Errorf("ParseQuery(%q) = %v", tt.q, err)
 			continue
 		}
-		res, err := c.Search(t.Context(), q, Newest, 0, 100)
+		res, err := c.Search(t.Context(), q, SearchOptions{Limit: 100})
 		if err != nil {
 			t.Errorf("Search(%q) = %v", tt.q, err)
 			continue
 		}
-		if got := labels(res.Messages); !slices.Equal(got, tt.want) || res.Total != len(tt.want) {
-			t.Errorf("Search(%q) = %v (total %d), want %v", tt.q, got, res.Total, tt.want)
+		if got := labels(res.Messages); !slices.Equal(got, tt.want) || res.Total != len(tt.want) || res.More {
+			t.Errorf("Search(%q) = %v (total %d, more %v), want %v", tt.q, got, res.Total, res.More, tt.want)
+		}
+		// A count that stops early says so, and still returns the page.
+		for limit := 1; limit <= 3; limit++ {
+			res, err := c.Search(t.Context(), q, SearchOptions{Limit: 100, CountLimit: limit})
+			wantTotal, wantMore := min(len(tt.want), limit), len(tt.want) > limit
+			if err != nil || res.Total != wantTotal || res.More != wantMore || !slices.Equal(labels(res.Messages), tt.want) {
+				t.Errorf("Search(%q, count limit %d) = %v (total %d, more %v), %v; want %v (total %d, more %v)",
+					tt.q, limit, labels(res.Messages), res.Total, res.More, err, tt.want, wantTotal, wantMore)
+			}
 		}
 	}
 	if s, err := c.Stats(t.Context()); err != nil || s.Messages != 7 {
@@ -100,20 +109,20 @@ func TestSearch(t *testing.T) {
 func TestSearchRelevanceAndPaging(t *testing.T) {
 	_, c := searchFixture(t)
 	q, _ := ParseQuery("refill")
-	res, err := c.Search(t.Context(), q, Relevance, 0, 10)
+	res, err := c.Search(t.Context(), q, SearchOptions{Sort: Relevance, Limit: 10})
 	// s1 says it; s2 only quotes it.
 	if err != nil || !slices.Equal(labels(res.Messages), []string{"s1", "s2"}) {
 		t.Errorf("Search(refill, relevance) = %v, %v; want [s1 s2]", labels(res.Messages), err)
 	}
 	q, _ = ParseQuery("cache")
-	res, err = c.Search(t.Context(), q, Relevance, 0, 10)
+	res, err = c.Search(t.Context(), q, SearchOptions{Sort: Relevance, Limit: 10})
 	// A subject match ranks above a match in the text alone.
 	if err != nil || len(res.Messages) != 4 || labels(res.Messages)[3] != "s6" {
 		t.Errorf("Search(cache, relevance) = %v, %v; want s6 (text only) last", labels(res.Messages), err)
 	}
 	var got []string
 	for off := 0; off < 4; off += 3 {
-		res, err := c.Search(t.Context(), q, Newest, off, 3)
+		res, err := c.Search(t.Context(), q, SearchOptions{Sort: Newest, Offset: off, Limit: 3})
 		if err != nil || res.Total != 4 {
 			t.Fatalf("Search(cache, offset %d) = total %d, %v; want 4", off, res.Total, err)
 		}
@@ -246,7 +255,7 @@ func TestSearchWhileFollowing(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := c.Search(t.Context(), q, Newest, 0, 10); err != nil {
+			if _, err := c.Search(t.Context(), q, SearchOptions{Limit: 10}); err != nil {
 				t.Errorf("Search during writes = %v", err)
 				return
 			}
@@ -258,7 +267,7 @@ func TestSearchWhileFollowing(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	res, err := c.Search(t.Context(), q, Newest, 0, 100)
+	res, err := c.Search(t.Context(), q, SearchOptions{Limit: 100})
 	if err != nil || res.Total != 20 {
 		t.Errorf("Search(new word) = %d, %v; want 20", res.Total, err)
 	}
@@ -279,10 +288,10 @@ func FuzzParseQuery(f *testing.F) {
 		}
 		// Every query that parses runs: no text a reader types reaches
 		// SQLite as FTS5 syntax.
-		if _, err := c.Search(t.Context(), q, Newest, 0, 5); err != nil {
+		if _, err := c.Search(t.Context(), q, SearchOptions{Limit: 5}); err != nil {
 			t.Fatalf("Search(%q) = %v", s, err)
 		}
-		if _, err := c.Search(t.Context(), q, Relevance, 0, 5); err != nil {
+		if _, err := c.Search(t.Context(), q, SearchOptions{Sort: Relevance, Limit: 5}); err != nil {
 			t.Fatalf("Search(%q, relevance) = %v", s, err)
 		}
 		// And it writes back to itself.
@@ -308,7 +317,7 @@ func TestSearchEnclosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Search(t.Context(), q, Newest, 0, 10)
+	res, err := c.Search(t.Context(), q, SearchOptions{Limit: 10})
 	if err != nil || res.Total != 1 || labels(res.Messages)[0] != "wrapper-1" {
 		t.Errorf("Search(the enclosed message's words) = %+v, %v; want the wrapper", res, err)
 	}

@@ -76,6 +76,11 @@ type Options struct {
 	// base64 attachment of megabytes is then not decoded just to learn its
 	// size, and Attachment.Size is -1. Enclosed messages are still read.
 	SkipAttachments bool
+	// TextOnly reads the body and not the header fields, for a reader
+	// that wants only the text (an excerpt): Fields, Header, Subject,
+	// MessageID, InReplyTo and References stay empty, also those of
+	// enclosed messages. Parts and Attachments are as without it.
+	TextOnly bool
 }
 
 func (o Options) withDefaults() Options {
@@ -264,10 +269,12 @@ func (p *parser) problem(format string, args ...any) {
 }
 
 func (p *parser) parse(raw []byte) {
-	meta, _ := mailmsg.Parse(raw) // the archive's own reading of Message-ID and threading
-	p.m.MessageID = clean(meta.MessageID)
-	p.m.InReplyTo = cleanAll(meta.InReplyTo)
-	p.m.References = cleanAll(meta.References)
+	if !p.opts.TextOnly {
+		meta, _ := mailmsg.Parse(raw) // the archive's own reading of Message-ID and threading
+		p.m.MessageID = clean(meta.MessageID)
+		p.m.InReplyTo = cleanAll(meta.InReplyTo)
+		p.m.References = cleanAll(meta.References)
+	}
 
 	lr := &limitedReader{r: bytes.NewReader(raw), n: p.opts.MaxHeaderBytes}
 	br := bufio.NewReader(lr)
@@ -316,6 +323,9 @@ func (l *limitedReader) Read(b []byte) (int, error) {
 }
 
 func (p *parser) header(h message.Header) {
+	if p.opts.TextOnly {
+		return
+	}
 	for f := h.Fields(); f.Next(); {
 		v, err := f.Text()
 		if err != nil {
@@ -510,7 +520,9 @@ func (p *parser) embedded(r io.Reader, depth int) {
 	}
 	h := message.Header{Header: th}
 	p.header(h)
-	inner.MessageID = clean(mailmsg.NormalizeMessageID(h.Get("Message-Id")))
+	if !p.opts.TextOnly {
+		inner.MessageID = clean(mailmsg.NormalizeMessageID(h.Get("Message-Id")))
+	}
 	e, err := message.New(h, br)
 	if err != nil && e == nil {
 		p.problem("%v", err)

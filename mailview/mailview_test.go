@@ -339,7 +339,48 @@ func FuzzParse(f *testing.F) {
 		if _, _, err := AttachmentData(raw, len(m.Attachments), opts); !errors.Is(err, ErrNoAttachment) {
 			t.Fatalf("AttachmentData(%d) of %d = %v, want ErrNoAttachment", len(m.Attachments), len(m.Attachments), err)
 		}
+		checkTextOnly(t, "fuzz", raw, opts)
 	})
+}
+
+// checkTextOnly: Parse with TextOnly finds the same parts and attachments
+// as without, and no header fields.
+func checkTextOnly(t *testing.T, name string, raw []byte, opts Options) {
+	t.Helper()
+	full := withoutHeader(Parse(raw, opts))
+	opts.TextOnly = true
+	text := Parse(raw, opts)
+	if !reflect.DeepEqual(text, full) {
+		t.Errorf("%s: Parse with TextOnly = %+v, want %+v", name, text, full)
+	}
+}
+
+// withoutHeader returns m without what TextOnly leaves out.
+func withoutHeader(m *Message) *Message {
+	out := *m
+	out.Fields, out.Header, out.Subject, out.MessageID, out.InReplyTo, out.References = nil, nil, "", "", nil, nil
+	out.Parts = nil
+	for _, p := range m.Parts {
+		if p.Message != nil {
+			p.Message = withoutHeader(p.Message)
+		}
+		out.Parts = append(out.Parts, p)
+	}
+	return &out
+}
+
+func TestTextOnly(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join("..", "fixtures", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".eml") {
+			raw := fixture(t, e.Name())
+			checkTextOnly(t, e.Name(), raw, Options{})
+			checkTextOnly(t, e.Name()+" skipping attachments", raw, Options{SkipAttachments: true, MaxTextBytes: 1 << 10})
+		}
+	}
 }
 
 func TestHTMLLinks(t *testing.T) {

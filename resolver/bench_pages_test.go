@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mbox"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -199,48 +206,192 @@ func BenchmarkMonthMbox(b *testing.B) {
 	}
 }
 
+// searchKinds are the queries the search benchmarks send, by kind (the
+// catalog's search benchmarks time the same ones).
+var searchKinds = []struct {
+	name    string
+	queries []string
+}{
+	{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
+	{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
+	{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
+	{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
+}
+
 // BenchmarkSearch measures /search on the shared corpus from 16 concurrent
 // clients on loopback, for one-word, two-word, phrase and from: queries
 // (the first page of 20 results, newest first, each with its excerpt cut
 // from the stored message), with nothing writing.
 func BenchmarkSearch(b *testing.B) {
 	a, c, _ := corpusArchive(b)
-	kinds := []struct {
-		name    string
-		queries []string
-	}{
-		{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
-		{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
-		{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
-		{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
+	benchSearch(b, a.st, c)
+}
+
+// BenchmarkSearchScaled is BenchmarkSearch on an archive the size of the
+// whole linux-mips list: the sample 16 times over with distinct
+// Message-IDs (testcorpus.WriteScaled), 84,096 messages, so that every
+// query matches 16 times as many messages. Building it takes a few
+// minutes, so it runs only with CHIBRARY_BENCH_SCALED=1 (make bench sets
+// it); CHIBRARY_BENCH_SCALED_DIR keeps the archive and its catalog in
+// that directory and reuses them in later runs.
+func BenchmarkSearchScaled(b *testing.B) {
+	if os.Getenv("CHIBRARY_BENCH_SCALED") == "" {
+		b.Skip("set CHIBRARY_BENCH_SCALED=1 to build the 84k-message archive")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	st, c := scaledArchive(b)
+	benchSearch(b, st, c)
+}
+
+// benchSearch serves st and c and sends b.N searches of each kind from 16
+// clients: first with every excerpt cut from the message fetched from
+// the store and parsed ("word": the text cache off, as on a first
+// search), then as served ("word-cached": the text cache on, which these
+// few queries soon fill with every message they show).
+func benchSearch(b *testing.B, st store.Store, c *catalog.Catalog) {
+	serve := func(texts bool) (string, func()) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		s := New(st, Options{Catalog: c})
+		if !texts {
+			s.texts = nil
+		}
+		go func() { done <- s.Serve(sctx, ln) }()
+		return "http://" + ln.Addr().String(), func() { stop(); <-done }
+	}
+	cold, stopCold := serve(false)
+	defer stopCold()
+	cached, stopCached := serve(true)
+	defer stopCached()
+	for _, mode := range []string{"", "-cached"} {
+		base := cold
+		if mode != "" {
+			base = cached
+		}
+		for _, k := range searchKinds {
+			benchSearchKind(b, base, k.name+mode, k.queries)
+		}
+	}
+}
+
+func benchSearchKind(b *testing.B, base, name string, queries []string) {
+	b.Run(name, func(b *testing.B) {
+		cpu0 := cpuTime()
+		lat, failed, elapsed := loadURLs(b, base, func(r *rand.Rand) string {
+			return "/search?q=" + url.QueryEscape(queries[r.IntN(len(queries))])
+		}, 16)
+		// Server and clients share this process: CPU time per request,
+		// which other processes on the machine hardly change.
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/req")
+		if failed > 0 {
+			b.Errorf("%d of %d requests failed", failed, len(lat))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
+		b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+	})
+}
+
+// scaledArchive stores testcorpus.WriteScaled's 84,096 messages in a bolt
+// store (in runs of callnumber.MaxSequence+1 messages) and rebuilds a
+// catalog of them, as resolver reindex does; in CHIBRARY_BENCH_SCALED_DIR,
+// if set, where an archive built earlier is reused.
+func scaledArchive(b *testing.B) (store.Store, *catalog.Catalog) {
+	dir := os.Getenv("CHIBRARY_BENCH_SCALED_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	path, cat := filepath.Join(dir, "messages.db"), filepath.Join(dir, "catalog.db")
+	_, err := os.Stat(cat)
+	built := err == nil
+	if !built {
+		os.Remove(path)
+	}
+	st, err := boltstore.Open(ctx, path, boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- New(a.st, Options{Catalog: c}).Serve(sctx, ln) }()
-	defer func() { stop(); <-done }()
-	base := "http://" + ln.Addr().String()
-	for _, k := range kinds {
-		b.Run(k.name, func(b *testing.B) {
-			cpu0 := cpuTime()
-			lat, failed, elapsed := loadURLs(b, base, func(r *rand.Rand) string {
-				return "/search?q=" + url.QueryEscape(k.queries[r.IntN(len(k.queries))])
-			}, 16)
-			// Server and clients share this process: CPU time per request,
-			// which other processes on the machine hardly change.
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/req")
-			if failed > 0 {
-				b.Errorf("%d of %d requests failed", failed, len(lat))
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
-			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
-		})
+	b.Cleanup(func() { st.Close() })
+	if !built {
+		start := time.Now()
+		n := putScaled(b, st)
+		b.Logf("stored %d messages in %v", n, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
+		if _, err := catalog.Rebuild(ctx, cat, st, catalog.SyncOptions{}, catalog.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("rebuilt the catalog in %v", time.Since(start).Round(time.Millisecond))
 	}
+	c, err := catalog.Open(ctx, cat, catalog.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return st, c
+}
+
+// putScaled stores the scaled corpus in st and returns how many messages
+// it stored.
+func putScaled(b *testing.B, st store.Store) int {
+	ctx := b.Context()
+	codec, err := callnumber.NewCodec(shuffle.Bits, testKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	corpus := testcorpus.Path(b)
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(testcorpus.WriteScaled(pw, corpus, testcorpus.ScaledCopies)) }()
+	defer pr.Close()
+	r := mbox.NewReader(pr, mbox.Options{Name: "scaled corpus"})
+	run, seq, stored := uint32(0), callnumber.MaxSequence+1, 0
+	var batch []store.Message
+	flush := func() {
+		if _, err := st.Put(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		stored += len(batch)
+		batch = batch[:0]
+	}
+	for {
+		m, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if seq > callnumber.MaxSequence {
+			if len(batch) > 0 {
+				flush()
+			}
+			run, seq = run+1, 0
+			if err := st.RecordLease(ctx, testLease(run)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n, err := codec.Encode(callnumber.Fields{Run: run, Sequence: uint16(seq)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		seq++
+		meta, _ := mailmsg.Parse(m.Raw)
+		batch = append(batch, store.Message{Number: n, Raw: m.Raw, Digest: store.DigestOf(m.Raw), MessageID: meta.MessageID, List: "linux-mips"})
+		if len(batch) == 1000 {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	return stored
 }
 
 // cpuTime returns the CPU time this process has used, user and system.

@@ -115,6 +115,27 @@ func TestCorpusPages(t *testing.T) {
 		check("/"+cn, 200)
 	}
 	check("/l/linux-mips/atom.xml", 200)
+	// A search that matches every message counts the first
+	// countedResults, says there are more, and pages to the end.
+	if l.Messages <= countedResults {
+		t.Fatalf("%d messages: too few to search past the count", l.Messages)
+	}
+	if r := check("/search?q=list:linux-mips", 200); !strings.Contains(r.body, fmt.Sprintf("More than %d messages found, page 1 of more than %d.", countedResults, countedResults/resultsPerPage)) ||
+		!strings.Contains(r.body, `rel="next"`) {
+		t.Errorf("the first page of a search matching %d messages:\n%s", l.Messages, r.body)
+	}
+	if r := check("/api/v1/search?q=list:linux-mips", 200); !strings.Contains(r.body, fmt.Sprintf(`"total":%d,"more":true,"more_pages":true,`, countedResults)) {
+		t.Errorf("the JSON of a search matching %d messages: %s", l.Messages, r.body)
+	}
+	last := min(maxResultPages, (l.Messages+resultsPerPage-1)/resultsPerPage)
+	wantLead := fmt.Sprintf("%d messages found, page %d of %d.", l.Messages, last, last)
+	if last == maxResultPages {
+		wantLead = fmt.Sprintf("More than %d messages found, page %d of %d.", last*resultsPerPage, last, last)
+	}
+	if r := check(fmt.Sprintf("/search?q=list:linux-mips&page=%d", last), 200); !strings.Contains(r.body, wantLead) || strings.Contains(r.body, `rel="next"`) {
+		t.Errorf("the last page of a search matching %d messages, want %q:\n%s", l.Messages, wantLead, r.body)
+	}
+	check(fmt.Sprintf("/search?q=list:linux-mips&page=%d", last+1), 404)
 	// The busiest month, downloaded and read back.
 	busiest := months[0]
 	for _, m := range months {

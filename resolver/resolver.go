@@ -150,6 +150,8 @@ type Server struct {
 	// cache keeps rendered pages of the catalog.
 	cache     *pageCache
 	cacheHits *prometheus.CounterVec
+	// texts keeps the text of messages for search excerpts.
+	texts *textCache
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -165,7 +167,7 @@ func New(st store.Store, opts Options) *Server {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache()}
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes)}
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",

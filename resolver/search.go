@@ -21,17 +21,28 @@ const (
 	excerptTextBytes = 64 << 10
 	// maxResultPages bounds how deep a search is paged.
 	maxResultPages = 250
+	// countedResults is how many matches a search counts at least (and
+	// then at least to the end of the page asked for): past it, a page
+	// says "more than" that many. Counting every match of a common word
+	// in a whole list's archive (tens of thousands) costs more than
+	// finding a page of them.
+	countedResults = 1000
 )
 
 // searchView is GET /search?q=...: a page of results, and its JSON twin.
 type searchView struct {
 	Query string `json:"query"`
 	// Sort is "newest" or "relevance".
-	Sort    string         `json:"sort"`
-	Page    int            `json:"page"`
-	Pages   int            `json:"pages"`
-	Total   int            `json:"total"`
-	Results []searchResult `json:"results"`
+	Sort  string `json:"sort"`
+	Page  int    `json:"page"`
+	Pages int    `json:"pages"`
+	// Total is how many messages match; with More, how many were counted
+	// of the more that match.
+	Total int  `json:"total"`
+	More  bool `json:"more,omitempty"`
+	// MorePages: with More, there may be pages after Pages.
+	MorePages bool           `json:"more_pages,omitempty"`
+	Results   []searchResult `json:"results"`
 	// Problem says why the search could not be run ("" if it was).
 	Problem string `json:"-"`
 }
@@ -88,13 +99,18 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		s.fail(w, r, http.StatusNotFound, "Only the first "+strconv.Itoa(maxResultPages)+" pages of results are shown: narrow the search.")
 		return nil, false
 	}
-	res, err := c.Search(r.Context(), q, sort, (v.Page-1)*resultsPerPage, resultsPerPage)
+	res, err := c.Search(r.Context(), q, catalog.SearchOptions{
+		Sort:   sort,
+		Offset: (v.Page - 1) * resultsPerPage, Limit: resultsPerPage,
+		CountLimit: max(countedResults, v.Page*resultsPerPage),
+	})
 	if err != nil {
 		s.failCatalog(w, r, err, "")
 		return nil, false
 	}
-	v.Total = res.Total
+	v.Total, v.More = res.Total, res.More
 	v.Pages = min(maxResultPages, max(1, (res.Total+resultsPerPage-1)/resultsPerPage))
+	v.MorePages = res.More && v.Pages < maxResultPages
 	if v.Page > v.Pages {
 		s.fail(w, r, http.StatusNotFound, "There are "+strconv.Itoa(v.Pages)+" pages of results; there is no page "+strconv.Itoa(v.Page)+".")
 		return nil, false
@@ -106,15 +122,22 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 	view := s.opts.View
 	view.SkipAttachments = true
 	view.MaxTextBytes = excerptTextBytes
+	view.TextOnly = true
 	var wg sync.WaitGroup
 	for i, m := range res.Messages {
 		v.Results[i].Message = m
+		if text, ok := s.texts.get(m.CallNumber); ok {
+			v.Results[i].Excerpt = catalog.Excerpt(text, words, excerptBytes)
+			continue
+		}
 		wg.Go(func() {
 			stored, err := s.getByText(r.Context(), m.CallNumber)
 			if err != nil {
 				return
 			}
-			v.Results[i].Excerpt = catalog.Excerpt(catalog.Text(mailview.Parse(stored.Raw, view)), words, excerptBytes)
+			text := catalog.Text(mailview.Parse(stored.Raw, view))
+			s.texts.put(m.CallNumber, text)
+			v.Results[i].Excerpt = catalog.Excerpt(text, words, excerptBytes)
 		})
 	}
 	wg.Wait()

@@ -59,6 +59,14 @@ func TestSearch(t *testing.T) {
 			}
 		})
 	}
+	// Again, the excerpts from the text kept of the first search: the same
+	// page.
+	for _, path := range []string{"/search?q=sprockets+sizes", "/api/v1/search?q=archive"} {
+		first := get(t, ca.srv.URL+path)
+		if again := get(t, ca.srv.URL+path); again.body != first.body {
+			t.Errorf("GET %s again:\n%s\nwant as the first time:\n%s", path, again.body, first.body)
+		}
+	}
 	// The box leads there.
 	r := get(t, ca.srv.URL+"/go?n=sprockets")
 	if r.status != http.StatusFound || r.header.Get("Location") != "/search?q=sprockets" {

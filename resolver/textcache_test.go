@@ -1,0 +1,38 @@
+package resolver
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTextCache(t *testing.T) {
+	entry := func(text string) int { return len("cn00000x") + len(text) + textEntryOverhead }
+	text := strings.Repeat("x", 100)
+	c := newTextCache(3 * entry(text+"cn00000x"))
+	for _, cn := range []string{"cn00000a", "cn00000b", "cn00000c"} {
+		c.put(cn, text+cn)
+	}
+	if got, ok := c.get("cn00000a"); !ok || got != text+"cn00000a" {
+		t.Fatalf("get(a) = %q, %v; want its text", got, ok)
+	}
+	// Over the bound: the least recently used (b, as a was just read) goes.
+	c.put("cn00000d", text)
+	for cn, want := range map[string]bool{"cn00000a": true, "cn00000b": false, "cn00000c": true, "cn00000d": true} {
+		if _, ok := c.get(cn); ok != want {
+			t.Errorf("get(%s) = %v, want %v", cn, ok, want)
+		}
+	}
+	if c.bytes > c.max {
+		t.Errorf("%d bytes kept, more than %d", c.bytes, c.max)
+	}
+	// Larger than the whole cache: not kept, nothing evicted.
+	c.put("cn00000e", strings.Repeat("y", c.max))
+	if _, ok := c.get("cn00000e"); ok || len(c.byCN) != 3 {
+		t.Errorf("a text larger than the cache: kept %v, %d entries; want not kept, 3", ok, len(c.byCN))
+	}
+	var none *textCache
+	none.put("cn00000a", text)
+	if _, ok := none.get("cn00000a"); ok {
+		t.Error("a nil cache keeps text")
+	}
+}
