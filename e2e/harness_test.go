@@ -390,10 +390,19 @@ type resolverServer struct {
 // answers /healthz.
 func startResolver(t *testing.T, data string) *resolverServer {
 	t.Helper()
+	return serveResolver(t, "--data", data)
+}
+
+// serveResolver runs resolver serve with the store flags given (--data
+// DIR or --store URL) on a free loopback port and waits until it answers
+// /healthz.
+func serveResolver(t *testing.T, storeFlags ...string) *resolverServer {
+	t.Helper()
 	addr := freeAddr(t)
-	p := start(t, "resolver serve", procOptions{}, "serve", "--data", data, "--listen", addr, "--log-format", "json")
+	args := append(append([]string{"serve"}, storeFlags...), "--listen", addr, "--log-format", "json")
+	p := start(t, "resolver serve", procOptions{}, args...)
 	r := &resolverServer{proc: p, url: "http://" + addr}
-	eventually(t, 30*time.Second, "the resolver to answer /healthz", func() bool {
+	eventually(t, 60*time.Second, "the resolver to answer /healthz", func() bool {
 		if p.exited() {
 			t.Fatalf("the resolver exited (%v):\n%s", p.err, p.log())
 		}

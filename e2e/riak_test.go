@@ -211,7 +211,7 @@ func TestRiakNodeLost(t *testing.T) {
 		"--manifest", manifest, "--log-format", "json", input)
 	// Once some messages are in, keep reading them through the resolver.
 	first := waitManifest(t, imp, manifest, 500)
-	res := startResolverStore(t, url)
+	res := serveResolver(t, "--store", url)
 	ctx, stopReading := context.WithCancel(t.Context())
 	var reads, failures atomic.Int64
 	var failMu sync.Mutex
@@ -338,24 +338,4 @@ func inParallel(n int, fn func(i int)) {
 	}
 	close(next)
 	wg.Wait()
-}
-
-// startResolverStore serves a store URL on a free loopback port.
-func startResolverStore(t *testing.T, url string) *resolverServer {
-	t.Helper()
-	addr := freeAddr(t)
-	p := start(t, "resolver serve", procOptions{}, "serve", "--store", url, "--listen", addr, "--log-format", "json")
-	r := &resolverServer{proc: p, url: "http://" + addr}
-	eventually(t, 60*time.Second, "the resolver to answer /healthz", func() bool {
-		if p.exited() {
-			t.Fatalf("the resolver exited (%v):\n%s", p.err, p.log())
-		}
-		resp, err := http.Get(r.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return r
 }

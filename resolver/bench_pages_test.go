@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,14 +119,7 @@ func BenchmarkPages(b *testing.B) {
 					fmt.Sscan(wout.String(), &written, &batches, &worst)
 					b.ReportMetric(float64(written)/elapsed.Seconds(), "writer-msg/s")
 				}
-				if failed > 0 {
-					b.Errorf("%d of %d requests failed", failed, len(lat))
-				}
-				slices.Sort(lat)
-				b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
-				b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-				b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
-				b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
+				reportLatency(b, lat, failed, elapsed, true)
 			})
 		}
 	}
@@ -286,13 +278,7 @@ func benchSearchKind(b *testing.B, base, name string, queries []string) {
 		// Server and clients share this process: CPU time per request,
 		// which other processes on the machine hardly change.
 		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/req")
-		if failed > 0 {
-			b.Errorf("%d of %d requests failed", failed, len(lat))
-		}
-		slices.Sort(lat)
-		b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
-		b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+		reportLatency(b, lat, failed, elapsed, false)
 	})
 }
 

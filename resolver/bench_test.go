@@ -163,14 +163,7 @@ func BenchmarkServe(b *testing.B) {
 					b.ReportMetric(float64(written)/elapsed.Seconds(), "writer-msg/s")
 					b.ReportMetric(float64(worst)/1e6, "writer-worst-batch-ms")
 				}
-				if failed > 0 {
-					b.Errorf("%d of %d requests failed", failed, len(lat))
-				}
-				slices.Sort(lat)
-				b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
-				b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
-				b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
-				b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
+				reportLatency(b, lat, failed, elapsed, true)
 			})
 		}
 	}
@@ -219,4 +212,21 @@ func load(b *testing.B, base string, numbers []callnumber.Number, suffix string,
 	elapsed := time.Since(start)
 	b.StopTimer()
 	return lat, failed.Load(), elapsed
+}
+
+// reportLatency fails the benchmark if any request failed, and reports
+// the requests per second and the median and 99th percentile latencies
+// (and the slowest, with withMax) of lat, which it sorts.
+func reportLatency(b *testing.B, lat []time.Duration, failed int64, elapsed time.Duration, withMax bool) {
+	b.Helper()
+	if failed > 0 {
+		b.Errorf("%d of %d requests failed", failed, len(lat))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+	if withMax {
+		b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
+	}
 }
