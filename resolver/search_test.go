@@ -109,3 +109,46 @@ func TestListSearchBox(t *testing.T) {
 		t.Errorf("a query with list: got another list added")
 	}
 }
+
+// TestSearchExcerptDeep: a word 32 KiB into a quoted-printable text is
+// the one its excerpt shows and marks, whether the message is read for
+// the search or its text was kept from an earlier one.
+func TestSearchExcerptDeep(t *testing.T) {
+	ca := newCatalogArchive(t)
+	filler := strings.Repeat("Nothing to see on this line of filler text, move on=\r\n please.\r\n", (32<<10)/60)
+	msg := func(id, early, deep string) []byte {
+		return []byte("From: Deep Diver <deep@example.org>\r\nSubject: a long message " + id + "\r\n" +
+			"Date: Tue, 02 Jan 2024 10:00:00 +0000\r\nMessage-ID: <" + id + "@example.org>\r\n" +
+			"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n" +
+			early + "\r\n" + filler + "The word is " + deep + " at last.\r\n")
+	}
+	ca.add(t, msg("deep-1", "Hello.", "zanzibar"), "demo")
+	ca.add(t, msg("deep-2", "alpha comes first.", "quokka"), "demo")
+	ca.sync(t)
+	for _, tt := range []struct{ q, mark string }{
+		{"zanzibar", "zanzibar"}, // read for this search
+		{"alpha", "alpha"},       // near the start
+		{"quokka", "quokka"},     // the text kept by the search before
+	} {
+		r := get(t, ca.srv.URL+"/api/v1/search?q="+tt.q)
+		var res struct {
+			Total   int `json:"total"`
+			Results []struct {
+				Excerpt []struct {
+					Text  string `json:"text"`
+					Match bool   `json:"match"`
+				} `json:"excerpt"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &res); err != nil || res.Total != 1 || len(res.Results) != 1 {
+			t.Fatalf("search %s: %v, %d found: %s", tt.q, err, res.Total, r.body)
+		}
+		marked := false
+		for _, f := range res.Results[0].Excerpt {
+			marked = marked || f.Match && strings.EqualFold(f.Text, tt.mark)
+		}
+		if !marked {
+			t.Errorf("search %s: the excerpt does not mark %q: %+v", tt.q, tt.mark, res.Results[0].Excerpt)
+		}
+	}
+}
