@@ -299,6 +299,12 @@ func TestRebuildReplaces(t *testing.T) {
 	if err := c.r.QueryRowContext(t.Context(), `SELECT count(DISTINCT segid) FROM fts_idx`).Scan(&segments); err != nil || segments != 1 {
 		t.Errorf("the rebuilt search index has %d segments, %v; want 1", segments, err)
 	}
+	// Built without FTS5's merges as it goes, it merges again as it is
+	// followed.
+	var automerge int
+	if err := c.r.QueryRowContext(t.Context(), `SELECT v FROM fts_config WHERE k = 'automerge'`).Scan(&automerge); err != nil || automerge != ftsAutomerge {
+		t.Errorf("the rebuilt search index's automerge = %d, %v; want %d", automerge, err, ftsAutomerge)
+	}
 	// A store that fails half way leaves the old catalog in place.
 	if _, err := Rebuild(t.Context(), path, failingStore{a.st}, SyncOptions{PageSize: 2}, Options{}); err == nil {
 		t.Errorf("Rebuild over a failing store = nil error")

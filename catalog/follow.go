@@ -275,6 +275,10 @@ func (c *Catalog) resetCursor(ctx context.Context) error {
 	return nil
 }
 
+// ftsAutomerge is FTS5's default automerge: how many segments of a
+// level it merges as it goes.
+const ftsAutomerge = 4
+
 // compact merges the search index into one segment, which every word of
 // a query then reads once: built message by message, it is a dozen or
 // more segments (FTS5 merges them only now and then), and a search of
@@ -313,9 +317,20 @@ func Rebuild(ctx context.Context, path string, st store.Store, opts SyncOptions,
 	if err != nil {
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
-	n, err := nc.Sync(ctx, st, opts)
+	// FTS5 merges its index's segments as it goes; a rebuild merges them
+	// all once at the end instead (compact), which takes a seventh less
+	// CPU for the whole linux-mips archive (33.5 -> 28.8 s; the file is
+	// 5% larger, the pages of the unmerged segments left free).
+	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
+	var n int
+	if err == nil {
+		n, err = nc.Sync(ctx, st, opts)
+	}
 	if err == nil {
 		err = nc.compact(ctx)
+	}
+	if err == nil {
+		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', ?)`, ftsAutomerge)
 	}
 	if cerr := nc.Close(); err == nil {
 		err = cerr
