@@ -52,6 +52,18 @@ func (q *Query) Positive() bool {
 	return false
 }
 
+// SearchesText reports whether q looks for a word or phrase anywhere
+// (not only in the subject or the sender), which a message's text may
+// hold.
+func (q *Query) SearchesText() bool {
+	for _, t := range q.Terms {
+		if !t.Negated && t.Field == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseQuery reads the search language:
 //
 //	word            messages with the word (all words must match)

@@ -599,9 +599,12 @@ func (p *parser) readText(r io.Reader) string {
 		p.problem("cannot read body: %v", err)
 	}
 	if len(b) > p.textLeft {
+		// The rest is left unread: decoding it (quoted-printable,
+		// base64, a charset) only to throw it away is most of the cost
+		// of a long text, and a multipart reader skips to the next part
+		// by itself.
 		b = b[:p.textLeft]
 		p.m.Truncated = true
-		io.Copy(io.Discard, r)
 	}
 	p.textLeft -= len(b)
 	return toUTF8(string(b))

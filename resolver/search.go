@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -18,7 +19,8 @@ const (
 	excerptBytes = 300
 	// excerptTextBytes is how much of a message's text an excerpt is
 	// looked for in.
-	excerptTextBytes = 64 << 10
+	excerptTextBytes  = 64 << 10
+	excerptFirstBytes = 16 << 10
 	// maxResultPages bounds how deep a search is paged.
 	maxResultPages = 250
 	// countedResults is how many matches a search counts at least (and
@@ -117,27 +119,19 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 	}
 	v.Results = make([]searchResult, len(res.Messages))
 	words := q.Words()
-	// An excerpt needs the text, not the attachments, and rarely more
-	// than its first part: the biggest messages match the most searches.
-	view := s.opts.View
-	view.SkipAttachments = true
-	view.MaxTextBytes = excerptTextBytes
-	view.TextOnly = true
+	inText := q.SearchesText()
 	var wg sync.WaitGroup
 	for i, m := range res.Messages {
 		v.Results[i].Message = m
-		if text, ok := s.texts.get(m.CallNumber); ok {
-			v.Results[i].Excerpt = catalog.Excerpt(text, words, excerptBytes)
-			continue
+		if text, cut, ok := s.texts.get(m.CallNumber); ok {
+			ex := catalog.Excerpt(text, words, excerptBytes)
+			if !cut || !inText || marked(ex) {
+				v.Results[i].Excerpt = ex
+				continue
+			}
 		}
 		wg.Go(func() {
-			stored, err := s.getByText(r.Context(), m.CallNumber)
-			if err != nil {
-				return
-			}
-			text := catalog.Text(mailview.Parse(stored.Raw, view))
-			s.texts.put(m.CallNumber, text)
-			v.Results[i].Excerpt = catalog.Excerpt(text, words, excerptBytes)
+			v.Results[i].Excerpt = s.excerpt(r.Context(), m.CallNumber, words, inText)
 		})
 	}
 	wg.Wait()
@@ -171,4 +165,43 @@ func (s *Server) searchJSON(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		writeJSON(w, http.StatusOK, v)
 	}
+}
+
+// excerpt cuts the excerpt of message cn for words from its text and
+// keeps the text for the next search. It decodes the first
+// excerptFirstBytes of the text, and up to excerptTextBytes only when the
+// query looks for words in the text (inText) and none is in that part:
+// decoding the text is most of an excerpt's cost, and the words are
+// mostly near the start.
+func (s *Server) excerpt(ctx context.Context, cn string, words []string, inText bool) []catalog.Fragment {
+	stored, err := s.getByText(ctx, cn)
+	if err != nil {
+		return nil
+	}
+	// An excerpt needs the text, not the header or the attachments.
+	view := s.opts.View
+	view.SkipAttachments = true
+	view.TextOnly = true
+	view.MaxTextBytes = excerptFirstBytes
+	mv := mailview.Parse(stored.Raw, view)
+	text := catalog.Text(mv)
+	ex := catalog.Excerpt(text, words, excerptBytes)
+	if mv.Truncated && inText && !marked(ex) {
+		view.MaxTextBytes = excerptTextBytes
+		mv = mailview.Parse(stored.Raw, view)
+		text = catalog.Text(mv)
+		ex = catalog.Excerpt(text, words, excerptBytes)
+	}
+	s.texts.put(cn, text, mv.Truncated && view.MaxTextBytes == excerptFirstBytes)
+	return ex
+}
+
+// marked reports whether an excerpt marks a word searched for.
+func marked(ex []catalog.Fragment) bool {
+	for _, f := range ex {
+		if f.Match {
+			return true
+		}
+	}
+	return false
 }

@@ -110,9 +110,10 @@ func TestListSearchBox(t *testing.T) {
 	}
 }
 
-// TestSearchExcerptDeep: a word 32 KiB into a quoted-printable text is
-// the one its excerpt shows and marks, whether the message is read for
-// the search or its text was kept from an earlier one.
+// TestSearchExcerptDeep: a word 32 KiB into a quoted-printable text,
+// past the part read first, is the one its excerpt shows and marks,
+// whether the message is read for the search or the start of its text
+// was kept by an earlier one.
 func TestSearchExcerptDeep(t *testing.T) {
 	ca := newCatalogArchive(t)
 	filler := strings.Repeat("Nothing to see on this line of filler text, move on=\r\n please.\r\n", (32<<10)/60)
@@ -126,9 +127,10 @@ func TestSearchExcerptDeep(t *testing.T) {
 	ca.add(t, msg("deep-2", "alpha comes first.", "quokka"), "demo")
 	ca.sync(t)
 	for _, tt := range []struct{ q, mark string }{
-		{"zanzibar", "zanzibar"}, // read for this search
-		{"alpha", "alpha"},       // near the start
-		{"quokka", "quokka"},     // the text kept by the search before
+		{"zanzibar", "zanzibar"}, // read for this search, then read further
+		{"alpha", "alpha"},       // in the first part, which is kept
+		{"quokka", "quokka"},     // past the part kept: read again, whole
+		{"quokka", "quokka"},     // the whole text kept
 	} {
 		r := get(t, ca.srv.URL+"/api/v1/search?q="+tt.q)
 		var res struct {

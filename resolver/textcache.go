@@ -22,7 +22,12 @@ type textCache struct {
 	max   int
 }
 
-type textEntry struct{ cn, text string }
+type textEntry struct {
+	cn, text string
+	// cut: the text is the start of the message's, cut at
+	// excerptFirstBytes.
+	cut bool
+}
 
 // textEntryOverhead is about what an entry costs besides its strings.
 const textEntryOverhead = 128
@@ -31,21 +36,25 @@ func newTextCache(max int) *textCache {
 	return &textCache{ll: list.New(), byCN: map[string]*list.Element{}, max: max}
 }
 
-func (c *textCache) get(cn string) (string, bool) {
+// get returns the text kept for cn, and whether it was cut short.
+func (c *textCache) get(cn string) (text string, cut, ok bool) {
 	if c == nil {
-		return "", false
+		return "", false, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byCN[cn]
 	if !ok {
-		return "", false
+		return "", false, false
 	}
 	c.ll.MoveToFront(e)
-	return e.Value.(*textEntry).text, true
+	t := e.Value.(*textEntry)
+	return t.text, t.cut, true
 }
 
-func (c *textCache) put(cn, text string) {
+// put keeps text for cn; cut says it is the start of a longer text. A
+// longer text replaces a cut one.
+func (c *textCache) put(cn, text string, cut bool) {
 	size := len(cn) + len(text) + textEntryOverhead
 	if c == nil || size > c.max {
 		return
@@ -54,10 +63,16 @@ func (c *textCache) put(cn, text string) {
 	defer c.mu.Unlock()
 	if e, ok := c.byCN[cn]; ok {
 		c.ll.MoveToFront(e)
-		return
+		old := e.Value.(*textEntry)
+		if !old.cut || cut {
+			return
+		}
+		c.bytes += len(text) - len(old.text)
+		old.text, old.cut = text, false
+	} else {
+		c.byCN[cn] = c.ll.PushFront(&textEntry{cn: cn, text: text, cut: cut})
+		c.bytes += size
 	}
-	c.byCN[cn] = c.ll.PushFront(&textEntry{cn: cn, text: text})
-	c.bytes += size
 	for c.bytes > c.max {
 		e := c.ll.Back()
 		t := e.Value.(*textEntry)
