@@ -119,6 +119,36 @@ func TestFollow(t *testing.T) {
 	}
 }
 
+// TestFollowMerges: a catalog the follower builds from the start has its
+// search index in one segment once it has caught up, as a rebuild's.
+func TestFollowMerges(t *testing.T) {
+	a := newArchive(t)
+	cns := a.load(fixture("pipermail.mbox"), "")
+	c := openCatalog(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	// In pages of 2: a segment of the search index each.
+	go func() {
+		done <- c.Follow(ctx, a.st, FollowOptions{Interval: 10 * time.Millisecond, SyncOptions: SyncOptions{PageSize: 2}})
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var indexed, segments int
+		err := c.r.QueryRowContext(t.Context(), `SELECT (SELECT count(*) FROM messages), (SELECT count(DISTINCT segid) FROM fts_idx)`).Scan(&indexed, &segments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if indexed == len(cns) && segments == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %d of %d messages indexed, the search index in %d segments; want all, in 1", indexed, len(cns), segments)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestOtherStore: a catalog built from one archive refuses another's
 // store, and Follow gives up on it rather than mixing them.
 func TestOtherStore(t *testing.T) {

@@ -202,6 +202,9 @@ func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions
 	}
 	c.setFollowing(true)
 	defer c.setFollowing(false)
+	// A catalog the follower builds from the start (none was there) has
+	// its search index merged once it has caught up, as a rebuild's is.
+	fresh := c.fresh(ctx)
 	var backoff time.Duration
 	for {
 		n, err := c.Sync(ctx, st, opts.SyncOptions)
@@ -227,6 +230,12 @@ func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions
 			if n > 0 {
 				c.log.Debug("indexed", "messages", n)
 			}
+			if fresh && n > 0 {
+				fresh = false
+				if err := c.compact(ctx); err != nil && ctx.Err() == nil {
+					c.log.Warn("cannot merge the search index (searches work, a little slower)", "err", err)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -234,6 +243,14 @@ func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions
 		case <-time.After(wait):
 		}
 	}
+}
+
+// fresh reports whether the catalog has indexed nothing yet.
+func (c *Catalog) fresh(ctx context.Context) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	ws, err := c.state(ctx)
+	return err == nil && ws.cursor == ""
 }
 
 func (c *Catalog) setFollowing(on bool) {
