@@ -436,7 +436,7 @@ func (s *Store) Lease(ctx context.Context, run uint32) (callnumber.Lease, error)
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketRuns).Get(runKey(run))
 		if v == nil {
-			return fmt.Errorf("%w: no lease of run %d in %s", store.ErrNotFound, run, s.path)
+			return fmt.Errorf("%w: %s has none", store.ErrNotFound, s.path)
 		}
 		var err error
 		l, err = record.UnmarshalLease(v)

@@ -124,7 +124,7 @@ func (s *Store) Lease(ctx context.Context, run uint32) (callnumber.Lease, error)
 	defer s.end()
 	l, err := s.lease(ctx, run)
 	if err == nil && l == nil {
-		err = fmt.Errorf("%w: no lease of run %d", store.ErrNotFound, run)
+		err = fmt.Errorf("%w: archive %s has none", store.ErrNotFound, s.b.archive)
 	}
 	if err != nil {
 		return callnumber.Lease{}, fmt.Errorf("cannot read lease of run %d: %w", run, err)
