@@ -9,10 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -92,32 +90,13 @@ func BenchmarkPages(b *testing.B) {
 		for _, route := range routes {
 			name := route.name + mode
 			b.Run(name, func(b *testing.B) {
-				var w *exec.Cmd
-				var wout strings.Builder
-				var wstdin io.WriteCloser
+				var w *benchWriterProc
 				if writer {
-					w = exec.Command(os.Args[0], "-test.run=^$")
-					w.Env = append(os.Environ(), writerEnv+"="+a.path,
-						writerRunEnv+"="+strconv.Itoa(int(2+1000*writerRuns.Add(1))))
-					w.Stdout, w.Stderr = &wout, os.Stderr
-					var err error
-					if wstdin, err = w.StdinPipe(); err != nil {
-						b.Fatal(err)
-					}
-					if err := w.Start(); err != nil {
-						b.Fatal(err)
-					}
-					time.Sleep(200 * time.Millisecond) // let it start writing
+					w = startBenchWriter(b, a.path)
 				}
 				lat, failed, elapsed := loadURLs(b, base, route.url, 32)
 				if writer {
-					wstdin.Close()
-					if err := w.Wait(); err != nil {
-						b.Fatalf("writer: %v", err)
-					}
-					var written, batches, worst int64
-					fmt.Sscan(wout.String(), &written, &batches, &worst)
-					b.ReportMetric(float64(written)/elapsed.Seconds(), "writer-msg/s")
+					w.stop(b, elapsed, false)
 				}
 				reportLatency(b, lat, failed, elapsed, true)
 			})

@@ -131,22 +131,9 @@ func BenchmarkServe(b *testing.B) {
 				name += "/writer"
 			}
 			b.Run(name, func(b *testing.B) {
-				var w *exec.Cmd
-				var wout strings.Builder
-				var wstdin io.WriteCloser
+				var w *benchWriterProc
 				if writer {
-					w = exec.Command(os.Args[0], "-test.run=^$")
-					w.Env = append(os.Environ(), writerEnv+"="+a.path,
-						writerRunEnv+"="+strconv.Itoa(int(2+1000*writerRuns.Add(1))))
-					w.Stdout, w.Stderr = &wout, os.Stderr
-					var err error
-					if wstdin, err = w.StdinPipe(); err != nil {
-						b.Fatal(err)
-					}
-					if err := w.Start(); err != nil {
-						b.Fatal(err)
-					}
-					time.Sleep(200 * time.Millisecond) // let it start writing
+					w = startBenchWriter(b, a.path)
 				}
 				suffix := ""
 				if route == "raw" {
@@ -154,14 +141,7 @@ func BenchmarkServe(b *testing.B) {
 				}
 				lat, failed, elapsed := load(b, srv.URL, numbers, suffix, 32)
 				if writer {
-					wstdin.Close()
-					if err := w.Wait(); err != nil {
-						b.Fatalf("writer: %v", err)
-					}
-					var written, batches, worst int64
-					fmt.Sscan(wout.String(), &written, &batches, &worst)
-					b.ReportMetric(float64(written)/elapsed.Seconds(), "writer-msg/s")
-					b.ReportMetric(float64(worst)/1e6, "writer-worst-batch-ms")
+					w.stop(b, elapsed, true)
 				}
 				reportLatency(b, lat, failed, elapsed, true)
 			})
@@ -228,5 +208,48 @@ func reportLatency(b *testing.B, lat []time.Duration, failed int64, elapsed time
 	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
 	if withMax {
 		b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
+	}
+}
+
+// benchWriterProc is a writer process (benchWriter) putting messages into
+// the store while a benchmark reads it.
+type benchWriterProc struct {
+	cmd   *exec.Cmd
+	out   strings.Builder
+	stdin io.WriteCloser
+}
+
+// startBenchWriter starts a writer process on the bolt file at path and
+// gives it a moment to start writing.
+func startBenchWriter(b *testing.B, path string) *benchWriterProc {
+	b.Helper()
+	w := &benchWriterProc{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	w.cmd.Env = append(os.Environ(), writerEnv+"="+path,
+		writerRunEnv+"="+strconv.Itoa(int(2+1000*writerRuns.Add(1))))
+	w.cmd.Stdout, w.cmd.Stderr = &w.out, os.Stderr
+	var err error
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	return w
+}
+
+// stop stops the writer and reports its messages per second over elapsed
+// (and its slowest batch, with worstBatch).
+func (w *benchWriterProc) stop(b *testing.B, elapsed time.Duration, worstBatch bool) {
+	b.Helper()
+	w.stdin.Close()
+	if err := w.cmd.Wait(); err != nil {
+		b.Fatalf("writer: %v", err)
+	}
+	var written, batches, worst int64
+	fmt.Sscan(w.out.String(), &written, &batches, &worst)
+	b.ReportMetric(float64(written)/elapsed.Seconds(), "writer-msg/s")
+	if worstBatch {
+		b.ReportMetric(float64(worst)/1e6, "writer-worst-batch-ms")
 	}
 }
