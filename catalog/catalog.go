@@ -166,6 +166,12 @@ func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 	} else {
 		q.Add("_txlock", "immediate")
 	}
+	return openPool(path, q, conns)
+}
+
+// openPool opens a pool of conns connections (0: twice the CPUs) to the
+// SQLite file at path with the URI parameters q.
+func openPool(path string, q url.Values, conns int) (*sql.DB, error) {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
@@ -185,17 +191,7 @@ func openImmutable(path string, _ bool, conns int) (*sql.DB, error) {
 	q.Add("mode", "ro")
 	q.Add("immutable", "1")
 	q.Add("_pragma", "query_only(1)")
-	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
-	db, err := sql.Open("sqlite", u.String())
-	if err != nil {
-		return nil, err
-	}
-	if conns <= 0 {
-		conns = 2 * runtime.GOMAXPROCS(0)
-	}
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	return db, nil
+	return openPool(path, q, conns)
 }
 
 // version returns the schema version recorded in db, 0 for an empty file,
