@@ -18,6 +18,7 @@ import (
 	"github.com/chibrary/chibrary/internal/riaktest"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/riakstore"
+	"github.com/chibrary/chibrary/store/storetest"
 )
 
 // The programs on Riak: a node the test binary starts from the kit (or
@@ -42,27 +43,17 @@ func openRiak(t *testing.T, nodes []string, archive string) *riakstore.Store {
 }
 
 // followAll reads the store's whole change feed and returns, per call
-// number, the message's digest.
+// number, the message's digest, checking it against the message's bytes.
 func followAll(t *testing.T, st store.Store) map[callnumber.Number]store.Digest {
 	t.Helper()
 	out := map[callnumber.Number]store.Digest{}
-	var cur store.Cursor
-	for {
-		page, err := st.Changes(t.Context(), cur, 500)
-		if err != nil {
-			t.Fatalf("Changes(%q) = %v", cur, err)
+	for n, m := range storetest.Feed(t, st, 500) {
+		if d := store.DigestOf(m.Raw); d != m.Digest {
+			t.Errorf("the feed's %v has bytes of digest %v, recorded %v", n, d, m.Digest)
 		}
-		if len(page.Messages) == 0 {
-			return out
-		}
-		for _, m := range page.Messages {
-			if d := store.DigestOf(m.Raw); d != m.Digest {
-				t.Errorf("the feed's %v has bytes of digest %v, recorded %v", m.Number, d, m.Digest)
-			}
-			out[m.Number] = m.Digest
-		}
-		cur = page.Next
+		out[n] = m.Digest
 	}
+	return out
 }
 
 // checkOnce checks that the feed lists every wanted message under exactly

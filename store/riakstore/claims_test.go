@@ -68,26 +68,6 @@ func sameBytes(t *testing.T, a *storetest.Authority, run uint32, msgs []store.Me
 	return out
 }
 
-// feedAll reads the whole feed from the start and returns what it lists.
-func feedAll(t *testing.T, s store.Store) map[callnumber.Number]store.Stored {
-	t.Helper()
-	seen := make(map[callnumber.Number]store.Stored)
-	var cur store.Cursor
-	for {
-		page, err := s.Changes(t.Context(), cur, 7)
-		if err != nil {
-			t.Fatalf("Changes(%q) = %v", cur, err)
-		}
-		if len(page.Messages) == 0 {
-			return seen
-		}
-		for _, m := range page.Messages {
-			seen[m.Number] = m
-		}
-		cur = page.Next
-	}
-}
-
 // TestCrashAfterClaim: a writer claims a batch and dies before writing
 // it. Another writer (a re-run of the import) waits for the claim to
 // expire, takes the messages over and stores them, once; the feed lists
@@ -134,7 +114,7 @@ func TestCrashAfterClaim(t *testing.T) {
 			t.Errorf("Get(%v) of the dead writer = %v, want %v", msgs[i].Number, err, store.ErrNotFound)
 		}
 	}
-	seen := feedAll(t, rerun)
+	seen := storetest.Feed(t, rerun, 7)
 	if len(seen) != len(again) {
 		t.Errorf("the feed lists %d messages, want the %d stored", len(seen), len(again))
 	}
@@ -195,7 +175,7 @@ func TestCrashAfterIndex(t *testing.T) {
 			t.Errorf("ByDigest(message %d) = %v, %v; want %v", i, n, err, again[i].Number)
 		}
 	}
-	if seen := feedAll(t, rerun); len(seen) != len(again) {
+	if seen := storetest.Feed(t, rerun, 7); len(seen) != len(again) {
 		t.Errorf("the feed lists %d messages, want the %d stored", len(seen), len(again))
 	}
 	// A third import of the same messages finds them.

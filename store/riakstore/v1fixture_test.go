@@ -184,7 +184,7 @@ func TestReadsVersion1(t *testing.T) {
 				t.Errorf("ByDigest(sequence %d) = %v, %v; want %v", fx[i].seq, n, err, m.Number)
 			}
 		}
-		seen := feedAll(t, s)
+		seen := storetest.Feed(t, s, 7)
 		for _, m := range msgs {
 			if got, ok := seen[m.Number]; !ok || !bytes.Equal(got.Raw, m.Raw) {
 				t.Errorf("Changes: %v %v, %d bytes; want its %d bytes", m.Number, ok, len(got.Raw), len(m.Raw))

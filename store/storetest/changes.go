@@ -18,6 +18,31 @@ import (
 // for loaded machines.
 const feedDeadline = 10 * time.Second
 
+// Feed reads s's whole change feed from the start, pageSize messages a
+// page, and returns what it lists by call number. A message listed twice
+// (under one number) is an error.
+func Feed(t testing.TB, s store.Store, pageSize int) map[callnumber.Number]store.Stored {
+	t.Helper()
+	out := make(map[callnumber.Number]store.Stored)
+	var cur store.Cursor
+	for {
+		page, err := s.Changes(t.Context(), cur, pageSize)
+		if err != nil {
+			t.Fatalf("Changes(%q) = %v", cur, err)
+		}
+		if len(page.Messages) == 0 {
+			return out
+		}
+		for _, m := range page.Messages {
+			if _, ok := out[m.Number]; ok {
+				t.Errorf("the change feed lists %v twice", m.Number)
+			}
+			out[m.Number] = m
+		}
+		cur = page.Next
+	}
+}
+
 // follower reads a store's change feed as the catalog does: each call
 // passes the previous answer's cursor.
 type follower struct {
