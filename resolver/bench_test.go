@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,49 +147,12 @@ func BenchmarkServe(b *testing.B) {
 	}
 }
 
-// load sends b.N requests for random numbers from clients goroutines and
-// returns each request's latency, the number that failed and the time
-// taken.
+// load sends b.N requests for random numbers (and suffix) from clients
+// goroutines, as loadURLs does.
 func load(b *testing.B, base string, numbers []callnumber.Number, suffix string, clients int) ([]time.Duration, int64, time.Duration) {
-	tr := &http.Transport{MaxIdleConns: clients * 2, MaxIdleConnsPerHost: clients * 2, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: time.Minute}
-	lat := make([]time.Duration, b.N)
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func(seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, 7))
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				url := base + "/" + numbers[rng.IntN(len(numbers))].String() + suffix
-				t0 := time.Now()
-				resp, err := client.Get(url)
-				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if err == nil && resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("status %s", strconv.Itoa(resp.StatusCode))
-					}
-				}
-				lat[i] = time.Since(t0)
-				if err != nil && failed.Add(1) <= 3 {
-					b.Logf("GET %s: %v", url, err)
-				}
-			}
-		}(uint64(c))
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	return lat, failed.Load(), elapsed
+	return loadURLs(b, base, func(r *rand.Rand) string {
+		return "/" + numbers[r.IntN(len(numbers))].String() + suffix
+	}, clients)
 }
 
 // reportLatency fails the benchmark if any request failed, and reports
