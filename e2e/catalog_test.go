@@ -14,6 +14,7 @@ import (
 
 	"github.com/chibrary/chibrary/internal/dovecottest"
 	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
 )
 
 // browsableWithin is how soon after a message is stored it must be on its
@@ -133,18 +134,8 @@ func TestMonthDownloadReimport(t *testing.T) {
 	want := map[store.Digest][]byte{}
 	st := openStore(t, a)
 	var all [][]byte
-	for cursor := store.Cursor(""); ; {
-		page, err := st.Changes(t.Context(), cursor, 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Messages) == 0 {
-			break
-		}
-		for _, m := range page.Messages {
-			all = append(all, m.Raw)
-		}
-		cursor = page.Next
+	for _, m := range storetest.Feed(t, st, 500) {
+		all = append(all, m.Raw)
 	}
 	st.Close()
 	dir := t.TempDir()
@@ -177,24 +168,13 @@ func TestMonthDownloadReimport(t *testing.T) {
 		t.Errorf("importing the downloads: imported %d, duplicates %d, failed %d; want %d, 0, 0", imported, dups, failed, len(all))
 	}
 	st = openStore(t, b)
-	got := 0
-	for cursor := store.Cursor(""); ; {
-		page, err := st.Changes(t.Context(), cursor, 500)
-		if err != nil {
-			t.Fatal(err)
+	reimported := storetest.Feed(t, st, 500)
+	for n, m := range reimported {
+		if w, ok := want[store.DigestOf(m.Raw)]; !ok || !bytes.Equal(w, m.Raw) {
+			t.Errorf("message %s of the re-import is not a message of the original archive:\n%q", n, m.Raw)
 		}
-		if len(page.Messages) == 0 {
-			break
-		}
-		for _, m := range page.Messages {
-			got++
-			if w, ok := want[store.DigestOf(m.Raw)]; !ok || !bytes.Equal(w, m.Raw) {
-				t.Errorf("message %s of the re-import is not a message of the original archive:\n%q", m.Number, m.Raw)
-			}
-		}
-		cursor = page.Next
 	}
-	if got != len(all) {
+	if got := len(reimported); got != len(all) {
 		t.Errorf("the re-import holds %d messages, want %d", got, len(all))
 	}
 }

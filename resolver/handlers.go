@@ -187,6 +187,20 @@ type link struct {
 	Date       string
 }
 
+// describe fills in the subject, sender and date of the message raw.
+func (l *link) describe(raw []byte, opts mailview.Options) {
+	for _, f := range mailview.ParseHeader(raw, opts).Fields {
+		switch f.Name {
+		case "Subject":
+			l.Subject = f.Value
+		case "From":
+			l.From = f.Value
+		case "Date":
+			l.Date = f.Value
+		}
+	}
+}
+
 type pageData struct {
 	CallNumber string
 	Title      string
@@ -259,16 +273,7 @@ func (s *Server) label(ctx context.Context, ls []link) {
 			if err != nil {
 				return
 			}
-			for _, f := range mailview.ParseHeader(m.Raw, s.opts.View).Fields {
-				switch f.Name {
-				case "Subject":
-					l.Subject = f.Value
-				case "From":
-					l.From = f.Value
-				case "Date":
-					l.Date = f.Value
-				}
-			}
+			l.describe(m.Raw, s.opts.View)
 		})
 	}
 	wg.Wait()
@@ -417,17 +422,7 @@ func (s *Server) byMessageID(w http.ResponseWriter, r *http.Request, text string
 	for _, n := range ns[:min(len(ns), maxListed)] {
 		l := link{CallNumber: n.String(), MessageID: id}
 		if m, err := s.st.Get(r.Context(), n); err == nil {
-			v := mailview.ParseHeader(m.Raw, s.opts.View)
-			for _, f := range v.Fields {
-				switch f.Name {
-				case "Subject":
-					l.Subject = f.Value
-				case "From":
-					l.From = f.Value
-				case "Date":
-					l.Date = f.Value
-				}
-			}
+			l.describe(m.Raw, s.opts.View)
 		}
 		d.Messages = append(d.Messages, l)
 	}
