@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,10 +74,10 @@ func BenchmarkCorpus(b *testing.B) {
 		dir := b.TempDir()
 		path := filepath.Join(dir, "messages.db")
 		storeTime += writeStore(b, path, corpus, boltstore.Options{})
-		storeDisk += diskBytes(path)
+		storeDisk += boltstore.DiskBytes(path)
 		path = filepath.Join(dir, "plain.db")
 		plainTime += writeStore(b, path, corpus, boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096})
-		plainDisk += diskBytes(path)
+		plainDisk += boltstore.DiskBytes(path)
 		bareTime += writeBare(b, filepath.Join(dir, "bare.db"), corpus)
 	}
 	n := float64(b.N * len(corpus))
@@ -91,18 +90,6 @@ func BenchmarkCorpus(b *testing.B) {
 	b.ReportMetric(bareTime.Seconds()/plainTime.Seconds(), "uncompressed/bare")
 	b.ReportMetric(float64(storeDisk)/float64(b.N)/float64(total), "store-disk/raw")
 	b.ReportMetric(float64(plainDisk)/float64(b.N)/float64(total), "uncompressed-disk/raw")
-}
-
-// diskBytes returns the blocks a file occupies, in bytes.
-func diskBytes(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Blocks * 512
-	}
-	return fi.Size()
 }
 
 func writeStore(b *testing.B, path string, corpus []benchMessage, opts boltstore.Options) time.Duration {

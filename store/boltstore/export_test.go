@@ -12,6 +12,9 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
+// DiskBytes returns the bytes on disk of the file at path.
+var DiskBytes = blocks
+
 // Test hooks beneath the Store interface, for storetest.Tamperer.
 
 // TestRecord returns the value stored for n.
