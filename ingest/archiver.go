@@ -97,9 +97,6 @@ func NewArchiver(opts Options) (*Archiver, error) {
 	}, nil
 }
 
-// Lease returns the lease of the run numbers are currently taken from.
-func (a *Archiver) Lease() (callnumber.Lease, bool) { return a.gen.Lease() }
-
 // Archive stores a batch. The outcomes are in the order of batch; failed
 // messages (Prepared.Err) are reported and skipped. When Archive returns an
 // error, nothing of the batch may be taken as stored (the store refused

@@ -110,9 +110,6 @@ func (m Message) Digest() store.Digest {
 	return d
 }
 
-// Generated reports whether the message is made on the fly (a large one).
-func (m Message) Generated() bool { return m.gen != nil }
-
 // Options select the messages of a corpus. The zero value is every message
 // under 11 MB (about 11 MB in all).
 type Options struct {
