@@ -157,11 +157,17 @@ func ParseStoreURL(url string) (StoreURL, error) {
 }
 
 // validHost accepts an IP address or a DNS name (letters, digits, '-',
-// '_' and '.').
+// '_' and '.'). An IPv6 zone (fe80::1%eth0) must be an interface name of
+// the same characters: netip accepts any zone, "::%[" among them, which
+// no dialer can split back out of "[::%[]:8087" (found by FuzzParseStoreURL).
 func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == "" || validName(a.Zone())
 	}
+	return validName(h)
+}
+
+func validName(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false
 	}

@@ -225,6 +225,7 @@ func TestParseStoreURL(t *testing.T) {
 		{"riak://[::1]:8087", StoreURL{Riak: []string{"[::1]:8087"}, Archive: "chibrary"}},
 		{"riak://r1:8087,r2/linux-mips", StoreURL{Riak: []string{"r1:8087", "r2:8087"}, Archive: "linux-mips"}},
 		{"riak://[::1]/a_0-9", StoreURL{Riak: []string{"[::1]:8087"}, Archive: "a_0-9"}},
+		{"riak://[fe80::1%eth0]:8087", StoreURL{Riak: []string{"[fe80::1%eth0]:8087"}, Archive: "chibrary"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseStoreURL(tt.url)
@@ -233,7 +234,7 @@ func TestParseStoreURL(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "bolt:", "bolt://", "riak://", "riak://,", "riak://h:0", "riak://h:99999", "riak://h:x", "riak://user@h", "riak://[", "riak://a:b:c", "http://h", "/plain/path",
-		"riak:///archive", "riak://h/Archive", "riak://h/a/b", "riak://h/a.b", "riak://[::1", "riak://::1]", "riak://h/" + strings.Repeat("a", 65), "riak://h/é"} {
+		"riak:///archive", "riak://h/Archive", "riak://h/a/b", "riak://h/a.b", "riak://[::1", "riak://::1]", "riak://::%[", "riak://[fe80::1%[]:8087", "riak://h/" + strings.Repeat("a", 65), "riak://h/é"} {
 		if got, err := ParseStoreURL(bad); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("ParseStoreURL(%q) = %+v, %v; want a usage error", bad, got, err)
 		}
