@@ -38,7 +38,16 @@ func TestUsage(t *testing.T) {
 		{"help after other flags", []string{"--db", db, "--help"}, 0, "[$CHIBRARY_RUNS_DB]"},
 		{"version", []string{"--version"}, 0, "coordinator "},
 		{"backup help", []string{"backup", "--help"}, 0, "Usage: coordinator backup"},
-		{"flags before the command", []string{"--db", db, "bump", "--help"}, 0, "Usage: coordinator bump"},
+		{"bump help", []string{"bump", "--help"}, 0, "Usage: coordinator bump"},
+		{"help bump", []string{"help", "bump"}, 0, "Usage: coordinator bump"},
+		// The command comes first: a flag's value that names a command is
+		// the flag's (here serve's --token-file), and a command after
+		// flags is refused, with the command line in order.
+		{"a flag's value that names a command", []string{"--token-file", "bump", "--db", db, "--tls-cert", "c"}, 2, "--tls-cert and --tls-key go together"},
+		{"flags before the command", []string{"--db", db, "bump", "--to", "5"}, 2, "it comes first: coordinator bump --db " + db + " --to 5)\nRun 'coordinator --help' for usage."},
+		{"bump usage hint", []string{"bump", "--db", db}, 2, "bump wants --db and --to\nRun 'coordinator bump --help' for usage."},
+		{"backup usage hint", []string{"backup", "--db", db}, 2, "backup wants one output file\nRun 'coordinator backup --help' for usage."},
+		{"serve usage hint", []string{"--token-file", token}, 2, "--db is required\nRun 'coordinator --help' for usage."},
 		{"stray argument before flags", []string{"extra", "--db", db, "--token-file", token}, 2, "unexpected argument \"extra\""},
 		{"stray argument after flags", []string{"--db", db, "--token-file", token, "extra"}, 2, "unexpected argument \"extra\""},
 		{"bad flag last", []string{"--db", db, "--token-file", token, "--lsten", ":0"}, 2, "lsten"},

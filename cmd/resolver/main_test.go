@@ -96,9 +96,17 @@ func TestGetAndInspect(t *testing.T) {
 			"lease.issued-at  2024-05-06T07:08:09Z\n", "message-id       signed-1@example.com\n",
 		}, ""},
 		{"inspect unknown", []string{"inspect", "--data", dir, unknown.String()}, 1, "", nil, "no message in this archive"},
-		// Flags anywhere: after the argument, and before the command.
+		// Flags anywhere after the command; the command comes first, so
+		// that a flag's value is never taken for it.
 		{"get, flags after", []string{"get", n.String(), "--data", dir}, 0, string(raw), nil, ""},
-		{"flags before the command", []string{"--data", dir, "get", n.String()}, 0, string(raw), nil, ""},
+		{"flags before the command", []string{"--data", dir, "get", n.String()}, 2, "", nil, "the command comes first, before its flags: resolver get --data " + dir + " " + n.String() + "\nRun 'resolver --help' for usage."},
+		{"a flag's value that names a command", []string{"get", "--data", "inspect", n.String()}, 1, "", nil, "no archive in inspect"},
+		{"get usage hint", []string{"get", "--data", dir}, 2, "", nil, "missing CALLNUMBER\nRun 'resolver get --help' for usage."},
+		{"inspect usage hint", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "Run 'resolver inspect --help' for usage."},
+		{"serve usage hint", []string{"serve", "extra"}, 2, "", nil, "Run 'resolver serve --help' for usage."},
+		{"reindex usage hint", []string{"reindex", "--nope"}, 2, "", nil, "Run 'resolver reindex --help' for usage."},
+		{"compact usage hint", []string{"compact", "--nope"}, 2, "", nil, "Run 'resolver compact --help' for usage."},
+		{"help get", []string{"help", "get"}, 0, "", []string{"Usage: resolver get"}, ""},
 		{"inspect --json after", []string{"inspect", n.String(), "--data", dir, "--json"}, 0, "", []string{`"callnumber":"` + n.String() + `"`}, ""},
 		{"get, -- ends the flags", []string{"get", "--data", dir, "--", "--json"}, 2, "", nil, "wrong length"},
 		{"inspect malformed", []string{"inspect", "--json", "--data", dir, "0000000"}, 2, "", nil, "wrong length"},

@@ -60,12 +60,19 @@ type reported struct{ error }
 func (r reported) Unwrap() error { return r.error }
 
 // Message is how ExitStatus prints err: "name: err", with the usage hint
-// on a second line for a usage error.
+// on a second line for a usage error. The hint names the help of the
+// command whose usage was bad ("Run 'resolver get --help' for usage.")
+// when Commands ran one, else the program's.
 func Message(name string, err error) string {
-	if errors.Is(err, ErrUsage) {
-		return fmt.Sprintf("%s: %v\nRun '%s --help' for usage.", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "), name)
+	if !errors.Is(err, ErrUsage) {
+		return fmt.Sprintf("%s: %v", name, err)
 	}
-	return fmt.Sprintf("%s: %v", name, err)
+	help := name
+	var cu commandUsage
+	if errors.As(err, &cu) {
+		help = cu.command
+	}
+	return fmt.Sprintf("%s: %v\nRun '%s --help' for usage.", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "), help)
 }
 
 // ExitStatus prints err (if any, and unless Reported) as Message does on w
@@ -77,15 +84,12 @@ func ExitStatus(w io.Writer, name string, err error) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return ExitOK
 	case errors.As(err, &r):
-		if errors.Is(err, ErrUsage) {
-			return ExitUsage
-		}
-		return ExitFailure
-	case errors.Is(err, ErrUsage):
-		fmt.Fprintf(w, "%s: %v\nRun '%s --help' for usage.\n", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "), name)
+	default:
+		fmt.Fprintln(w, Message(name, err))
+	}
+	if errors.Is(err, ErrUsage) {
 		return ExitUsage
 	}
-	fmt.Fprintf(w, "%s: %v\n", name, err)
 	return ExitFailure
 }
 

@@ -104,9 +104,17 @@ func TestCommands(t *testing.T) {
 	var ran string
 	var gotArgs []string
 	cmd := func(name string) Command {
-		return Command{Name: name, Run: func(_ context.Context, args []string, _ io.Reader, _, _ io.Writer) error {
+		return Command{Name: name, Run: func(_ context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
 			ran, gotArgs = name, args
-			return nil
+			// A flag set of its own: --file takes a value.
+			var file string
+			fs := NewFlagSet("prog "+name, "Usage: prog "+name)
+			fs.String(&file, "file", "", "", "a file")
+			rest, err := fs.Parse(args, stdout)
+			if err != nil {
+				return err
+			}
+			return NoArgs(rest)
 		}}
 	}
 	prog := Commands{Program: "prog", Text: "Usage: prog get|put", List: []Command{cmd("get"), cmd("put")}}
@@ -119,16 +127,24 @@ func TestCommands(t *testing.T) {
 		wantRan  string
 		wantArgs []string
 		wantErr  error
-		wantOut  string
+		wantOut  string // the start of stdout, or of the error
 	}{
-		{"first argument", prog, []string{"get", "--x", "1", "a"}, "get", []string{"--x", "1", "a"}, nil, ""},
-		{"after flags", prog, []string{"--x", "1", "get", "a"}, "get", []string{"--x", "1", "a"}, nil, ""},
-		{"missing", prog, nil, "", nil, ErrUsage, ""},
-		{"unknown", prog, []string{"frob", "get"}, "", nil, ErrUsage, ""},
-		{"only flags", prog, []string{"--x", "1"}, "", nil, ErrUsage, ""},
+		{"first argument", prog, []string{"get", "--file", "a"}, "get", []string{"--file", "a"}, nil, ""},
+		// A flag's value is never the command: the command comes first.
+		{"a value that names a command", withDefault, []string{"--file", "get"}, "put", []string{"--file", "get"}, nil, ""},
+		{"a value that names a command, after the command", prog, []string{"put", "--file", "get"}, "put", []string{"--file", "get"}, nil, ""},
+		{"flags before the command", prog, []string{"--file", "a", "get"}, "", nil, ErrUsage, "the command comes first, before its flags: prog get --file a"},
+		{"flags before a command, with a default", withDefault, []string{"--file", "a", "get"}, "put", []string{"--file", "a", "get"}, ErrUsage,
+			`unexpected argument "get" (if "get" is meant as the command, it comes first: prog get --file a)`},
+		{"missing", prog, nil, "", nil, ErrUsage, "missing command: get or put"},
+		{"unknown", prog, []string{"frob", "get"}, "", nil, ErrUsage, `unknown command "frob"`},
+		{"only flags", prog, []string{"--x", "1"}, "", nil, ErrUsage, "missing command (get or put) before --x"},
 		{"help", prog, []string{"--help"}, "", nil, flag.ErrHelp, "Usage: prog get|put"},
+		{"help command", prog, []string{"help", "get"}, "get", []string{"--help"}, flag.ErrHelp, "Usage: prog get"},
+		{"help unknown command", prog, []string{"help", "frob"}, "", nil, ErrUsage, `unknown command "frob"`},
 		{"version", prog, []string{"--version"}, "", nil, flag.ErrHelp, "prog "},
-		{"default", withDefault, []string{"--x", "1"}, "put", []string{"--x", "1"}, nil, ""},
+		{"default", withDefault, []string{"--file", "1"}, "put", []string{"--file", "1"}, nil, ""},
+		{"default's help", withDefault, []string{"help"}, "put", []string{"--help"}, flag.ErrHelp, "Usage: prog put"},
 		{"default does not hide a command", withDefault, []string{"get"}, "get", []string{}, nil, ""},
 	}
 	for _, tt := range tests {
@@ -136,10 +152,40 @@ func TestCommands(t *testing.T) {
 			ran, gotArgs = "", nil
 			var out bytes.Buffer
 			err := tt.c.Run(context.Background(), tt.args, nil, &out, io.Discard)
-			if !errors.Is(err, tt.wantErr) || ran != tt.wantRan || !slices.Equal(gotArgs, tt.wantArgs) || !strings.HasPrefix(out.String(), tt.wantOut) {
+			got := out.String()
+			if err != nil && !errors.Is(err, flag.ErrHelp) {
+				got = strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
+			}
+			if !errors.Is(err, tt.wantErr) || ran != tt.wantRan || !slices.Equal(gotArgs, tt.wantArgs) || !strings.HasPrefix(got, tt.wantOut) {
 				t.Errorf("Run(%q) = %v, ran %q %q, printed %q; want %v, %q %q, %q", tt.args, err, ran, gotArgs, out.String(), tt.wantErr, tt.wantRan, tt.wantArgs, tt.wantOut)
 			}
 		})
+	}
+}
+
+// A usage error of a command names the command's help; one of the
+// default command, or of no command, the program's.
+func TestCommandUsageHint(t *testing.T) {
+	bad := func(context.Context, []string, io.Reader, io.Writer, io.Writer) error { return Usagef("missing PATH") }
+	prog := Commands{Program: "prog", Default: "serve", List: []Command{{Name: "serve", Run: bad}, {Name: "get", Run: bad}}}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get"}, "prog: missing PATH\nRun 'prog get --help' for usage.\n"},
+		{[]string{"serve"}, "prog: missing PATH\nRun 'prog serve --help' for usage.\n"},
+		{nil, "prog: missing PATH\nRun 'prog --help' for usage.\n"},
+		{[]string{"help", "frob"}, "prog: unknown command \"frob\": want serve or get\nRun 'prog --help' for usage.\n"},
+	}
+	for _, tt := range tests {
+		var w bytes.Buffer
+		err := prog.Run(context.Background(), tt.args, nil, io.Discard, io.Discard)
+		if status := ExitStatus(&w, "prog", err); status != ExitUsage || w.String() != tt.want {
+			t.Errorf("prog %q: exit %d, printed %q; want %d, %q", tt.args, status, w.String(), ExitUsage, tt.want)
+		}
+		if got := Message("prog", err) + "\n"; got != tt.want {
+			t.Errorf("Message(prog %q) = %q, want %q", tt.args, got, tt.want)
+		}
 	}
 }
 

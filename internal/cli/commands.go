@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,43 +27,50 @@ type Commands struct {
 	// every command, examples).
 	Program, Text string
 	List          []Command
-	// Default, if set, is the command run when the arguments name none
-	// (e.g. coordinator's serve); it then answers --help too.
+	// Default, if set, is the command run when the first argument names
+	// none (e.g. coordinator's serve); it then answers --help too.
 	Default string
 }
 
-// Run runs the command the arguments name: the first argument, or, since
-// flags may come first, the first argument that is a command's name after
-// flags. --help (or "help") without a command prints Text, --version the
-// version.
+// Run runs the command that the first argument names, with the
+// arguments after it. The command comes first, as with git and go: the
+// flags are the command's own, and only its flag set knows which of
+// them take a value, so an argument after a flag may be that flag's
+// value ("--token-file bump" names a file) and is never taken for the
+// command. When the first argument names no command, Default runs with
+// all of them; without one, that is a usage error, which shows the
+// command line put in order when a later argument names a command.
+// "help COMMAND" is "COMMAND --help"; --help (or "help") alone prints
+// Text, --version the version.
+//
+// A usage error of a command names the command's help in its hint
+// (Message): "Run 'resolver get --help' for usage."
 func (c Commands) Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	find := func(name string) *Command {
-		for i := range c.List {
-			if c.List[i].Name == name {
-				return &c.List[i]
+	if len(args) > 0 {
+		if cmd := c.find(args[0]); cmd != nil {
+			return c.run(ctx, cmd, args[1:], stdin, stdout, stderr)
+		}
+		if args[0] == "help" && len(args) == 2 {
+			if cmd := c.find(args[1]); cmd != nil {
+				return c.run(ctx, cmd, []string{"--help"}, stdin, stdout, stderr)
 			}
-		}
-		return nil
-	}
-	for i, a := range args {
-		if cmd := find(a); cmd != nil {
-			rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-			return cmd.Run(ctx, rest, stdin, stdout, stderr)
-		}
-		if i == 0 && !strings.HasPrefix(a, "-") || a == "--" {
-			break // the first argument is no command, and not a flag
+			return Usagef("unknown command %q: want %s", args[1], c.names())
 		}
 	}
 	if c.Default != "" {
-		return find(c.Default).Run(ctx, args, stdin, stdout, stderr)
+		if len(args) == 1 && args[0] == "help" {
+			args = []string{"--help"}
+		}
+		err := c.find(c.Default).Run(ctx, args, stdin, stdout, stderr)
+		if errors.Is(err, ErrUsage) {
+			if name, line := c.commandFirst(args); name != "" {
+				err = fmt.Errorf("%w (if %q is meant as the command, it comes first: %s)", err, name, line)
+			}
+		}
+		return err
 	}
-	var names []string
-	for _, cmd := range c.List {
-		names = append(names, cmd.Name)
-	}
-	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 	if len(args) == 0 {
-		return Usagef("missing command: %s", want)
+		return Usagef("missing command: %s", c.names())
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -73,7 +81,83 @@ func (c Commands) Run(ctx context.Context, args []string, stdin io.Reader, stdou
 		return flag.ErrHelp
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return Usagef("missing command (%s) before or after %s", want, args[0])
+		if _, line := c.commandFirst(args); line != "" {
+			return Usagef("the command comes first, before its flags: %s", line)
+		}
+		return Usagef("missing command (%s) before %s", c.names(), args[0])
 	}
-	return Usagef("unknown command %q: want %s", args[0], want)
+	return Usagef("unknown command %q: want %s", args[0], c.names())
 }
+
+func (c Commands) find(name string) *Command {
+	for i := range c.List {
+		if c.List[i].Name == name {
+			return &c.List[i]
+		}
+	}
+	return nil
+}
+
+// run runs cmd, marking its usage errors as the command's (see Message).
+func (c Commands) run(ctx context.Context, cmd *Command, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := cmd.Run(ctx, args, stdin, stdout, stderr)
+	if errors.Is(err, ErrUsage) {
+		var cu commandUsage
+		if !errors.As(err, &cu) {
+			err = commandUsage{c.Program + " " + cmd.Name, err}
+		}
+	}
+	return err
+}
+
+// names lists the commands: "serve, get or inspect".
+func (c Commands) names() string {
+	var names []string
+	for _, cmd := range c.List {
+		names = append(names, cmd.Name)
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// commandFirst finds the first argument after the first that names a
+// command, and returns it with the command line that puts it first.
+func (c Commands) commandFirst(args []string) (name, line string) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if i == 0 || c.find(a) == nil {
+			continue
+		}
+		words := []string{c.Program, a}
+		for j, b := range args {
+			if j != i {
+				words = append(words, shellQuote(b))
+			}
+		}
+		return a, strings.Join(words, " ")
+	}
+	return "", ""
+}
+
+// shellQuote quotes s for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@%+", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// commandUsage is a usage error of one command of a program: its help
+// is "resolver get --help", not the program's.
+type commandUsage struct {
+	command string // "resolver get"
+	error
+}
+
+func (e commandUsage) Unwrap() error { return e.error }
