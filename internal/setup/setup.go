@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chibrary/chibrary/authority"
@@ -60,7 +61,57 @@ func (f *StoreFlags) URL() string {
 
 // Open opens the selected store, creating a bolt store if missing.
 func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, error) {
+	u, err := ParseStoreURL(f.URL())
+	if err != nil {
+		return nil, err
+	}
+	if u.Bolt != "" {
+		if err := f.checkDir(u.Bolt); err != nil {
+			return nil, err
+		}
+	}
 	return OpenStore(ctx, f.URL(), log)
+}
+
+// checkDir says in one plain line when the folder of the bolt store at
+// path is a file, or lies under one: "--data afile is not a directory",
+// where opening it would say "stat afile/messages.db: not a directory"
+// after naming the path itself.
+func (f *StoreFlags) checkDir(path string) error {
+	file := fileOnPath(filepath.Dir(path))
+	switch {
+	case file == "":
+		return nil
+	case f.Store != "" && file == filepath.Dir(path):
+		return fmt.Errorf("cannot open the store %s: %s is not a directory", path, file)
+	case f.Store != "":
+		return fmt.Errorf("cannot open the store %s: %s, on its path, is not a directory", path, file)
+	case filepath.Clean(file) == filepath.Clean(f.Data):
+		return fmt.Errorf("--data %s is not a directory", f.Data)
+	}
+	return fmt.Errorf("--data %s: %s, on its path, is not a directory", f.Data, file)
+}
+
+// fileOnPath returns dir, or the nearest of its parents that exists, if
+// it is not a directory; "" when it is one (or cannot be told).
+func fileOnPath(dir string) string {
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil {
+			if fi.IsDir() {
+				return ""
+			}
+			return dir
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // OpenReader opens the selected store for a program that only reads it.
@@ -80,6 +131,9 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 	if u.Bolt == "" {
 		return OpenStore(ctx, f.URL(), log)
 	}
+	if err := f.checkDir(u.Bolt); err != nil {
+		return nil, err
+	}
 	_, err = os.Stat(u.Bolt)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && mustExist:
@@ -88,6 +142,11 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 		}
 		return nil, fmt.Errorf("no archive at %s", u.Bolt)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		// The path once: "cannot open X: permission denied", not
+		// "cannot open X: stat X: permission denied".
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return nil, fmt.Errorf("cannot open %s: %w", u.Bolt, err)
 	case err == nil:
 		if why := boltstore.CannotWrite(u.Bolt); why != nil {

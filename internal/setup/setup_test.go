@@ -213,6 +213,42 @@ func TestOpenReaderMissing(t *testing.T) {
 	}
 }
 
+// A --data (or a bolt: path) that is, or lies under, a regular file is
+// said once and plainly, by readers and writers alike, and nothing is
+// created.
+func TestNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "afile")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		flags StoreFlags
+		want  string
+	}{
+		{"--data a file", StoreFlags{Data: file}, "--data " + file + " is not a directory"},
+		{"--data under a file", StoreFlags{Data: filepath.Join(file, "sub")}, "--data " + filepath.Join(file, "sub") + ": " + file + ", on its path, is not a directory"},
+		{"--store in a file", StoreFlags{Store: "bolt:" + filepath.Join(file, "m.db")}, "cannot open the store " + filepath.Join(file, "m.db") + ": " + file + " is not a directory"},
+		{"--store under a file", StoreFlags{Store: "bolt:" + filepath.Join(file, "a", "m.db")}, "cannot open the store " + filepath.Join(file, "a", "m.db") + ": " + file + ", on its path, is not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, mustExist := range []bool{true, false} {
+				if _, err := tt.flags.OpenReader(t.Context(), nil, mustExist); err == nil || err.Error() != tt.want {
+					t.Errorf("OpenReader(mustExist %v) = %v, want %q", mustExist, err, tt.want)
+				}
+			}
+			if _, err := tt.flags.Open(t.Context(), nil); err == nil || err.Error() != tt.want {
+				t.Errorf("Open = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(file); string(b) != "x" {
+		t.Errorf("the file became %q", b)
+	}
+}
+
 func TestParseStoreURL(t *testing.T) {
 	tests := []struct {
 		url  string
