@@ -13,6 +13,10 @@ package catalog
 // bits, or'ed with its messages.id: FTS5 walks matches in rowid order, so
 // "newest first" is the index's own order and a page of results costs the
 // same however many messages match; and a date range is a rowid range.
+// A rowid holds dates from 1970 (0) to maxDate, in 2242: the catalog
+// dates messages between 1970 and two days after they were archived
+// (plausible), and a search's bounds are clamped to that range
+// (Query.rowids).
 
 import (
 	"bytes"
@@ -20,6 +24,7 @@ import (
 	"database/sql"
 	"fmt"
 	"html"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -48,6 +53,25 @@ CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted,
 `
 
 func ftsRowid(date, id int64) int64 { return date<<idBits | id }
+
+// maxDate is the last date, in Unix seconds, an fts rowid holds.
+const maxDate = math.MaxInt64 >> idBits
+
+// rowids returns the range of fts rowids of q's dates, both included.
+// A bound before 1970 is 1970-01-01: no message is earlier. An upper
+// bound past maxDate is none; a lower one finds nothing.
+func (q *Query) rowids() (lo, hi int64) {
+	lo, hi = 0, math.MaxInt64
+	if q.After != nil {
+		lo = ftsRowid(min(max(q.After.Unix(), 0), maxDate), 0)
+	}
+	if q.Before != nil {
+		if b := q.Before.Unix(); b <= maxDate {
+			hi = ftsRowid(max(b, 0), 0) - 1
+		}
+	}
+	return lo, hi
+}
 
 // Text returns the text a reader searches in a message: its text parts,
 // its HTML parts read as text, and the text of the messages it encloses
@@ -166,13 +190,7 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 	what := "search results"
 	var where []string
 	var args []any
-	lo, hi := int64(0), int64(1<<62)
-	if !q.After.IsZero() {
-		lo = ftsRowid(q.After.Unix(), 0)
-	}
-	if !q.Before.IsZero() {
-		hi = ftsRowid(q.Before.Unix(), 0) - 1
-	}
+	lo, hi := q.rowids()
 	listFilter := func(col string) {
 		if len(q.Lists) > 0 {
 			where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(q.Lists)), ",")+")")
@@ -210,8 +228,8 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 		pageArgs = append(append([]any{}, args...), opts.Limit, opts.Offset)
 	} else {
 		// Only filters (and maybe exclusions): the messages table.
-		where = append(where, "m.date >= ? AND m.date < ?")
-		args = append(args, lo>>idBits, (hi>>idBits)+1)
+		where = append(where, "m.date >= ? AND m.date <= ?")
+		args = append(args, lo>>idBits, hi>>idBits)
 		listFilter("m.list")
 		if neg := q.negatives(); neg != "" {
 			where = append(where, `ftsRowid NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)`)
@@ -261,15 +279,13 @@ type Fragment struct {
 }
 
 // Excerpt returns about max bytes of text around the first line that has
-// one of words (as Query.Words returns them), with every such word marked,
+// one of words (as Query.Words returns them: a word that ends in '*'
+// stands for the words that start with it), with every such word marked,
 // or the start of the text if none matches. Quoted lines are used only if
 // no other line matches.
 func Excerpt(text string, words []string, max int) []Fragment {
-	want := map[string]bool{}
-	for _, w := range words {
-		want[w] = true
-	}
-	best := firstMatch(text, words, want)
+	want := newWordSet(words)
+	best := firstMatch(text, want)
 	start := 0
 	if best > max/3 {
 		start = best - max/3
@@ -288,7 +304,7 @@ func Excerpt(text string, words []string, max int) []Fragment {
 	}
 	last := 0
 	for _, w := range wordSpans(window) {
-		if want[fold(window[w[0]:w[1]])] {
+		if want.has(fold(window[w[0]:w[1]])) {
 			if w[0] > last {
 				out = append(out, Fragment{Text: window[last:w[0]]})
 			}
@@ -305,19 +321,55 @@ func Excerpt(text string, words []string, max int) []Fragment {
 	return out
 }
 
-// firstMatch returns the offset of the first word of text in want (as
-// folded words), preferring lines that are not quoted, or -1. ASCII words
-// are found by a byte search in a copy of text with ASCII letters
-// lower-cased (same offsets), checked for word boundaries; a word with
-// letters beyond ASCII may match text in other forms (accents, case), so
-// then every line is tokenized.
-func firstMatch(text string, words []string, want map[string]bool) int {
+// wordSet is the folded words an excerpt marks: whole words, and the
+// prefixes of a prefix search.
+type wordSet struct {
+	whole    map[string]bool
+	prefixes []string
+	// ascii: every word and prefix is ASCII.
+	ascii bool
+}
+
+func newWordSet(words []string) wordSet {
+	ws := wordSet{whole: map[string]bool{}, ascii: true}
 	for _, w := range words {
+		if p, ok := strings.CutSuffix(w, "*"); ok {
+			ws.prefixes = append(ws.prefixes, p)
+		} else {
+			ws.whole[w] = true
+		}
 		for i := 0; i < len(w); i++ {
 			if w[i] >= utf8.RuneSelf {
-				return firstMatchTokenized(text, want)
+				ws.ascii = false
 			}
 		}
+	}
+	return ws
+}
+
+// has reports whether the folded word w is one of the set or starts
+// with one of its prefixes.
+func (ws wordSet) has(w string) bool {
+	if ws.whole[w] {
+		return true
+	}
+	for _, p := range ws.prefixes {
+		if strings.HasPrefix(w, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstMatch returns the offset of the first word of text in want,
+// preferring lines that are not quoted, or -1. ASCII words are found by
+// a byte search in a copy of text with ASCII letters lower-cased (same
+// offsets), checked for word boundaries (a prefix only before it); a
+// word with letters beyond ASCII may match text in other forms (accents,
+// case), so then every line is tokenized.
+func firstMatch(text string, want wordSet) int {
+	if !want.ascii {
+		return firstMatchTokenized(text, want)
 	}
 	lower := []byte(text)
 	for i, c := range lower {
@@ -332,9 +384,9 @@ func firstMatch(text string, words []string, want map[string]bool) int {
 		return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
 	}
 	bestPlain, bestQuoted := -1, -1
-	for _, w := range words {
+	find := func(w string, prefix bool) {
 		if w == "" {
-			continue
+			return
 		}
 		for pos := 0; pos < len(lower); {
 			i := bytes.Index(lower[pos:], []byte(w))
@@ -343,7 +395,7 @@ func firstMatch(text string, words []string, want map[string]bool) int {
 			}
 			at := pos + i
 			pos = at + 1
-			if at > 0 && isWordByte(lower[at-1]) || at+len(w) < len(lower) && isWordByte(lower[at+len(w)]) {
+			if at > 0 && isWordByte(lower[at-1]) || !prefix && at+len(w) < len(lower) && isWordByte(lower[at+len(w)]) {
 				continue
 			}
 			lineStart := bytes.LastIndexByte(lower[:at], '\n') + 1
@@ -359,6 +411,12 @@ func firstMatch(text string, words []string, want map[string]bool) int {
 			break
 		}
 	}
+	for w := range want.whole {
+		find(w, false)
+	}
+	for _, p := range want.prefixes {
+		find(p, true)
+	}
 	if bestPlain >= 0 {
 		return bestPlain
 	}
@@ -367,13 +425,13 @@ func firstMatch(text string, words []string, want map[string]bool) int {
 
 // firstMatchTokenized is firstMatch for words beyond ASCII: every line is
 // split into words and each folded.
-func firstMatchTokenized(text string, want map[string]bool) int {
+func firstMatchTokenized(text string, want wordSet) int {
 	for _, quotedPass := range []bool{false, true} {
 		off := 0
 		for line := range strings.Lines(text) {
 			if strings.HasPrefix(strings.TrimLeft(line, " \t"), ">") == quotedPass {
 				for _, w := range wordSpans(line) {
-					if want[fold(line[w[0]:w[1]])] {
+					if want.has(fold(line[w[0]:w[1]])) {
 						return off + w[0]
 					}
 				}

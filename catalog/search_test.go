@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,9 +73,34 @@ func TestSearch(t *testing.T) {
 		{"-cache indy", []string{"s3"}},
 		{"list:linux-mips.vger.kernel.org -cache", []string{"s4", "s5"}},
 		{"xss alert", []string{"s6"}},
-		{"AND OR NOT", []string{}}, // words, not operators
-		{"NEAR(indy cache)", []string{}},
+		{"and or not", []string{}}, // lower case: words
+		{`"AND" "OR"`, []string{}}, // in quotes too
 		{"'; DROP TABLE messages; --", []string{}},
+		// Prefixes.
+		{"boot*", []string{"s4", "s5"}},  // boot, bootloader
+		{"flush*", []string{"s2", "s1"}}, // flush, flushes
+		{"FLUSH**", []string{"s2", "s1"}},
+		{"caf*", []string{"s3"}}, // café
+		{"subject:pan*", []string{"s4"}},
+		{"from:mac*", []string{"s2"}},
+		{"-flush* indy", []string{"s3", "s7"}},
+		{`"secondary cac"*`, []string{"s7"}},
+		{"r4k_cac*", []string{"s2", "s1"}}, // the phrase "r4k cac..."
+		{"list:linux-mips.vger.kernel.org -boot*", []string{"s2", "s7", "s6", "s1"}},
+		// Dates: bounds past the years a message can have are no bound,
+		// and a year before 1970 is 1970-01-01.
+		{"before:2243", []string{"s4", "s3", "s2", "s7", "s6", "s1", "s5"}},
+		{"before:9999-12-31", []string{"s4", "s3", "s2", "s7", "s6", "s1", "s5"}},
+		{"indy before:9999", []string{"s3", "s7", "s1"}},
+		{"after:2243", []string{}},
+		{"after:9999 cache", []string{}},
+		{"cache after:1000", []string{"s2", "s7", "s6", "s1"}},
+		{"after:0001", []string{"s4", "s3", "s2", "s7", "s6", "s1", "s5"}},
+		{"after:0000 before:2019", []string{"s5"}},
+		{"after:1969 indy", []string{"s3", "s7", "s1"}},
+		{"before:1969", []string{}},
+		{"before:1970 cache", []string{}},
+		{"after:1000 before:1970", []string{}},
 		{"body:indy", []string{}}, // not an operator: the phrase "body indy"
 	}
 	for _, tt := range tests {
@@ -143,15 +169,35 @@ func TestParseQueryErrors(t *testing.T) {
 		{strings.Repeat("x", 10000), "10000 bytes"},
 		{"after:2019-13", "not a date"},
 		{"before:yesterday", "not a date"},
+		{"after:10000", "not a date"},
 		{"", "type a word"},
 		{"   \t ", "type a word"},
 		{"-list:cake", "not supported"},
 		{"-after:2019 x", "makes no sense"},
 		{"after:2020 before:2019", "nothing can match"},
+		{"after:2019 before:2019-01-01", "nothing can match"},
 		{strings.Repeat("w ", 33), "more than 32"},
 		{`from:"  "`, "no letter or digit"},
 		{"list:!!!", "names no list"},
 		{"\xff\xfe", "UTF-8"},
+		// Another engine's syntax: said so, not read as words.
+		{"bugs OR crashes", "run two searches"},
+		{"OR OR", "OR at character 1 is not supported"},
+		{"cache AND tlb", "AND at character 7 is not needed"},
+		{"NOT cache", "write -word"},
+		{"indy NEAR cache", "put words in quotes"},
+		{"NEAR(indy cache)", "NEAR(...) is not supported"},
+		{"NEAR(indy cache, 5)", "NEAR(...) is not supported"},
+		{"^cache", "^ (a word at the start) is not supported"},
+		{"subject:^linux", "subject:word"},
+		{"-^cache x", "^ (a word"},
+		// Prefixes need 3 letters or digits.
+		{"ca*", "at least 3 letters or digits before the *"},
+		{"r4k_ca*", "at least 3"},
+		{`"secondary c"*`, "at least 3"},
+		{"from:ra*", "at least 3"},
+		{"list:linux*", "a * is for words"},
+		{"after:2019*", "a * is for words"},
 	}
 	for _, tt := range tests {
 		q, err := ParseQuery(tt.q)
@@ -159,10 +205,100 @@ func TestParseQueryErrors(t *testing.T) {
 			t.Errorf("ParseQuery(%.40q) = %v, %v; want an ErrQuery saying %q", tt.q, q, err, tt.want)
 		}
 	}
-	// Punctuation alone among words is skipped, not an error.
-	q, err := ParseQuery("cache -- !!")
-	if err != nil || len(q.Terms) != 1 {
-		t.Errorf("ParseQuery(punctuation) = %+v, %v; want one term", q, err)
+	// Punctuation alone among words is skipped, not an error; so is a
+	// star alone.
+	for _, s := range []string{"cache -- !!", "cache * **", "cache ^"} {
+		q, err := ParseQuery(s)
+		if err != nil || len(q.Terms) != 1 {
+			t.Errorf("ParseQuery(%q) = %+v, %v; want one term", s, q, err)
+		}
+	}
+}
+
+// TestParseQueryErrorText: an error shows the piece of the search as it
+// was typed and where it is in characters, not bytes.
+func TestParseQueryErrorText(t *testing.T) {
+	tests := []struct {
+		q, want string
+	}{
+		{`from:""`, `bad search: from:"" at character 1 has no letter or digit to look for`},
+		{`café subject:"  "`, `bad search: subject:"  " at character 6 has no letter or digit to look for`},
+		{`é "unclosed`, "bad search: the quote at character 3 is never closed"},
+		{`éé a"b`, `bad search: a quote at character 5 inside a word; put phrases in quotes: "like this"`},
+		{"über ca*", "bad search: ca* at character 6: give at least 3 letters or digits before the * (a shorter start matches too many words)"},
+		{"ça OR ne", `bad search: OR at character 4 is not supported: every word must match already, so run two searches instead (to look for the word itself, write it in lower case or in quotes)`},
+		{"list:ÜÏ!", "bad search: list:ÜÏ! names no list (list names are letters, digits, '.', '_' and '-')"},
+		{"after:2020 before:2019-06", "bad search: after:2020 is not before before:2019-06, so nothing can match"},
+		{"before:2019-6", "bad search: before:2019-6: not a date: write 2019, 2019-02 or 2019-02-03"},
+	}
+	for _, tt := range tests {
+		_, err := ParseQuery(tt.q)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("ParseQuery(%q) = %v,\nwant %s", tt.q, err, tt.want)
+		}
+	}
+}
+
+// TestParseQueryDates: dates are kept as typed, the year 0001 included
+// (the zero time.Time, which is a bound all the same).
+func TestParseQueryDates(t *testing.T) {
+	tests := []struct {
+		q             string
+		after, before string // "" for no bound
+	}{
+		{"after:0001", "0001-01-01", ""},
+		{"after:0000-02", "0000-02-01", ""},
+		{"before:9999-12-31", "", "9999-12-31"},
+		{"x after:1969 before:2243", "1969-01-01", "2243-01-01"},
+		{"x", "", ""},
+	}
+	show := func(d *time.Time) string {
+		if d == nil {
+			return ""
+		}
+		return d.Format(time.DateOnly)
+	}
+	for _, tt := range tests {
+		q, err := ParseQuery(tt.q)
+		if err != nil {
+			t.Errorf("ParseQuery(%q) = %v", tt.q, err)
+			continue
+		}
+		if a, b := show(q.After), show(q.Before); a != tt.after || b != tt.before {
+			t.Errorf("ParseQuery(%q) = after %q, before %q; want %q, %q", tt.q, a, b, tt.after, tt.before)
+		}
+	}
+}
+
+// TestQueryRowids: the rowid range of a search's dates never overflows:
+// bounds are clamped to the dates a rowid holds.
+func TestQueryRowids(t *testing.T) {
+	date := func(s string) *time.Time {
+		d, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &d
+	}
+	jan2019 := date("2019-01-01").Unix() << idBits
+	tests := []struct {
+		name          string
+		after, before *time.Time
+		lo, hi        int64
+	}{
+		{"no bounds", nil, nil, 0, math.MaxInt64},
+		{"2019", date("2019-01-01"), date("2020-01-01"), jan2019, date("2020-01-01").Unix()<<idBits - 1},
+		{"before 1970", date("1000-01-01"), date("1969-01-01"), 0, -1},
+		{"the zero time", date("0001-01-01"), nil, 0, math.MaxInt64},
+		{"after 2242", date("2243-01-01"), date("9999-12-31"), maxDate << idBits, math.MaxInt64},
+		{"at the last date", nil, new(time.Unix(maxDate, 0)), 0, maxDate<<idBits - 1},
+		{"past the last date", nil, new(time.Unix(maxDate+1, 0)), 0, math.MaxInt64},
+	}
+	for _, tt := range tests {
+		q := &Query{After: tt.after, Before: tt.before}
+		if lo, hi := q.rowids(); lo != tt.lo || hi != tt.hi {
+			t.Errorf("%s: rowids() = %d, %d; want %d, %d", tt.name, lo, hi, tt.lo, tt.hi)
+		}
 	}
 }
 
@@ -179,7 +315,7 @@ func TestParseQuery(t *testing.T) {
 		{Text: "tlb", Field: "subject"},
 		{Text: "foo:bar"},
 	}
-	if !slices.Equal(q.Terms, want) || !slices.Equal(q.Lists, []string{"linux-mips"}) ||
+	if !slices.Equal(q.Terms, want) || !slices.Equal(q.Lists, []string{"linux-mips"}) || q.After == nil || q.Before == nil ||
 		!q.After.Equal(time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)) || !q.Before.Equal(time.Date(2019, 2, 3, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("ParseQuery = %+v", q)
 	}
@@ -191,6 +327,50 @@ func TestParseQuery(t *testing.T) {
 	}
 	if got, want := q.match(), `("Indy" AND "secondary cache" AND sender : "Ralf B" AND subject : "tlb" AND "foo:bar") NOT "panic"`; got != want {
 		t.Errorf("match() = %s, want %s", got, want)
+	}
+}
+
+// TestParsePrefix: word* is a prefix search, written back as typed, sent
+// to FTS5 as a prefix string and marked in excerpts as a prefix.
+func TestParsePrefix(t *testing.T) {
+	q, err := ParseQuery(`flush** -subject:tlb* "secondary cac"* from:Mac*`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Term{
+		{Text: "flush", Prefix: true},
+		{Text: "tlb", Field: "subject", Negated: true, Prefix: true},
+		{Text: "secondary cac", Phrase: true, Prefix: true},
+		{Text: "Mac", Field: "from", Prefix: true},
+	}
+	if !slices.Equal(q.Terms, want) {
+		t.Errorf("ParseQuery terms = %+v, want %+v", q.Terms, want)
+	}
+	if got, want := q.String(), `flush* -subject:tlb* "secondary cac"* from:Mac*`; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got, want := q.match(), `("flush" * AND "secondary cac" * AND sender : "Mac" *) NOT subject : "tlb" *`; got != want {
+		t.Errorf("match() = %s, want %s", got, want)
+	}
+	if got, want := q.Words(), []string{"flush*", "secondary", "cac*", "mac*"}; !slices.Equal(got, want) {
+		t.Errorf("Words() = %q, want %q", got, want)
+	}
+	var marked []string
+	for _, f := range Excerpt("The flushes of the secondary cache.\nflush! Flush it. unflush, reflush.\n", q.Words(), 200) {
+		if f.Match {
+			marked = append(marked, f.Text)
+		}
+	}
+	if want := []string{"flushes", "secondary", "cache", "flush", "Flush"}; !slices.Equal(marked, want) {
+		t.Errorf("Excerpt marks %q, want %q", marked, want)
+	}
+	// The first line that has a word that starts with the prefix: the
+	// ASCII byte search and the tokenizing one agree.
+	text := "nothing here\n> a quoted flushing\nunflush then reflush\nflushed é\n"
+	for _, words := range [][]string{{"flush*"}, {"flush*", "é"}} {
+		if at, want := firstMatch(text, newWordSet(words)), strings.Index(text, "flushed"); at != want {
+			t.Errorf("firstMatch(%q) = %d, want %d", words, at, want)
+		}
 	}
 }
 
@@ -224,7 +404,7 @@ func TestExcerpt(t *testing.T) {
 	if all := fmt.Sprint(fr); !slices.Equal(got, []string{"cache"}) || !strings.Contains(all, "r4k_") {
 		t.Errorf("Excerpt(cacheline, r4k_cache) = %+v; want r4k_cache's cache marked only", fr)
 	}
-	if at := firstMatch("the cacheline is 32 bytes.\nthe r4k_cache code.\n", []string{"cache"}, map[string]bool{"cache": true}); at != 35 {
+	if at := firstMatch("the cacheline is 32 bytes.\nthe r4k_cache code.\n", newWordSet([]string{"cache"})); at != 35 {
 		t.Errorf("firstMatch = %d, want 35 (cache in r4k_cache)", at)
 	}
 	// Nothing matches: the start of the text.
@@ -274,7 +454,8 @@ func TestSearchWhileFollowing(t *testing.T) {
 }
 
 func FuzzParseQuery(f *testing.F) {
-	for _, s := range []string{"cache", `"a b" -c from:x subject:"y z" list:l after:2019 before:2019-02-03`, `"`, "-", "--x", `from:""`, "after:", "a:b:c", "\x00", "é -é"} {
+	for _, s := range []string{"cache", `"a b" -c from:x subject:"y z" list:l after:2019 before:2019-02-03`, `"`, "-", "--x", `from:""`, "after:", "a:b:c", "\x00", "é -é",
+		"cach*", "ca*", `"a bcd"*`, "-from:abc**", "*", "NEAR(a b)", "a OR b", "^a", "after:0001", "before:9999 x"} {
 		f.Add(s)
 	}
 	_, c := searchFixture(f)

@@ -28,6 +28,8 @@ type Term struct {
 	// Field limits it to "subject" or "from"; "" is anywhere.
 	Field   string
 	Negated bool
+	// Prefix: its last word is the start of words (typed word*).
+	Prefix bool
 }
 
 // Query is a parsed search (ParseQuery).
@@ -36,9 +38,11 @@ type Query struct {
 	// Lists limit the search to these lists (list:NAME, ListName form).
 	Lists []string
 	// After and Before bound the date: after:X finds messages from the
-	// start of X on, before:X messages before the start of X. Zero: no
-	// bound.
-	After, Before time.Time
+	// start of X on, before:X messages before the start of X. Nil: no
+	// bound. They are the dates as typed (any year from 0000 to 9999);
+	// Search reads a date before 1970 as 1970-01-01, when no message is
+	// earlier, and a date after 2242 as no upper bound.
+	After, Before *time.Time
 }
 
 // Positive reports whether q looks for at least one word (as opposed to
@@ -68,6 +72,8 @@ func (q *Query) SearchesText() bool {
 //
 //	word            messages with the word (all words must match)
 //	"a phrase"      the words next to each other
+//	word*           a word that starts with word (at least 3 letters or
+//	                digits before the *; "a phr"* ends a phrase so)
 //	-word, -"..."   messages without it
 //	from:X          X in the sender's name or address (from:"Ralf B")
 //	subject:X       X in the subject
@@ -78,6 +84,12 @@ func (q *Query) SearchesText() bool {
 // Words match regardless of case and accents; a word is letters and
 // digits, so "r4k_cache" is the phrase "r4k cache". Anything else with a
 // colon is a word.
+//
+// What looks like the syntax of another search engine is refused (an
+// ErrQuery that says what to type instead) rather than read as words:
+// AND, OR, NOT and NEAR in capitals, NEAR(...) and a leading ^. In lower
+// case or in quotes they are words. Error texts show the piece as typed
+// and where it is, counted in characters from 1.
 func ParseQuery(s string) (*Query, error) {
 	if len(s) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: the search is %d bytes long; at most %d are read", ErrQuery, len(s), MaxQueryBytes)
@@ -95,6 +107,7 @@ func ParseQuery(s string) (*Query, error) {
 	}, s)
 	q := &Query{}
 	p := &queryParser{s: s}
+	var afterText, beforeText string
 	for {
 		p.skipSpace()
 		if p.i >= len(p.s) {
@@ -110,9 +123,13 @@ func ParseQuery(s string) (*Query, error) {
 		if op, ok := p.operator(); ok {
 			field = op
 		}
-		text, phrase, err := p.value()
+		text, phrase, prefix, err := p.value()
 		if err != nil {
 			return nil, err
+		}
+		piece := p.s[start:p.i]
+		if prefix && (field == "list" || field == "after" || field == "before") {
+			return nil, fmt.Errorf("%w: %s at character %d: a * is for words; %s: takes a whole %s", ErrQuery, piece, p.at(start), field, map[string]string{"list": "list name", "after": "date", "before": "date"}[field])
 		}
 		switch field {
 		case "list":
@@ -121,7 +138,7 @@ func ParseQuery(s string) (*Query, error) {
 			}
 			name := ListName(text)
 			if name == "" {
-				return nil, fmt.Errorf("%w: list:%s names no list (list names are letters, digits, '.', '_' and '-')", ErrQuery, text)
+				return nil, fmt.Errorf("%w: %s names no list (list names are letters, digits, '.', '_' and '-')", ErrQuery, piece)
 			}
 			q.Lists = append(q.Lists, name)
 			continue
@@ -131,39 +148,86 @@ func ParseQuery(s string) (*Query, error) {
 			}
 			t, err := parseSearchDate(text)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s:%s: %v", ErrQuery, field, text, err)
+				return nil, fmt.Errorf("%w: %s: %v", ErrQuery, piece, err)
 			}
 			if field == "after" {
-				q.After = t
+				q.After, afterText = &t, piece
 			} else {
-				q.Before = t
+				q.Before, beforeText = &t, piece
 			}
 			continue
 		}
+		if !phrase {
+			if err := foreignSyntax(text, field == "" && !neg, piece, p.at(start)); err != nil {
+				return nil, err
+			}
+		}
 		if !hasWordChar(text) {
 			if field != "" || phrase {
-				return nil, fmt.Errorf("%w: %q at position %d has no letter or digit to look for", ErrQuery, p.s[start:p.i], start+1)
+				return nil, fmt.Errorf("%w: %s at character %d has no letter or digit to look for", ErrQuery, piece, p.at(start))
 			}
 			continue // punctuation alone: nothing to match
 		}
-		q.Terms = append(q.Terms, Term{Text: text, Phrase: phrase, Field: field, Negated: neg})
+		if prefix {
+			if w := tokens(text); len(w) == 0 || utf8.RuneCountInString(w[len(w)-1]) < minPrefix {
+				return nil, fmt.Errorf("%w: %s at character %d: give at least %d letters or digits before the * (a shorter start matches too many words)", ErrQuery, piece, p.at(start), minPrefix)
+			}
+		}
+		q.Terms = append(q.Terms, Term{Text: text, Phrase: phrase, Field: field, Negated: neg, Prefix: prefix})
 		if len(q.Terms) > MaxQueryTerms {
 			return nil, fmt.Errorf("%w: more than %d words; leave some out", ErrQuery, MaxQueryTerms)
 		}
 	}
-	if len(q.Terms) == 0 && len(q.Lists) == 0 && q.After.IsZero() && q.Before.IsZero() {
+	if len(q.Terms) == 0 && len(q.Lists) == 0 && q.After == nil && q.Before == nil {
 		return nil, fmt.Errorf("%w: type a word to look for", ErrQuery)
 	}
-	if !q.After.IsZero() && !q.Before.IsZero() && !q.After.Before(q.Before) {
-		return nil, fmt.Errorf("%w: after:%s is not before before:%s, so nothing can match", ErrQuery, q.After.Format(time.DateOnly), q.Before.Format(time.DateOnly))
+	if q.After != nil && q.Before != nil && !q.After.Before(*q.Before) {
+		return nil, fmt.Errorf("%w: %s is not before %s, so nothing can match", ErrQuery, afterText, beforeText)
 	}
 	return q, nil
+}
+
+// minPrefix is how many letters or digits a prefix search (word*) needs:
+// FTS5 reads every word that starts with the prefix, and "a*" is most
+// of the index.
+const minPrefix = 3
+
+// foreignSyntax refuses an unquoted word that another search syntax
+// (FTS5's, a web search engine's) reads as an operator, which this one
+// would read as a word, and tells the reader what to type instead.
+// Standalone says it has no field and no '-' before it: only then are
+// AND, OR, NOT and NEAR operators.
+func foreignSyntax(text string, standalone bool, piece string, at int) error {
+	if standalone {
+		const lower = ` (to look for the word itself, write it in lower case or in quotes)`
+		switch text {
+		case "AND":
+			return fmt.Errorf("%w: AND at character %d is not needed: every word must match already"+lower, ErrQuery, at)
+		case "OR":
+			return fmt.Errorf("%w: OR at character %d is not supported: every word must match already, so run two searches instead"+lower, ErrQuery, at)
+		case "NOT":
+			return fmt.Errorf("%w: NOT at character %d is not supported: write -word to leave out the messages with a word"+lower, ErrQuery, at)
+		case "NEAR":
+			return fmt.Errorf("%w: NEAR at character %d is not supported: put words in quotes to find them next to each other (\"a phrase\")"+lower, ErrQuery, at)
+		}
+		if strings.HasPrefix(text, "NEAR(") {
+			return fmt.Errorf("%w: %s at character %d: NEAR(...) is not supported; put words in quotes to find them next to each other (\"a phrase\")", ErrQuery, piece, at)
+		}
+	}
+	if strings.HasPrefix(text, "^") && hasWordChar(text) {
+		return fmt.Errorf("%w: %s at character %d: ^ (a word at the start) is not supported; subject:word looks in the subject", ErrQuery, piece, at)
+	}
+	return nil
 }
 
 type queryParser struct {
 	s string
 	i int
 }
+
+// at returns where byte offset i of the query is, in characters from 1,
+// as a reader counts them.
+func (p *queryParser) at(i int) int { return utf8.RuneCountInString(p.s[:i]) + 1 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -186,26 +250,35 @@ func (p *queryParser) operator() (string, bool) {
 	return "", false
 }
 
-// value consumes a quoted phrase or a word up to the next space.
-func (p *queryParser) value() (string, bool, error) {
+// value consumes a quoted phrase or a word up to the next space, and
+// the '*' of a prefix search after either (prefix).
+func (p *queryParser) value() (text string, phrase, prefix bool, err error) {
 	if p.i < len(p.s) && p.s[p.i] == '"' {
 		start := p.i
 		end := strings.IndexByte(p.s[p.i+1:], '"')
 		if end < 0 {
-			return "", false, fmt.Errorf("%w: the quote at position %d is never closed", ErrQuery, start+1)
+			return "", false, false, fmt.Errorf("%w: the quote at character %d is never closed", ErrQuery, p.at(start))
 		}
-		text := p.s[p.i+1 : p.i+1+end]
+		text = p.s[p.i+1 : p.i+1+end]
 		p.i += end + 2
-		return strings.TrimSpace(text), true, nil
+		for p.i < len(p.s) && p.s[p.i] == '*' {
+			p.i++
+			prefix = true
+		}
+		return strings.TrimSpace(text), true, prefix, nil
 	}
 	start := p.i
 	for p.i < len(p.s) && !isSpace(p.s[p.i]) {
 		if p.s[p.i] == '"' {
-			return "", false, fmt.Errorf("%w: a quote at position %d inside a word; put phrases in quotes: \"like this\"", ErrQuery, p.i+1)
+			return "", false, false, fmt.Errorf("%w: a quote at character %d inside a word; put phrases in quotes: \"like this\"", ErrQuery, p.at(p.i))
 		}
 		p.i++
 	}
-	return p.s[start:p.i], false, nil
+	text = p.s[start:p.i]
+	if trimmed := strings.TrimRight(text, "*"); trimmed != text && hasWordChar(trimmed) {
+		text, prefix = trimmed, true
+	}
+	return text, false, prefix, nil
 }
 
 func hasWordChar(s string) bool {
@@ -226,18 +299,13 @@ func parseSearchDate(s string) (time.Time, error) {
 }
 
 // match returns the FTS5 expression of q's terms: every word and phrase
-// quoted (so no text typed can be FTS5 syntax), fields as column filters,
-// negations as NOT. It is "" when q has no positive term.
+// quoted (so no text typed can be FTS5 syntax), a prefix as FTS5's
+// "..." *, fields as column filters, negations as NOT. It is "" when q
+// has no positive term.
 func (q *Query) match() string {
 	var pos, neg []string
 	for _, t := range q.Terms {
-		e := ftsPhrase(t.Text)
-		switch t.Field {
-		case "subject":
-			e = "subject : " + e
-		case "from":
-			e = "sender : " + e
-		}
+		e := t.fts()
 		if t.Negated {
 			neg = append(neg, e)
 		} else {
@@ -259,17 +327,27 @@ func (q *Query) negatives() string {
 	var neg []string
 	for _, t := range q.Terms {
 		if t.Negated {
-			e := ftsPhrase(t.Text)
-			switch t.Field {
-			case "subject":
-				e = "subject : " + e
-			case "from":
-				e = "sender : " + e
-			}
-			neg = append(neg, e)
+			neg = append(neg, t.fts())
 		}
 	}
 	return strings.Join(neg, " OR ")
+}
+
+// fts returns the FTS5 expression of one term, whether or not negated.
+func (t Term) fts() string {
+	e := ftsPhrase(t.Text)
+	if t.Prefix {
+		// https://sqlite.org/fts5.html#fts5_prefix_queries: the last
+		// word of the string is a prefix.
+		e += " *"
+	}
+	switch t.Field {
+	case "subject":
+		e = "subject : " + e
+	case "from":
+		e = "sender : " + e
+	}
+	return e
 }
 
 // ftsPhrase quotes text as an FTS5 string: inside double quotes, a double
@@ -280,14 +358,19 @@ func ftsPhrase(text string) string {
 }
 
 // Words returns the words q looks for (not the excluded ones), lower-case,
-// for marking them in an excerpt.
+// for marking them in an excerpt (Excerpt). The last word of a prefix
+// search ends in '*': it stands for the words that start with it.
 func (q *Query) Words() []string {
 	var out []string
 	for _, t := range q.Terms {
 		if t.Negated {
 			continue
 		}
-		out = append(out, tokens(t.Text)...)
+		w := tokens(t.Text)
+		if t.Prefix && len(w) > 0 {
+			w[len(w)-1] += "*"
+		}
+		out = append(out, w...)
 	}
 	return out
 }
@@ -300,6 +383,9 @@ func (q *Query) String() string {
 		if t.Phrase || strings.ContainsAny(s, " \t") {
 			s = `"` + s + `"`
 		}
+		if t.Prefix {
+			s += "*"
+		}
 		if t.Field != "" {
 			s = t.Field + ":" + s
 		}
@@ -311,10 +397,10 @@ func (q *Query) String() string {
 	for _, l := range q.Lists {
 		parts = append(parts, "list:"+l)
 	}
-	if !q.After.IsZero() {
+	if q.After != nil {
 		parts = append(parts, "after:"+q.After.Format(time.DateOnly))
 	}
-	if !q.Before.IsZero() {
+	if q.Before != nil {
 		parts = append(parts, "before:"+q.Before.Format(time.DateOnly))
 	}
 	return strings.Join(parts, " ")
