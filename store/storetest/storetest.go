@@ -16,8 +16,10 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// Opener opens the store under test. Called again after the store it
-// returned was closed, it opens the same underlying store.
+// Opener opens the store under test. Called again, it opens the same
+// underlying store, whether or not the handles it returned before are
+// still open: several handles of one store at once stand for several
+// processes sharing it.
 type Opener func(ctx context.Context) (store.Store, error)
 
 // Run runs the conformance suite. newStore is called once per subtest and
@@ -740,10 +742,13 @@ func testConcurrent(t *testing.T, open Opener) {
 	}
 }
 
-// testConcurrentSameDigest has several goroutines put the same messages
+// testConcurrentSameDigest has several writers put the same messages
 // under their own numbers at once, as two importers started together on
 // one file do: every message is stored exactly once, every writer's
-// result names that one number, and the other numbers hold nothing.
+// result names that one number, and the other numbers hold nothing. Each
+// writer has a handle of its own, opened apart as another process would
+// open it, so that nothing one handle shares among its callers (a lock, a
+// cache) keeps the writers from racing.
 func testConcurrentSameDigest(t *testing.T, open Opener) {
 	const writers, size, rounds = 4, 30, 3
 	runs := make([]uint32, writers)
@@ -752,6 +757,10 @@ func testConcurrentSameDigest(t *testing.T, open Opener) {
 	}
 	f := setup(t, open, runs...)
 	ctx := t.Context()
+	handles := make([]store.Store, writers)
+	for w := range handles {
+		handles[w] = mustOpen(t, open)
+	}
 	fol := newFollower(t, f.s, 50)
 	var stored []store.Message
 	for round := range rounds {
@@ -765,7 +774,7 @@ func testConcurrentSameDigest(t *testing.T, open Opener) {
 				for i := range size {
 					msgs = append(msgs, Message(f.auth.Number(t, runs[w], round*size+i), raw(i), fmt.Sprint("same", round, "-", i), ""))
 				}
-				results[w], errs[w] = f.s.Put(ctx, msgs)
+				results[w], errs[w] = handles[w].Put(ctx, msgs)
 			})
 		}
 		wg.Wait()
