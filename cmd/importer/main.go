@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,10 +32,13 @@ aside) is a duplicate and keeps its call number, so an interrupted import
 can simply be run again. A message the input breaks inside (a compressed
 file cut short or corrupt) is failed, never stored in part.
 
-Ends with one line on stderr, below the error that ended the run, if any:
+Every run ends with one line on stderr, below the error that ended it, if
+any (even one before anything was read: a store that cannot be opened, a
+missing PATH):
   imported N, duplicates D, failed F in S s (R msg/s)
-and exits 0 when every message was stored, 1 when some failed or nothing
-was found to import, 2 on bad usage.
+and exits 0 when every message was stored, 1 when some failed, nothing
+was found to import or the run could not start. Bad usage (exit 2) ends
+with the usage hint instead.
 
 Examples:
   importer fixtures/mbox/demo.mbox
@@ -96,36 +100,58 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if _, err := setup.ParseStoreURL(st.URL()); err != nil {
 		return err
 	}
+	start := time.Now()
+	total, err := importAll(ctx, paths, manifest, st, runs, list, opts, stderr)
+	if errors.Is(err, cli.ErrUsage) {
+		return err // the usage hint is the last line
+	}
+	// Every run that got past its usage ends with the summary, below the
+	// error that ended it (even before anything was read: imported 0),
+	// so that the last line is always the summary a script reads.
+	if err == nil && total.Failed > 0 {
+		err = fmt.Errorf("%d messages could not be stored (see the warnings above)", total.Failed)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, cli.Message("importer", err))
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Fprintf(stderr, "imported %d, duplicates %d, failed %d in %.1f s (%.0f msg/s)\n",
+		total.Imported, total.Duplicates, total.Failed, secs, float64(total.Messages())/max(secs, 1e-9))
+	return cli.Reported(err)
+}
+
+// importAll opens the store and the run source and imports paths.
+func importAll(ctx context.Context, paths []string, manifest string, st setup.StoreFlags, runs setup.RunFlags, list string, opts ingest.FilesOptions, stderr io.Writer) (ingest.Stats, error) {
+	log := opts.Logger
 	if err := ingest.CheckPaths(paths); err != nil {
-		return err // before anything is created
+		return ingest.Stats{}, err // before anything is created
 	}
 	var out *os.File
+	var err error
 	if manifest != "" {
 		if out, err = os.Create(manifest); err != nil {
-			return fmt.Errorf("cannot create the manifest: %w", err)
+			return ingest.Stats{}, fmt.Errorf("cannot create the manifest: %w", err)
 		}
 		defer out.Close() // on an early return; closed and checked below otherwise
 		opts.Import.Manifest = out
 	}
 	db, err := st.Open(ctx, log)
 	if err != nil {
-		return err
+		return ingest.Stats{}, err
 	}
 	defer db.Close() // the same
 	src, err := runs.Source(ctx, db, st.Data, "importer", log)
 	if err != nil {
-		return err
+		return ingest.Stats{}, err
 	}
 	if opts.Import.Archiver, err = ingest.NewArchiver(ingest.Options{Store: db, Runs: src, List: list, Logger: log}); err != nil {
-		return err
+		return ingest.Stats{}, err
 	}
 	bar := cli.NewProgress(stderr, log)
 	opts.Progress = func(path string, done, total int64, s ingest.Stats) {
 		bar.Update(path, fmt.Sprintf("%s: %d msgs (%d new, %d dup, %d failed)", path, s.Messages(), s.Imported, s.Duplicates, s.Failed),
 			done, total, "messages", s.Messages(), "imported", s.Imported, "duplicates", s.Duplicates, "failed", s.Failed)
 	}
-
-	start := time.Now()
 	total, err := ingest.ImportFiles(ctx, paths, opts)
 	bar.Finish()
 	if out != nil {
@@ -136,15 +162,5 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("cannot close the store: %w", cerr)
 	}
-	if err == nil && total.Failed > 0 {
-		err = fmt.Errorf("%d messages could not be stored (see the warnings above)", total.Failed)
-	}
-	// The error that ended the run, then the summary: the last line.
-	if err != nil {
-		fmt.Fprintln(stderr, cli.Message("importer", err))
-	}
-	secs := time.Since(start).Seconds()
-	fmt.Fprintf(stderr, "imported %d, duplicates %d, failed %d in %.1f s (%.0f msg/s)\n",
-		total.Imported, total.Duplicates, total.Failed, secs, float64(total.Messages())/max(secs, 1e-9))
-	return cli.Reported(err)
+	return total, err
 }

@@ -169,8 +169,8 @@ func TestUsage(t *testing.T) {
 	}
 	data := filepath.Join(t.TempDir(), "archive")
 	status, _, stderr := importer(t, "", "--data", data, "../../fixtures/mbox/demo.mbox", "/no/such/file.mbox")
-	if status != cli.ExitFailure || stderr != "importer: cannot open /no/such/file.mbox: no such file or directory\n" {
-		t.Errorf("missing input: status %d, stderr %q; want 1 naming the file once, and nothing else", status, stderr)
+	if status != cli.ExitFailure || !strings.HasPrefix(stderr, "importer: cannot open /no/such/file.mbox: no such file or directory\nimported 0, duplicates 0, failed 0 in ") {
+		t.Errorf("missing input: status %d, stderr %q; want 1 naming the file once, then the summary", status, stderr)
 	}
 	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing input was reported after creating the archive %s", data)
@@ -304,12 +304,43 @@ func TestFolders(t *testing.T) {
 }
 
 // The error that ended a run comes right above the summary, which is the
-// last line.
+// last line: also when the run ended before anything was read (a store
+// that cannot be opened, a missing input). Bad usage ends with the usage
+// hint instead.
 func TestSummaryLast(t *testing.T) {
-	status, _, stderr := importer(t, "", "--data", t.TempDir(), "../../fixtures/mbox/leading-garbage.mbox")
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if status != cli.ExitFailure || len(lines) < 2 || !summary.MatchString(lines[len(lines)-1]) || !strings.HasPrefix(lines[len(lines)-2], "importer: 1 messages could not be stored") {
-		t.Errorf("stderr:\n%s\nwant the error, then the summary as the last line", stderr)
+	afile := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(afile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	demo := "../../fixtures/mbox/demo.mbox"
+	tests := []struct {
+		name      string
+		args      []string
+		status    int
+		errorLine string // the line above the summary
+	}{
+		{"messages failed", []string{"--data", t.TempDir(), "../../fixtures/mbox/leading-garbage.mbox"}, cli.ExitFailure, "importer: 1 messages could not be stored"},
+		{"the store cannot be opened", []string{"--data", afile, demo}, cli.ExitFailure, "importer: --data " + afile + " is not a directory"},
+		{"a missing input", []string{"--data", t.TempDir(), "/no/such.mbox"}, cli.ExitFailure, "importer: cannot open /no/such.mbox"},
+		{"no coordinator token", []string{"--data", t.TempDir(), "--coordinator", "http://127.0.0.1:1", demo}, cli.ExitUsage, ""},
+		{"a usage error", []string{"--data", t.TempDir(), "--format", "mbox9", demo}, cli.ExitUsage, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("CHIBRARY_TOKEN", "")
+			status, _, stderr := importer(t, "", tt.args...)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			last := lines[len(lines)-1]
+			if tt.status == cli.ExitUsage {
+				if status != tt.status || summary.MatchString(stderr) || !strings.HasPrefix(last, "Run 'importer --help'") {
+					t.Errorf("importer %q = %d\n%s\nwant %d, the usage hint last and no summary", tt.args, status, stderr, tt.status)
+				}
+				return
+			}
+			if status != tt.status || len(lines) < 2 || !summary.MatchString(last) || !strings.HasPrefix(lines[len(lines)-2], tt.errorLine) {
+				t.Errorf("importer %q = %d\n%s\nwant %d, %q, then the summary as the last line", tt.args, status, stderr, tt.status, tt.errorLine)
+			}
+		})
 	}
 }
 
