@@ -1,7 +1,10 @@
 // Command testsummary reads `go test -json` on standard input and writes
 // what `go test` would have written (an ok line per package, the output of
 // failed tests, build errors), then one line per reason tests were
-// skipped, so that tests that did not run are not invisible. It exits 1
+// skipped, so that tests that did not run are not invisible. A failed
+// package also shows the output of its tests that never ended (a timeout's
+// panic, os.Exit, a fatal runtime error: go test -json gives them no fail
+// event), each with a "--- FAIL" line naming it. It exits 1
 // when a test, a package or a build failed (or it read no result at all),
 // as go test does; `make test` also keeps go test's own exit status.
 //
@@ -44,8 +47,11 @@ type skipped struct {
 }
 
 type state struct {
-	w       io.Writer
-	output  map[string][]string // package + "\x00" + test -> lines
+	w      io.Writer
+	output map[string][]string // package + "\x00" + test -> lines
+	// running are the tests of each package that have output and no
+	// result yet, in the order they started.
+	running map[string][]string
 	skips   []*skipped
 	failed  bool
 	results int
@@ -54,7 +60,7 @@ type state struct {
 // summarize copies r's results to w as described in the package doc, and
 // reports whether anything failed.
 func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
-	s := &state{w: w, output: map[string][]string{}}
+	s := &state{w: w, output: map[string][]string{}, running: map[string][]string{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -84,6 +90,9 @@ func (s *state) handle(e event) {
 	case "build-fail":
 		s.failed = true
 	case "output":
+		if _, ok := s.output[key]; !ok && e.Test != "" {
+			s.running[e.Package] = append(s.running[e.Package], e.Test)
+		}
 		s.output[key] = append(s.output[key], e.Output)
 	case "pass":
 		s.results++
@@ -103,10 +112,34 @@ func (s *state) handle(e event) {
 		s.results++
 		s.failed = true
 		if e.Test == "" {
+			s.printUnfinished(e.Package)
 			s.printPackage(key, true)
 		} else {
 			fmt.Fprint(s.w, strings.Join(s.output[key], ""))
 		}
+		delete(s.output, key)
+	}
+	if e.Test == "" && (e.Action == "pass" || e.Action == "skip" || e.Action == "fail") {
+		delete(s.running, e.Package)
+	}
+}
+
+// printUnfinished prints the output of the tests of a failed package that
+// have no result: the test binary stopped inside them (a timeout's panic,
+// os.Exit, a fatal runtime error), and that output, with the test's name,
+// is all there is to say why.
+func (s *state) printUnfinished(pkg string) {
+	for _, test := range s.running[pkg] {
+		key := pkg + "\x00" + test
+		lines, ok := s.output[key]
+		if !ok {
+			continue // it ended
+		}
+		fmt.Fprint(s.w, strings.Join(lines, ""))
+		if n := len(lines); n > 0 && !strings.HasSuffix(lines[n-1], "\n") {
+			fmt.Fprintln(s.w)
+		}
+		fmt.Fprintf(s.w, "--- FAIL: %s (did not end: the test binary stopped while it ran)\n", test)
 		delete(s.output, key)
 	}
 }

@@ -32,6 +32,28 @@ func TestSummarize(t *testing.T) {
 			want:    []string{"b/b.go:2:12: undefined: undefined\n", "FAIL\ttj/b [build failed]\n", "?   \ttj/c\t[no test files]\n"},
 			wantNot: []string{"tests skipped"},
 		},
+		// go test -json -timeout 3s of a test that sleeps (real output):
+		// no fail event for the test, the panic is its output.
+		{
+			name: "a test timed out", file: "timeout.json", wantFailed: true,
+			want: []string{
+				"=== RUN   TestHang\n", "    a_test.go:11: waiting for a message that never comes\n",
+				"panic: test timed out after 3s\n\trunning tests:\n\t\tTestHang (3s)\n",
+				"tj/t2.TestHang(", "--- FAIL: TestHang (did not end: the test binary stopped while it ran)\n",
+				"FAIL\ttj/t2\t3.006s\n", "no test was skipped\n",
+			},
+			wantNot: []string{"TestOK"},
+		},
+		// A test that calls os.Exit(3) (real output): nothing after its log.
+		{
+			name: "a test exited", file: "exit.json", wantFailed: true,
+			want: []string{
+				"=== RUN   TestExit\n    a_test.go:11: about to exit\n",
+				"--- FAIL: TestExit (did not end: the test binary stopped while it ran)\n",
+				"FAIL\ttj/t3\t0.003s\n",
+			},
+			wantNot: []string{"TestOK"},
+		},
 		{
 			name: "all passed", file: "pass.json", wantFailed: false,
 			want:    []string{"ok  \ttj\t", "no test was skipped\n"},
