@@ -61,16 +61,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		return nil, false
 	}
 	v := &searchView{Query: strings.TrimSpace(r.URL.Query().Get("q")), Sort: "newest", Page: max(page, 1)}
-	// The box of a list page searches that list: list:NAME joins the
-	// query, where the reader sees it and can take it out.
-	if l := r.URL.Query().Get("list"); l != "" {
-		if !catalog.ValidListName(l) {
-			s.fail(w, r, http.StatusBadRequest, "Not a list name: list names are lower-case letters, digits, '.', '_' and '-'.")
-			return nil, false
-		}
-		if v.Query != "" && !strings.Contains(strings.ToLower(v.Query), "list:") {
-			v.Query += " list:" + l
-		}
+	list := r.URL.Query().Get("list")
+	if list != "" && !catalog.ValidListName(list) {
+		s.fail(w, r, http.StatusBadRequest, "Not a list name: list names are lower-case letters, digits, '.', '_' and '-'.")
+		return nil, false
 	}
 	sort := catalog.Newest
 	switch r.URL.Query().Get("sort") {
@@ -89,6 +83,19 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		return v, true // the form and its help
 	}
 	q, err := catalog.ParseQuery(v.Query)
+	// The box of a list or month page searches that list (list=NAME)
+	// unless the query names lists itself: list:NAME joins the query,
+	// where the reader sees it and can take it out.
+	if list != "" {
+		switch {
+		case err == nil && len(q.Lists) == 0:
+			q.Lists = []string{list}
+			v.Query += " list:" + list
+		case err != nil && !mayNameList(v.Query):
+			// Keep the list for the query the reader corrects.
+			v.Query += " list:" + list
+		}
+	}
 	if errors.Is(err, catalog.ErrQuery) {
 		v.Problem = strings.TrimPrefix(err.Error(), catalog.ErrQuery.Error()+": ")
 		return v, true
@@ -194,6 +201,18 @@ func (s *Server) excerpt(ctx context.Context, cn string, words []string, inText 
 	}
 	s.texts.put(cn, text, mv.Truncated && view.MaxTextBytes == excerptFirstBytes)
 	return ex
+}
+
+// mayNameList reports whether a query that does not parse has a piece
+// that looks like a list: operator, which its list page's scope then
+// does not join.
+func mayNameList(query string) bool {
+	for _, f := range strings.Fields(query) {
+		if strings.HasPrefix(strings.ToLower(strings.TrimLeft(f, "-")), "list:") {
+			return true
+		}
+	}
+	return false
 }
 
 // marked reports whether an excerpt marks a word searched for.

@@ -3,6 +3,7 @@ package resolver
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,14 @@ func TestSearch(t *testing.T) {
 		{"relevance", "/search?q=archive&sort=relevance", 200, []string{"best matches first", `<a href="/search?q=archive">Newest first</a>`}, nil},
 		{"nothing found", "/search?q=xylophone", 200, []string{"0 messages found"}, []string{`<ol class="results">` + "\n<li"}},
 		{"hostile text is text", "/search?q=script", 200, []string{"&lt;script&gt;"}, []string{"<script"}},
-		{"empty: the help", "/search", 200, []string{`<table class="help">`, "from:ralf"}, []string{"found"}},
+		{"empty: the help", "/search", 200, []string{`<table class="help">`, "from:ralf", "<code>flush*</code>", "there is no <code>OR</code>"}, []string{"found"}},
+		{"a prefix", "/search?q=sprock*", 200, []string{"1 message found", "<mark>sprockets</mark>", `value="sprock*"`}, nil},
+		{"OR", "/search?q=sprockets+OR+widgets", 400, []string{"This search cannot be run: OR at character 11 is not supported: every word must match already, so run two searches instead", `<table class="help">`}, nil},
+		{"NEAR()", "/search?q=NEAR%28sprockets+sizes%29", 400, []string{"NEAR(sprockets at character 1: NEAR(...) is not supported"}, nil},
+		{"a short prefix", "/search?q=sp*", 400, []string{"sp* at character 1: give at least 3 letters or digits before the *"}, nil},
+		{"a far date", "/search?q=sprockets+before%3A9999", 200, []string{"1 message found"}, nil},
+		{"the year 1", "/search?q=after%3A0001", 200, []string{"found"}, []string{"cannot be run"}},
+		{"JSON OR", "/api/v1/search?q=a+OR+b", 400, []string{`"error":`, "run two searches"}, nil},
 		{"a bad search", "/search?q=before%3Ayesterday", 400, []string{"This search cannot be run:", `<table class="help">`}, nil},
 		{"a bad sort", "/search?q=x&sort=oldest", 400, []string{"newest or by relevance"}, nil},
 		{"past the last page", "/search?q=archive&page=99", 404, []string{"no page 99"}, nil},
@@ -79,34 +87,54 @@ func TestSearch(t *testing.T) {
 	}
 }
 
-// TestListSearchBox: a list page's box searches that list, visibly.
+// TestListSearchBox: the box of a list page and of a month page
+// searches that list, visibly.
 func TestListSearchBox(t *testing.T) {
 	ca := newCatalogArchive(t)
-	r := get(t, ca.srv.URL+"/l/demo/")
-	for _, s := range []string{`<form class="search" action="/go"`, `name="list" type="hidden" value="demo"`} {
-		if !strings.Contains(r.body, s) {
-			t.Errorf("GET /l/demo/ lacks %q", s)
+	for _, page := range []string{"/l/demo/", "/l/demo/2024-03/"} {
+		r := get(t, ca.srv.URL+page)
+		for _, s := range []string{`<form class="search" action="/go"`, `name="list" type="hidden" value="demo"`, `placeholder="Search demo"`, `<a class="help-link" href="/search">how to search</a>`} {
+			if !strings.Contains(r.body, s) {
+				t.Errorf("GET %s lacks %q", page, s)
+			}
 		}
 	}
 	// The box goes to /go, which searches that list.
 	if r := get(t, ca.srv.URL+"/go?n=sprockets&list=demo"); r.status != 302 || r.header.Get("Location") != "/search?q=sprockets&list=demo" {
 		t.Errorf("GET /go?n=sprockets&list=demo = %d to %q, want 302 to /search?q=sprockets&list=demo", r.status, r.header.Get("Location"))
 	}
-	// sprockets are only in a message of the list "hostile".
-	all := get(t, ca.srv.URL+"/search?q=sprockets")
-	list := get(t, ca.srv.URL+"/search?q=sprockets&list=demo")
-	if list.status != 200 || !strings.Contains(list.body, `value="sprockets list:demo"`) {
-		t.Fatalf("GET /search?q=sprockets&list=demo = %d, without the list in its box:\n%s", list.status, list.body)
-	}
-	if !strings.Contains(list.body, "0 messages found") || !strings.Contains(all.body, "1 message found") {
-		t.Errorf("the list's search is not limited to it:\n%s", list.body)
-	}
 	if r := get(t, ca.srv.URL+"/search?q=archive&list=Not%20A%20List"); r.status != 400 {
 		t.Errorf("GET /search with a bad list = %d, want 400", r.status)
 	}
-	// A query that names a list already keeps it.
-	if r := get(t, ca.srv.URL+"/search?q=archive+list%3Ahostile&list=demo"); !strings.Contains(r.body, `value="archive list:hostile"`) {
-		t.Errorf("a query with list: got another list added")
+	// sprockets are only in a message of the list "hostile". The list
+	// joins the query unless the query names lists with list: itself,
+	// as parsed: a word with "list:" in it is no list: operator.
+	tests := []struct {
+		name, q string
+		status  int
+		box     string // the query shown in the box
+		found   string
+	}{
+		{"a word", "sprockets", 200, "sprockets list:demo", "0 messages found"},
+		{"an excluded word with list: in it", "sprockets -xlist:y", 200, "sprockets -xlist:y list:demo", "0 messages found"},
+		{"a phrase with list: in it", `sprockets -"list:hostile"`, 200, `sprockets -&#34;list:hostile&#34; list:demo`, "0 messages found"},
+		{"a word ending in list:", "sprockets blacklist:", 200, "sprockets blacklist: list:demo", "0 messages found"},
+		{"list: named", "sprockets list:hostile", 200, "sprockets list:hostile", "1 message found"},
+		{"LIST: named", "sprockets LIST:hostile", 200, "sprockets LIST:hostile", "1 message found"},
+		{"a bad search", `sprockets "sizes`, 400, `sprockets &#34;sizes list:demo`, "the quote at character 11 is never closed"},
+		{"a bad search naming a list", `sprockets "sizes list:hostile`, 400, `sprockets &#34;sizes list:hostile`, "never closed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := "/search?q=" + url.QueryEscape(tt.q) + "&list=demo"
+			r := get(t, ca.srv.URL+path)
+			if r.status != tt.status || !strings.Contains(r.body, `value="`+tt.box+`"`) || !strings.Contains(r.body, tt.found) {
+				t.Errorf("GET %s = %d, want %d with %q in the box and %q:\n%s", path, r.status, tt.status, tt.box, tt.found, r.body)
+			}
+		})
+	}
+	if all := get(t, ca.srv.URL+"/search?q=sprockets+-xlist%3Ay"); !strings.Contains(all.body, "1 message found") {
+		t.Errorf("sprockets -xlist:y in every list: want the one message:\n%s", all.body)
 	}
 }
 
