@@ -25,7 +25,7 @@ import (
 // when its output changes so that revalidating clients get the new form.
 const (
 	htmlVersion = "h2"
-	jsonVersion = "j1"
+	jsonVersion = "j2"
 )
 
 // maxListed bounds the messages listed for one shared Message-ID.
@@ -370,11 +370,73 @@ type messageJSON struct {
 	InReplyTo  []string         `json:"in_reply_to"`
 	References []string         `json:"references"`
 	Headers    []mailview.Field `json:"headers"`
+	// Thread is what the message page shows of its thread; absent when
+	// the catalog cannot say (none, not built yet, not indexed yet).
+	Thread *placeJSON `json:"thread,omitempty"`
+}
+
+// placeJSON is a message's place in its thread and list, as its page
+// shows it (navigation): null links where there is none.
+type placeJSON struct {
+	// CallNumber and Subject are the thread's: its first archived
+	// message, the subject it goes by.
+	CallNumber string `json:"callnumber"`
+	Subject    string `json:"subject"`
+	Messages   int    `json:"messages"`
+	Position   int    `json:"position"` // 1-based, in reading order
+	List       string `json:"list"`
+	Month      string `json:"month"` // yyyy-mm, of the message
+	// Parent is the message this one answers (or, for a message naming
+	// none, the one its subject joins); null for the thread's start.
+	Parent *linkJSON `json:"parent"`
+	// MissingParent is the Message-ID of the message this one answers
+	// when the archive does not have it.
+	MissingParent string     `json:"missing_parent,omitempty"`
+	PrevInThread  *linkJSON  `json:"prev_in_thread"`
+	NextInThread  *linkJSON  `json:"next_in_thread"`
+	PrevByDate    *linkJSON  `json:"prev_by_date"` // in the list
+	NextByDate    *linkJSON  `json:"next_by_date"`
+	Replies       []linkJSON `json:"replies"`
+}
+
+// linkJSON is another message, as a link to it shows it.
+type linkJSON struct {
+	CallNumber string    `json:"callnumber"`
+	Subject    string    `json:"subject"`
+	From       string    `json:"from"`
+	Date       time.Time `json:"date"`
+}
+
+func linkJSONOf(l *msgLink) *linkJSON {
+	if l == nil {
+		return nil
+	}
+	return &linkJSON{CallNumber: l.CallNumber, Subject: l.Subject, From: l.From, Date: l.Date}
+}
+
+func placeOf(nav *navigation) *placeJSON {
+	p := &placeJSON{
+		CallNumber: nav.ThreadCN, Subject: nav.ThreadSubject, Messages: nav.ThreadMessages, Position: nav.Position,
+		List: nav.List, Month: nav.Month, Parent: linkJSONOf(nav.Parent), MissingParent: nav.MissingParent,
+		PrevInThread: linkJSONOf(nav.PrevInThread), NextInThread: linkJSONOf(nav.NextInThread),
+		PrevByDate: linkJSONOf(nav.PrevByDate), NextByDate: linkJSONOf(nav.NextByDate),
+		Replies: []linkJSON{},
+	}
+	for i := range nav.Replies {
+		p.Replies = append(p.Replies, *linkJSONOf(&nav.Replies[i]))
+	}
+	return p
 }
 
 func (s *Server) messageJSON(w http.ResponseWriter, r *http.Request) {
 	m, f, ok := s.lookup(w, r, r.PathValue("callnumber"))
-	if !ok || notModified(w, r, m.Digest, jsonVersion) {
+	if !ok {
+		return
+	}
+	// As for the page: the message never changes, its place does.
+	nav := s.navigate(r.Context(), m.Number.String())
+	if nav == nil && notModified(w, r, m.Digest, jsonVersion) ||
+		nav != nil && notModifiedAs(w, r, m.Digest, jsonVersion+"-"+fingerprint(nav), "no-cache") {
 		return
 	}
 	v := mailview.ParseHeader(m.Raw, s.opts.View)
@@ -389,6 +451,9 @@ func (s *Server) messageJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	if out.Headers == nil {
 		out.Headers = []mailview.Field{}
+	}
+	if nav != nil {
+		out.Thread = placeOf(nav)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
