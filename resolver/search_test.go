@@ -2,10 +2,15 @@ package resolver
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 func TestSearch(t *testing.T) {
@@ -180,5 +185,38 @@ func TestSearchExcerptDeep(t *testing.T) {
 		if !marked {
 			t.Errorf("search %s: the excerpt does not mark %q: %+v", tt.q, tt.mark, res.Results[0].Excerpt)
 		}
+	}
+}
+
+// TestSearchFollowing: a message stored while the server follows the
+// store is found by search, and is on its list's page, within 2 s of
+// being stored (the issue's bound), with the follower's default
+// interval.
+func TestSearchFollowing(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	a.put(t, []byte("From: A <a@example.org>\nSubject: first\nMessage-ID: <sf1@example.org>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\nhello\n"), "live")
+	srv := startServer(t, a.st, Options{Catalog: openTestCatalog(t), Follow: &catalog.FollowOptions{}})
+	waitFor(t, "the first message on the list page", func() bool {
+		return strings.Contains(get(t, srv+"/l/live/").body, "first")
+	})
+	for i, word := range []string{"quizzaciously", "zymurgical", "xanthophyll"} {
+		subject := fmt.Sprintf("news %d", i)
+		raw := fmt.Sprintf("From: B <b@example.org>\nSubject: %s\nMessage-ID: <sf-%d@example.org>\nDate: Mon, 1 Jan 2024 1%d:00:00 +0000\n\nThe word is %s.\n", subject, i, i+1, word)
+		stored := time.Now()
+		cn := a.put(t, []byte(raw), "live").String()
+		found, listed := time.Duration(0), time.Duration(0)
+		for found == 0 || listed == 0 {
+			if time.Since(stored) > 2*time.Second {
+				t.Fatalf("message %s, stored 2 s ago: found by search after %v, on the list page after %v (0: not yet)", cn, found, listed)
+			}
+			if found == 0 && strings.Contains(get(t, srv+"/api/v1/search?q="+word).body, `"callnumber":"`+cn+`"`) {
+				found = time.Since(stored)
+			}
+			if listed == 0 && strings.Contains(get(t, srv+"/l/live/").body, subject) {
+				listed = time.Since(stored)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("message %d: found by search %v and on its list's page %v after it was stored (follower interval %v)", i, found.Round(time.Millisecond), listed.Round(time.Millisecond), catalog.DefaultInterval)
 	}
 }

@@ -3,18 +3,26 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/internal/testmount"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/mbox"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 func TestCatalogPath(t *testing.T) {
@@ -230,5 +238,129 @@ func TestServeReadOnlyArchive(t *testing.T) {
 			logs := stop()
 			t.Logf("%s", logs)
 		})
+	}
+}
+
+// putSearchFixture stores the messages of fixtures/search/search.mbox in
+// the archive of testArchive, under run 1 from sequence 100 on, as
+// another process (an importer) would while a resolver runs.
+func putSearchFixture(t *testing.T, dir string, codec *callnumber.Codec) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "fixtures", "search", "search.mbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var batch []store.Message
+	r := mbox.NewReader(f, mbox.Options{Name: f.Name()})
+	for seq := uint16(100); ; seq++ {
+		m, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := codec.Encode(callnumber.Fields{Run: 1, Sequence: seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := mailmsg.Parse(m.Raw)
+		batch = append(batch, store.Message{Number: n, Raw: m.Raw, Digest: store.DigestOf(m.Raw), MessageID: meta.MessageID})
+	}
+	putMessages(t, dir, batch...)
+}
+
+// putMessages stores messages in DIR/messages.db, sharing the file with
+// a resolver that serves it.
+func putMessages(t *testing.T, dir string, ms ...store.Message) {
+	t.Helper()
+	st, err := boltstore.Open(t.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Put(t.Context(), ms); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// searchQueries are searches of the search fixture, one of each kind.
+var searchQueries = []string{"cache", "indy cache", `"secondary cache"`, "from:ralf", "subject:panic", "list:cake.lists.example.org", "cafe", "flush*", "-cache indy", "after:2019-02", "before:2019", "refill"}
+
+// searchAnswers returns what /api/v1/search answers each of
+// searchQueries, sorted by relevance (which a rebuild may change if its
+// index differs), one line each.
+func searchAnswers(t *testing.T, base string) []string {
+	t.Helper()
+	var out []string
+	for _, q := range searchQueries {
+		body := waitGet(t, base+"/api/v1/search?sort=relevance&q="+url.QueryEscape(q), 200)
+		var res struct {
+			Total   int `json:"total"`
+			Results []struct {
+				CallNumber string             `json:"callnumber"`
+				Excerpt    []catalog.Fragment `json:"excerpt"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(body), &res); err != nil {
+			t.Fatalf("search %q: %v: %s", q, err, body)
+		}
+		line := fmt.Sprintf("%s: %d", q, res.Total)
+		for _, r := range res.Results {
+			line += fmt.Sprintf(" %s %v", r.CallNumber, r.Excerpt)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// TestServeSearch: a message stored while `resolver serve` follows the
+// store is found by search within 2 s of being stored; and the catalog
+// `resolver reindex` rebuilds answers every search as the followed one
+// did.
+func TestServeSearch(t *testing.T) {
+	dir, codec, _, _ := testArchive(t)
+	base, stop := startServe(t, "--data", dir)
+	waitGet(t, base+"/l/test/", 200)
+	putSearchFixture(t, dir, codec)
+	n, err := codec.Encode(callnumber.Fields{Run: 1, Sequence: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := []byte("From: Late <late@example.org>\nSubject: stored while serving\nMessage-ID: <late@example.org>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\nThe word is quizzaciously.\n")
+	putMessages(t, dir, store.Message{Number: n, Raw: raw, Digest: store.DigestOf(raw), MessageID: "late@example.org", List: "test"})
+	stored := time.Now()
+	for {
+		resp, err := http.Get(base + "/api/v1/search?q=quizzaciously")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), `"callnumber":"`+n.String()+`"`) {
+			t.Logf("found by search %v after it was stored", time.Since(stored).Round(time.Millisecond))
+			break
+		}
+		if time.Since(stored) > 2*time.Second {
+			t.Fatalf("a message stored 2 s ago is not found by search: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every message of the fixture is in by now: they were stored first.
+	followed := searchAnswers(t, base)
+	if want := "cache: 4"; !strings.HasPrefix(followed[0], want+" ") {
+		t.Fatalf("search for cache while following: %s, want %s", followed[0], want)
+	}
+	stop()
+
+	if status, _, stderr := runCmd(t, t.Context(), "reindex", "--data", dir); status != 0 {
+		t.Fatalf("reindex = %d: %s", status, stderr)
+	}
+	base, stop = startServe(t, "--data", dir)
+	defer stop()
+	rebuilt := searchAnswers(t, base)
+	if !slices.Equal(rebuilt, followed) {
+		t.Errorf("searches after reindex:\n%s\nwant as before:\n%s", strings.Join(rebuilt, "\n"), strings.Join(followed, "\n"))
 	}
 }
