@@ -3,6 +3,8 @@ package resolver
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,5 +146,63 @@ func TestPagesWithoutCatalog(t *testing.T) {
 	}
 	if r := get(t, fa.srv.URL+"/"); !strings.Contains(r.body, "lists of this archive cannot be shown") {
 		t.Errorf("index without a catalog does not say why there are no lists:\n%s", r.body)
+	}
+}
+
+// TestReferenceLoopPages: a loop of References (a names b, b names a; c
+// names b, a and itself) reads on the pages as the catalog threads it
+// (catalog.TestReferenceLoop): b the root, a answering b, c answering a.
+func TestReferenceLoopPages(t *testing.T) {
+	ca := newCatalogArchive(t)
+	la, lb, lc := ca.cn(t, "la"), ca.cn(t, "lb"), ca.cn(t, "lc")
+	name := map[string]string{la: "la", lb: "lb", lc: "lc"}
+	// The thread page: its messages in reading order, with their depth
+	// and whom each answers.
+	thread := get(t, ca.srv.URL+"/t/"+la+"/")
+	if thread.status != 200 {
+		t.Fatalf("GET /t/%s/ = %d", la, thread.status)
+	}
+	head := regexp.MustCompile(`^ class="tmsg d(\d)[^"]*" id="m(\w{8})">`)
+	answers := regexp.MustCompile(`<p class="replyto">In reply to <a href="/t/\w{8}/#m(\w{8})"`)
+	var got []string
+	for _, art := range strings.Split(thread.body, "<article")[1:] {
+		m := head.FindStringSubmatch(art)
+		if m == nil {
+			continue
+		}
+		row := strings.Repeat("  ", int(m[1][0]-'0')) + name[m[2]]
+		if a := answers.FindStringSubmatch(art); a != nil {
+			row += " answers " + name[a[1]]
+		}
+		got = append(got, row)
+	}
+	if want := []string{"lb", "  la answers lb", "    lc answers la"}; !slices.Equal(got, want) {
+		t.Errorf("thread page of a loop:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), thread.body)
+	}
+	// The message pages: each one's parent and replies.
+	tests := []struct {
+		cn, parent string
+		replies    []string
+	}{
+		{lb, "", []string{la}},
+		{la, lb, []string{lc}},
+		{lc, la, nil},
+	}
+	replyTo := regexp.MustCompile(`<p class="replyto">In reply to <a href="/(\w{8})">`)
+	repliesSection := regexp.MustCompile(`(?s)<section class="replies">.*?</section>`)
+	link := regexp.MustCompile(`<a href="/(\w{8})">`)
+	for _, tt := range tests {
+		r := get(t, ca.srv.URL+"/"+tt.cn)
+		parent := ""
+		if m := replyTo.FindStringSubmatch(r.body); m != nil {
+			parent = m[1]
+		}
+		var replies []string
+		for _, m := range link.FindAllStringSubmatch(repliesSection.FindString(r.body), -1) {
+			replies = append(replies, m[1])
+		}
+		if r.status != 200 || parent != tt.parent || !slices.Equal(replies, tt.replies) {
+			t.Errorf("page of %s: %d, in reply to %q, replies %q; want 200, %q (%s), %q", name[tt.cn], r.status, name[parent], replies, name[tt.parent], tt.parent, tt.replies)
+		}
 	}
 }
