@@ -245,50 +245,65 @@ func TestSlowWriter(t *testing.T) {
 // TestStalledWriterResidue shows what the package doc says is not
 // guaranteed: a writer that stalls after its last look at the clock, for
 // longer than the claim timeout, and then writes, leaves its messages
-// stored twice, and says so in its log.
+// stored twice, and says so in its log, even when it stalled for so long
+// that it no longer keeps the claim that took them over.
 func TestStalledWriterResidue(t *testing.T) {
-	o := shortClaims(t)
-	var logs syncBuffer
-	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	a := storetest.NewAuthority(t, shuffle.Bits)
-	stalled := open(t, o)
-	recordLease(t, stalled, a, 1)
-	o.Logger = nil
-	other := open(t, o)
-	recordLease(t, other, a, 2)
-	msgs := batchOf(t, a, 1, "stall", 5)
-	claimed := make(chan struct{})
-	release := make(chan struct{})
-	stalled.hook = func(point string) error {
-		if point == "writing" {
-			close(claimed)
-			<-release
-		}
-		return nil
-	}
-	var wg sync.WaitGroup
-	var stalledErr error
-	wg.Go(func() { _, stalledErr = stalled.Put(t.Context(), msgs) })
-	<-claimed
-	again := sameBytes(t, a, 2, msgs)
-	res, err := other.Put(t.Context(), again) // takes the expired claim over
-	close(release)
-	wg.Wait()
-	if err != nil || stalledErr != nil {
-		t.Fatalf("Put = %v (other), %v (stalled)", err, stalledErr)
-	}
-	for i := range msgs {
-		if res[i] != (store.Result{Number: again[i].Number}) {
-			t.Errorf("other writer's result %d = %v, want %v stored (taken over)", i, res[i], again[i].Number)
-		}
-		for _, n := range []callnumber.Number{msgs[i].Number, again[i].Number} {
-			if _, err := other.Get(t.Context(), n); err != nil {
-				t.Errorf("Get(%v) = %v: want both copies stored", n, err)
+	for _, tt := range []struct {
+		name  string
+		after time.Duration // stalled still after the other writer's Put
+	}{
+		{"taken over", 0},
+		{"longer than the retention", 4300 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := shortClaims(t)
+			if tt.after > 0 && tt.after <= (&Store{opts: o}).retention() {
+				t.Fatalf("stall of %v after the take-over: want more than the retention", tt.after)
 			}
-		}
-	}
-	if !strings.Contains(logs.String(), "message stored twice") {
-		t.Errorf("the stalled writer did not log that it stored messages twice; log:\n%s", logs.String())
+			var logs syncBuffer
+			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			a := storetest.NewAuthority(t, shuffle.Bits)
+			stalled := open(t, o)
+			recordLease(t, stalled, a, 1)
+			o.Logger = nil
+			other := open(t, o)
+			recordLease(t, other, a, 2)
+			msgs := batchOf(t, a, 1, "stall", 5)
+			claimed := make(chan struct{})
+			release := make(chan struct{})
+			stalled.hook = func(point string) error {
+				if point == "writing" {
+					close(claimed)
+					<-release
+				}
+				return nil
+			}
+			var wg sync.WaitGroup
+			var stalledErr error
+			wg.Go(func() { _, stalledErr = stalled.Put(t.Context(), msgs) })
+			<-claimed
+			again := sameBytes(t, a, 2, msgs)
+			res, err := other.Put(t.Context(), again) // takes the expired claim over
+			time.Sleep(tt.after)
+			close(release)
+			wg.Wait()
+			if err != nil || stalledErr != nil {
+				t.Fatalf("Put = %v (other), %v (stalled)", err, stalledErr)
+			}
+			for i := range msgs {
+				if res[i] != (store.Result{Number: again[i].Number}) {
+					t.Errorf("other writer's result %d = %v, want %v stored (taken over)", i, res[i], again[i].Number)
+				}
+				for _, n := range []callnumber.Number{msgs[i].Number, again[i].Number} {
+					if _, err := other.Get(t.Context(), n); err != nil {
+						t.Errorf("Get(%v) = %v: want both copies stored", n, err)
+					}
+				}
+			}
+			if got := strings.Count(logs.String(), "message stored twice"); got != len(msgs) {
+				t.Errorf("the stalled writer logged %d messages stored twice, want %d; log:\n%s", got, len(msgs), logs.String())
+			}
+		})
 	}
 }
 
@@ -647,5 +662,83 @@ func TestDamagedPack(t *testing.T) {
 	}
 	if m, err := s.Get(t.Context(), msgs[0].Number); err != nil || !bytes.Equal(m.Raw, msgs[0].Raw) {
 		t.Errorf("Get(its undamaged neighbour) = %d bytes, %v; want its bytes", len(m.Raw), err)
+	}
+}
+
+// TestStalledLookup: a writer that stalls between looking its digests up
+// and claiming them, for longer than it keeps the claims it has read,
+// while another writer stores the same messages, does not store them a
+// second time: it looks them up again, and reports duplicates of the
+// other writer's numbers. Once as its handle's first write (the ledger
+// read back from its end) and once with the ledger followed since an
+// earlier write.
+func TestStalledLookup(t *testing.T) {
+	for _, followed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("followed=%v", followed), func(t *testing.T) {
+			o := shortClaims(t)
+			a := storetest.NewAuthority(t, shuffle.Mix)
+			stalled := open(t, o)
+			other := open(t, o)
+			recordLease(t, stalled, a, 1)
+			recordLease(t, other, a, 2)
+			if followed {
+				if _, err := stalled.Put(t.Context(), batchOf(t, a, 1, "earlier", 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs := batchOf(t, a, 1, "lookup", 8)
+			if followed {
+				for i := range msgs {
+					msgs[i] = storetest.Message(a.Number(t, 1, 1+i), msgs[i].Raw, msgs[i].MessageID, msgs[i].List)
+				}
+			}
+			reached := make(chan struct{})
+			release := make(chan struct{})
+			var stalls atomic.Int32
+			stalled.hook = func(point string) error {
+				if point == "claiming" && stalls.Add(1) == 1 {
+					close(reached)
+					<-release
+				}
+				return nil
+			}
+			var wg sync.WaitGroup
+			var res []store.Result
+			var stalledErr error
+			wg.Go(func() { res, stalledErr = stalled.Put(t.Context(), msgs) })
+			<-reached
+			again := sameBytes(t, a, 2, msgs)
+			otherRes, err := other.Put(t.Context(), again)
+			if err != nil {
+				close(release)
+				wg.Wait()
+				t.Fatal(err)
+			}
+			// Until the stalled writer no longer keeps the other's claims.
+			time.Sleep(stalled.retention() + 300*time.Millisecond)
+			close(release)
+			wg.Wait()
+			if stalledErr != nil {
+				t.Fatalf("Put after a stall before the claim = %v", stalledErr)
+			}
+			for i := range msgs {
+				if otherRes[i] != (store.Result{Number: again[i].Number}) {
+					t.Errorf("other writer's result %d = %v, want %v stored", i, otherRes[i], again[i].Number)
+				}
+				if res[i] != (store.Result{Number: again[i].Number, Duplicate: true}) {
+					t.Errorf("stalled writer's result %d = %v, want a duplicate of %v", i, res[i], again[i].Number)
+				}
+				if _, err := other.Get(t.Context(), msgs[i].Number); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("Get(%v) of the stalled writer = %v, want %v: stored twice", msgs[i].Number, err, store.ErrNotFound)
+				}
+			}
+			want := int64(len(msgs))
+			if followed {
+				want++
+			}
+			if n, err := other.Count(t.Context()); err != nil || n != want {
+				t.Errorf("Count() = %d, %v; want %d", n, err, want)
+			}
+		})
 	}
 }

@@ -112,7 +112,13 @@
 // read before each write (about a third of the node's CPU time per
 // entry). A writer keeps the claims of the ledger's recent entries in
 // memory (read back at its first write, then followed), and judges a
-// digest by the index and those claims together.
+// digest by the index and those claims together. It keeps them for
+// 1.5 × ClaimTimeout + 2 × MaxClockSkew (150 s by default), which is
+// enough to judge a lookup made up to ClaimTimeout/2 + MaxClockSkew
+// before: a writer that stalled for more than ClaimTimeout/2 between its
+// lookup and its claim looks the digests up again before claiming them
+// (TestStalledLookup), or it could miss a claim whose message was stored
+// meanwhile, and store the message a second time without knowing.
 //
 // A writer may die between its claim and its writes. Its claim then holds
 // for Options.ClaimTimeout + Options.MaxClockSkew (90 s by default): a
@@ -130,7 +136,8 @@
 // a machine frozen mid-batch) and then writes, while another writer takes
 // the same messages over, leaves them stored twice, under two call
 // numbers, both readable and both in the change feed. The stalled writer
-// finds out when it finishes and logs "message stored twice" for each.
+// finds out when it finishes (it reads the ledger's entries after its
+// own, however long it stalled) and logs "message stored twice" for each.
 // It takes a stall of about a minute in the middle of a Put; none was seen
 // outside the test that provokes one (TestStalledWriterResidue): 0 in 40
 // runs of the conformance test ConcurrentSameDigest (3,600 messages, each

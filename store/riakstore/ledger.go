@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -348,7 +349,23 @@ func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim
 	return best
 }
 
-// appendClaims appends one entry claiming items, judged at time ref. Items
+// errStaleLookup is appendClaims' answer when the digests were looked up
+// too long ago to be judged against the claims the writer keeps.
+var errStaleLookup = errors.New("riakstore: digests looked up too long ago to claim them")
+
+// lookupLimit is how old a digest lookup may be when its items are
+// claimed. A claim matters to a lookup made at ref if it is still valid
+// at ref, or made after it: made at ref-expiry or later, by its writer's
+// clock. The writer forgets claims older than the retention, so it must
+// judge before ref+retention-expiry (ClaimTimeout/2 + MaxClockSkew), or
+// it may not see a claim whose message was stored after its lookup, and
+// store that message a second time. ClaimTimeout/2 leaves a margin, and
+// is the age at which a claim is renewed before writing.
+func (s *Store) lookupLimit() time.Duration { return s.opts.ClaimTimeout / 2 }
+
+// appendClaims appends one entry claiming items, judged at time ref: when
+// the digests were looked up, which must be less than lookupLimit ago
+// (errStaleLookup otherwise: the caller looks them up again). Items
 // another writer claimed first are returned as contested and left out of
 // the entry; the rest are claimed (slot 0 when there were none left).
 // started is when the winning create was sent, on this process's
@@ -361,6 +378,10 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 	for {
 		if err := s.syncLedger(ctx); err != nil {
 			return nil, nil, time.Time{}, 0, err
+		}
+		// After the sync: it forgot what it forgot as of a moment ago.
+		if time.Since(ref) > s.lookupLimit() {
+			return nil, nil, time.Time{}, 0, errStaleLookup
 		}
 		keep := claimed[:0:0]
 		for _, it := range claimed {
@@ -424,21 +445,33 @@ func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) (
 
 // laterClaims returns, for each item, another number claimed for its
 // digest in a slot after slot, if any: a writer that finished late checks
-// whether someone took its messages over meanwhile.
+// whether someone took its messages over meanwhile. It reads those slots
+// themselves (most are in the cache), not the claims the writer keeps,
+// which it may have forgotten after a long stall.
 func (s *Store) laterClaims(ctx context.Context, its []item, slot uint64) ([]callnumber.Number, error) {
-	lg := &s.ledger
-	lg.mu.Lock()
-	defer lg.mu.Unlock()
-	if err := s.syncLedger(ctx); err != nil {
-		return nil, err
+	want := make(map[store.Digest][]int, len(its))
+	for i, it := range its {
+		want[it.digest] = append(want[it.digest], i)
 	}
 	out := make([]callnumber.Number, len(its))
-	for i, it := range its {
-		for _, c := range lg.claims[it.digest] {
-			if c.slot > slot && c.number != it.number {
-				out[i] = c.number
+	const page = 256
+	for next := slot + 1; ; {
+		es, err := s.entriesFrom(ctx, next, page, math.MaxInt)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			for _, it := range e.items {
+				for _, i := range want[it.digest] {
+					if it.number != its[i].number {
+						out[i] = it.number
+					}
+				}
 			}
 		}
+		if len(es) < page {
+			return out, nil
+		}
+		next += page
 	}
-	return out, nil
 }

@@ -216,11 +216,20 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		for j, i := range todo {
 			items[j] = item{digest: msgs[i].Digest, number: msgs[i].Number}
 		}
+		if err := s.at("claiming"); err != nil {
+			return nil, err
+		}
 		claimed, contested, started, slot, err := s.appendClaims(ctx, items, ref)
+		var again []item
+		if errors.Is(err, errStaleLookup) {
+			// Stalled since the lookup: a claim made meanwhile may be
+			// forgotten already. Judge the batch on a fresh lookup.
+			s.log.Warn("digests looked up too long ago to claim: looking them up again", "messages", len(items), "age", time.Since(ref))
+			again, err = items, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		var again []item
 		if len(claimed) > 0 {
 			if err := s.at("claimed"); err != nil {
 				return nil, err
