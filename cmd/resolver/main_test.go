@@ -87,7 +87,7 @@ func TestGetAndInspect(t *testing.T) {
 		{"get out of range", []string{"get", "--data", dir, "zzzzzzzz"}, 1, "", nil, "no message in this archive has call number zzzzzzzz"},
 		{"get unknown version", []string{"get", "--data", dir, v1}, 1, "", nil, "no message in this archive has call number " + v1},
 		{"get unknown", []string{"get", "--data", dir, unknown.String()}, 1, "", nil, "no message in this archive has call number " + unknown.String()},
-		{"get no archive", []string{"get", "--data", filepath.Join(dir, "nope"), n.String()}, 1, "", nil, "no archive in"},
+		{"get no archive", []string{"get", "--data", filepath.Join(dir, "nope"), n.String()}, 1, "", nil, "resolver: no archive in " + filepath.Join(dir, "nope") + " (no messages.db): import messages into it first, or fix --data\n"},
 		{"get, --data a file", []string{"get", "--data", filepath.Join(dir, "messages.db"), n.String()}, 1, "", nil, "resolver: --data " + filepath.Join(dir, "messages.db") + " is not a directory\n"},
 		{"get no argument", []string{"get", "--data", dir}, 2, "", nil, "missing CALLNUMBER"},
 		{"get two arguments", []string{"get", "--data", dir, n.String(), n.String()}, 2, "", nil, "one CALLNUMBER only"},

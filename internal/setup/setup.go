@@ -138,9 +138,9 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && mustExist:
 		if f.Store == "" {
-			return nil, fmt.Errorf("no archive in %s (no %s)", f.Data, MessagesFile)
+			return nil, fmt.Errorf("no archive in %s (no %s): import messages into it first, or fix --data", f.Data, MessagesFile)
 		}
-		return nil, fmt.Errorf("no archive at %s", u.Bolt)
+		return nil, fmt.Errorf("no archive at %s: import messages into it first, or fix --store", u.Bolt)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		// The path once: "cannot open X: permission denied", not
 		// "cannot open X: stat X: permission denied".
