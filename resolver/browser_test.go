@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +17,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/testcorpus"
 	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // chromium returns the path of a Chromium binary, or skips the test.
@@ -104,6 +109,15 @@ var viewports = []struct {
 }{{"desktop", 1100, 900, false}, {"phone", 390, 844, true}}
 
 func TestBrowser(t *testing.T) {
+	chromium(t) // skips without one, before building anything
+	// The shared corpus, when present: a catalog of its first messages,
+	// for a list page and a thread page of real mail. Built before the
+	// browser starts, whose time is limited.
+	var corpus *httptest.Server
+	var corpusThread catalog.ThreadSummary
+	if testcorpus.Find() != "" {
+		corpus, corpusThread = browserCorpus(t)
+	}
 	ctx := browser(t)
 	fa := newFixtureArchive(t)
 	ca := newCatalogArchive(t)
@@ -134,9 +148,8 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
-	// load opens a page on a viewport, checks what every page must be
-	// (its title, the stylesheet applied, nothing wider than the screen),
-	// and saves a screenshot of the whole page as NAME-VIEWPORT.png.
+	// load opens a page on a viewport and checks and photographs it
+	// (shoot).
 	load := func(t *testing.T, url, wait, name string, vp int) {
 		t.Helper()
 		v := viewports[vp]
@@ -151,23 +164,33 @@ func TestBrowser(t *testing.T) {
 		); err != nil {
 			t.Fatalf("cannot load %s: %v", url, err)
 		}
-		// The stylesheet loaded under the CSP: main is width-limited.
-		maxWidth, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("main")).maxWidth`))
-		if err != nil || maxWidth == "none" {
-			t.Errorf("%s: main max-width = %q (%v): the stylesheet did not apply", url, maxWidth, err)
+		shoot(t, ctx, shots, name, vp)
+	}
+	// submit types into the text box of a form of the page shown, sends
+	// it with its button, and waits for the page it leads to to show
+	// wait; then checks and photographs that page.
+	submit := func(t *testing.T, form, typed, wait, name string, vp int) {
+		t.Helper()
+		if err := chromedp.Do(ctx,
+			chromedp.SendKeys(chromedp.CSS(form+` input[name="n"]`), typed),
+			chromedp.Click(chromedp.CSS(form+` button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(wait)),
+		); err != nil {
+			t.Fatalf("cannot search for %q with %s: %v", typed, form, err)
 		}
-		// Nothing is wider than the viewport (readable on a phone).
-		overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
-		if err != nil || overflow {
-			t.Errorf("%s scrolls sideways at %dpx (%v)", url, v.width, err)
-		}
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		shoot(t, ctx, shots, name, vp)
+	}
+	location := func(t *testing.T) *url.URL {
+		t.Helper()
+		loc, err := chromedp.Run(ctx, chromedp.Location())
 		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name+"-"+v.name+".png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		u, err := url.Parse(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
 	}
 	text := func(t *testing.T, sel string) string {
 		t.Helper()
@@ -177,6 +200,18 @@ func TestBrowser(t *testing.T) {
 		}
 		return normalize(s)
 	}
+	// texts returns the visible text of every element sel selects.
+	texts := func(t *testing.T, sel string) []string {
+		t.Helper()
+		all, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll(`+strconv.Quote(sel)+`)).map(e => e.innerText)`))
+		if err != nil {
+			t.Fatalf("texts of %s: %v", sel, err)
+		}
+		for i := range all {
+			all[i] = normalize(all[i])
+		}
+		return all
+	}
 	count := func(t *testing.T, sel string) int {
 		t.Helper()
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
@@ -184,6 +219,15 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("count %s: %v", sel, err)
 		}
 		return n
+	}
+	// hasAll fails the test for each of want that got lacks.
+	hasAll := func(t *testing.T, what, got string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s does not show %q:\n%s", what, w, got)
+			}
+		}
 	}
 
 	for vp, v := range viewports {
@@ -224,6 +268,9 @@ func TestBrowser(t *testing.T) {
 				if got := text(t, "h1"); got != "demo, March 2024" {
 					t.Errorf("h1 = %q, want demo, March 2024", got)
 				}
+				if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("form.search input[name=n]").placeholder`)); err != nil || got != "Search demo" {
+					t.Errorf("the month's search box says %q (%v), want Search demo", got, err)
+				}
 			})
 			t.Run("thread", func(t *testing.T) {
 				load(t, ca.srv.URL+"/t/"+ca.cn(t, "t1.1")+"/", "article.tmsg", "thread", vp)
@@ -235,6 +282,124 @@ func TestBrowser(t *testing.T) {
 				if err != nil || len(left) < 2 || !(left[1] > left[0]) {
 					t.Errorf("left edges of the thread's messages = %v (%v), want the reply indented", left, err)
 				}
+			})
+			// The hard threading cases of fixtures/threads (issue 11).
+			t.Run("thread with a parent never archived", func(t *testing.T) {
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "p1")+"/", "article.tmsg", "thread-missing-parent", vp)
+				if got := count(t, "article.tmsg"); got != 3 {
+					t.Errorf("%d articles on the thread page, want 3: the missing message and its two answers", got)
+				}
+				if got := texts(t, "p.placeholder"); len(got) != 1 || got[0] != "A message that is not in the archive (<gone@example.org>)" {
+					t.Errorf("placeholders = %q, want one saying <gone@example.org> is not in the archive", got)
+				}
+				hasAll(t, "the thread page", text(t, "main"), "first answer to a lost message", "second answer to it")
+				load(t, ca.srv.URL+"/"+ca.cn(t, "p2"), "nav.thread", "message-missing-parent", vp)
+				hasAll(t, "the message page of the second answer", text(t, "main"),
+					"In reply to a message that is not in the archive: <gone@example.org>", "Message 2 of 2 in the thread")
+			})
+			t.Run("thread of a reference loop", func(t *testing.T) {
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "la")+"/", "article.tmsg", "thread-loop", vp)
+				if got := count(t, "article.tmsg"); got != 3 {
+					t.Errorf("%d messages on the thread page, want 3, each once", got)
+				}
+				if got := text(t, "h1"); got != "loop a" && got != "loop b" && got != "loop c" {
+					t.Errorf("h1 = %q, want the subject of one of the loop", got)
+				}
+				hasAll(t, "the loop's thread page", text(t, "main"), "a names b", "b names a", "c names b, a and itself")
+			})
+			t.Run("a shared Message-ID", func(t *testing.T) {
+				load(t, ca.srv.URL+"/m/same@example.org", "ul.list", "shared-message-id", vp)
+				if got := text(t, "h1"); got != "Several messages share this Message-ID" {
+					t.Errorf("h1 = %q", got)
+				}
+				if got := texts(t, "ul.list li span.subject"); !slices.Equal(got, []string{"shared", "shared, again"}) && !slices.Equal(got, []string{"shared, again", "shared"}) {
+					t.Errorf("the messages listed = %q, want the two that share the ID", got)
+				}
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "reply-to-same")+"/", "article.tmsg", "thread-shared-message-id", vp)
+				hasAll(t, "the thread of a reply to the shared ID", text(t, "main"), "the first message with this ID", "a reply to that ID")
+			})
+			t.Run("thread grouped by subject", func(t *testing.T) {
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "pm1")+"/", "article.tmsg", "thread-pipermail", vp)
+				if got := text(t, "h1"); got != "build failure on r4000" {
+					t.Errorf("h1 = %q, want build failure on r4000", got)
+				}
+				// pm4, months later, starts a thread of its own.
+				if got := count(t, "article.tmsg"); got != 3 {
+					t.Errorf("%d messages on the thread page, want the 3 of the first week about the build failure", got)
+				}
+				if got := texts(t, "article.tmsg a.from"); !slices.Equal(got, []string{"X", "Y", "Z"}) {
+					t.Errorf("senders on the thread page = %q, want X, Y, Z", got)
+				}
+			})
+			if corpus != nil {
+				t.Run("corpus list", func(t *testing.T) {
+					load(t, corpus.URL+"/l/linux-mips/", "ol.threads", "corpus-list", vp)
+					if got := count(t, "ol.threads li"); got != threadsPerPage {
+						t.Errorf("%d threads on the corpus's list page, want %d", got, threadsPerPage)
+					}
+					if got := count(t, "table.calendar a"); got < 2 {
+						t.Errorf("%d months linked on the corpus's list page, want several", got)
+					}
+				})
+				t.Run("corpus thread", func(t *testing.T) {
+					load(t, corpus.URL+"/t/"+corpusThread.Root.CallNumber+"/", "article.tmsg", "corpus-thread", vp)
+					if got, want := text(t, "h1"), normalize(corpusThread.Root.Subject); got != want {
+						t.Errorf("h1 = %q, want %q", got, want)
+					}
+					// Messages of the sample's thread (every 16th of the list)
+					// answer messages it lacks: placeholders besides them.
+					if got, want := count(t, "article.tmsg[id]"), min(corpusThread.Messages, messagesPerThreadPage); got != want {
+						t.Errorf("%d messages on the corpus thread's page, want %d", got, want)
+					}
+					if got := count(t, "article.tmsg div.body"); got == 0 {
+						t.Errorf("no message text on the corpus thread's page")
+					}
+				})
+			}
+			t.Run("search box", func(t *testing.T) {
+				load(t, ca.srv.URL+"/", "table.lists", "index", vp)
+				submit(t, "form.go", "never change", "ol.results", "search-typed", vp)
+				if u := location(t); u.Path != "/search" || u.Query().Get("q") != "never change" {
+					t.Errorf("the box led to %s, want /search?q=never+change", u)
+				}
+				if got := text(t, "h1"); got != "Search: never change" {
+					t.Errorf("h1 = %q, want Search: never change", got)
+				}
+				if got := text(t, "p.lead"); !strings.Contains(got, "messages found") || strings.HasPrefix(got, "0 ") {
+					t.Errorf("the results page says %q, want messages found", got)
+				}
+				marks := texts(t, "ol.results mark")
+				if len(marks) < count(t, "ol.results li") {
+					t.Errorf("%d words marked in %d results, want one at least in each", len(marks), count(t, "ol.results li"))
+				}
+				for _, m := range marks {
+					if l := strings.ToLower(m); l != "never" && l != "change" {
+						t.Errorf("marked %q, want only never and change", m)
+					}
+				}
+				// The list page's box: its list joins the search, visibly.
+				load(t, ca.srv.URL+"/l/demo/", "ol.threads", "list", vp)
+				submit(t, "form.search", "archive", "ol.results", "search-list", vp)
+				if got, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`form.search input[name="n"]`))); err != nil || got != "archive list:demo" {
+					t.Errorf("the results page's box holds %q (%v), want archive list:demo", got, err)
+				}
+				for _, l := range texts(t, "ol.results span.meta a") {
+					if l != "demo" {
+						t.Errorf("a result of list %q in a search of demo", l)
+					}
+				}
+				// A call number typed into the box goes to its message.
+				cn := ca.cn(t, "t1.3")
+				load(t, ca.srv.URL+"/", "table.lists", "index", vp)
+				submit(t, "form.go", cn, "nav.thread", "search-callnumber", vp)
+				if u := location(t); u.Path != "/"+cn {
+					t.Errorf("the box with call number %s led to %s, want /%s", cn, u, cn)
+				}
+				hasAll(t, "the message the call number names", text(t, "nav.thread"), "Message 3 of 5 in the thread Call numbers for the archive")
+				// A search that cannot be run says why, typed or not.
+				load(t, ca.srv.URL+"/", "table.lists", "index", vp)
+				submit(t, "form.go", "bugs OR crashes", "p.problem", "search-bad", vp)
+				hasAll(t, "the page of a bad search", text(t, "p.problem"), "OR at character 6 is not supported")
 			})
 			t.Run("message in its thread", func(t *testing.T) {
 				load(t, ca.srv.URL+"/"+ca.cn(t, "t1.3"), "nav.thread", "message-in-thread", vp)
@@ -355,4 +520,67 @@ func TestBrowser(t *testing.T) {
 			})
 		}
 	})
+}
+
+// shoot checks what every page must be (the stylesheet applied, nothing
+// wider than the screen) on the page the browser shows, and saves a
+// screenshot of the whole page in dir as NAME-VIEWPORT.png.
+func shoot(t *testing.T, ctx context.Context, dir, name string, vp int) {
+	t.Helper()
+	v := viewports[vp]
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	// The stylesheet loaded under the CSP: main is width-limited.
+	maxWidth, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("main")).maxWidth`))
+	if err != nil || maxWidth == "none" {
+		t.Errorf("%s: main max-width = %q (%v): the stylesheet did not apply", loc, maxWidth, err)
+	}
+	// Nothing is wider than the viewport (readable on a phone).
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
+	if err != nil || overflow {
+		t.Errorf("%s scrolls sideways at %dpx (%v)", loc, v.width, err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+"-"+v.name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// browserCorpus serves a catalog of the first 1,000 messages of the
+// shared corpus (list linux-mips), and returns the thread with the most
+// messages among the newest 200 (one with a subject).
+func browserCorpus(t *testing.T) (*httptest.Server, catalog.ThreadSummary) {
+	t.Helper()
+	a := newArchive(t, boltstore.Options{})
+	msgs := readCorpus(t, 1000)
+	for start := 0; start < len(msgs); start += 500 {
+		var batch []store.Message
+		for _, raw := range msgs[start:min(start+500, len(msgs))] {
+			batch = append(batch, a.message(t, raw, "linux-mips"))
+		}
+		if _, err := a.st.Put(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := openTestCatalog(t)
+	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	threads, _, err := c.Threads(t.Context(), "linux-mips", 0, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best catalog.ThreadSummary
+	for _, th := range threads {
+		if th.Messages > best.Messages && strings.TrimSpace(th.Root.Subject) != "" {
+			best = th
+		}
+	}
+	if best.Messages < 2 {
+		t.Fatalf("no thread of several messages among the corpus's newest 200")
+	}
+	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	return srv, best
 }
