@@ -95,16 +95,89 @@ func Addr(t testing.TB) string {
 	return shared.addr
 }
 
-// Main runs the tests, then stops and removes the node Addr started.
+// Main runs the tests, then stops and removes the nodes Addr and
+// NoConsensus started.
 func Main(m *testing.M) int {
 	code := m.Run()
-	if n := shared.node; n != nil {
+	for _, n := range []*Node{shared.node, plain.node} {
+		if n == nil {
+			continue
+		}
 		if err := n.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "riaktest: %v\n", err)
 		}
 		os.RemoveAll(n.Dir)
 	}
 	return code
+}
+
+// BucketType creates and activates a bucket type on the node Addr
+// started, unless it is active already (see Node.BucketType). It skips
+// the test when that node is not one this package started (EnvAddr).
+func BucketType(t testing.TB, name, props string) {
+	t.Helper()
+	Addr(t)
+	if shared.node == nil {
+		t.Skipf("the Riak node %s names was not started by this test binary: cannot create bucket type %s on it", EnvAddr, name)
+	}
+	if err := shared.node.BucketType(name, props); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ClaimsType is the store's strongly consistent bucket type.
+const ClaimsType = "chibrary_claims"
+
+var plain struct {
+	once sync.Once
+	node *Node
+	err  error
+	skip string
+}
+
+// NoConsensus returns the address of a node with strong consistency off
+// (a second node, started from the kit on the first call, stopped by
+// Main), which has every bucket type the store uses, ClaimsType included:
+// consistent, as on a node set up by the book except for riak.conf, so
+// that no consistent request can be served. EnvAddr does not apply; it
+// skips like Addr when there is no kit.
+func NoConsensus(t testing.TB) string {
+	t.Helper()
+	plain.once.Do(func() {
+		kit, err := Kit()
+		if err != nil {
+			plain.skip = fmt.Sprintf("no Riak test kit to start a node without strong consistency (put it in ../shared/riak next to the repository): %v", err)
+			return
+		}
+		sweep(kit)
+		dir, err := NewDir()
+		if err != nil {
+			plain.err = err
+			return
+		}
+		n, err := Start(kit, dir)
+		if err == nil {
+			err = n.BucketType(ClaimsType, `{"props":{"consistent":true}}`)
+		}
+		if err != nil {
+			if n != nil {
+				n.Stop()
+			} else {
+				exec.Command(kit, "stop", dir).Run()
+			}
+			os.RemoveAll(dir)
+			plain.err = err
+			return
+		}
+		plain.node = n
+	})
+	if plain.skip != "" {
+		t.Skip(plain.skip)
+	}
+	if plain.err != nil {
+		t.Fatalf("cannot start a Riak node without strong consistency: %v", plain.err)
+	}
+	return plain.node.PB
 }
 
 // Kit returns the path of the kit's riak-node script.

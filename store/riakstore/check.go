@@ -10,6 +10,11 @@ import (
 	riak "github.com/basho/riak-go-client"
 )
 
+// consensusWait is how long Open waits for a first strongly consistent
+// request to be served before it says that strong consistency is off: a
+// consensus group electing a leader takes a few seconds.
+const consensusWait = 15 * time.Second
+
 // ErrSetup is returned by Open when the cluster is not set up to hold an
 // archive: a bucket type is missing or has the wrong properties, strong
 // consistency is off, or the storage backend has no secondary indexes.
@@ -19,25 +24,29 @@ var ErrSetup = errors.New("riakstore: cluster not set up for chibrary")
 type typeRole struct {
 	what  string // what the archive keeps there
 	props string // the JSON properties to create it with
-	check func(p *riak.FetchBucketPropsResponse) string
+	// check says what is wrong with a type's properties ("" when
+	// nothing), and whether an update of the type can set it right:
+	// allow_mult and last_write_wins can be changed, datatype, consistent
+	// and write_once are fixed when a type is created.
+	check func(p *riak.FetchBucketPropsResponse) (why string, update bool)
 }
 
 var (
 	roleKV = typeRole{
 		what:  "messages",
 		props: `{"props":{"allow_mult":true,"last_write_wins":false}}`,
-		check: func(p *riak.FetchBucketPropsResponse) string {
+		check: func(p *riak.FetchBucketPropsResponse) (string, bool) {
 			switch {
 			case p.DataType != "":
-				return fmt.Sprintf("it holds %s data types, not plain values", p.DataType)
+				return fmt.Sprintf("it holds %s data types, not plain values", p.DataType), false
 			case p.Consistent:
-				return "it is consistent (strongly consistent types are for the claims)"
+				return "it is consistent (strongly consistent types are for the claims)", false
 			case p.LastWriteWins:
-				return "last_write_wins is true: Riak would drop one of two concurrent writes by timestamp"
+				return "last_write_wins is true: Riak would drop one of two concurrent writes by timestamp", true
 			case !p.AllowMult:
-				return "allow_mult is false: Riak would resolve concurrent writes by dropping one"
+				return "allow_mult is false: Riak would resolve concurrent writes by dropping one", true
 			}
-			return ""
+			return "", false
 		},
 	}
 	roleOnce = typeRole{
@@ -46,50 +55,59 @@ var (
 		// write_once itself (a speed-up: no read before a write; every
 		// key here is written once) is not in the properties this client
 		// library reads.
-		check: func(p *riak.FetchBucketPropsResponse) string {
+		check: func(p *riak.FetchBucketPropsResponse) (string, bool) {
 			switch {
 			case p.DataType != "":
-				return fmt.Sprintf("it holds %s data types, not plain values", p.DataType)
+				return fmt.Sprintf("it holds %s data types, not plain values", p.DataType), false
 			case p.Consistent:
-				return "it is consistent"
+				return "it is consistent", false
 			}
-			return ""
+			return "", false
 		},
 	}
 	roleCounters = typeRole{
 		what:  "the message count",
 		props: `{"props":{"datatype":"counter"}}`,
-		check: func(p *riak.FetchBucketPropsResponse) string {
+		check: func(p *riak.FetchBucketPropsResponse) (string, bool) {
 			if p.DataType != "counter" {
 				dt := p.DataType
 				if dt == "" {
 					dt = "none"
 				}
-				return fmt.Sprintf("its datatype is %s, want counter", dt)
+				return fmt.Sprintf("its datatype is %s, want counter", dt), false
 			}
-			return ""
+			return "", false
 		},
 	}
 	roleClaims = typeRole{
 		what:  "the binding, the leases and the ledger of claims",
 		props: `{"props":{"consistent":true}}`,
-		check: func(p *riak.FetchBucketPropsResponse) string {
+		check: func(p *riak.FetchBucketPropsResponse) (string, bool) {
 			switch {
 			case !p.Consistent:
-				return "consistent is false: the claims need compare-and-set, which only a strongly consistent bucket type gives"
+				return "consistent is false: the claims need compare-and-set, which only a strongly consistent bucket type gives", false
 			case p.DataType != "":
-				return fmt.Sprintf("it holds %s data types", p.DataType)
+				return fmt.Sprintf("it holds %s data types", p.DataType), false
 			}
-			return ""
+			return "", false
 		},
 	}
 )
 
 // createHint says how to create a bucket type on today's Riak and on 2.x.
 func createHint(name string, r typeRole) string {
-	esc := strings.ReplaceAll(r.props, `"`, `\"`)
-	return fmt.Sprintf("create it once per cluster, on one node: riak eval 'riak_kv_console:bucket_type_create([\"%s\", \"%s\"]).' then riak eval 'riak_core_bucket_type:activate(<<\"%s\">>).' (Riak 2.x: riak-admin bucket-type create %s '%s', then riak-admin bucket-type activate %s)", name, esc, name, name, r.props, name)
+	return fmt.Sprintf("create it once per cluster, on one node: riak eval 'riak_kv_console:bucket_type_create([\"%s\", \"%s\"]).' then riak eval 'riak_core_bucket_type:activate(<<\"%s\">>).' (Riak 2.x: riak-admin bucket-type create %s '%s', then riak-admin bucket-type activate %s)", name, erlString(r.props), name, name, r.props, name)
 }
+
+// updateHint says how to change the properties of a bucket type on
+// today's Riak, whose `riak admin bucket-type update` garbles its JSON
+// argument as `create` does, and on 2.x.
+func updateHint(name string, r typeRole) string {
+	return fmt.Sprintf("change them once per cluster, on one node: riak eval 'riak_kv_console:bucket_type_update([\"%s\", \"%s\"]).' (Riak 2.x: riak-admin bucket-type update %s '%s')", name, erlString(r.props), name, r.props)
+}
+
+// erlString escapes JSON for an Erlang string literal.
+func erlString(json string) string { return strings.ReplaceAll(json, `"`, `\"`) }
 
 // checkType checks the fetched properties of a bucket type for its role;
 // it returns "" when they fit.
@@ -97,10 +115,14 @@ func checkType(name string, r typeRole, p *riak.FetchBucketPropsResponse) string
 	if p == nil {
 		return fmt.Sprintf("bucket type %s (for %s) answered no properties", name, r.what)
 	}
-	if why := r.check(p); why != "" {
-		return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s (allow_mult and last_write_wins can be changed with riak admin bucket-type update; datatype, consistent and write_once only by creating the type anew, under another name, which Options.Types can name)", name, r.what, why, r.props)
+	why, update := r.check(p)
+	switch {
+	case why == "":
+		return ""
+	case update:
+		return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s: %s", name, r.what, why, r.props, updateHint(name, r))
 	}
-	return ""
+	return fmt.Sprintf("bucket type %s (for %s) is not set up as it must be: %s; it must have the properties %s, and datatype, consistent and write_once cannot be changed once a type exists: create a type with them under another name (Options.Types names it)", name, r.what, why, r.props)
 }
 
 // check verifies at Open that the cluster can hold the archive.
@@ -139,13 +161,32 @@ func (s *Store) check(ctx context.Context) error {
 		}
 	}
 	// A consistent request only works once the cluster's consensus
-	// subsystem is on; reading the binding is one, and caches it.
+	// subsystem runs. Without it every one is answered "unavailable", as
+	// are those of a consensus group electing a leader, for a few
+	// seconds: so the first is tried for consensusWait, not RetryFor.
+	wait := min(s.opts.RetryFor, consensusWait)
+	_, err := s.doFor(ctx, wait, func() (riak.Command, error) {
+		return riak.NewFetchValueCommandBuilder().
+			WithBucketType(s.b.types.Claims).WithBucket(s.b.meta).WithKey(bindingKey).
+			WithTimeout(s.opts.Timeout).Build()
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		said := err.Error()
+		if re, ok := riakError(err); ok {
+			said = re.Errmsg
+		}
+		return fmt.Errorf("%w: bucket type %s (for %s) is consistent, but the cluster served no strongly consistent request for %v (Riak says %q): strong consistency is off, or its consensus subsystem has not started. Set strong_consistency = on in riak.conf of every node and restart them; the subsystem then starts by itself once the cluster has 3 nodes (on fewer, riak eval 'riak_ensemble_manager:enable().' starts it). riak eval 'riak_ensemble_manager:enabled().' says whether it runs (Riak 2.x: riak-admin ensemble-status)", ErrSetup, s.b.types.Claims, roleClaims.what, wait, said)
+	}
+	// Reading the binding caches it.
 	if _, err := s.binding(ctx); err != nil {
-		return fmt.Errorf("%w: a strongly consistent read on bucket type %s failed: %w (is strong_consistency = on in riak.conf of every node, and has the consensus subsystem started? It starts by itself once the cluster has 3 nodes; `riak admin ensemble-status` shows it)", ErrSetup, s.b.types.Claims, err)
+		return fmt.Errorf("cannot read the binding: %w", err)
 	}
 	// Message-IDs are looked up through a secondary index, which the
 	// leveled and leveldb backends keep and bitcask does not.
-	_, err := s.do(ctx, func() (riak.Command, error) {
+	_, err = s.do(ctx, func() (riak.Command, error) {
 		return riak.NewSecondaryIndexQueryCommandBuilder().
 			WithBucketType(s.b.types.KV).WithBucket(s.b.packs).
 			WithIndexName(indexMsgID).WithIndexKey("\x00open-check").

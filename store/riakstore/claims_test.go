@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riaktest"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/record"
@@ -581,6 +582,67 @@ func TestOpenChecks(t *testing.T) {
 	if s, err := Open(ctx, Options{Nodes: []string{"127.0.0.1:1"}, RetryFor: time.Second}); err == nil {
 		s.Close()
 		t.Errorf("Open(no node listening) = nil error")
+	}
+}
+
+// TestOpenChecksUpdatable: a bucket type whose properties an update can
+// set right is named, with the update that does it on today's Riak (riak
+// eval: `riak admin bucket-type update` garbles its JSON argument) and on
+// 2.x.
+func TestOpenChecksUpdatable(t *testing.T) {
+	const lossy = "chibrary_test_lossy"
+	riaktest.BucketType(t, lossy, `{"props":{"allow_mult":false}}`)
+	o := testOptions(t)
+	o.Types.KV = lossy
+	s, err := Open(t.Context(), o)
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open(messages in a type with allow_mult false) = nil error, want %v", ErrSetup)
+	}
+	if !errors.Is(err, ErrSetup) {
+		t.Errorf("Open = %v, want %v", err, ErrSetup)
+	}
+	for _, w := range []string{
+		"bucket type " + lossy + " (for messages)", "allow_mult is false",
+		`riak eval 'riak_kv_console:bucket_type_update(["` + lossy + `", "{\"props\":{\"allow_mult\":true,\"last_write_wins\":false}}"]).'`,
+		`riak-admin bucket-type update ` + lossy + ` '{"props":{"allow_mult":true,"last_write_wins":false}}'`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Open = %v\nwant it to say %s", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "riak admin bucket-type") {
+		t.Errorf("Open = %v\nit recommends riak admin bucket-type, which garbles its argument on Riak 3", err)
+	}
+}
+
+// TestOpenNoConsensus: on a node with strong consistency off, whose
+// bucket types are all there (the claims type consistent, as created by
+// the book), Open says in plain words that strong consistency is off, in
+// about consensusWait rather than RetryFor.
+func TestOpenNoConsensus(t *testing.T) {
+	addr := riaktest.NoConsensus(t)
+	start := time.Now()
+	s, err := Open(t.Context(), Options{Nodes: []string{addr}, Archive: testArchive()})
+	took := time.Since(start)
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open(strong consistency off) = nil error, want %v", ErrSetup)
+	}
+	t.Logf("Open gave up after %v: %v", took.Round(100*time.Millisecond), err)
+	if !errors.Is(err, ErrSetup) {
+		t.Errorf("Open = %v, want %v", err, ErrSetup)
+	}
+	for _, w := range []string{
+		"bucket type " + TypeClaims, "strong consistency is off", "strong_consistency = on",
+		"riak eval 'riak_ensemble_manager:enabled().'", "riak-admin ensemble-status",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Open = %v\nwant it to say %s", err, w)
+		}
+	}
+	if took > consensusWait+10*time.Second {
+		t.Errorf("Open took %v to give up, want about %v", took, consensusWait)
 	}
 }
 
