@@ -181,6 +181,13 @@ func TestRiakTwoImporters(t *testing.T) {
 // killed with SIGKILL during the import and started again later: every
 // message an importer acknowledged is readable afterwards, none is stored
 // twice, and the resolver, given all three nodes, answers throughout.
+//
+// The importer reads the mbox on its standard input, which the test feeds:
+// the first part at once, the rest only once the node is killed, a slice a
+// second, over the outage and beyond. So the kill falls in the middle of
+// the import (the importer holds messages it has not acknowledged yet, and
+// has not been given the rest), and every message of the rest that the
+// importer acknowledges was stored after the kill.
 func TestRiakNodeLost(t *testing.T) {
 	needPrograms(t)
 	nodes := riaktest.Cluster(t, 3)
@@ -198,8 +205,37 @@ func TestRiakNodeLost(t *testing.T) {
 	wantAll(w, msgs, "input.mbox")
 	input := writeFile(t, dir, "input.mbox", mboxOf(t, msgs))
 	manifest := filepath.Join(dir, "a.jsonl")
-	imp := start(t, "importer", procOptions{}, "--store", url, "--coordinator", coord.url, "--token-file", coord.tokenFile,
-		"--manifest", manifest, "--log-format", "json", input)
+	imp := start(t, "importer", procOptions{Pipe: true}, "--store", url, "--coordinator", coord.url, "--token-file", coord.tokenFile,
+		"--manifest", manifest, "--log-format", "json", "-")
+	cut := len(msgs) / 3 // fed before the kill
+	head := mboxOf(t, msgs[:cut])
+	const slices = 30 // the rest, one a second
+	var rest [][]byte
+	for i := range slices {
+		rest = append(rest, mboxOf(t, msgs[cut+i*(len(msgs)-cut)/slices:cut+(i+1)*(len(msgs)-cut)/slices]))
+	}
+	killed := make(chan struct{})
+	fed := make(chan error, 1)
+	go func() {
+		fed <- func() error {
+			defer imp.stdin.Close()
+			if _, err := imp.stdin.Write(head); err != nil {
+				return err
+			}
+			select {
+			case <-killed:
+			case <-t.Context().Done():
+				return t.Context().Err()
+			}
+			for _, b := range rest {
+				if _, err := imp.stdin.Write(b); err != nil {
+					return err
+				}
+				time.Sleep(time.Second)
+			}
+			return nil
+		}()
+	}()
 	// Once some messages are in, keep reading them through the resolver.
 	first := waitManifest(t, imp, manifest, 500)
 	res := serveResolver(t, "--store", url)
@@ -232,17 +268,28 @@ func TestRiakNodeLost(t *testing.T) {
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed node %s after %d messages were imported", victim.PB, len(readManifest(t, manifest)))
+	atKill := len(readManifest(t, manifest))
+	close(killed)
+	if imp.exited() {
+		t.Fatalf("the importer had exited (%v) when the node was killed, with %d of %d messages acknowledged: want the kill in the middle of the import", imp.err, atKill, len(msgs))
+	}
+	if atKill >= cut {
+		t.Fatalf("the importer had acknowledged all %d messages fed to it when the node was killed: want the kill in the middle of the import", atKill)
+	}
+	t.Logf("killed node %s with the importer running: %d messages acknowledged of %d fed (of %d)", victim.PB, atKill, cut, len(msgs))
 	time.Sleep(20 * time.Second)
 	during := len(readManifest(t, manifest))
 	if err := victim.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("node %s back after %v; %d messages imported meanwhile", victim.PB, time.Since(killedAt).Round(time.Second), during)
+	t.Logf("node %s back after %v; %d messages acknowledged while it was down", victim.PB, time.Since(killedAt).Round(time.Second), during-atKill)
 
 	code := imp.wait(10 * time.Minute)
 	stopReading()
 	readers.Wait()
+	if err := <-fed; err != nil && code == 0 {
+		t.Errorf("feeding the importer its input: %v", err)
+	}
 	t.Logf("resolver: %d reads during the import, %d failed", reads.Load(), failures.Load())
 	if failures.Load() > 0 {
 		t.Errorf("the resolver failed %d of %d reads while a node was down, e.g. %v", failures.Load(), reads.Load(), failed[:min(len(failed), 5)])
@@ -259,6 +306,16 @@ func TestRiakNodeLost(t *testing.T) {
 		t.Errorf("no read through the resolver happened while a node was down")
 	}
 	acked := readManifest(t, manifest)
+	after := 0 // acknowledged, of the messages fed after the kill
+	for _, e := range acked[min(cut, len(acked)):] {
+		if e.Status == "imported" || e.Status == "duplicate" {
+			after++
+		}
+	}
+	t.Logf("the importer acknowledged %d of the %d messages fed to it after the kill", after, len(msgs)-cut)
+	if after == 0 {
+		t.Errorf("the importer acknowledged none of the %d messages fed to it after the node was killed: want the import to go on", len(msgs)-cut)
+	}
 	if code != 0 {
 		// A request that could not be served for RetryFor ends the import:
 		// what the manifest acknowledges must be there all the same, and a
