@@ -29,9 +29,18 @@
 // indexes (leveled or leveldb, not bitcask). Open checks all of this
 // (bucket type properties allow_mult, last_write_wins, datatype and
 // consistent; a consistent read; a secondary-index query) and names what
-// is missing or wrong (ErrSetup). (write_once is not among the properties
-// the client library reads, so it is not checked: without it the digest
-// index works, a little slower.)
+// is missing or wrong (ErrSetup), with the commands that set it right:
+// allow_mult and last_write_wins can be changed on an existing type (on
+// OpenRiak 3.x, `riak admin bucket-type update` garbles its argument as
+// create does: riak eval 'riak_kv_console:bucket_type_update(["NAME",
+// "{\"props\":{...}}"]).'; on 2.x, riak-admin bucket-type update NAME
+// '{"props":{...}}'); datatype, consistent and write_once cannot.
+// (write_once is not among the properties the client library reads, so
+// it is not checked: without it the digest index works, a little
+// slower.) With strong consistency off, riak eval
+// 'riak_ensemble_manager:enabled().' answers false on OpenRiak 3.x
+// (whose `riak admin ensemble-status` prints only "ok"); riak-admin
+// ensemble-status says it on 2.x.
 //
 // # Archives and layout
 //
@@ -72,6 +81,23 @@
 // message it should hold is read again from all replicas. Every message
 // read is checked against its digest: a damaged value is an error, never
 // other bytes.
+//
+// A writer therefore reports a message as a duplicate of another
+// writer's number as soon as one replica holds it, whether it finds it at
+// its batch's lookup or while awaiting that writer's claim: possibly
+// before that writer's own write (w = all) has returned. Should that
+// write then fail (its writer killed, its node lost, after one or two
+// replicas took the pack), the message is acknowledged as a duplicate
+// here while the other writer reports its batch failed, and fewer than
+// n_val replicas hold it until a read repairs the others (Riak's read
+// repair: every read of the pack, the one that found it included, sends
+// the replicas that are behind what they lack). It is lost only if the
+// replicas that hold it lose their disks before that. A quorum read
+// would not close this: a pack holds up to 16 messages, and a replica
+// holding the pack as it was before the write counts towards a quorum as
+// much as one holding it after; what would (the waiting writer writing
+// the pack again, with w = all) costs a pack write per 16 messages
+// awaited, on every contested batch, and was not done.
 //
 // The consistent bucket type keeps its n_val replicas under a consensus
 // protocol, one consensus group per preference list: its requests need a
@@ -222,7 +248,9 @@
 // overloaded node, too few replicas up, a consensus group without a
 // leader, a node still starting) is tried again on the next node for
 // Options.RetryFor (60 s, long enough to ride out a node restart); Open
-// gives up after 5 s when no node answers at all. Riak's own answers (not
-// found, a refused create) are final. A cancelled
+// gives up after 5 s when no node answers at all, and after 15 s when
+// the cluster serves no strongly consistent request (strong consistency
+// off, or its consensus subsystem not started), and says which. Riak's
+// own answers (not found, a refused create) are final. A cancelled
 // context abandons the wait; the request itself ends at its timeout.
 package riakstore
