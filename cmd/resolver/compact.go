@@ -19,14 +19,18 @@ import (
 
 const compactUsage = `
 Usage: resolver compact [--data DIR | --store bolt:PATH] [--to bolt:PATH]
-                        [--retrain] [--page-size BYTES]
+                        [--page-size BYTES]
 
-Writes every message of the store anew into a new file: compressed with
-the store's dictionary (trained first from its newest messages if it has
-none, or with --retrain), each message's digest checked on the way. It
-converts an archive written before compression, and gives back the
-space bbolt keeps inside its file (bbolt reuses freed pages but never
-shrinks the file).
+Writes every message of the store anew, each message's digest checked
+on the way: the archive's packing step, as git gc is a repository's.
+Messages are written as they arrive compressed for speed, each with the
+dictionary of the messages before them; compact compresses them harder,
+each era of the archive (1,500 messages or more, at most 16 eras) with a
+dictionary trained on that era's own messages, about a tenth smaller
+again. It also converts an archive written before compression or before
+packs, and gives back the space bbolt keeps inside its file (bbolt
+reuses freed pages but never shrinks the file). Run it after a large
+import, and now and then as the archive grows.
 
 Without --to, in place: the copy replaces messages.db. Importers, the
 watcher and the resolver may keep running: they wait only for the last
@@ -40,7 +44,6 @@ Bolt stores only, for now.
 
 Examples:
   resolver compact --data /var/lib/chibrary
-  resolver compact --data ./archive --retrain
   resolver compact --store bolt:/srv/archive/messages.db --to bolt:/srv/new/messages.db
 `
 
@@ -49,15 +52,13 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		st       setup.StoreFlags
 		logs     cli.LogOptions
 		to       string
-		retrain  bool
 		pageSize int
 	)
 	fs := cli.NewFlagSet("resolver compact", compactUsage)
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
 	fs.String(&to, "to", "", "", "copy into this new store `URL` (bolt:PATH) instead of compacting in place")
-	fs.Bool(&retrain, "retrain", false, "", "train a new compression dictionary from the newest messages first")
-	fs.Int(&pageSize, "page-size", 0, "", "bbolt page size of the new file in `BYTES` (default 65536)")
+	fs.Int(&pageSize, "page-size", 0, "", "bbolt page size of the new file in `BYTES` (default 4096)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -73,7 +74,7 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		return cli.Usagef("resolver compact works on bolt stores only, for now (Riak values are compressed as they are written; existing ones are rewritten when the Riak store gains compaction)")
 	}
 	path := u.Bolt
-	opts := boltstore.CompactOptions{Retrain: retrain, PageSize: pageSize}
+	opts := boltstore.CompactOptions{PageSize: pageSize}
 	if to != "" {
 		u, err := setup.ParseStoreURL(to)
 		if err != nil {
@@ -89,6 +90,10 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		return err
 	}
 	if _, err := os.Stat(path); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said once
+		}
 		return fmt.Errorf("no store at %s: %w", path, err)
 	}
 	db, err := boltstore.Open(ctx, path, boltstore.Options{Logger: log})
@@ -111,12 +116,8 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	dict := res.Dict
-	if dict == "" {
-		dict = "none"
-	}
-	fmt.Fprintf(stderr, "compacted %d messages into %s in %.1f s: %.1f MB on disk before, %.1f MB after (dictionary %s)\n",
-		res.Messages, res.Path, time.Since(start).Seconds(), float64(res.Before)/1e6, float64(res.After)/1e6, dict)
+	fmt.Fprintf(stderr, "compacted %d messages into %s in %.1f s: %.1f MB on disk before, %.1f MB after (%d dictionaries)\n",
+		res.Messages, res.Path, time.Since(start).Seconds(), float64(res.Before)/1e6, float64(res.After)/1e6, res.Dicts)
 	return nil
 }
 

@@ -1,5 +1,6 @@
 // Package boltstore is the embedded store.Store: one bbolt file,
-// DATA/messages.db, shared by the processes of one machine.
+// DATA/messages.db, and the packs beside it that hold the messages'
+// records, shared by the processes of one machine.
 //
 // # Sharing the file
 //
@@ -46,14 +47,17 @@
 //
 // # Layout
 //
-// Buckets of messages.db:
+// A store is the bbolt file, DATA/messages.db, and the packs its records
+// are in, DATA/messages.packs/ID.pack (packs.go). Buckets of the file:
 //
 //	messages  key: the call number's unshuffled 47-bit value, 8 bytes
 //	          big-endian (Codec.Packed). Within a run it grows with the
 //	          sequence, so a run's messages are appended in key order.
-//	          value: a message record (store/internal/record: version 1,
-//	          uncompressed, or 2, compressed with zstd, perhaps with a
-//	          dictionary of the dicts bucket)
+//	          value: the locator of the message's record in a pack
+//	          (first byte 0x80: pack ID, offset, length), or, in a file
+//	          written before packs, the record itself (store/internal/
+//	          record: version 1, uncompressed, or 2, compressed with
+//	          zstd, perhaps with a dictionary of the dicts bucket)
 //	digests   key: the 32-byte Digest; value: the 8-byte packed number
 //	msgids    key: idkey 0x00 packed; value: empty. idkey is the
 //	          Message-ID itself, or for one over 512 bytes or starting
@@ -64,38 +68,48 @@
 //	changes   the change feed: key: a sequence number (NextSequence),
 //	          8 bytes big-endian, in commit order; value: the 8-byte
 //	          packed number of a message written by that commit
+//	packs     key: a pack's 8-byte ID; value: the length of it that
+//	          committed transactions wrote, 8 bytes big-endian
 //	dicts     compression dictionaries (dicts.go): key: the 8-byte
-//	          record.DictID; value: the zstd dictionary. Created by the
-//	          first training; nothing is ever deleted from it.
-//	meta      "format": "chibrary-messages/2"; "binding": the authority,
+//	          record.DictID; value: the zstd dictionary, compressed
+//	          (record.StoredDict) or, stored before that, as it is.
+//	          Created by the first training; nothing is ever deleted.
+//	meta      "format": "chibrary-messages/3"; "binding": the authority,
 //	          scheme and key as JSON; "count": the number of messages,
 //	          8 bytes big-endian, so Count is O(1); "backfilled": the
 //	          last sequence number given by the upgrade from format 1
-//	          (see changes.go), absent in a file created as format 2;
+//	          (see changes.go), absent in a file created later;
 //	          "dict": the current dictionary (record.Current as JSON),
-//	          absent until one is trained; "compaction": the ID of the
-//	          compaction that wrote the file (compact.go)
+//	          absent until one is trained; "pack": the pack new records
+//	          go to; "compaction": the ID of the compaction that wrote
+//	          the file (compact.go)
 //
-// A file written before compression has version 1 records, no dicts
-// bucket and no "dict": it is read as it is, and new records are
-// compressed; resolver compact (Compact) rewrites the old ones. A reader
-// of a version this program does not know refuses it, naming it.
+// Older files are read as they are and upgraded by the first writable
+// open: format 1 gains the change feed, format 2 the packs bucket; their
+// records stay where they are, and resolver compact (Compact) rewrites
+// them. A file written before compression has version 1 records and no
+// dicts bucket. A reader of a format or record version this program does
+// not know refuses it, naming it.
+//
+// A copy of the store, for a backup, is the file and then the packs, in
+// that order (or a file-system snapshot): packs only grow, and the file
+// names only what was in them when it committed.
 //
 // # Compression
 //
 // Put compresses every new message (store/internal/compress) on all CPUs
 // before it takes the file lock, and Get decodes after its read
 // transaction: the lock is held no longer than before. Every read checks
-// the record's digest. New files have 64 KiB pages (DefaultPageSize),
-// and the buckets written in key order fill their pages whole.
+// the record's digest. A compaction compresses harder (compact.go).
 //
 // # Put
 //
 // A batch is one bbolt transaction: every message is checked (see
-// store/internal/batch.Make), then the new ones are written, then the
-// transaction commits with one fsync. Either all of the batch is durable
-// when Put returns nil, or nothing of it was written. (The messages were
-// compressed before: see Compression.)
+// store/internal/batch.Make), then the new ones' records are written to
+// the pack and synced, their locators and indexes put, and the
+// transaction commits (synced). Either all of the batch is durable when
+// Put returns nil, or nothing of it is named by the file. (The messages
+// were compressed before: see Compression.)
 package boltstore
 
 import (
@@ -132,11 +146,14 @@ var ErrFormat = errors.New("boltstore: not a chibrary message store")
 // before it moved its copy into place (see Compact).
 var ErrInterrupted = errors.New("boltstore: the file was compacted, but the compaction stopped before moving its copy (PATH.compact) into place: run the compaction again (resolver compact) to finish it")
 
-// format is the layout written today; formatV1 lacks the changes bucket
-// and is upgraded in place by the first writable open (changes.go).
+// format is the layout written today. Older files are read as they are
+// and upgraded in place by the first writable open: formatV1 lacks the
+// change feed (changes.go), formatV2 keeps every record in the messages
+// bucket (its records stay there; new ones go to packs, packs.go).
 // formatRetired marks a file Compact has replaced (compact.go).
 const (
-	format        = "chibrary-messages/2"
+	format        = "chibrary-messages/3"
+	formatV2      = "chibrary-messages/2"
 	formatV1      = "chibrary-messages/1"
 	formatRetired = "chibrary-messages/retired"
 )
@@ -166,15 +183,12 @@ const appendFill = 1.0
 
 // DefaultPageSize is the bbolt page size of a new file (Options.PageSize).
 //
-// A bbolt leaf page holds at least two values, and a page's tail that the
-// next value does not fit in is lost: with compressed messages of 1 to 10
-// KiB, 4 KiB pages lose a fifth of the space to that. Larger pages lose
-// less: on the 84,096-message archive, compacted, the store takes 0.48
-// bytes per input byte with 4 KiB pages, 0.45 with 16 KiB and 0.43 with
-// 64 KiB. The price is a larger write per page a commit touches: a
-// single-message commit (the watcher's) writes about 0.5 MB instead of
-// 50 KB; a 1,000-message batch touches most index pages either way.
-const DefaultPageSize = 64 << 10
+// The file holds the indexes and the records' locators, small values all:
+// the operating system's page, as bbolt's own default. (Before records
+// went to packs, 64 KiB pages lost less to the tails of pages that whole
+// records did not fit in; an existing file keeps its page size until it
+// is compacted.)
+const DefaultPageSize = 4 << 10
 
 // maxInlineID is the longest Message-ID used as its own index key.
 const maxInlineID = 512
@@ -205,10 +219,11 @@ type Options struct {
 
 // Store is a store.Store in one bbolt file.
 type Store struct {
-	path string
-	h    *handles
-	log  *slog.Logger
-	comp *compress.Compressor
+	path  string
+	h     *handles
+	log   *slog.Logger
+	comp  *compress.Compressor
+	packs *packs
 
 	// bound caches the binding once read: it never changes afterwards.
 	bound atomic.Pointer[bound]
@@ -252,18 +267,21 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
 	}
 	s := &Store{
-		path: path,
-		log:  opts.Logger.With("store", path),
+		path:  path,
+		log:   opts.Logger.With("store", path),
+		packs: newPacks(packDir(path), false),
 	}
 	turn, err := openTurnstile(path + ".lock")
 	if err != nil {
 		return nil, err
 	}
 	s.h = newHandles(path, turn, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
+	s.h.opened = s.packs.generation
 	s.comp = compress.New(dicts{s}, opts.Compression, s.log)
 	if err := s.init(ctx); err != nil {
 		s.comp.Close()
 		s.h.close()
+		s.packs.close()
 		return nil, err
 	}
 	return s, nil
@@ -274,12 +292,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 func (s *Store) init(ctx context.Context) error {
 	if fi, err := os.Stat(s.path); err == nil && fi.Size() > 0 {
 		// Existing file: a read-only check, so as not to wait on writers.
-		var v1 bool
+		var v int
 		err := s.view(ctx, func(tx *bolt.Tx) (err error) {
-			v1, err = checkFormat(tx)
+			v, err = checkFormat(tx)
 			return err
 		})
-		if err != nil || !v1 {
+		if err != nil || v == 3 {
 			return err
 		}
 		return s.upgrade(ctx)
@@ -288,16 +306,16 @@ func (s *Store) init(ctx context.Context) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta != nil {
 			// Another process created it first.
-			v1, err := checkFormat(tx)
-			if err == nil && v1 {
-				err = upgradeTx(tx)
+			v, err := checkFormat(tx)
+			if err == nil && v < 3 {
+				err = upgradeTx(tx, v)
 			}
 			return err
 		}
 		if c := tx.Cursor(); func() bool { k, _ := c.First(); return k != nil }() {
 			return fmt.Errorf("%w: %s has buckets but no meta bucket", ErrFormat, s.path)
 		}
-		for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns, bucketMeta, bucketChanges} {
+		for _, name := range [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns, bucketMeta, bucketChanges, bucketPacks} {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return fmt.Errorf("cannot create bucket %s: %w", name, err)
 			}
@@ -311,26 +329,37 @@ func (s *Store) init(ctx context.Context) error {
 }
 
 // checkFormat checks that tx's file is a message store this program
-// reads, and reports whether it is of format 1 (to be upgraded).
-func checkFormat(tx *bolt.Tx) (v1 bool, err error) {
+// reads, and returns its format's version: 1, 2 (both to be upgraded by a
+// writer) or 3.
+func checkFormat(tx *bolt.Tx) (version int, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
-		return false, fmt.Errorf("%w: %s has no meta bucket", ErrFormat, tx.DB().Path())
+		return 0, fmt.Errorf("%w: %s has no meta bucket", ErrFormat, tx.DB().Path())
 	}
 	f := string(meta.Get(keyFormat))
-	if f != format && f != formatV1 {
-		return false, fmt.Errorf("%w: %s has format %q, this program reads %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, format, formatV1)
+	switch f {
+	case formatV1:
+		version = 1
+	case formatV2:
+		version = 2
+	case format:
+		version = 3
+	default:
+		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, format, formatV2, formatV1)
 	}
 	buckets := [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns}
-	if f == format {
+	if version >= 2 {
 		buckets = append(buckets, bucketChanges)
+	}
+	if version >= 3 {
+		buckets = append(buckets, bucketPacks)
 	}
 	for _, name := range buckets {
 		if tx.Bucket(name) == nil {
-			return false, fmt.Errorf("%w: %s has no %s bucket", ErrFormat, tx.DB().Path(), name)
+			return 0, fmt.Errorf("%w: %s has no %s bucket", ErrFormat, tx.DB().Path(), name)
 		}
 	}
-	return f == formatV1, nil
+	return version, nil
 }
 
 // Path returns the file's path.
@@ -565,6 +594,12 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 		return 0, fmt.Errorf("%w: %s has no changes bucket", ErrFormat, s.path)
 	}
 	changes.FillPercent = appendFill
+	if tx.Bucket(bucketPacks) == nil {
+		// Open upgrades an older file before anything is written, and
+		// older programs refuse format 3 files.
+		return 0, fmt.Errorf("%w: %s has no packs bucket", ErrFormat, s.path)
+	}
+	pw := s.packs.writer(tx)
 	var written uint64
 	for i := range msgs {
 		if plan.Actions[i] != batch.Write {
@@ -581,8 +616,12 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 				return 0, err
 			}
 		}
+		loc, err := pw.add(rec)
+		if err != nil {
+			return 0, fmt.Errorf("cannot write message %v: %w", m.Number, err)
+		}
 		// bbolt keeps a reference to the value until the commit.
-		if err := messages.Put(key[:], rec); err != nil {
+		if err := messages.Put(key[:], loc); err != nil {
 			return 0, fmt.Errorf("cannot write message %v: %w", m.Number, err)
 		}
 		if err := digests.Put(m.Digest[:], key[:]); err != nil {
@@ -600,6 +639,10 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 	}
 	if written == 0 {
 		return 0, nil
+	}
+	// The records are durable before the transaction that names them.
+	if err := pw.commit(); err != nil {
+		return 0, err
 	}
 	c := meta.Get(keyCount)
 	if len(c) != 8 {
@@ -662,6 +705,10 @@ func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, err
 		v := tx.Bucket(bucketMessages).Get(key[:])
 		if v == nil {
 			return store.ErrNotFound
+		}
+		if isLocator(v) {
+			rec, err = s.readRecord(tx, v)
+			return err
 		}
 		rec = append(make([]byte, 0, len(v)), v...)
 		return nil
@@ -752,6 +799,9 @@ func (s *Store) Close() error {
 	cerr := s.comp.Close()
 	if err := s.h.close(); err != nil {
 		return err
+	}
+	if err := s.packs.close(); cerr == nil {
+		cerr = err
 	}
 	return cerr
 }

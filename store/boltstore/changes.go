@@ -53,27 +53,49 @@ func appendChange(changes *bolt.Bucket, key [8]byte) error {
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
-// upgrade turns a format 1 file into format 2 (see upgradeTx).
+// upgrade brings an older file to format 3 (see upgradeTx).
 func (s *Store) upgrade(ctx context.Context) error {
-	var n uint64
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		v1, err := checkFormat(tx)
-		if err != nil || !v1 {
+	var (
+		n    uint64
+		from int
+	)
+	err := s.update(ctx, func(tx *bolt.Tx) (err error) {
+		if from, err = checkFormat(tx); err != nil || from == 3 {
 			return err // upgraded by another process meanwhile
 		}
 		n = uint64(tx.Bucket(bucketMessages).Stats().KeyN)
-		return upgradeTx(tx)
+		return upgradeTx(tx, from)
 	})
 	if err != nil {
-		return fmt.Errorf("cannot upgrade %s from %s to %s: %w", s.path, formatV1, format, err)
+		return fmt.Errorf("cannot upgrade %s to %s: %w", s.path, format, err)
 	}
-	s.log.Info("upgraded the message store: added the change feed", "from", formatV1, "to", format, "messages", n)
+	if from == 3 {
+		return nil
+	}
+	s.log.Info("upgraded the message store: new records go to packs"+map[bool]string{true: ", and a change feed was added", false: ""}[from == 1],
+		"from", fmt.Sprintf("chibrary-messages/%d", from), "to", format, "messages", n)
 	return nil
 }
 
-// upgradeTx adds the changes bucket to a format 1 file, backfilled with
-// every stored message in key order, and marks the file format 2.
-func upgradeTx(tx *bolt.Tx) error {
+// upgradeTx brings a file of format version from to format 3: a format 1
+// file gets the changes bucket, backfilled with every stored message in
+// key order (format 2); a format 2 file gets the packs bucket. Records
+// stay where they are.
+func upgradeTx(tx *bolt.Tx, from int) error {
+	if from == 1 {
+		if err := addChanges(tx); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketPacks); err != nil {
+		return fmt.Errorf("cannot create bucket %s: %w", bucketPacks, err)
+	}
+	return tx.Bucket(bucketMeta).Put(keyFormat, []byte(format))
+}
+
+// addChanges adds the changes bucket to a format 1 file, backfilled with
+// every stored message in key order.
+func addChanges(tx *bolt.Tx) error {
 	changes, err := tx.CreateBucket(bucketChanges)
 	if err != nil {
 		return fmt.Errorf("cannot create bucket %s: %w", bucketChanges, err)
@@ -88,11 +110,7 @@ func upgradeTx(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	meta := tx.Bucket(bucketMeta)
-	if err := meta.Put(keyBackfilled, seqKey(changes.Sequence())); err != nil {
-		return err
-	}
-	return meta.Put(keyFormat, []byte(format))
+	return tx.Bucket(bucketMeta).Put(keyBackfilled, seqKey(changes.Sequence()))
 }
 
 // cursor is a parsed store.Cursor.

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -14,10 +15,62 @@ import (
 	"github.com/chibrary/chibrary/store/storetest"
 )
 
-// downgrade turns a closed format 2 file into what format 1 wrote: no
-// changes bucket, no backfill mark.
+// toFormat2 turns a closed format 3 file into what format 2 wrote: every
+// record in the messages bucket, no packs.
+func toFormat2(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p := newPacks(packDir(path), true)
+	defer p.close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		messages := tx.Bucket(bucketMessages)
+		inline := map[string][]byte{}
+		err := messages.ForEach(func(k, v []byte) error {
+			if !isLocator(v) {
+				return nil
+			}
+			l, err := parseLocator(v)
+			if err != nil {
+				return err
+			}
+			rec, err := p.read(tx, l)
+			inline[string(k)] = rec
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for k, rec := range inline {
+			if err := messages.Put([]byte(k), rec); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteBucket(bucketPacks); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Delete(keyPack); err != nil {
+			return err
+		}
+		return meta.Put(keyFormat, []byte(formatV2))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(packDir(path)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// downgrade turns a closed format 3 file into what format 1 wrote: every
+// record in the messages bucket, no changes bucket, no backfill mark.
 func downgrade(t *testing.T, path string) {
 	t.Helper()
+	toFormat2(t, path)
 	db, err := bolt.Open(path, 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +140,8 @@ func TestUpgradeFormat1(t *testing.T) {
 	codec := a.Codec
 	var first store.ChangePage
 	err = db.View(func(tx *bolt.Tx) error {
-		if v1, err := checkFormat(tx); err != nil || !v1 {
-			t.Fatalf("checkFormat(downgraded file) = %v, %v; want true, nil", v1, err)
+		if v, err := checkFormat(tx); err != nil || v != 1 {
+			t.Fatalf("checkFormat(downgraded file) = %v, %v; want 1, nil", v, err)
 		}
 		first, err = s.legacyPage(tx, codec, cursor{}, 2) // s is closed: its decoder still works
 		return err

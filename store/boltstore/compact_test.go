@@ -121,8 +121,8 @@ func TestCompactInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Compact = %v", err)
 	}
-	if st.Messages != 2500 || st.Dict == "" || st.Path != path {
-		t.Errorf("Compact = %+v; want 2500 messages, a dictionary, in place", st)
+	if st.Messages != 2500 || st.Dicts != 2 || st.Path != path {
+		t.Errorf("Compact = %+v; want 2500 messages, two eras' dictionaries, in place", st)
 	}
 	if st.After*2 > st.Before {
 		t.Errorf("Compact: %d bytes on disk before, %d after; want less than half", st.Before, st.After)
@@ -151,14 +151,24 @@ func TestCompactInPlace(t *testing.T) {
 	if err := s.RecordLease(t.Context(), a.Lease(1)); !errors.Is(err, store.ErrRunReused) {
 		t.Errorf("RecordLease(run 1, new nonce) after compaction = %v, want %v: leases must survive", err, store.ErrRunReused)
 	}
-	for _, m := range []store.Message{msgs[0], msgs[2499]} {
+	// Each era's records name its own dictionary, which the store has.
+	var eraDicts []record.DictID
+	for _, m := range []store.Message{msgs[0], msgs[1499], msgs[1500], msgs[2499]} {
 		rec, err := s.TestRecord(t.Context(), m.Number)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, _, err := record.ParseHeader(rec); err != nil || h.Compression != record.ZstdDict || h.Dict.String() != st.Dict {
-			t.Errorf("record of %v after compaction: %+v, %v; want compressed with %s", m.Number, h, err, st.Dict)
+		h, _, err := record.ParseHeader(rec)
+		if err != nil || h.Compression != record.ZstdDict {
+			t.Fatalf("record of %v after compaction: %+v, %v; want compressed with a dictionary", m.Number, h, err)
 		}
+		if _, err := (dicts{s}).LoadDict(t.Context(), h.Dict); err != nil {
+			t.Errorf("dictionary %v of %v: %v", h.Dict, m.Number, err)
+		}
+		eraDicts = append(eraDicts, h.Dict)
+	}
+	if eraDicts[0] != eraDicts[1] || eraDicts[2] != eraDicts[3] || eraDicts[1] == eraDicts[2] {
+		t.Errorf("dictionaries of messages 0, 1499, 1500 and 2499: %v; want one for each era of 1,500", eraDicts)
 	}
 	// Writing carries on, after the copied feed.
 	if err := s.RecordLease(t.Context(), a.Lease(9)); err != nil {
@@ -216,6 +226,9 @@ func TestCompactWhileWriting(t *testing.T) {
 			var batch []store.Message
 			for j := range 10 {
 				seq := i*10 + j
+				if seq >= 16000 {
+					return // the run is full: the compaction took long
+				}
 				batch = append(batch, storetest.Message(a.Number(t, 50, seq), listMail(100000+seq), "", ""))
 			}
 			if _, err := w.Put(context.Background(), batch); err != nil {
@@ -313,6 +326,17 @@ func TestCompactInterrupted(t *testing.T) {
 	c.View(func(tx *bolt.Tx) error { id = bytes.Clone(tx.Bucket(bucketMeta).Get(keyCompaction)); return nil })
 	c.Close()
 	s.Close()
+	// In place, the copy's packs are beside the store's.
+	copied, err := filepath.Glob(filepath.Join(packDir(path+compactSuffix), "*"+packExt))
+	if err != nil || len(copied) == 0 {
+		t.Fatalf("the copy's packs: %v, %v", copied, err)
+	}
+	for _, p := range copied {
+		if err := os.Rename(p, filepath.Join(packDir(path), filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldPacks, _ := filepath.Glob(filepath.Join(packDir(path), "*"+packExt))
 	db, err := bolt.Open(path, 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -342,6 +366,11 @@ func TestCompactInterrupted(t *testing.T) {
 	}
 	defer s.Close()
 	checkAll(t, s, msgs)
+	// Recover deleted the old file's packs, as the compaction would have.
+	left, _ := filepath.Glob(filepath.Join(packDir(path), "*"+packExt))
+	if len(left) != len(copied) || len(oldPacks) <= len(copied) {
+		t.Errorf("packs after Recover: %d, want the copy's %d (of %d before)", len(left), len(copied), len(oldPacks))
+	}
 	if err := Recover(t.Context(), path, Options{}); err == nil {
 		t.Errorf("Recover(a store that is not retired) = nil error")
 	}

@@ -18,10 +18,26 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// decode decodes a record read in tx, reading a dictionary it needs in
-// tx too. The Raw it returns may alias v.
+// decode decodes a messages bucket value read in tx (a record, or the
+// locator of one in a pack), reading a dictionary it needs in tx too.
+// The Raw it returns may alias v.
 func (s *Store) decode(tx *bolt.Tx, v []byte) (record.Message, error) {
+	if isLocator(v) {
+		var err error
+		if v, err = s.readRecord(tx, v); err != nil {
+			return record.Message{}, err
+		}
+	}
 	return s.comp.Decode(v, func(id record.DictID) ([]byte, error) { return loadDict(tx, id) })
+}
+
+// readRecord reads the record a locator read in tx names.
+func (s *Store) readRecord(tx *bolt.Tx, v []byte) ([]byte, error) {
+	l, err := parseLocator(v)
+	if err != nil {
+		return nil, err
+	}
+	return s.packs.read(tx, l)
 }
 
 func loadDict(tx *bolt.Tx, id record.DictID) ([]byte, error) {
@@ -56,8 +72,10 @@ func (d dicts) SaveDict(ctx context.Context, id record.DictID, b []byte) error {
 			return err
 		}
 		if old := bk.Get(id[:]); old != nil {
-			if !bytes.Equal(old, b) {
-				return fmt.Errorf("%w: another dictionary is stored under ID %v", record.ErrCorrupt, id)
+			// Stored already (perhaps in another form: uncompressed,
+			// by an older version): the ID says it is the same.
+			if _, err := record.CheckDictionary(id, old); err != nil {
+				return fmt.Errorf("cannot save dictionary %v: one is stored under its ID already, and does not check: %w", id, err)
 			}
 			return nil
 		}

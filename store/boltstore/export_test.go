@@ -26,16 +26,39 @@ func (s *Store) TestRecord(ctx context.Context, n callnumber.Number) ([]byte, er
 			return fmt.Errorf("unbound: %w", err)
 		}
 		key := packedKey(bd.codec.Packed(n))
-		if v = bytes.Clone(tx.Bucket(bucketMessages).Get(key[:])); v == nil {
+		if v = tx.Bucket(bucketMessages).Get(key[:]); v == nil {
 			return store.ErrNotFound
 		}
-		return nil
+		v, err = s.recordCopy(tx, v)
+		return err
 	})
 	return v, err
 }
 
-// TestSetRecord replaces the value stored for n.
+// TestSetRecord replaces the record stored for n: it appends v to a pack
+// and points n's locator at it.
 func (s *Store) TestSetRecord(ctx context.Context, n callnumber.Number, v []byte) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil || bd == nil {
+			return fmt.Errorf("unbound: %w", err)
+		}
+		key := packedKey(bd.codec.Packed(n))
+		pw := s.packs.writer(tx)
+		loc, err := pw.add(v)
+		if err != nil {
+			return err
+		}
+		if err := pw.commit(); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMessages).Put(key[:], loc)
+	})
+}
+
+// TestSetInline replaces the value stored for n by the record v itself,
+// as a format 2 file kept it.
+func (s *Store) TestSetInline(ctx context.Context, n callnumber.Number, v []byte) error {
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil || bd == nil {

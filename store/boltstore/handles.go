@@ -40,6 +40,9 @@ type handles struct {
 	pageSize    int // of a file created now
 	log         *slog.Logger
 	readOnly    bool // never open the file writable (Options.ReadOnly)
+	// opened, if set, is told the compaction ID of each file opened (see
+	// inspect), so that the packs of a replaced file are let go.
+	opened func(gen string)
 
 	mu       sync.Mutex
 	db       *bolt.DB
@@ -283,7 +286,15 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				FreelistType:   bolt.FreelistMapType,
 				PageSize:       h.pageSize,
 			})
-			if err == nil && retired(db) {
+			var gone bool
+			if err == nil {
+				var gen string
+				gone, gen = inspect(db)
+				if !gone && h.opened != nil {
+					h.opened(gen)
+				}
+			}
+			if err == nil && gone {
 				// Compact replaced the file: its successor is at the
 				// path now, unless the compaction stopped before the
 				// rename.
@@ -328,16 +339,17 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 	}
 }
 
-// retired reports whether db is a file Compact has replaced.
-func retired(db *bolt.DB) bool {
-	var r bool
+// inspect reports whether db is a file Compact has replaced, and the ID of
+// the compaction that wrote it ("" for a file no compaction wrote).
+func inspect(db *bolt.DB) (retired bool, gen string) {
 	db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
-			r = string(meta.Get(keyFormat)) == formatRetired
+			retired = string(meta.Get(keyFormat)) == formatRetired
+			gen = string(meta.Get(keyCompaction))
 		}
 		return nil
 	})
-	return r
+	return retired, gen
 }
 
 // allocSize is how much a writable handle grows the file by when it must:

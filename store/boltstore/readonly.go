@@ -28,23 +28,25 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	if !fi.Mode().IsRegular() || fi.Size() == 0 {
 		return nil, fmt.Errorf("%w: %s is empty or not a regular file", ErrFormat, path)
 	}
-	s := &Store{path: path, log: opts.Logger.With("store", path)}
+	s := &Store{path: path, log: opts.Logger.With("store", path), packs: newPacks(packDir(path), true)}
 	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
 	s.h.readOnly = true
+	s.h.opened = s.packs.generation
 	s.comp = compress.New(dicts{s}, opts.Compression, s.log)
 	// A format 1 file stays as it is: its change feed is read in key
 	// order (changes.go).
 	if err := s.view(ctx, func(tx *bolt.Tx) error { _, err := checkFormat(tx); return err }); err != nil {
 		s.comp.Close()
 		s.h.close()
+		s.packs.close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // CannotWrite returns nil when this process can write the store at path
-// (the file, if it exists, and its turnstile PATH.lock, or the directory
-// to create them in), or why not: an error wrapping syscall.EROFS on a
+// (the file, if it exists, its turnstile PATH.lock and its packs'
+// directory, or the directory to create them in), or why not: an error wrapping syscall.EROFS on a
 // read-only file system, syscall.EACCES without permission. A store that
 // cannot be written can still be read, with Options.ReadOnly.
 func CannotWrite(path string) error {
@@ -62,7 +64,7 @@ func CannotWrite(path string) error {
 func writeTargets(path string) []string {
 	var out []string
 	needDir := false
-	for _, p := range []string{path, path + ".lock"} {
+	for _, p := range []string{path, path + ".lock", packDir(path)} {
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
 		} else if errors.Is(err, fs.ErrNotExist) {

@@ -10,8 +10,9 @@
 // Bytes on disk are the blocks the files occupy (du), which is what an
 // operator pays for; "apparent" is their length (ls), which counts the
 // unwritten tail bbolt keeps ahead of its data. Per input byte is the
-// store file, messages.db, per byte of the decompressed mbox: the store
-// alone, without the run authority (runs.db) or anything derived.
+// store, messages.db and its packs (messages.packs/), per byte of the
+// decompressed mbox: the store alone, without the run authority (runs.db)
+// or anything derived.
 //
 // --copies N imports N copies of the corpus, each with its Message-IDs and
 // one header made its own, so that all N times its messages are distinct:
@@ -212,8 +213,10 @@ func measure(cmd *exec.Cmd, dir, storeFile string) (result, error) {
 					blocks = st.Blocks * 512
 				}
 				r.disk += blocks
-				if d.Name() == storeFile {
-					r.store = blocks
+				// The store: the file, and the packs that hold its
+				// records (STORE.packs/*.pack beside STORE.db).
+				if d.Name() == storeFile || filepath.Base(filepath.Dir(path)) == strings.TrimSuffix(storeFile, ".db")+".packs" {
+					r.store += blocks
 				}
 			}
 		}

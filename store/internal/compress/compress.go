@@ -93,9 +93,11 @@ type Dictionaries interface {
 	// LoadDict returns the bytes of dictionary id, or an error wrapping
 	// store.ErrNotFound if the store has none under id.
 	LoadDict(ctx context.Context, id record.DictID) ([]byte, error)
-	// SaveDict stores dictionary b under id (record.IDOf(b)), unless a
-	// dictionary is stored under id already: dictionaries are immutable,
-	// and never deleted, since every record that names one needs it.
+	// SaveDict stores dictionary id, in the form b a store keeps it in
+	// (record.StoredDict: compressed), unless a dictionary is stored under
+	// id already: dictionaries are immutable, and never deleted, since
+	// every record that names one needs it. LoadDict returns that form,
+	// which record.CheckDictionary reads.
 	SaveDict(ctx context.Context, id record.DictID, b []byte) error
 	// CurrentDict returns the store's current dictionary, and false if it
 	// has none yet.
@@ -412,7 +414,7 @@ func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	if err := c.dicts.SaveDict(ctx, d.ID, d.Bytes); err != nil {
+	if err := c.dicts.SaveDict(ctx, d.ID, record.StoredDict(d.Bytes)); err != nil {
 		return nil, 0, fmt.Errorf("cannot save dictionary %v: %w", d.ID, err)
 	}
 	info := record.Current{ID: d.ID, Messages: count, Samples: len(samples), Trained: time.Now().UTC()}

@@ -49,8 +49,13 @@ func (m *memDicts) LoadDict(_ context.Context, id record.DictID) ([]byte, error)
 func (m *memDicts) SaveDict(_ context.Context, id record.DictID, b []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if id != record.IDOf(b) {
-		return fmt.Errorf("SaveDict(%v) of bytes with ID %v", id, record.IDOf(b))
+	// What a store keeps is the stored form: compressed, smaller.
+	d, err := record.CheckDictionary(id, b)
+	if err != nil {
+		return fmt.Errorf("SaveDict(%v): %w", id, err)
+	}
+	if len(b) >= len(d.Bytes) {
+		return fmt.Errorf("SaveDict(%v) of %d bytes, the dictionary's own %d: want its stored (compressed) form", id, len(b), len(d.Bytes))
 	}
 	m.saves++
 	m.dicts[id] = bytes.Clone(b)

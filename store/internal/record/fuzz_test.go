@@ -82,14 +82,37 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, id, list string) {
 		m := Message{Digest: store.DigestOf(raw), Added: time.Unix(0, 42).UTC(), MessageID: id, List: list, Raw: raw}
 		for _, dd := range []*Dictionary{nil, d} {
-			b, err := c.Append(nil, m, dd)
-			if err != nil {
-				t.Fatalf("Append = %v", err)
+			for _, l := range []Level{Fast, Strong} {
+				b, err := c.AppendLevel(nil, m, dd, l)
+				if err != nil {
+					t.Fatalf("AppendLevel(level %d) = %v", l, err)
+				}
+				got, err := c.Decode(b, func(DictID) (*Dictionary, error) { return d, nil })
+				if err != nil || !same(got, m) {
+					t.Fatalf("Decode(AppendLevel(m, level %d)) = %+v, %v; want %+v", l, got, err, m)
+				}
 			}
-			got, err := c.Decode(b, func(DictID) (*Dictionary, error) { return d, nil })
-			if err != nil || !same(got, m) {
-				t.Fatalf("Decode(Append(m)) = %+v, %v; want %+v", got, err, m)
-			}
+		}
+	})
+}
+
+// FuzzCheckDictionary: a dictionary as a store keeps it (StoredDict) is
+// accepted under its ID only if it is that dictionary: damaged bytes,
+// in either form, never yield a dictionary, nor a panic.
+func FuzzCheckDictionary(f *testing.F) {
+	d := fuzzDict(f)
+	stored := StoredDict(d.Bytes)
+	f.Add(stored)
+	f.Add(d.Bytes[:200])
+	f.Add(stored[:len(stored)/2])
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := CheckDictionary(d.ID, b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(got.Bytes, d.Bytes) {
+			t.Fatalf("CheckDictionary(%d bytes) accepted %d bytes that are not dictionary %v", len(b), len(got.Bytes), d.ID)
 		}
 	})
 }

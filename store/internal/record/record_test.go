@@ -161,6 +161,59 @@ func TestDictionaryHelps(t *testing.T) {
 	}
 }
 
+// The strong level (compactions) gives smaller records than the fast one
+// (imports), with a dictionary and without, and they read back the same.
+func TestLevels(t *testing.T) {
+	var c Codec
+	d := dictionary(t)
+	for _, dict := range []*Dictionary{d, nil} {
+		var size [Strong + 1]int
+		for i := 20000; i < 20200; i++ {
+			m := message(mail(i, strings.Repeat(fmt.Sprintf("a reply line %d, said again\n", i%31), 5+i%11)), "", "")
+			for _, l := range []Level{Fast, Strong} {
+				b, err := c.AppendLevel(nil, m, dict, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := c.Decode(b, func(id DictID) (*Dictionary, error) { return d, nil })
+				if err != nil || !same(got, m) {
+					t.Fatalf("Decode(AppendLevel(level %d)) = %v; want the message back", l, err)
+				}
+				size[l] += len(b)
+			}
+		}
+		if size[Strong] >= size[Fast] {
+			t.Errorf("200 messages (dictionary %v): %d bytes strong, %d fast; want strong smaller", dict != nil, size[Strong], size[Fast])
+		}
+	}
+}
+
+// A store keeps a dictionary compressed (StoredDict); CheckDictionary
+// reads that form and the plain one (stored before dictionaries were
+// compressed), and refuses damage in either.
+func TestStoredDict(t *testing.T) {
+	d := dictionary(t)
+	stored := StoredDict(d.Bytes)
+	if len(stored)*10 > len(d.Bytes)*7 {
+		t.Errorf("StoredDict: %d bytes of a %d-byte dictionary; want at most 70%%", len(stored), len(d.Bytes))
+	}
+	for name, b := range map[string][]byte{"stored": stored, "plain": d.Bytes} {
+		got, err := CheckDictionary(d.ID, bytes.Clone(b))
+		if err != nil || got.ID != d.ID || !bytes.Equal(got.Bytes, d.Bytes) {
+			t.Errorf("CheckDictionary(%s form) = %v, %v; want dictionary %v", name, got, err, d.ID)
+		}
+		damaged := bytes.Clone(b)
+		damaged[len(damaged)/2] ^= 0x10
+		if _, err := CheckDictionary(d.ID, damaged); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), d.ID.String()) {
+			t.Errorf("CheckDictionary(damaged %s form) = %v; want %v naming %v", name, err, ErrCorrupt, d.ID)
+		}
+	}
+	// Incompressible bytes are kept as they are.
+	if b := noise(4000, 7); !bytes.Equal(StoredDict(b), b) {
+		t.Errorf("StoredDict(noise) changed it; want it kept as it is")
+	}
+}
+
 func TestLegacyAPI(t *testing.T) {
 	m := message(mail(1, "body"), "id", "l")
 	b := AppendMessage(nil, m)
