@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -122,9 +123,15 @@ func TestEndToEnd(t *testing.T) {
 
 	coord := startCoordinator(t, filepath.Join(dir, "runs.db"), filepath.Join(dir, "token"), "127.0.0.1:0")
 	dove := dovecottest.Start(t, dovecottest.Options{})
+	watcher := startWatcher(t, dove, data, coord)
+	// The watcher creates the archive; the resolver serves it from then
+	// on (it never creates one).
+	eventually(t, 60*time.Second, "the watcher to create the archive", func() bool {
+		_, err := os.Stat(filepath.Join(data, "messages.db"))
+		return err == nil
+	})
 	resolver := startResolver(t, data)
 	poll := startPoller(ctx, resolver)
-	watcher := startWatcher(t, dove, data, coord)
 
 	msgs := mail(t, 0)
 	half := len(msgs) / 2

@@ -60,8 +60,10 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
                       [--listen 127.0.0.1:8080] [--base-url URL]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
-requests in flight. Listens on loopback unless told otherwise: put a
-reverse proxy (TLS, access control) in front of it for the world. An
+requests in flight. The archive must exist (import into it first): serve
+never creates one, so a mistyped --data is an error, not an empty
+archive. Listens on loopback unless told otherwise: put a reverse proxy
+(TLS, access control) in front of it for the world. An
 archive this process cannot write (a read-only file system: a snapshot, a
 backup) is served read-only, without the lock file; the log says so.
 
@@ -128,7 +130,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		return fmt.Errorf("cannot listen: %w", err)
 	}
 	defer ln.Close()
-	db, err := st.OpenReader(ctx, log, false)
+	// A reader never creates an archive: a typo in --data is said, not
+	// served as an empty archive.
+	db, err := st.OpenReader(ctx, log, true)
 	if err != nil {
 		return err
 	}

@@ -279,3 +279,41 @@ func TestReadOnlyArchive(t *testing.T) {
 		t.Errorf("the archive directory holds %q after serving it read-only, want messages.db and messages.packs alone", names)
 	}
 }
+
+// resolver serve never creates an archive: on a --data or bolt: path
+// that holds none (a typo), it says so in one line and exits 1, leaving
+// nothing behind. An existing archive with no message is served.
+func TestServeMissingArchive(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"--data", "resolver: no archive in " + filepath.Join(dir, "typo") + " (no messages.db): import messages into it first, or fix --data\n",
+			[]string{"--data", filepath.Join(dir, "typo")}},
+		{"--store", "resolver: no archive at " + filepath.Join(dir, "typo2", "messages.db") + ": import messages into it first, or fix --store\n",
+			[]string{"--store", "bolt:" + filepath.Join(dir, "typo2", "messages.db")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, stdout, stderr := runCmd(t, t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...)...)
+			if status != 1 || stdout != "" || stderr != tt.want {
+				t.Errorf("serve %q = %d, stderr %q; want 1, %q", tt.args, status, stderr, tt.want)
+			}
+		})
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("serve of a missing archive left %d files in %s, want none", len(ents), dir)
+	}
+
+	empty := filepath.Join(dir, "empty")
+	st, err := boltstore.Open(t.Context(), filepath.Join(empty, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	base, stop := startServe(t, "--data", empty)
+	if body := waitGet(t, base+"/api/v1/stats", 200); !strings.Contains(body, `"messages":0`) {
+		t.Errorf("stats of an empty archive = %s, want 0 messages", body)
+	}
+	stop()
+}
