@@ -64,6 +64,7 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkRebuild -benchtime 3x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
+	$(GO) test -run '^$$' -bench BenchmarkCorpusSearchCounts -benchtime 20x ./catalog/
 	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkScaled -benchtime 1x -timeout 30m ./catalog/
 	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkSearchScaled -benchtime 400x -timeout 30m ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
