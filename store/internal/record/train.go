@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -92,8 +93,10 @@ const noDmer = ^uint32(0)
 // coverContent returns at most size bytes of the samples, chosen as the
 // package doc says; the most valuable segment comes last, where zstd
 // reaches it with the shortest offsets. Besides the samples it needs 6
-// MiB of counters, whatever their size: d-mers are hashed again where
-// needed rather than kept. At most 65,535 samples.
+// MiB of counters, whatever their size, and the d-mer hashes of one epoch
+// (4 bytes a position: 72 KiB of 2 MB of samples), which it hashes once
+// each time it visits the epoch (hashing each d-mer as the window reached
+// it, left it and was reset took twice the time). At most 65,535 samples.
 func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, error) {
 	samples = samples[:min(len(samples), 1<<16-1)]
 	// Positions run through the samples end to end: sample si covers
@@ -153,27 +156,32 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 	dict := make([]byte, size)
 	free := size // dict[free:] is filled
 	inWindow := make([]uint16, 1<<coverHashLog)
+	// hashes holds the d-mers of the epoch at hand, hashed once per visit:
+	// hashes[i-begin] is the one at position i.
+	hashes := make([]uint32, epochSize+epochs)
 	for epoch, barren := 0, 0; free > 0 && barren < epochs; epoch = (epoch + 1) % epochs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		begin, end := epoch*epochSize, min((epoch+1)*epochSize, total)
+		hs := hashDmers(samples, ends, begin, end, hashes)
+		h := func(i int) uint32 { return hs[i-begin] }
 		// The window [lo, hi] of at most coverSegment-coverDmer+1
 		// d-mers with the greatest sum of freq over its distinct d-mers.
 		var score, best uint64
 		bestAt := -1
 		lo := begin
 		for hi := begin; hi < end; hi++ {
-			if h := dmer(hi); h != noDmer {
-				if inWindow[h] == 0 {
-					score += uint64(freq[h])
+			if d := h(hi); d != noDmer {
+				if inWindow[d] == 0 {
+					score += uint64(freq[d])
 				}
-				inWindow[h]++
+				inWindow[d]++
 			}
 			if hi-lo+1 > coverSegment-coverDmer+1 {
-				if h := dmer(lo); h != noDmer {
-					if inWindow[h]--; inWindow[h] == 0 {
-						score -= uint64(freq[h])
+				if d := h(lo); d != noDmer {
+					if inWindow[d]--; inWindow[d] == 0 {
+						score -= uint64(freq[d])
 					}
 				}
 				lo++
@@ -183,8 +191,8 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 			}
 		}
 		for i := lo; i < end; i++ {
-			if h := dmer(i); h != noDmer {
-				inWindow[h] = 0
+			if d := h(i); d != noDmer {
+				inWindow[d] = 0
 			}
 		}
 		if bestAt < 0 || best == 0 {
@@ -192,17 +200,24 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 			continue
 		}
 		barren = 0
-		// Trim d-mers worth nothing from both ends.
+		// Trim d-mers worth nothing from both ends. The segment may run
+		// past the epoch's end, where d-mers are hashed as needed.
 		from, to := bestAt, min(bestAt+coverSegment, total)
-		for from < to && worthless(dmer(from), freq) {
+		dm := func(i int) uint32 {
+			if i < end {
+				return h(i)
+			}
+			return dmer(i)
+		}
+		for from < to && worthless(dm(from), freq) {
 			from++
 		}
-		for to-coverDmer > from && worthless(dmer(to-coverDmer), freq) {
+		for to-coverDmer > from && worthless(dm(to-coverDmer), freq) {
 			to--
 		}
 		for i := from; i+coverDmer <= to; i++ {
-			if h := dmer(i); h != noDmer {
-				freq[h] = 0
+			if d := dm(i); d != noDmer {
+				freq[d] = 0
 			}
 		}
 		from = max(from, to-free)
@@ -215,6 +230,34 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 		}
 	}
 	return dict[free:], nil
+}
+
+// hashDmers returns the d-mer hashes of positions [begin, end) of the
+// samples end to end (noDmer where no d-mer starts within one sample),
+// in buf if it is large enough.
+func hashDmers(samples [][]byte, ends []int, begin, end int, buf []uint32) []uint32 {
+	if cap(buf) < end-begin {
+		buf = make([]uint32, end-begin)
+	}
+	buf = buf[:end-begin]
+	si, _ := slices.BinarySearch(ends, begin+1) // the first sample ending past begin
+	for i := begin; i < end; si++ {
+		start := 0
+		if si > 0 {
+			start = ends[si-1]
+		}
+		s := samples[si]
+		stop := min(end, ends[si])
+		last := start + len(s) - coverDmer // the last position a d-mer starts at
+		for ; i < stop; i++ {
+			if i <= last {
+				buf[i-begin] = dmerHash(s[i-start:])
+			} else {
+				buf[i-begin] = noDmer
+			}
+		}
+	}
+	return buf
 }
 
 func worthless(h uint32, freq []uint16) bool { return h == noDmer || freq[h] == 0 }
