@@ -37,6 +37,25 @@ import (
 // second).
 func BenchmarkPages(b *testing.B) {
 	a, c, _ := corpusArchive(b)
+	benchPages(b, a.st, c, a.path)
+}
+
+// BenchmarkPagesScaled is BenchmarkPages on the archive of
+// BenchmarkSearchScaled, the size of the whole linux-mips list (84,096
+// messages: 16 times the threads, list pages and messages per month),
+// with nothing writing. It runs only with CHIBRARY_BENCH_SCALED=1.
+func BenchmarkPagesScaled(b *testing.B) {
+	if os.Getenv("CHIBRARY_BENCH_SCALED") == "" {
+		b.Skip("set CHIBRARY_BENCH_SCALED=1 to build the 84k-message archive")
+	}
+	st, c := scaledArchive(b)
+	benchPages(b, st, c, "")
+}
+
+// benchPages serves st and c and sends b.N requests of each kind of page
+// from 32 clients: cached, not cached, and (with boltPath, the store's
+// file) while another process writes into it.
+func benchPages(b *testing.B, st store.Store, c *catalog.Catalog, boltPath string) {
 	ctx := context.Background()
 	threads, _, err := c.Threads(ctx, "linux-mips", 0, 1<<20)
 	if err != nil {
@@ -65,7 +84,7 @@ func BenchmarkPages(b *testing.B) {
 		}
 		sctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		s := New(a.st, Options{Catalog: c, Follow: &catalog.FollowOptions{}})
+		s := New(st, Options{Catalog: c, Follow: &catalog.FollowOptions{}})
 		if !cache {
 			s.cache = nil
 		}
@@ -81,7 +100,11 @@ func BenchmarkPages(b *testing.B) {
 	defer stopUncached()
 	b.Logf("%d threads on %d list pages, %d months", len(threads), pages, len(months))
 
-	for _, mode := range []string{"", "/nocache", "/writer"} {
+	modes := []string{"", "/nocache", "/writer"}
+	if boltPath == "" {
+		modes = modes[:2]
+	}
+	for _, mode := range modes {
 		writer := mode == "/writer"
 		base := cachedBase
 		if mode == "/nocache" {
@@ -92,7 +115,7 @@ func BenchmarkPages(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				var w *benchWriterProc
 				if writer {
-					w = startBenchWriter(b, a.path)
+					w = startBenchWriter(b, boltPath)
 				}
 				lat, failed, elapsed := loadURLs(b, base, route.url, 32)
 				if writer {
