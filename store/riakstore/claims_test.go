@@ -716,7 +716,7 @@ func TestDamagedPack(t *testing.T) {
 	rec[len(rec)-len(rec)/4] ^= 0x20 // one flipped bit, as a disk does
 	e.rec = rec
 	p.entries[1] = e
-	if _, err := s.putPack(t.Context(), key, p.entries, p.terms, got.vclock); err != nil {
+	if _, _, err := s.putPack(t.Context(), key, p.entries, p.terms, got.vclock); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := s.Get(t.Context(), msgs[1].Number); !errors.Is(err, record.ErrCorrupt) {

@@ -199,9 +199,16 @@
 // compresses its new messages (on every CPU, before its claim in the
 // ledger or any other write), writes the records as they come, and once
 // the count is incremented tells the Compressor how many messages the
-// archive holds, so that the Put that brings it to 1,000 trains the first
+// archive holds, so that the Put that brings it to 250 trains the first
 // dictionary (from the newest messages, read back through the ledger),
-// and later ones train newer ones in the background. Every read decodes a
+// and later ones train newer ones in the background, each time the
+// archive has doubled (at 500, 1,000, 2,000... messages, then every
+// 10,000), and records are compressed at zstd's default level rather
+// than its fastest: a Riak archive keeps its records as they were
+// written, where a bolt store's compaction compresses each era again
+// harder, with a dictionary of its own; and an import into Riak waits on
+// the cluster, not on the importer's CPU (Options.Compression and
+// compression have the defaults). Every read decodes a
 // record on its own and checks its digest; a dictionary is read from the
 // archive once per process.
 //

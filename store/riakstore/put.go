@@ -39,6 +39,7 @@ type packState struct {
 	entries map[uint16]packEntry
 	terms   map[string]bool // Message-ID index terms
 	vclock  []byte
+	size    int64 // bytes of its value(s) as last read or written
 }
 
 // prefetched answers batch.Make from values fetched before it runs.
@@ -146,8 +147,12 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			if err != nil {
 				return fmt.Errorf("pack %s: %w", k, err)
 			}
+			var size int64
+			for _, v := range f.values {
+				size += int64(len(v.Value))
+			}
 			mu.Lock()
-			*pre.packs[k] = packState{entries: p.entries, terms: p.terms, vclock: f.vclock}
+			*pre.packs[k] = packState{entries: p.entries, terms: p.terms, vclock: f.vclock, size: size}
 			mu.Unlock()
 		default:
 			var err error
@@ -447,7 +452,7 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 	for t := range state.terms {
 		terms[t] = true
 	}
-	vclock := state.vclock
+	vclock, was := state.vclock, state.size
 	w.mu.Unlock()
 	for _, i := range msgs {
 		m := &w.msgs[i]
@@ -458,6 +463,7 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 				return err
 			}
 			s.messageBytes.Add(int64(len(obj.Value)))
+			s.keptBytes.Add(int64(len(obj.Value)))
 			// The pack keeps a stub: the record without the raw bytes.
 			stub := record.Message{Digest: m.Digest, Added: w.added, MessageID: m.MessageID, List: m.List}
 			e.large, e.rec = true, record.AppendMessage(make([]byte, 0, record.Size(stub)), stub)
@@ -467,12 +473,13 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 			terms[msgIDKey(m.MessageID)] = true
 		}
 	}
-	vclock, err := s.putPack(ctx, key, entries, terms, vclock)
+	vclock, size, err := s.putPack(ctx, key, entries, terms, vclock)
 	if err != nil {
 		return err
 	}
+	s.keptBytes.Add(size - was)
 	w.mu.Lock()
-	state.entries, state.terms, state.vclock = entries, terms, vclock
+	state.entries, state.terms, state.vclock, state.size = entries, terms, vclock, size
 	w.written += int64(len(msgs))
 	w.mu.Unlock()
 	return nil
@@ -530,11 +537,12 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 }
 
 // putPack writes a pack with the causal context of its last read (or
-// write), and returns the new causal context. It waits for every replica
+// write), and returns the new causal context and the value's size. It
+// waits for every replica
 // (w = all; fallbacks stand in for a node that is down): a secondary
 // index query reads one replica of each partition, so a Message-ID
 // lookup made once Put has returned finds the message.
-func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, terms map[string]bool, vclock []byte) ([]byte, error) {
+func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, terms map[string]bool, vclock []byte) ([]byte, int64, error) {
 	obj := packObject(entries, terms)
 	cmd, err := s.do(ctx, func() (riak.Command, error) {
 		o := *obj
@@ -544,19 +552,20 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 			WithContent(&o).WithW(rAll).WithReturnHead(true).WithTimeout(s.opts.Timeout).Build()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot store pack %s/%s/%s: %w", s.b.types.KV, s.b.packs, key, err)
+		return nil, 0, fmt.Errorf("cannot store pack %s/%s/%s: %w", s.b.types.KV, s.b.packs, key, err)
 	}
-	s.written.Add(int64(len(obj.Value)))
-	s.messageBytes.Add(int64(len(obj.Value)))
+	size := int64(len(obj.Value))
+	s.written.Add(size)
+	s.messageBytes.Add(size)
 	r := cmd.(*riak.StoreValueCommand).Response
 	if r == nil || len(r.Values) > 1 {
 		// Another write of this pack went in beside ours (two batches of
 		// this process sharing it, at once): readers unite the siblings.
 		// Without their entries in hand, a later write must not replace
 		// them: it goes in blind, as one more sibling.
-		return nil, nil
+		return nil, size, nil
 	}
-	return r.VClock, nil
+	return r.VClock, size, nil
 }
 
 // addCount adds n to the message count and returns the new count.

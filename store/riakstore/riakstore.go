@@ -90,11 +90,33 @@ type Options struct {
 	// MaxClockSkew is how far the clocks of the hosts writing to the
 	// archive may disagree. Zero means 30 seconds.
 	MaxClockSkew time.Duration
-	// Compression says how messages are compressed; the zero value is
-	// the default (see store.Compression).
+	// Compression says how messages are compressed (see
+	// store.Compression). Zero values mean a Riak store's own defaults:
+	// the first dictionary at 250 messages, a newer one each time the
+	// archive doubles, zstd's default level (see compression).
 	Compression store.Compression
 	// Logger receives notes on races and repairs. Nil discards them.
 	Logger *slog.Logger
+}
+
+// compression returns the compression options a Riak store uses for c:
+// a Riak archive keeps its records as they were written (no compaction
+// trains dictionaries of each era, or compresses harder, afterwards, as
+// in a bolt store), and an import is bound by the cluster, not by the
+// importer's CPU. So it trains its first dictionary sooner, at 250
+// messages, trains a newer one each time it doubles, and compresses at
+// zstd's default level; zero values only.
+func compression(c store.Compression) store.Compression {
+	if c.TrainAt == 0 {
+		c.TrainAt = 250
+	}
+	if c.Retrain == 0 {
+		c.Retrain = 2
+	}
+	if c.Level == store.LevelFast {
+		c.Level = store.LevelDefault
+	}
+	return c
 }
 
 // Store is a store.Store in a Riak cluster.
@@ -121,8 +143,11 @@ type Store struct {
 	requests atomic.Int64
 	// written adds up the bytes of the values stored (each once, however
 	// many attempts it took), and messageBytes those of packs and large
-	// messages' objects among them: logged at Close, for benchmarks.
-	written, messageBytes atomic.Int64
+	// messages' objects among them: logged at Close, for benchmarks. A
+	// pack a later batch adds to is written again, and counted again:
+	// keptBytes counts what its writes added to it, the archive's share
+	// of what this Store wrote.
+	written, messageBytes, keptBytes atomic.Int64
 	// inflight counts requests the client library is still running,
 	// including those whose caller gave up waiting (its context ended):
 	// the cluster must not be stopped under them, or the library panics
@@ -247,7 +272,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	rand.Read(s.writer[:])
 	s.entries.init(256)
-	s.comp = compress.New(riakDicts{s}, opts.Compression, opts.Logger)
+	s.comp = compress.New(riakDicts{s}, compression(opts.Compression), opts.Logger)
 	if err := s.check(ctx); err != nil {
 		s.comp.Close()
 		s.inflight.Wait()
@@ -400,7 +425,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	// A background training ends first: it reads and writes the archive.
 	s.comp.Close()
-	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load())
+	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load(), "message_bytes_kept", s.keptBytes.Load())
 	s.inflight.Wait()
 	if err := s.cluster.Stop(); err != nil {
 		return fmt.Errorf("cannot stop riak cluster client: %w", err)

@@ -73,7 +73,7 @@ func (t tamper) SetRecord(ctx context.Context, n callnumber.Number, v []byte) er
 	}
 	e.rec = bytes.Clone(v)
 	p.entries[seq] = e
-	_, err = t.putPack(ctx, key, p.entries, p.terms, vclock)
+	_, _, err = t.putPack(ctx, key, p.entries, p.terms, vclock)
 	return err
 }
 
@@ -108,7 +108,7 @@ func (t tamper) SaveDict(ctx context.Context, id record.DictID, b []byte) error 
 	return t.put(ctx, t.b.types.KV, t.b.dicts, id.String(), &riak.Object{ContentType: "application/octet-stream", Value: bytes.Clone(b)}, f.vclock)
 }
 
-func (t tamper) Compression() store.Compression { return t.opts.Compression }
+func (t tamper) Compression() store.Compression { return compression(t.opts.Compression) }
 
 // TestConformance runs the store suite against a real Riak node, each
 // subtest in its own archive.

@@ -400,10 +400,11 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 		result
 		requests int64
 		// bytes of all values the store wrote, and of its packs and large
-		// messages' objects among them (one replica's worth)
-		bytes, messageBytes int64
-		cpu                 time.Duration // of the node, when this tool started it
-		importerCPU         time.Duration // user + system
+		// messages' objects among them (one replica's worth), and what
+		// the archive keeps of those (a pack written again counted once)
+		bytes, messageBytes, kept int64
+		cpu                       time.Duration // of the node, when this tool started it
+		importerCPU               time.Duration // user + system
 	}
 	var runs []riakRun
 	for i := range rounds {
@@ -435,11 +436,13 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 				Requests     int64
 				Bytes        int64
 				MessageBytes int64 `json:"message_bytes"`
+				Kept         int64 `json:"message_bytes_kept"`
 			}
 			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "riak store closed" {
 				r.requests += rec.Requests
 				r.bytes += rec.Bytes
 				r.messageBytes += rec.MessageBytes
+				r.kept += rec.Kept
 			}
 		}
 		runs = append(runs, r)
@@ -459,6 +462,8 @@ func compareRiak(tmp, plain, importer string, rounds int, addr, kit string, bolt
 	fmt.Printf("\nRiak: %.0f%% of bbolt's msg/s (target: >= 1,000 msg/s into one local node)\n", 100*float64(msgs)/m.wall.Seconds()/bolt.msgPerS)
 	fmt.Printf("Riak values written: %.3f bytes per input byte (packs and large messages %.3f; one replica's worth, rewrites of a pack counted each time)\n",
 		float64(m.bytes)/float64(bolt.input), float64(m.messageBytes)/float64(bolt.input))
+	fmt.Printf("Riak messages kept: %.3f bytes per input byte (the packs and large messages' objects as the archive holds them, one replica's worth; target <= 0.40)\n",
+		float64(m.kept)/float64(bolt.input))
 	return nil
 }
 

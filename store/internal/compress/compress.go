@@ -116,13 +116,16 @@ type Dictionaries interface {
 const (
 	// DefaultTrainAt is the default store.Compression.TrainAt.
 	DefaultTrainAt = 1000
-	// Retrain is how many times a store grows before a newer dictionary
-	// is trained (at 8,000 messages), and RetrainEvery the most it grows
-	// before one (18,000, 28,000...). Not sooner: between the first
-	// thousand messages of a list and its next few thousand little
-	// changes, and a training costs a third of a second of CPU.
-	Retrain      = 8
-	RetrainEvery = 10000
+	// DefaultRetrain is the default store.Compression.Retrain: how many
+	// times a store grows before a newer dictionary is trained (at 8,000
+	// messages), and RetrainEvery the most it grows before one (18,000,
+	// 28,000...). Not sooner by default: between the first thousand
+	// messages of a list and its next few thousand little changes, a
+	// training costs a tenth to a third of a second of CPU, and a
+	// compaction trains dictionaries of each era anyway. A Riak store,
+	// never compacted, retrains as it doubles (store/riakstore).
+	DefaultRetrain = 8
+	RetrainEvery   = 10000
 	// FirstSampleBytes bounds the first training (a writer waits for
 	// it): about a quarter of a second on one core.
 	FirstSampleBytes = 2 << 20
@@ -142,6 +145,8 @@ type Compressor struct {
 	dicts   Dictionaries
 	off     bool
 	trainAt int64 // <= 0: never
+	retrain int64 // >= 2
+	level   record.Level
 	log     *slog.Logger
 	codec   record.Codec
 
@@ -167,9 +172,13 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 	if trainAt == 0 {
 		trainAt = DefaultTrainAt
 	}
+	retrain := opts.Retrain
+	if retrain == 0 {
+		retrain = DefaultRetrain
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Compressor{
-		dicts: d, off: opts.Off, trainAt: trainAt, log: log,
+		dicts: d, off: opts.Off, trainAt: trainAt, retrain: max(retrain, 2), level: recordLevel(opts.Level), log: log,
 		cache: make(map[record.DictID]*record.Dictionary),
 		ctx:   ctx, cancel: cancel,
 	}
@@ -239,7 +248,7 @@ func (c *Compressor) encode(m *store.Message, added time.Time, d *record.Diction
 	if c.off {
 		return record.AppendMessage(make([]byte, 0, record.Size(rm)), rm), nil
 	}
-	b, err := c.codec.Append(nil, rm, d)
+	b, err := c.codec.AppendLevel(nil, rm, d, c.level)
 	if errors.Is(err, record.ErrVerify) {
 		// Never store what does not read back: keep this one as it is.
 		c.log.Warn("compressed message did not decode to itself: stored uncompressed", "callnumber", m.Number.String(), "err", err)
@@ -249,6 +258,17 @@ func (c *Compressor) encode(m *store.Message, added time.Time, d *record.Diction
 		return nil, fmt.Errorf("cannot compress message %v: %w", m.Number, err)
 	}
 	return b, nil
+}
+
+// recordLevel is the record package's name of a store's level.
+func recordLevel(l store.CompressionLevel) record.Level {
+	switch l {
+	case store.LevelDefault:
+		return record.Default
+	case store.LevelStrong:
+		return record.Strong
+	}
+	return record.Fast
 }
 
 // LoadFunc returns the bytes of dictionary id, or an error wrapping
@@ -347,7 +367,7 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 	if failedAt > 0 && count < 2*failedAt {
 		return
 	}
-	if have && !retrainDue(info, count) {
+	if have && !retrainDue(info, count, c.retrain) {
 		return
 	}
 	// Another process may have trained meanwhile: look before training.
@@ -358,7 +378,7 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 	c.mu.Lock()
 	info, have = c.curInfo, c.cur != nil
 	c.mu.Unlock()
-	if have && !retrainDue(info, count) {
+	if have && !retrainDue(info, count, c.retrain) {
 		return
 	}
 	if !c.training.CompareAndSwap(false, true) {
@@ -376,9 +396,10 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 }
 
 // retrainDue reports whether a store of count messages has grown enough
-// since its current dictionary to train a newer one.
-func retrainDue(cur record.Current, count int64) bool {
-	return count >= Retrain*max(cur.Messages, 1) || count >= cur.Messages+RetrainEvery
+// since its current dictionary to train a newer one: retrain times, or
+// by RetrainEvery messages.
+func retrainDue(cur record.Current, count, retrain int64) bool {
+	return count >= retrain*max(cur.Messages, 1) || count >= cur.Messages+RetrainEvery
 }
 
 // train trains a dictionary on the store's newest messages, saves it and

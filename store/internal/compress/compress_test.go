@@ -271,22 +271,63 @@ func TestTwoWritersTrain(t *testing.T) {
 
 func TestRetrainDue(t *testing.T) {
 	tests := []struct {
-		trainedAt, count int64
-		want             bool
+		trainedAt, count, retrain int64
+		want                      bool
 	}{
-		{1000, 7999, false},
-		{1000, 8000, true},
-		{8000, 17999, false},
-		{8000, 18000, true},
-		{500000, 509999, false},
-		{500000, 510000, true},
-		{0, 7, false},
-		{0, 8, true},
+		{1000, 7999, 8, false},
+		{1000, 8000, 8, true},
+		{8000, 17999, 8, false},
+		{8000, 18000, 8, true},
+		{500000, 509999, 8, false},
+		{500000, 510000, 8, true},
+		{0, 7, 8, false},
+		{0, 8, 8, true},
+		// Doubling (a Riak store): 2,000, 4,000, 8,000, then every 10,000.
+		{1000, 1999, 2, false},
+		{1000, 2000, 2, true},
+		{4000, 8000, 2, true},
+		{8000, 15999, 2, false},
+		{8000, 16000, 2, true},
+		{16000, 25999, 2, false},
+		{16000, 26000, 2, true},
 	}
 	for _, tt := range tests {
-		if got := retrainDue(record.Current{Messages: tt.trainedAt}, tt.count); got != tt.want {
-			t.Errorf("retrainDue(trained at %d, %d messages) = %v, want %v", tt.trainedAt, tt.count, got, tt.want)
+		if got := retrainDue(record.Current{Messages: tt.trainedAt}, tt.count, tt.retrain); got != tt.want {
+			t.Errorf("retrainDue(trained at %d, %d messages, x%d) = %v, want %v", tt.trainedAt, tt.count, tt.retrain, got, tt.want)
 		}
+	}
+	// The options: zero is the default, and less than 2 never retrains at
+	// every Put.
+	for _, tt := range []struct{ opt, want int64 }{{0, DefaultRetrain}, {1, 2}, {-5, 2}, {2, 2}, {3, 3}} {
+		if c := New(newMem(), store.Compression{Retrain: tt.opt}, nil); c.retrain != tt.want {
+			t.Errorf("New(Retrain: %d).retrain = %d, want %d", tt.opt, c.retrain, tt.want)
+		}
+	}
+}
+
+// TestRetrainDoubling: a store set to retrain as it doubles trains at
+// TrainAt, then at twice that, in the background, and its later records
+// name the newer dictionary.
+func TestRetrainDoubling(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{TrainAt: 100, Retrain: 2}, nil)
+	defer c.Close()
+	m.put(t, c, batch(0, 120)) // trains the first, at 120
+	first := m.cur.ID
+	m.put(t, c, batch(120, 100)) // 220 < 240: no newer one
+	c.wg.Wait()
+	if m.saves != 1 {
+		t.Fatalf("%d dictionaries saved at 220 messages, trained at 120; want 1", m.saves)
+	}
+	m.put(t, c, batch(220, 30)) // 250 >= 240: a newer one, in the background
+	c.wg.Wait()
+	if m.saves != 2 || m.cur.ID == first || m.cur.Messages != 250 {
+		t.Fatalf("after doubling: %d saved, current %+v; want a second one, trained at 250", m.saves, *m.cur)
+	}
+	c.checked = time.Time{} // read the current one again at the next Put
+	recs := m.put(t, c, batch(250, 5))
+	if h := header(t, recs[0]); h.Dict != m.cur.ID {
+		t.Errorf("record after retraining names %v, want the newer dictionary %v", h.Dict, m.cur.ID)
 	}
 }
 
@@ -414,4 +455,29 @@ func TestTrainingFails(t *testing.T) {
 		t.Errorf("log %q does not say why training failed", logs.String())
 	}
 	decodeAll(t, c, f.memDicts, msgs, recs)
+}
+
+// The store's Level decides how hard its records are compressed: each
+// level's records read back, and a harder level's are smaller.
+func TestLevel(t *testing.T) {
+	msgs := batch(0, 80)
+	var sizes []int
+	for _, l := range []store.CompressionLevel{store.LevelFast, store.LevelDefault, store.LevelStrong} {
+		m := newMem()
+		c := New(m, store.Compression{TrainAt: -1, Level: l}, nil)
+		recs := m.put(t, c, msgs)
+		decodeAll(t, c, m, msgs, recs)
+		n := 0
+		for _, r := range recs {
+			n += len(r)
+		}
+		sizes = append(sizes, n)
+		c.Close()
+	}
+	if !(sizes[2] < sizes[0] && sizes[1] <= sizes[0]) {
+		t.Errorf("80 records at the fast, default and strong levels: %v bytes; want the strong level's smallest, the default's no larger than the fast", sizes)
+	}
+	if got := recordLevel(store.CompressionLevel(9)); got != record.Fast {
+		t.Errorf("recordLevel(unknown) = %v, want record.Fast", got)
+	}
 }
