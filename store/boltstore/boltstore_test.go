@@ -37,7 +37,7 @@ func (t tamper) SaveDict(ctx context.Context, id record.DictID, b []byte) error 
 	return t.TestSaveDict(ctx, id, b)
 }
 
-func (t tamper) Compression() store.Compression { return t.opts.Compression }
+func (t tamper) Compression() store.Compression { return boltstore.CompressionOf(t.opts) }
 
 func TestConformance(t *testing.T) {
 	for _, tt := range []struct {
@@ -47,6 +47,10 @@ func TestConformance(t *testing.T) {
 		{"default", boltstore.Options{}},
 		{"no linger", boltstore.Options{Linger: -1}},
 		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}},
+		// Dictionaries trained as messages are written, as a large
+		// import's are: with S2 (the default level) and with zstd.
+		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}},
+		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelFast}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Opener {

@@ -15,6 +15,9 @@ import (
 // DiskBytes returns the bytes on disk of the file at path.
 var DiskBytes = blocks
 
+// CompressionOf returns the compression a store opened with opts uses.
+func CompressionOf(opts Options) store.Compression { return compression(opts.Compression) }
+
 // Test hooks beneath the Store interface, for storetest.Tamperer.
 
 // TestRecord returns the value stored for n.

@@ -32,7 +32,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
 	s.h.readOnly = true
 	s.h.opened = s.packs.generation
-	s.comp = compress.New(dicts{s}, opts.Compression, s.log)
+	s.comp = compress.New(dicts{s}, compression(opts.Compression), s.log)
 	// A format 1 file stays as it is: its change feed is read in key
 	// order (changes.go).
 	if err := s.view(ctx, func(tx *bolt.Tx) error { _, err := checkFormat(tx); return err }); err != nil {

@@ -113,7 +113,7 @@ func compression(c store.Compression) store.Compression {
 	if c.Retrain == 0 {
 		c.Retrain = 2
 	}
-	if c.Level == store.LevelFast {
+	if c.Level == store.LevelBackend {
 		c.Level = store.LevelDefault
 	}
 	return c

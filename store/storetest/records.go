@@ -361,6 +361,7 @@ func testCompression(t *testing.T, open Opener) {
 		return
 	}
 	off := tp.Compression().Off
+	trained := trainings(tp.Compression(), total)
 	var stored, raw int // of the records made with a dictionary
 	dicts := map[record.DictID]bool{}
 	for i, m := range all {
@@ -377,16 +378,18 @@ func testCompression(t *testing.T, open Opener) {
 			t.Fatalf("record %d with compression off: version %d, want 1 (uncompressed)", i, h.Version)
 		case !off && h.Version != record.Version2:
 			t.Fatalf("record %d: version %d, want compressed (2)", i, h.Version)
-		case !off && i >= total-size && h.Compression != record.ZstdDict:
-			t.Fatalf("record %d, after the store reached 1,000 messages: %v, want a dictionary", i, h.Compression)
+		case !off && trained > 0 && i >= total-size && h.Compression != record.ZstdDict && h.Compression != record.S2Dict:
+			t.Fatalf("record %d, after the store trained a dictionary: %v, want one with a dictionary", i, h.Compression)
+		case trained == 0 && (h.Compression == record.ZstdDict || h.Compression == record.S2Dict):
+			t.Fatalf("record %d: %v, but the store trains no dictionary by %d messages", i, h.Compression, total)
 		}
-		if h.Compression == record.ZstdDict {
+		if h.Compression == record.ZstdDict || h.Compression == record.S2Dict {
 			dicts[h.Dict] = true
 			stored += len(rec)
 			raw += len(m.Raw)
 		}
 	}
-	if off {
+	if off || trained == 0 {
 		return
 	}
 	// The first training is done before the Put that reaches TrainAt
@@ -395,8 +398,10 @@ func testCompression(t *testing.T, open Opener) {
 	if want := trainings(tp.Compression(), total); len(dicts) < 1 || len(dicts) > want {
 		t.Errorf("records name %d dictionaries, want 1 to %d (the trainings due by %d messages)", len(dicts), want, total)
 	}
-	if stored*3 > raw {
-		t.Errorf("messages of %d bytes stored with the dictionary in %d bytes: want less than a third", raw, stored)
+	// These messages are mostly what their neighbours say: zstd makes a
+	// sixth of them with the dictionary, S2 a third.
+	if stored*2 > raw {
+		t.Errorf("messages of %d bytes stored with the dictionary in %d bytes: want less than half", raw, stored)
 	}
 }
 
@@ -424,6 +429,9 @@ func trainings(c store.Compression, n int64) int {
 // after a reopen.
 func testConcurrentTraining(t *testing.T, open Opener) {
 	f := setup(t, open, 1, 2)
+	if tp, ok := f.s.(Tamperer); ok && trainings(tp.Compression(), 1400) == 0 {
+		t.Skip("the store trains no dictionary by 1,400 messages (the other options of its conformance run do)")
+	}
 	other := mustOpen(t, open)
 	a := f.auth
 	stores := []store.Store{f.s, other}

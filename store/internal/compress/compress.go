@@ -260,9 +260,12 @@ func (c *Compressor) encode(m *store.Message, added time.Time, d *record.Diction
 	return b, nil
 }
 
-// recordLevel is the record package's name of a store's level.
+// recordLevel is the record package's name of a store's level; a backend
+// that chose none gets zstd's fastest.
 func recordLevel(l store.CompressionLevel) record.Level {
 	switch l {
+	case store.LevelFastest:
+		return record.Fastest
 	case store.LevelDefault:
 		return record.Default
 	case store.LevelStrong:

@@ -82,7 +82,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, id, list string) {
 		m := Message{Digest: store.DigestOf(raw), Added: time.Unix(0, 42).UTC(), MessageID: id, List: list, Raw: raw}
 		for _, dd := range []*Dictionary{nil, d} {
-			for _, l := range []Level{Fast, Strong} {
+			for _, l := range []Level{Fastest, Fast, Strong} {
 				b, err := c.AppendLevel(nil, m, dd, l)
 				if err != nil {
 					t.Fatalf("AppendLevel(level %d) = %v", l, err)

@@ -161,8 +161,9 @@ func TestDictionaryHelps(t *testing.T) {
 	}
 }
 
-// The strong level (compactions) gives smaller records than the fast one
-// (imports), with a dictionary and without, and they read back the same.
+// The strong level (compactions) gives smaller records than the fast one,
+// and the fast one than the fastest (S2), with a dictionary and without,
+// and they all read back the same.
 func TestLevels(t *testing.T) {
 	var c Codec
 	d := dictionary(t)
@@ -170,7 +171,7 @@ func TestLevels(t *testing.T) {
 		var size [Strong + 1]int
 		for i := 20000; i < 20200; i++ {
 			m := message(mail(i, strings.Repeat(fmt.Sprintf("a reply line %d, said again\n", i%31), 5+i%11)), "", "")
-			for _, l := range []Level{Fast, Strong} {
+			for _, l := range []Level{Fastest, Fast, Strong} {
 				b, err := c.AppendLevel(nil, m, dict, l)
 				if err != nil {
 					t.Fatal(err)
@@ -182,8 +183,8 @@ func TestLevels(t *testing.T) {
 				size[l] += len(b)
 			}
 		}
-		if size[Strong] >= size[Fast] {
-			t.Errorf("200 messages (dictionary %v): %d bytes strong, %d fast; want strong smaller", dict != nil, size[Strong], size[Fast])
+		if size[Strong] >= size[Fast] || size[Fast] >= size[Fastest] {
+			t.Errorf("200 messages (dictionary %v): %d bytes strong, %d fast, %d fastest; want each smaller than the next", dict != nil, size[Strong], size[Fast], size[Fastest])
 		}
 	}
 }
@@ -258,9 +259,14 @@ func TestDecodeErrors(t *testing.T) {
 	v1 := AppendMessage(nil, m)
 	z, _ := c.Append(nil, m, nil)
 	zd, _ := c.Append(nil, m, d)
-	if z[0] != Version2 || zd[1] != byte(ZstdDict) {
-		t.Fatalf("test records are not compressed: %x %x", z[:2], zd[:2])
+	s2r, _ := c.AppendLevel(nil, m, nil, Fastest)
+	s2d, _ := c.AppendLevel(nil, m, d, Fastest)
+	if z[0] != Version2 || zd[1] != byte(ZstdDict) || s2r[1] != byte(S2) || s2d[1] != byte(S2Dict) {
+		t.Fatalf("test records are not compressed: %x %x %x %x", z[:2], zd[:2], s2r[:2], s2d[:2])
 	}
+	// An S2 block that says it holds 2 GiB: refused before anything is
+	// allocated for it.
+	huge := append(bytes.Clone(s2r[:v2HeaderLen]), 0x80, 0x80, 0x80, 0x80, 0x08, 0)
 	flip := func(b []byte, i int) []byte {
 		b = bytes.Clone(b)
 		b[i] ^= 0x20
@@ -295,6 +301,15 @@ func TestDecodeErrors(t *testing.T) {
 		{"dictionary: frame byte flipped", flip(zd, len(zd)-5), ErrCorrupt},
 		{"dictionary: another dictionary named", flip(zd, v2HeaderLen), ErrNoDictionary},
 		{"dictionary: decoded without it", set(zd, 1, byte(Zstd)), ErrCorrupt},
+		{"s2: block byte flipped", flip(s2r, len(s2r)-5), ErrCorrupt},
+		{"s2: truncated", s2r[:len(s2r)-4], ErrCorrupt},
+		{"s2: digest flipped", flip(s2r, 10), ErrCorrupt},
+		{"s2: not a block", append(bytes.Clone(s2r[:v2HeaderLen]), "not s2 at all"...), ErrCorrupt},
+		{"s2: a block too large", huge, ErrCorrupt},
+		{"s2 dictionary: block byte flipped", flip(s2d, len(s2d)-5), ErrCorrupt},
+		{"s2 dictionary: another dictionary named", flip(s2d, v2HeaderLen), ErrNoDictionary},
+		{"s2 dictionary: decoded without it", set(s2d, 1, byte(S2)), ErrCorrupt},
+		{"s2 read as zstd", set(s2r, 1, byte(Zstd)), ErrCorrupt},
 	}
 	dicts := func(id DictID) (*Dictionary, error) {
 		if id == d.ID {
