@@ -203,7 +203,7 @@
 // dictionary (from the newest messages, read back through the ledger),
 // and later ones train newer ones in the background, each time the
 // archive has doubled (at 500, 1,000, 2,000... messages, then every
-// 10,000), and records are compressed at zstd's default level rather
+// 10,000), and records are compressed at zstd's better level rather
 // than its fastest: a Riak archive keeps its records as they were
 // written, where a bolt store's compaction compresses each era again
 // harder, with a dictionary of its own; and an import into Riak waits on
