@@ -69,6 +69,9 @@ type Catalog struct {
 	st  *writeState
 
 	status atomic.Pointer[Status]
+
+	pagesMu sync.Mutex
+	pages   map[string]*pageIndex // by list
 }
 
 // Open opens the catalog at path. A writable Open takes the lock file

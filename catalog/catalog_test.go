@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -469,6 +470,61 @@ func TestThreadPages(t *testing.T) {
 	}
 	if !slices.Equal(paged, whole) {
 		t.Errorf("threads by pages of 3 = %v, want %v", paged, whole)
+	}
+}
+
+// TestThreadPagesDeep: a list of more threads than a page index's stride
+// reads the same page by page, for pages that cross the index's
+// stretches, as at once; and a page read after the list changed shows
+// the change (the index is read anew).
+func TestThreadPagesDeep(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	start := time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3*pageStride + 17 {
+		// Some share a date: the thread's ID breaks the tie.
+		date := start.Add(time.Duration(i/3) * time.Hour)
+		a.put(fmt.Appendf(nil, "From: p%d@example.org\nSubject: topic %d\nDate: %s\nMessage-ID: <deep%d@example.org>\n\nbody\n", i, i, date.Format(time.RFC1123Z), i), "deep")
+	}
+	mustSync(t, c, a.st)
+	read := func() []string {
+		all, total, err := c.Threads(t.Context(), "deep", 0, 1000)
+		if err != nil || total != len(all) {
+			t.Fatalf("Threads = %d of %d, %v", len(all), total, err)
+		}
+		var whole []string
+		for _, th := range all {
+			whole = append(whole, th.Root.CallNumber)
+		}
+		for _, size := range []int{pageStride, 7, 1} {
+			var paged []string
+			for off := 0; off < total; off += size {
+				page, n, err := c.Threads(t.Context(), "deep", off, size)
+				if err != nil || n != total {
+					t.Fatalf("Threads(offset %d, %d) = %d of %d, %v", off, size, len(page), n, err)
+				}
+				for _, th := range page {
+					paged = append(paged, th.Root.CallNumber)
+				}
+			}
+			if !slices.Equal(paged, whole) {
+				t.Errorf("threads by pages of %d = %d threads, differing from the %d read at once", size, len(paged), len(whole))
+			}
+		}
+		if page, n, err := c.Threads(t.Context(), "deep", total, 10); err != nil || len(page) != 0 || n != total {
+			t.Errorf("Threads(past the end) = %d of %d, %v; want none of %d", len(page), n, err, total)
+		}
+		return whole
+	}
+	before := read()
+	if len(before) != 3*pageStride+17 {
+		t.Fatalf("%d threads, want %d", len(before), 3*pageStride+17)
+	}
+	newest := a.put([]byte("From: late@example.org\nSubject: a new topic\nDate: Mon, 1 Jul 2024 10:00:00 +0000\nMessage-ID: <late@example.org>\n\nbody\n"), "deep")
+	mustSync(t, c, a.st)
+	after := read()
+	if len(after) != len(before)+1 || after[0] != newest || !slices.Equal(after[1:], before) {
+		t.Errorf("after a new thread: %d threads, first %s; want %d, first %s, then those before", len(after), after[0], len(before)+1, newest)
 	}
 }
 

@@ -174,17 +174,23 @@ func (c *Catalog) List(ctx context.Context, name string) (List, error) {
 // Threads returns a page of a list's threads, the most recently active
 // first, and how many threads the list has.
 func (c *Catalog) Threads(ctx context.Context, list string, offset, limit int) ([]ThreadSummary, int, error) {
-	var total int
-	if err := c.r.QueryRowContext(ctx, `SELECT count(*) FROM threads WHERE list=?`, list).Scan(&total); err != nil {
+	idx, err := c.pageIndex(ctx, list)
+	if err != nil {
 		return nil, 0, c.readErr("the threads of "+list, err)
 	}
-	// The page is chosen on the index alone, then joined: with the join
-	// inside, SQLite would read the root message of every thread skipped
-	// by OFFSET.
+	if offset < 0 || offset >= idx.total || limit <= 0 {
+		return []ThreadSummary{}, idx.total, nil
+	}
+	// The page is found by the key of the thread its stretch of the index
+	// starts at (pageIndex), chosen on the index alone, then joined: with
+	// the join inside, SQLite would read the root message of every thread
+	// skipped.
+	k := idx.keys[offset/pageStride]
 	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+`, t.messages, t.first, t.last
-		FROM (SELECT id FROM threads WHERE list=? ORDER BY last DESC, id DESC LIMIT ? OFFSET ?) p
+		FROM (SELECT id FROM threads WHERE list=? AND (last, id) <= (?, ?)
+			ORDER BY last DESC, id DESC LIMIT ? OFFSET ?) p
 		JOIN threads t ON t.id=p.id JOIN messages m ON m.id=t.root
-		ORDER BY t.last DESC, t.id DESC`, list, limit, offset)
+		ORDER BY t.last DESC, t.id DESC`, list, k.last, k.id, limit, offset%pageStride)
 	if err != nil {
 		return nil, 0, c.readErr("the threads of "+list, err)
 	}
@@ -192,8 +198,77 @@ func (c *Catalog) Threads(ctx context.Context, list string, offset, limit int) (
 	if err != nil {
 		return nil, 0, c.readErr("the threads of "+list, err)
 	}
-	return out, total, nil
+	return out, idx.total, nil
 }
+
+// pageStride is the number of threads between two keys of a pageIndex.
+const pageStride = 50
+
+// threadKey is where a thread sorts in a list, newest first.
+type threadKey struct{ last, id int64 }
+
+// pageIndex is where the stretches of pageStride threads of a list start,
+// newest first, and how many threads the list has, as the catalog was at
+// generation gen. Threads reads a page by its stretch's key, a range of
+// the index, where OFFSET walked every thread before it and a count all
+// of them: on a list of 69,000 threads (the whole linux-mips archive), 7
+// ms of CPU for a deep page. The index is read in one pass, kept until the
+// catalog changes.
+type pageIndex struct {
+	gen   string
+	total int
+	keys  []threadKey // keys[i]: of the thread at offset i*pageStride
+}
+
+// pageIndex returns list's page index, reading it anew if the catalog
+// has changed since it was read.
+func (c *Catalog) pageIndex(ctx context.Context, list string) (*pageIndex, error) {
+	gen, err := c.Generation(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.pagesMu.Lock()
+	defer c.pagesMu.Unlock()
+	if idx := c.pages[list]; idx != nil && idx.gen == gen {
+		return idx, nil
+	}
+	// One read transaction: the keys and their generation agree.
+	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	idx := &pageIndex{}
+	if idx.gen, err = meta(ctx, tx, "cursor"); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT last, id FROM threads WHERE list=? ORDER BY last DESC, id DESC`, list)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k threadKey
+		if err := rows.Scan(&k.last, &k.id); err != nil {
+			return nil, err
+		}
+		if idx.total%pageStride == 0 {
+			idx.keys = append(idx.keys, k)
+		}
+		idx.total++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if c.pages == nil || len(c.pages) > maxPageIndexes {
+		c.pages = map[string]*pageIndex{}
+	}
+	c.pages[list] = idx
+	return idx, nil
+}
+
+// maxPageIndexes bounds the lists whose page index is kept.
+const maxPageIndexes = 1000
 
 func scanSummaries(rows *sql.Rows, inMonth bool) ([]ThreadSummary, error) {
 	defer rows.Close()
