@@ -35,6 +35,7 @@ var funcs = template.FuncMap{
 	"parts":    func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
 	"calendar": calendar,
 	"rows":     rows,
+	"threadlist": threadList,
 	"attname":  attachmentName,
 	// depth is the indentation class of a thread node: d0..d10.
 	"depth": func(d int) int { return min(d, 10) },
@@ -103,6 +104,40 @@ type threadRow struct {
 	// When is "last " before the date of the last reply, "" for a thread
 	// of one message.
 	When, ISO, Date string
+}
+
+// threadList renders the threads of a list or month page: what the
+// "threads" template of listpage.html would, written here with every
+// value escaped by html.EscapeString (text, and double-quoted attribute
+// values). A month of the whole linux-mips archive has up to 600 threads,
+// and html/template's escaping of their 4,200 actions was half the
+// page's CPU.
+func threadList(ts []catalog.ThreadSummary) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<ol class="threads">` + "\n")
+	for _, r := range rows(ts) {
+		e := html.EscapeString
+		b.WriteString("<li>\n<a class=\"subject\" href=\"/t/")
+		b.WriteString(e(r.CallNumber))
+		b.WriteString("/\">")
+		b.WriteString(e(r.Subject))
+		b.WriteString("</a>\n<span class=\"meta\">")
+		b.WriteString(e(r.From))
+		b.WriteString(" · ")
+		b.WriteString(e(r.Replies))
+		b.WriteString(" · ")
+		b.WriteString(e(r.When))
+		b.WriteString("<time datetime=\"")
+		b.WriteString(e(r.ISO))
+		b.WriteString("\">")
+		b.WriteString(e(r.Date))
+		b.WriteString("</time></span>\n</li>\n")
+	}
+	if len(ts) == 0 {
+		b.WriteString("<li class=\"note\">No threads.</li>\n")
+	}
+	b.WriteString("</ol>")
+	return template.HTML(b.String())
 }
 
 func rows(ts []catalog.ThreadSummary) []threadRow {
