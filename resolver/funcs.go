@@ -32,11 +32,11 @@ var funcs = template.FuncMap{
 	"foldedtext": func(s string) template.HTML { return renderText(s, textOptions{Fold: 6}) },
 	// parts passes a message's parts and how to show their text to the
 	// recursive "parts" template.
-	"parts":    func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
-	"calendar": calendar,
-	"rows":     rows,
+	"parts":      func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
+	"calendar":   calendar,
+	"rows":       rows,
 	"threadlist": threadList,
-	"attname":  attachmentName,
+	"attname":    attachmentName,
 	// depth is the indentation class of a thread node: d0..d10.
 	"depth": func(d int) int { return min(d, 10) },
 	// plural writes a count with its noun: "1 message", "2 messages".
