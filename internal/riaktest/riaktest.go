@@ -374,6 +374,36 @@ func (n *Node) Restart() error {
 	return nil
 }
 
+// Configure stops the node, sets each key of settings in its riak.conf
+// (replacing the line that sets it, or adding one) and starts it again,
+// on the same ports and with the same data.
+func (n *Node) Configure(settings map[string]string) error {
+	if err := n.Stop(); err != nil {
+		return err
+	}
+	path := filepath.Join(n.Dir, "etc", "riak.conf")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	for k, v := range settings {
+		set := false
+		for i, l := range lines {
+			if key, _, ok := strings.Cut(l, "="); ok && strings.TrimSpace(key) == k && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				lines[i], set = k+" = "+v, true
+			}
+		}
+		if !set {
+			lines = append(lines, k+" = "+v)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		return err
+	}
+	return n.Restart()
+}
+
 // Stop stops the node cleanly.
 func (n *Node) Stop() error {
 	out, err := exec.Command(n.Kit, "stop", n.Dir).CombinedOutput()
