@@ -218,7 +218,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 			return nil
 		}
 		last = err
-		if !retry || attempt >= c.opts.MaxAttempts || ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			// The caller's end came as the attempt failed otherwise:
+			// say so, as when it comes during the wait below.
+			return fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
+		}
+		if !retry || attempt >= c.opts.MaxAttempts {
 			if attempt > 1 {
 				return fmt.Errorf("%w (after %d attempts)", last, attempt)
 			}

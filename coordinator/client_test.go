@@ -268,6 +268,32 @@ func TestClientContext(t *testing.T) {
 	}
 }
 
+// A context that ends while an attempt fails (the answer is a 503 and
+// the context ends before the client sees it) gives an error that says
+// so, not only the 503: the CI run caught TestClientContext that way.
+func TestClientContextEndsDuringAttempt(t *testing.T) {
+	var cancel atomic.Pointer[context.CancelFunc]
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*cancel.Load())()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"injected","kind":"injected"}`))
+	}))
+	defer ts.Close()
+	c := newClient(t, ts.URL, testToken, ClientOptions{MinBackoff: time.Hour, MaxBackoff: time.Hour, MaxAttempts: 100})
+	for range 20 {
+		ctx, stop := context.WithCancel(context.Background())
+		cancel.Store(&stop)
+		_, err := c.NewRun(ctx)
+		stop()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("NewRun = %v, want context.Canceled", err)
+		}
+		if n := strings.Count(err.Error(), "context canceled"); n != 1 {
+			t.Errorf("NewRun = %v, want it to name the end of the context once", err)
+		}
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	c := newClient(t, "http://127.0.0.1:1", "t", ClientOptions{MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second})
 	for _, tc := range []struct {
