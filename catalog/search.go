@@ -377,38 +377,25 @@ func firstMatch(text string, want wordSet) int {
 			lower[i] = c + 'a' - 'A'
 		}
 	}
-	// isWordByte: a byte of a word as the tokenizer sees it, bytes of
-	// multi-byte characters included (a letter next to the match makes it
-	// part of a longer word).
-	isWordByte := func(c byte) bool {
-		return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
-	}
 	bestPlain, bestQuoted := -1, -1
 	find := func(w string, prefix bool) {
-		if w == "" {
-			return
-		}
-		for pos := 0; pos < len(lower); {
-			i := bytes.Index(lower[pos:], []byte(w))
-			if i < 0 {
-				break
-			}
-			at := pos + i
-			pos = at + 1
-			if at > 0 && isWordByte(lower[at-1]) || !prefix && at+len(w) < len(lower) && isWordByte(lower[at+len(w)]) {
-				continue
-			}
-			lineStart := bytes.LastIndexByte(lower[:at], '\n') + 1
-			if bytes.HasPrefix(bytes.TrimLeft(lower[lineStart:at], " \t"), []byte(">")) {
-				if bestQuoted < 0 || at < bestQuoted {
-					bestQuoted = at
+		for pos := 0; ; pos++ {
+			at, quoted := nextMatch(lower, pos, w, prefix)
+			switch {
+			case at < 0:
+				return
+			case !quoted:
+				if bestPlain < 0 || at < bestPlain {
+					bestPlain = at
 				}
-				continue // a later one may be unquoted
+				return
+			case bestQuoted < 0 || at < bestQuoted:
+				bestQuoted = at
 			}
-			if bestPlain < 0 || at < bestPlain {
-				bestPlain = at
+			// A later one may be unquoted, on a later line.
+			if pos = lineEnd(lower, at); pos < 0 {
+				return
 			}
-			break
 		}
 	}
 	for w := range want.whole {
@@ -421,6 +408,106 @@ func firstMatch(text string, want wordSet) int {
 		return bestPlain
 	}
 	return bestQuoted
+}
+
+// isWordByte reports whether c is a byte of a word as the tokenizer sees
+// it in lower-cased text, bytes of multi-byte characters included (a
+// letter next to a match makes it part of a longer word).
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
+}
+
+// nextMatch returns the offset of the first whole word w in lower (ASCII
+// letters lower-cased) at or after from, a prefix bounded only before it,
+// and whether its line is quoted; -1 if there is none.
+func nextMatch(lower []byte, from int, w string, prefix bool) (at int, quoted bool) {
+	if w == "" {
+		return -1, false
+	}
+	for pos := from; pos < len(lower); {
+		i := bytes.Index(lower[pos:], []byte(w))
+		if i < 0 {
+			break
+		}
+		at := pos + i
+		pos = at + 1
+		if at > 0 && isWordByte(lower[at-1]) || !prefix && at+len(w) < len(lower) && isWordByte(lower[at+len(w)]) {
+			continue
+		}
+		lineStart := bytes.LastIndexByte(lower[:at], '\n') + 1
+		return at, bytes.HasPrefix(bytes.TrimLeft(lower[lineStart:at], " \t"), []byte(">"))
+	}
+	return -1, false
+}
+
+// lineEnd returns the offset of the newline that ends the line of at, or
+// -1 on the last line: past a quoted match, the next match looked at is
+// on another line (each match's line is found by looking back to its
+// start, which on one long line of matches would take quadratic time).
+func lineEnd(lower []byte, at int) int {
+	if i := bytes.IndexByte(lower[at:], '\n'); i >= 0 {
+		return at + i
+	}
+	return -1
+}
+
+// MatchSeen returns a test for mailview.Options.Enough that stops the
+// reading of a message's text where Excerpt has what it needs: a word of
+// words on a line that is not quoted (the first such place in the text
+// is then in what was read), with after more bytes behind it. It returns
+// nil, read the whole text as without it, for words beyond ASCII, which
+// Excerpt finds by tokenizing. The test keeps state between calls: one
+// for each mailview.Parse.
+func MatchSeen(words []string, after int) func(part []byte, added int) bool {
+	want := newWordSet(words)
+	if !want.ascii {
+		return nil
+	}
+	longest := 0
+	for _, w := range words {
+		longest = max(longest, len(w))
+	}
+	var lower []byte // of the part read so far
+	return func(part []byte, added int) bool {
+		if len(lower) != len(part)-added {
+			lower = lower[:0] // another part
+			added = len(part)
+		}
+		for _, c := range part[len(part)-added:] {
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			lower = append(lower, c)
+		}
+		// Where a match may start that the last call did not see with
+		// after bytes behind it.
+		from := max(0, len(lower)-added-after-longest)
+		seen := func(w string, prefix bool) bool {
+			for pos := from; ; pos++ {
+				at, quoted := nextMatch(lower, pos, w, prefix)
+				if at < 0 || at+len(w)+after > len(lower) {
+					return false // the next call sees it again
+				}
+				if !quoted {
+					return true
+				}
+				if pos = lineEnd(lower, at); pos < 0 {
+					return false
+				}
+			}
+		}
+		for w := range want.whole {
+			if seen(w, false) {
+				return true
+			}
+		}
+		for _, p := range want.prefixes {
+			if seen(p, true) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // firstMatchTokenized is firstMatch for words beyond ASCII: every line is

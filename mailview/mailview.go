@@ -22,6 +22,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -81,7 +82,21 @@ type Options struct {
 	// MessageID, InReplyTo and References stay empty, also those of
 	// enclosed messages. Parts and Attachments are as without it.
 	TextOnly bool
+	// Enough, if set, is asked as a plain text part is read, EnoughStep
+	// bytes at a time, whether the reader has what it wants: part is what
+	// has been read of the part (transfer-decoded, before its charset is
+	// applied), of which the last added bytes are new. Once it says so,
+	// the rest of the text (of that part and of the parts after it) is
+	// left unread and Truncated is set: an excerpt stops decoding a long
+	// message at the first words searched for. HTML parts are read to
+	// MaxTextBytes as without it (their text is what is left of markup
+	// that Enough would see).
+	Enough func(part []byte, added int) bool
 }
+
+// EnoughStep is how many bytes of a text part are read between two
+// questions to Options.Enough.
+const EnoughStep = 4 << 10
 
 func (o Options) withDefaults() Options {
 	if o.MaxDepth <= 0 {
@@ -592,9 +607,16 @@ func (p *parser) alternative(mr message.MultipartReader, depth int) {
 	}
 }
 
-// readText reads at most what is left of MaxTextBytes from r, as UTF-8.
-func (p *parser) readText(r io.Reader) string {
-	b, err := io.ReadAll(io.LimitReader(r, int64(p.textLeft)+1))
+// readText reads at most what is left of MaxTextBytes from r, as UTF-8;
+// plain text with Options.Enough asked as it is read.
+func (p *parser) readText(r io.Reader, plain bool) string {
+	var b []byte
+	var err error
+	if plain && p.opts.Enough != nil {
+		b, err = p.readUntilEnough(r)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(r, int64(p.textLeft)+1))
+	}
 	if err != nil {
 		p.problem("cannot read body: %v", err)
 	}
@@ -610,8 +632,36 @@ func (p *parser) readText(r io.Reader) string {
 	return toUTF8(string(b))
 }
 
+// readUntilEnough reads at most one byte more than what is left of
+// MaxTextBytes from r, EnoughStep bytes at a time, until Options.Enough
+// says that what it read is enough: then nothing more of the text is read,
+// and Truncated is set.
+func (p *parser) readUntilEnough(r io.Reader) ([]byte, error) {
+	limit := p.textLeft + 1
+	var b []byte
+	for len(b) < limit {
+		step := min(EnoughStep, limit-len(b))
+		b = slices.Grow(b, step)
+		n, err := io.ReadFull(r, b[len(b):len(b)+step])
+		b = b[:len(b)+n]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) < limit && p.opts.Enough(b, n) {
+			// The rest is left unread, as past MaxTextBytes.
+			p.m.Truncated = true
+			p.textLeft = len(b)
+			return b, nil
+		}
+	}
+	return b, nil
+}
+
 func (p *parser) text(r io.Reader) {
-	s := cleanBody(p.readText(r))
+	s := cleanBody(p.readText(r, true))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{Text: s})
 	}
@@ -620,7 +670,7 @@ func (p *parser) text(r io.Reader) {
 func (p *parser) html(r io.Reader) {
 	// The sanitizer keeps control characters in text (a NUL: found by
 	// the CI fuzz run), which the page must not show.
-	s := policy.Sanitize(cleanBody(p.readText(r)))
+	s := policy.Sanitize(cleanBody(p.readText(r, false)))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{HTML: template.HTML(s)})
 	}

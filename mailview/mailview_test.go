@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -522,5 +523,45 @@ func TestSkipAttachments(t *testing.T) {
 				t.Errorf("%s: AttachmentData(%d) = %d bytes (size %d), %v; want %d", name, i, len(data), a.Size, err, f.Size)
 			}
 		}
+	}
+}
+
+func TestEnough(t *testing.T) {
+	line := "a line of text, repeated to make a long part.\n" // 47 bytes
+	long := strings.Repeat(line, 400)                         // 18,800 bytes
+	raw := "From: a@example.org\r\nSubject: long\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: multipart/mixed; boundary=b\r\n\r\n" +
+		"--b\r\nContent-Type: text/plain\r\n\r\n" + long +
+		"--b\r\nContent-Type: text/plain\r\n\r\nthe second part\r\n" +
+		"--b\r\nContent-Type: text/html\r\n\r\n<p>an HTML part</p>\r\n--b--\r\n"
+
+	var asked []int // len(part) at each question
+	m := Parse([]byte(raw), Options{Enough: func(part []byte, added int) bool {
+		if len(part)-added != max(0, len(part)-EnoughStep) && added != len(part) {
+			t.Errorf("asked with %d bytes of which %d new: not EnoughStep at a time", len(part), added)
+		}
+		asked = append(asked, len(part))
+		return len(part) >= 6000
+	}})
+	if want := []int{EnoughStep, 2 * EnoughStep}; !slices.Equal(asked, want) {
+		t.Errorf("Enough asked with %v bytes; want %v", asked, want)
+	}
+	if !m.Truncated || len(m.Parts) != 1 || len(m.Parts[0].Text) != 2*EnoughStep || m.Parts[0].Text != long[:2*EnoughStep] {
+		t.Fatalf("Parse with Enough: Truncated %v, %d parts (first %d bytes); want the first part's first %d bytes only, truncated",
+			m.Truncated, len(m.Parts), len(m.Parts[0].Text), 2*EnoughStep)
+	}
+
+	// Never enough: everything is read, as without Enough; an HTML part is
+	// not asked about.
+	asked = nil
+	m = Parse([]byte(raw), Options{Enough: func(part []byte, added int) bool {
+		asked = append(asked, len(part))
+		return false
+	}})
+	if whole := Parse([]byte(raw), Options{}); !reflect.DeepEqual(m, whole) {
+		t.Errorf("Parse with Enough never enough = %+v\nwant as without it %+v", m, whole)
+	}
+	if want := []int{EnoughStep, 2 * EnoughStep, 3 * EnoughStep, 4 * EnoughStep}; !slices.Equal(asked, want) {
+		t.Errorf("Enough asked with %v bytes; want %v (the first part only, not its end)", asked, want)
 	}
 }

@@ -175,32 +175,51 @@ func (s *Server) searchJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // excerpt cuts the excerpt of message cn for words from its text and
-// keeps the text for the next search. It decodes the first
-// excerptFirstBytes of the text, and up to excerptTextBytes only when the
-// query looks for words in the text (inText) and none is in that part:
-// decoding the text is most of an excerpt's cost, and the words are
-// mostly near the start.
+// keeps the text for the next search.
 func (s *Server) excerpt(ctx context.Context, cn string, words []string, inText bool) []catalog.Fragment {
 	stored, err := s.getByText(ctx, cn)
 	if err != nil {
 		return nil
 	}
+	ex, text, cut := cutExcerpt(stored.Raw, s.opts.View, words, inText)
+	s.texts.put(cn, text, cut)
+	return ex
+}
+
+// cutExcerpt returns the excerpt of message raw for words, the text it
+// was cut from, and whether that text is cut short of excerptTextBytes.
+// When the query looks for words in the text (inText), the text is
+// decoded up to the first place the excerpt marks (catalog.MatchSeen), at
+// most excerptTextBytes; otherwise, or for words MatchSeen does not look
+// for, the first excerptFirstBytes, and up to excerptTextBytes only when
+// the words are in the text but not there. Decoding the text is most of
+// an excerpt's cost, and the words are mostly near the start.
+func cutExcerpt(raw []byte, view mailview.Options, words []string, inText bool) (ex []catalog.Fragment, text string, cut bool) {
 	// An excerpt needs the text, not the header or the attachments.
-	view := s.opts.View
 	view.SkipAttachments = true
 	view.TextOnly = true
 	view.MaxTextBytes = excerptFirstBytes
-	mv := mailview.Parse(stored.Raw, view)
-	text := catalog.Text(mv)
-	ex := catalog.Excerpt(text, words, excerptBytes)
-	if mv.Truncated && inText && !marked(ex) {
+	stopped := false // by MatchSeen
+	if seen := catalog.MatchSeen(words, 2*excerptBytes); inText && seen != nil {
 		view.MaxTextBytes = excerptTextBytes
-		mv = mailview.Parse(stored.Raw, view)
+		view.Enough = func(part []byte, added int) bool {
+			stopped = seen(part, added)
+			return stopped
+		}
+	}
+	mv := mailview.Parse(raw, view)
+	text = catalog.Text(mv)
+	ex = catalog.Excerpt(text, words, excerptBytes)
+	// Read further when the words are in the text and the excerpt marks
+	// none: MatchSeen can stop at a word that is no word of the text as
+	// shown (one the charset decoding changes, say).
+	if mv.Truncated && inText && !marked(ex) && (stopped || view.MaxTextBytes == excerptFirstBytes) {
+		view.MaxTextBytes, view.Enough, stopped = excerptTextBytes, nil, false
+		mv = mailview.Parse(raw, view)
 		text = catalog.Text(mv)
 		ex = catalog.Excerpt(text, words, excerptBytes)
 	}
-	s.texts.put(cn, text, mv.Truncated && view.MaxTextBytes == excerptFirstBytes)
-	return ex
+	return ex, text, mv.Truncated && (stopped || view.MaxTextBytes == excerptFirstBytes)
 }
 
 // mayNameList reports whether a query that does not parse has a piece

@@ -24,8 +24,9 @@ type textCache struct {
 
 type textEntry struct {
 	cn, text string
-	// cut: the text is the start of the message's, cut at
-	// excerptFirstBytes.
+	// cut: the text is the start of the message's, cut short of
+	// excerptTextBytes (at excerptFirstBytes, or where the excerpt of a
+	// search found what it needed).
 	cut bool
 }
 
