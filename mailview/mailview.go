@@ -642,9 +642,18 @@ func (p *parser) readUntilEnough(r io.Reader) ([]byte, error) {
 	for len(b) < limit {
 		step := min(EnoughStep, limit-len(b))
 		b = slices.Grow(b, step)
-		n, err := io.ReadFull(r, b[len(b):len(b)+step])
+		// As io.ReadFull, but an io.ErrUnexpectedEOF is the reader's
+		// own (base64 cut short): a problem, as io.ReadAll reports it.
+		chunk := b[len(b) : len(b)+step]
+		n := 0
+		var err error
+		for n < len(chunk) && err == nil {
+			var k int
+			k, err = r.Read(chunk[n:])
+			n += k
+		}
 		b = b[:len(b)+n]
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if err == io.EOF {
 			return b, nil
 		}
 		if err != nil {

@@ -341,6 +341,15 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("AttachmentData(%d) of %d = %v, want ErrNoAttachment", len(m.Attachments), len(m.Attachments), err)
 		}
 		checkTextOnly(t, "fuzz", raw, opts)
+		// Read EnoughStep at a time, never enough: as read at once.
+		never := opts
+		never.Enough = func([]byte, int) bool { return false }
+		if got := Parse(raw, never); !reflect.DeepEqual(got, m) {
+			t.Fatalf("Parse with Enough never enough = %+v, want %+v", got, m)
+		}
+		always := opts
+		always.Enough = func([]byte, int) bool { return true }
+		checkClean(t, "fuzz, always enough", Parse(raw, always))
 	})
 }
 
