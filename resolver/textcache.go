@@ -54,7 +54,8 @@ func (c *textCache) get(cn string) (text string, cut, ok bool) {
 }
 
 // put keeps text for cn; cut says it is the start of a longer text. A
-// longer text replaces a cut one.
+// longer text replaces a cut one (cut texts end where the excerpt of a
+// search found its words: the longest serves the most searches).
 func (c *textCache) put(cn, text string, cut bool) {
 	size := len(cn) + len(text) + textEntryOverhead
 	if c == nil || size > c.max {
@@ -65,11 +66,11 @@ func (c *textCache) put(cn, text string, cut bool) {
 	if e, ok := c.byCN[cn]; ok {
 		c.ll.MoveToFront(e)
 		old := e.Value.(*textEntry)
-		if !old.cut || cut {
+		if !old.cut || cut && len(text) <= len(old.text) {
 			return
 		}
 		c.bytes += len(text) - len(old.text)
-		old.text, old.cut = text, false
+		old.text, old.cut = text, cut
 	} else {
 		c.byCN[cn] = c.ll.PushFront(&textEntry{cn: cn, text: text, cut: cut})
 		c.bytes += size

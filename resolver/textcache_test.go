@@ -57,3 +57,21 @@ func TestTextCacheCut(t *testing.T) {
 		t.Errorf("%d bytes counted, want %d", c.bytes, want)
 	}
 }
+
+// Of two cut texts the longer is kept: a search whose words are further
+// in the message than the last one's cut reads further.
+func TestTextCacheLongerCut(t *testing.T) {
+	c := newTextCache(1 << 20)
+	c.put("cn00000a", "start", true)
+	c.put("cn00000a", "start and more", true)
+	if got, cut, _ := c.get("cn00000a"); !cut || got != "start and more" {
+		t.Fatalf("after a longer cut text: get = %q, cut %v; want it, cut", got, cut)
+	}
+	c.put("cn00000a", "start", true)
+	if got, _, _ := c.get("cn00000a"); got != "start and more" {
+		t.Fatalf("a shorter cut text replaced a longer one: get = %q", got)
+	}
+	if want := len("cn00000a") + len("start and more") + textEntryOverhead; c.bytes != want {
+		t.Errorf("%d bytes counted, want %d", c.bytes, want)
+	}
+}
