@@ -200,11 +200,13 @@ func cutExcerpt(raw []byte, view mailview.Options, words []string, inText bool) 
 	view.TextOnly = true
 	view.MaxTextBytes = excerptFirstBytes
 	stopped := false // by MatchSeen
-	if seen := catalog.MatchSeen(words, 2*excerptBytes); inText && seen != nil {
-		view.MaxTextBytes = excerptTextBytes
-		view.Enough = func(part []byte, added int) bool {
-			stopped = seen(part, added)
-			return stopped
+	if inText {
+		if seen := catalog.MatchSeen(words, 2*excerptBytes); seen != nil {
+			view.MaxTextBytes = excerptTextBytes
+			view.Enough = func(part []byte, added int) bool {
+				stopped = seen(part, added)
+				return stopped
+			}
 		}
 	}
 	mv := mailview.Parse(raw, view)

@@ -25,7 +25,7 @@ type Compression struct {
 	// Level is how hard records are compressed as they are written.
 	// Zero (LevelBackend) is the backend's choice: the bolt store's is
 	// LevelFastest (a compaction rewrites its records harder), Riak's
-	// LevelDefault (its records stay as written).
+	// LevelStrong (its records stay as written).
 	Level CompressionLevel
 }
 

@@ -90,14 +90,14 @@ const (
 	Fastest Level = iota
 	// Fast is zstd's fastest level.
 	Fast
-	// Default is zstd's default level: a Riak store's records, which
-	// are never compacted, and whose import the cluster, not the
-	// importer's CPU, bounds (on the linux-mips sample's messages under
-	// 64 KiB, with a dictionary: 3% smaller than Fast, for three times
-	// its CPU).
+	// Default is zstd's default level (on the linux-mips sample's
+	// messages under 64 KiB, with a dictionary: 3% smaller than Fast,
+	// for three times its CPU).
 	Default
-	// Strong is the level of records a compaction writes: zstd's "better"
-	// level, a tenth smaller for about six times the CPU (on the
+	// Strong is the level of records a compaction writes, and a Riak
+	// store's, which are never compacted and whose import the cluster
+	// rather than the importer's CPU bounds: zstd's "better" level, a
+	// tenth smaller than Fast for about six times the CPU (on the
 	// linux-mips sample's messages under 64 KiB, with a dictionary: 0.286
 	// of their size against 0.314, 15-30 MB/s against 100-170 per core).
 	Strong
