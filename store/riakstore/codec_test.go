@@ -418,6 +418,30 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A read answered "failed" (a consistent key whose ensemble lost a
+// member) is tried again; a write answered so was refused.
+func TestClassifyAnswer(t *testing.T) {
+	failed := riak.ClientError{Errmsg: "all retries exhausted", InnerError: riak.RiakError{Errmsg: "failed"}}
+	fetch, err := riak.NewFetchValueCommandBuilder().WithBucketType("t").WithBucket("b").WithKey("k").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := riak.NewStoreValueCommandBuilder().WithBucketType("t").WithBucket("b").WithKey("k").
+		WithContent(&riak.Object{Value: []byte("v")}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := classifyAnswer(fetch, failed); !errors.Is(got, store.ErrUnavailable) {
+		t.Errorf("a read answered failed: %v, want unavailable", got)
+	}
+	if got := classifyAnswer(put, failed); errors.Is(got, store.ErrUnavailable) || !isFailed(got) {
+		t.Errorf("a write answered failed: %v, want refused as it is", got)
+	}
+	if got := classifyAnswer(fetch, nil); got != nil {
+		t.Errorf("a read answered: %v, want nil", got)
+	}
+}
+
 func TestSortNumbers(t *testing.T) {
 	a := storetest.NewAuthority(t, shuffle.Mix)
 	want := []callnumber.Number{a.Number(t, 1, 0), a.Number(t, 1, 1), a.Number(t, 1, 900), a.Number(t, 2, 0)}

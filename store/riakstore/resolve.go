@@ -82,6 +82,17 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
+// classifyAnswer is classify for the answer to cmd. To a read, Riak's
+// "failed" says that a consistent key's ensemble cannot serve it now (a
+// member lost, a leader being elected: seen when a node of three was
+// killed mid-import), where to a write it means refused (isFailed).
+func classifyAnswer(cmd riak.Command, err error) error {
+	if _, read := cmd.(*riak.FetchValueCommand); read && isFailed(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return classify(err)
+}
+
 // isTransient reports whether Riak's answer says it could not serve the
 // request now, rather than refused it. "Unknown message code" is what a
 // node starting up answers while it listens but its services are not

@@ -402,9 +402,9 @@ func (s *Store) exec(ctx context.Context, cmd riak.Command) error {
 		return ctx.Err()
 	}
 	if a.Error != nil {
-		return classify(a.Error)
+		return classifyAnswer(cmd, a.Error)
 	}
-	return classify(cmd.Error())
+	return classifyAnswer(cmd, cmd.Error())
 }
 
 // begin starts an operation; end must follow.
