@@ -454,7 +454,9 @@ func lineEnd(lower []byte, at int) int {
 // MatchSeen returns a test for mailview.Options.Enough that stops the
 // reading of a message's text where Excerpt has what it needs: a word of
 // words on a line that is not quoted (the first such place in the text
-// is then in what was read), with after more bytes behind it. It returns
+// is then in what was read), with after more bytes behind it; after must
+// exceed the max given to Excerpt, whose window may end that far from
+// the start of the text (and says whether more follows). It returns
 // nil, read the whole text as without it, for words beyond ASCII, which
 // Excerpt finds by tokenizing. The test keeps state between calls: one
 // for each mailview.Parse.
