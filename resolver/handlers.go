@@ -520,15 +520,34 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// healthz answers 200 when the store can be read now, 503 otherwise. It
+// reads the store (its message count) rather than anything cached, so
+// that a store that became unreadable (a compaction stopped half-way, a
+// Riak cluster out of reach) is reported while it is so. The reason is
+// logged when it changes, not at every probe.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if _, err := s.st.Binding(ctx); err != nil && !errors.Is(err, store.ErrUnbound) {
-		s.log.Warn("health check failed", "err", err)
+	_, err := s.st.Count(ctx)
+	if err != nil && r.Context().Err() != nil {
+		return // the prober went away
+	}
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	if old := s.unhealthy.Swap(&why); old == nil || *old != why {
+		if err != nil {
+			s.log.Error("health check failed: the store cannot be read", "err", err)
+		} else if old != nil {
+			s.log.Info("health check passes again: the store can be read")
+		}
+	}
+	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, "store unavailable")
+		fmt.Fprintln(w, "store unavailable (the resolver's log says why)")
 		return
 	}
 	fmt.Fprintln(w, "ok")

@@ -152,6 +152,9 @@ type Server struct {
 	cacheHits *prometheus.CounterVec
 	// texts keeps the text of messages for search excerpts.
 	texts *textCache
+	// unhealthy is why the last health check failed ("" if it passed;
+	// nil before the first), so that a change is logged once.
+	unhealthy atomic.Pointer[string]
 }
 
 // New returns a Server over st. The caller keeps st open while the server

@@ -514,3 +514,36 @@ func TestVersion(t *testing.T) {
 		t.Errorf("GET /api/v1/version = %d %s (%v), want the resolver's build as JSON", r.status, r.body, err)
 	}
 }
+
+// TestHealthzInterruptedCompaction: while a compaction that stopped
+// half-way waits to be run again, /healthz says the store cannot be read
+// and message pages answer 503, not 200 and 500.
+func TestHealthzInterruptedCompaction(t *testing.T) {
+	fa := newFixtureArchive(t)
+	signed := fa.numbers["signed.eml"].String()
+	if r := get(t, fa.srv.URL+"/healthz"); r.status != 200 {
+		t.Fatalf("healthz before = %d, want 200", r.status)
+	}
+	// What a compaction killed between retiring the file and moving its
+	// copy into place leaves: the file marked retired (boltstore's
+	// layout), and no copy.
+	db, err := bolt.Open(fa.path, 0o644, &bolt.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte("chibrary-messages/retired"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/healthz", "/" + signed, "/" + signed + "/raw", "/api/v1/messages/" + signed} {
+		if r := get(t, fa.srv.URL+path); r.status != http.StatusServiceUnavailable {
+			t.Errorf("GET %s with the compaction stopped half-way = %d, want 503", path, r.status)
+		}
+	}
+	if logs := fa.log.String(); !strings.Contains(logs, "resolver compact") || !strings.Contains(logs, "health check failed") {
+		t.Errorf("the log does not say the health check failed and what repairs it:\n%s", logs)
+	}
+}

@@ -143,8 +143,14 @@ var ErrLocked = fmt.Errorf("boltstore: messages database locked by another proce
 var ErrFormat = errors.New("boltstore: not a chibrary message store")
 
 // ErrInterrupted: the file was replaced by a compaction that stopped
-// before it moved its copy into place (see Compact).
-var ErrInterrupted = errors.New("boltstore: the file was compacted, but the compaction stopped before moving its copy (PATH.compact) into place: run the compaction again (resolver compact) to finish it")
+// before it moved its copy into place (see Compact). Nothing is lost, but
+// the store is unavailable until a compaction (Recover, which `resolver
+// compact` runs) finishes the move.
+var ErrInterrupted = fmt.Errorf("boltstore: a compaction stopped half-way, after retiring the file and before moving its copy (PATH.compact) into place; nothing is lost: run `resolver compact` on this store to finish it (%w)", store.ErrUnavailable)
+
+// ErrMaintenance: another compaction of the store is running, in this
+// process or another (Compact, Recover).
+var ErrMaintenance = errors.New("boltstore: another compaction of this store is running")
 
 // format is the layout written today. Older files are read as they are
 // and upgraded in place by the first writable open: formatV1 lacks the

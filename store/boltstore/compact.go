@@ -25,6 +25,12 @@ package boltstore
 // and opens the path again (handles.go). The change feed keeps its
 // sequence numbers, so a follower's saved cursor stays valid.
 //
+// One compaction at a time: Compact and Recover hold the lock file
+// PATH.compact.lock for their whole run, and a second one, in any
+// process, is refused at once (ErrMaintenance): it would take the first
+// one's copy for an abandoned one and delete it, and the first would then
+// move the second's partial copy into place.
+//
 // If Compact stops before the mark, the old file is untouched and the
 // partial copy (PATH.compact) is deleted by the next Compact. If it stops
 // between the mark and the rename, the old file refuses to open
@@ -50,6 +56,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/chibrary/chibrary/internal/lockfile"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/compress"
 	"github.com/chibrary/chibrary/store/internal/record"
@@ -127,11 +134,37 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats,
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
 	}
+	lock, err := takeMaintenance(s.path, "compaction")
+	if err != nil {
+		return CompactStats{}, fmt.Errorf("cannot compact %s: %w", s.path, err)
+	}
+	defer lock.Release()
 	st, err := s.compact(ctx, opts)
 	if err != nil {
 		return st, fmt.Errorf("cannot compact %s: %w", s.path, err)
 	}
 	return st, nil
+}
+
+// maintenanceSuffix names the lock file (PATH.compact.lock) that Compact
+// and Recover hold for their whole run. Two of them at once would each
+// take the other's copy (PATH.compact) for an abandoned one, and the
+// first to finish would move the other's partial copy into place and
+// delete the packs it does not list: the whole archive.
+const maintenanceSuffix = ".compact.lock"
+
+// takeMaintenance takes the maintenance lock of the store at path, or
+// says at once who holds it (ErrMaintenance).
+func takeMaintenance(path, what string) (*lockfile.Lock, error) {
+	l, err := lockfile.Take(path+maintenanceSuffix, what)
+	if he := (*lockfile.HeldError)(nil); errors.As(err, &he) {
+		holder := he.Holder
+		if holder == "" {
+			holder = "another process"
+		}
+		return nil, fmt.Errorf("%w: %s holds %s; wait for it to end (a compaction that is killed lets go of it)", ErrMaintenance, holder, he.Path)
+	}
+	return l, err
 }
 
 // copier holds the state of one compaction.
@@ -282,7 +315,11 @@ func (c *copier) start(ctx context.Context) error {
 		if bd, err := s.binding(tx); err != nil || bd == nil {
 			return fmt.Errorf("nothing to compact: %w", store.ErrUnbound)
 		}
-		c.total = int64(binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keyCount)))
+		count := tx.Bucket(bucketMeta).Get(keyCount)
+		if len(count) != 8 {
+			return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(count))
+		}
+		c.total = int64(binary.BigEndian.Uint64(count))
 		c.cur = bytes.Clone(tx.Bucket(bucketMeta).Get(keyDict))
 		return nil
 	})
@@ -426,7 +463,11 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	if err := c.write(keys, msgs, c.last); err != nil {
 		return err
 	}
-	if got, want := int64(len(c.copied)), int64(binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keyCount))); got != want {
+	count := tx.Bucket(bucketMeta).Get(keyCount)
+	if len(count) != 8 {
+		return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(count))
+	}
+	if got, want := int64(len(c.copied)), int64(binary.BigEndian.Uint64(count)); got != want {
 		return fmt.Errorf("%w: copied %d messages, the store counts %d", ErrFormat, got, want)
 	}
 	return c.dst.Update(func(dtx *bolt.Tx) error {
@@ -843,6 +884,11 @@ func blocks(path string) int64 {
 // a retired file, so Recover is safe to call whenever Open says
 // ErrInterrupted.
 func Recover(ctx context.Context, path string, opts Options) error {
+	lock, err := takeMaintenance(path, "recovery of an interrupted compaction")
+	if err != nil {
+		return fmt.Errorf("cannot recover %s: %w", path, err)
+	}
+	defer lock.Release()
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
 		timeout = time.Minute

@@ -375,3 +375,136 @@ func TestCompactInterrupted(t *testing.T) {
 		t.Errorf("Recover(a store that is not retired) = nil error")
 	}
 }
+
+// TestCompactRefusesSecond: a compaction started while another runs is
+// refused at once, naming the first, and the first completes with every
+// message. (Before the maintenance lock, the second deleted the first's
+// copy and started its own; the first then moved the second's partial
+// copy into place and deleted the packs it did not list: every message
+// was lost.)
+func TestCompactRefusesSecond(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 2000)
+	// Uncompressed: no dictionary to train, a quicker test.
+	off := store.Compression{Off: true}
+	first, err := Open(t.Context(), path, Options{Compression: off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := Open(t.Context(), path, Options{LockTimeout: 5 * time.Second, Compression: off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+
+	// The first compaction stops after its first era until told to go on.
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := first.Compact(t.Context(), CompactOptions{Progress: func(done, total int64) {
+			if done < total {
+				once.Do(func() { close(paused); <-resume })
+			}
+		}})
+		firstDone <- err
+	}()
+	<-paused
+	// The second, run meanwhile, also stops at its first era, if it gets
+	// that far.
+	secondPaused, secondResume := make(chan struct{}), make(chan struct{})
+	var secondOnce sync.Once
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := second.Compact(t.Context(), CompactOptions{Progress: func(done, total int64) {
+			secondOnce.Do(func() { close(secondPaused); <-secondResume })
+		}})
+		secondDone <- err
+	}()
+	var secondErr error
+	select {
+	case secondErr = <-secondDone:
+		close(resume)
+	case <-secondPaused:
+		// The race of the bug: the first finishes while the second
+		// copies, then the second goes on.
+		close(resume)
+		<-firstDone
+		firstDone <- nil
+		close(secondResume)
+		secondErr = <-secondDone
+	}
+	if !errors.Is(secondErr, ErrMaintenance) || !strings.Contains(secondErr.Error(), "compaction by") {
+		t.Errorf("second Compact while one runs = %v, want %v naming the first", secondErr, ErrMaintenance)
+	}
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first Compact = %v", err)
+	}
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAll(t, s, msgs)
+	// And now that the first is done, a compaction runs again.
+	if _, err := second.Compact(t.Context(), CompactOptions{}); err != nil {
+		t.Errorf("Compact after the first ended = %v", err)
+	}
+	checkAll(t, s, msgs)
+}
+
+// TestRecoverRefusedDuringCompaction: Recover, which moves a copy into
+// place, is refused while a compaction runs.
+func TestRecoverRefusedDuringCompaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 2000)
+	s, err := Open(t.Context(), path, Options{Compression: store.Compression{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Compact(t.Context(), CompactOptions{Progress: func(d, total int64) {
+			once.Do(func() { close(paused); <-resume })
+		}})
+		done <- err
+	}()
+	<-paused
+	err = Recover(t.Context(), path, Options{LockTimeout: time.Second})
+	close(resume)
+	if !errors.Is(err, ErrMaintenance) {
+		t.Errorf("Recover during a compaction = %v, want %v", err, ErrMaintenance)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, s, msgs)
+}
+
+// TestCompactDamagedMeta: a store whose message count is missing is
+// refused with ErrFormat, not a panic.
+func TestCompactDamagedMeta(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	oldArchive(t, path, a, 10)
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(keyCount) })
+	db.Close()
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Compact(t.Context(), CompactOptions{}); !errors.Is(err, ErrFormat) {
+		t.Errorf("Compact(no count) = %v, want %v", err, ErrFormat)
+	}
+}
