@@ -7,7 +7,7 @@ CORPUS   ?= ../shared/corpus/linux-mips-sample.mbox.gz
 # The last commit before compressed records: make bench's "before".
 BEFORE   ?= 305d721
 
-.PHONY: all build test test-deps check bench demo fuzz fuzz-short clean
+.PHONY: all build test test-deps check bench demo fuzz fuzz-short torture clean
 
 all: build
 
@@ -72,6 +72,13 @@ bench: build
 	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkPagesScaled -benchtime 10000x -timeout 30m ./resolver/; \
 	status=$$?; rm -rf $$scaled; exit $$status
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
+
+# The crash-and-race harness (e2e/torture_test.go) for ROUNDS rounds on
+# bbolt, then on Riak when the test kit is there; SEED replays a schedule
+# (a failure names its seed). make test runs 3 rounds of each.
+ROUNDS ?= 40
+torture:
+	CHIBRARY_TORTURE_ROUNDS=$(ROUNDS) $(if $(SEED),CHIBRARY_TORTURE_SEED=$(SEED)) $(GO) test -count=1 -v -run '^TestTorture' -timeout 0 ./e2e/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
 demo: build

@@ -148,9 +148,9 @@ var ErrFormat = errors.New("boltstore: not a chibrary message store")
 // compact` runs) finishes the move.
 var ErrInterrupted = fmt.Errorf("boltstore: a compaction stopped half-way, after retiring the file and before moving its copy (PATH.compact) into place; nothing is lost: run `resolver compact` on this store to finish it (%w)", store.ErrUnavailable)
 
-// ErrMaintenance: another compaction of the store is running, in this
-// process or another (Compact, Recover).
-var ErrMaintenance = errors.New("boltstore: another compaction of this store is running")
+// ErrMaintenance: a compaction or a removal of the store is running, in
+// this process or another (Compact, Recover, Remove).
+var ErrMaintenance = errors.New("boltstore: a compaction or removal of this store is running")
 
 // format is the layout written today. Older files are read as they are
 // and upgraded in place by the first writable open: formatV1 lacks the
