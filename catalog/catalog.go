@@ -21,8 +21,9 @@ import (
 // SchemaVersion is the layout of the catalog this package writes, or what
 // goes into it: a catalog of another version is rebuilt by its writer,
 // and refused by a reader (ErrSchema). 3: the text of enclosed messages
-// (message/rfc822 parts) is searched.
-const SchemaVersion = 3
+// (message/rfc822 parts) is searched. 4: removals (the removed table; the
+// search index deletes by rowid).
+const SchemaVersion = 4
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -168,6 +169,9 @@ func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Add("_txlock", "immediate")
+		// What is deleted (a removed message) is overwritten, not
+		// left in free pages.
+		q.Add("_pragma", "secure_delete(1)")
 	}
 	return openPool(path, q, conns)
 }
@@ -288,6 +292,16 @@ CREATE TABLE lists (
 	first    INTEGER NOT NULL,
 	last     INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- Messages removed from the archive (remove.go): a thread shows a
+-- removed message's place by its Message-ID's SHA-256.
+CREATE TABLE removed (
+	cn        TEXT    PRIMARY KEY,
+	msgid_sum BLOB,              -- SHA-256 of its Message-ID, NULL for none
+	removed   INTEGER NOT NULL,  -- when
+	reason    TEXT    NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX removed_msgid ON removed (msgid_sum);
 
 CREATE TABLE months (
 	list     TEXT    NOT NULL,

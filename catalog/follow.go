@@ -57,10 +57,11 @@ type Status struct {
 
 // page is a page of the feed, parsed.
 type page struct {
-	docs []doc
-	read int
-	next store.Cursor
-	err  error
+	docs     []doc
+	removals []store.Removal
+	read     int
+	next     store.Cursor
+	err      error
 }
 
 // Sync reads the store's change feed from where the catalog stands to its
@@ -112,9 +113,10 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type raw struct {
-		msgs []store.Stored
-		next store.Cursor
-		err  error
+		msgs     []store.Stored
+		removals []store.Removal
+		next     store.Cursor
+		err      error
 	}
 	raws := make(chan raw, 1)
 	pages := make(chan page, 1)
@@ -126,11 +128,11 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 			if err != nil {
 				err = fmt.Errorf("cannot read the store's change feed: %w", err)
 			}
-			if err == nil && len(p.Messages) == 0 {
+			if err == nil && p.Empty() {
 				return
 			}
 			select {
-			case raws <- raw{msgs: p.Messages, next: p.Next, err: err}:
+			case raws <- raw{msgs: p.Messages, removals: p.Removals, next: p.Next, err: err}:
 			case <-ctx.Done():
 				return
 			}
@@ -143,7 +145,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 	wg.Go(func() {
 		defer close(pages)
 		for r := range raws {
-			p := page{read: len(r.msgs), next: r.next, err: r.err}
+			p := page{read: len(r.msgs), removals: r.removals, next: r.next, err: r.err}
 			if r.err == nil {
 				p.docs = parseAll(r.msgs, opts.Workers, opts.View)
 			}
@@ -159,9 +161,14 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 		if p.err != nil {
 			return added, p.err
 		}
-		n, err := c.apply(ctx, p.docs, p.next, b.Authority)
+		n, err := c.apply(ctx, p.docs, p.removals, p.next, b.Authority)
 		if err != nil {
 			return added, err
+		}
+		if len(p.removals) > 0 {
+			if err := c.scrub(ctx); err != nil {
+				return added, err
+			}
 		}
 		added += n
 		read += p.read

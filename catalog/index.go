@@ -240,9 +240,9 @@ func (ix *indexer) merge(threads []int64) (int64, error) {
 	return into, err
 }
 
-// apply indexes a page of documents and saves the cursor after them, in
-// one transaction. Called with wmu held.
-func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, authority string) (int, error) {
+// apply indexes a page of documents, then applies its removals, and saves
+// the cursor after them, in one transaction. Called with wmu held.
+func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Removal, next store.Cursor, authority string) (int, error) {
 	st, err := c.state(ctx)
 	if err != nil {
 		return 0, err
@@ -270,6 +270,11 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, auth
 		}
 		if ok {
 			added++
+		}
+	}
+	for _, r := range removals {
+		if err := ix.remove(r); err != nil {
+			return 0, fmt.Errorf("cannot apply the removal of %v: %w", r.Number, err)
 		}
 	}
 	if authority != st.authority {

@@ -458,8 +458,49 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 		return nil, c.readErr(what, err)
 	}
 	t.Nodes = buildTree(msgs, refs)
+	if err := markRemoved(ctx, tx, t.Nodes); err != nil {
+		return nil, c.readErr(what, err)
+	}
 	return t, nil
 }
+
+// markRemoved sets Node.Removed where a placeholder, or a message's
+// missing parent, is a message that was removed.
+func markRemoved(ctx context.Context, tx *sql.Tx, nodes []Node) error {
+	var ids []string
+	for _, n := range nodes {
+		switch {
+		case n.Message == nil && n.MessageID != "":
+			ids = append(ids, n.MessageID)
+		case n.MissingParent != "":
+			ids = append(ids, n.MissingParent)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(ids) > maxRemovedLookups {
+		ids = ids[:maxRemovedLookups]
+	}
+	removed, err := removedByMessageID(ctx, tx, ids)
+	if err != nil || len(removed) == 0 {
+		return err
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Message == nil {
+			n.Removed = removed[n.MessageID]
+		} else if n.MissingParent != "" {
+			n.Removed = removed[n.MissingParent]
+		}
+	}
+	return nil
+}
+
+// maxRemovedLookups bounds the placeholders of one thread looked up
+// among the removals (a placeholder per Message-ID a thread names but does
+// not hold: a hostile thread may name thousands).
+const maxRemovedLookups = 200
 
 // Neighbours returns the messages of m's list just before and after it by
 // date, or nil.

@@ -49,7 +49,7 @@ const bm25Weights = "10.0, 5.0, 1.0, 0.2"
 
 const searchSchema = `
 CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted,
-	content='', tokenize='unicode61 remove_diacritics 2');
+	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
 `
 
 func ftsRowid(date, id int64) int64 { return date<<idBits | id }

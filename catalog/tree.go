@@ -23,6 +23,9 @@ type Node struct {
 	// MissingParent is set on a message whose parent (the last Message-ID
 	// it names) was never archived in this list: that Message-ID.
 	MissingParent string `json:"missing_parent,omitempty"`
+	// Removed is set on a placeholder of a message that was archived and
+	// then removed, and on a message whose MissingParent was.
+	Removed *Removed `json:"removed,omitempty"`
 }
 
 // container is a node of JWZ's algorithm while the tree is built.

@@ -28,7 +28,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/shuffle"
@@ -60,7 +63,72 @@ var (
 	// can start again from the beginning: seeing a message twice is
 	// allowed.
 	ErrBadCursor = errors.New("store: not a cursor of this store's change feed")
+	// ErrRemoved: the message under that call number was removed
+	// (Remove). The error is a *RemovedError carrying the removal record.
+	ErrRemoved = errors.New("store: message removed")
 )
+
+// Removal is what a removed message leaves in its place: never its
+// content.
+type Removal struct {
+	Number callnumber.Number
+	// Digest is the digest of the bytes removed: the archive keeps
+	// refusing them (Put reports them Removed).
+	Digest Digest
+	// MessageIDSum is the SHA-256 of the removed message's Message-ID
+	// (without angle brackets), zero when it had none: enough for a
+	// catalog rebuilt from the change feed to show the removed message's
+	// place in its thread, without the ID itself.
+	MessageIDSum [sha256.Size]byte
+	// Removed is when it was removed (UTC).
+	Removed time.Time
+	// Reason is the public reason given, or "" (CheckReason).
+	Reason string
+}
+
+// RemovedError is the error of a read of a removed message.
+type RemovedError struct{ Removal Removal }
+
+func (e *RemovedError) Error() string {
+	s := fmt.Sprintf("message %v was removed on %s", e.Removal.Number, e.Removal.Removed.UTC().Format("2006-01-02"))
+	if e.Removal.Reason != "" {
+		s += " (" + e.Removal.Reason + ")"
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrRemoved) true.
+func (e *RemovedError) Is(target error) bool { return target == ErrRemoved }
+
+// MaxReason bounds the length in bytes of a removal's reason.
+const MaxReason = 300
+
+// ErrBadReason: a removal reason that is too long, not UTF-8, or holds
+// control characters (it is one public line).
+var ErrBadReason = errors.New("store: a removal reason is one line of text of at most 300 bytes")
+
+// CheckReason checks a removal reason: one line of UTF-8 text of at most
+// MaxReason bytes (public: "at the author's request", "spam").
+func CheckReason(reason string) error {
+	if len(reason) > MaxReason || !utf8.ValidString(reason) {
+		return ErrBadReason
+	}
+	for _, r := range reason {
+		if unicode.IsControl(r) {
+			return ErrBadReason
+		}
+	}
+	return nil
+}
+
+// MessageIDSum returns the SHA-256 of a Message-ID for Removal, zero for
+// none.
+func MessageIDSum(id string) [sha256.Size]byte {
+	if id == "" {
+		return [sha256.Size]byte{}
+	}
+	return sha256.Sum256([]byte(id))
+}
 
 // Digest is the SHA-256 of a message's raw bytes with every CRLF read as
 // LF, so that the same message from an mbox (LF) and over IMAP (CRLF) has
@@ -117,6 +185,9 @@ type Result struct {
 	// Duplicate is true when a message with the same digest was already
 	// stored (or came earlier in the same batch); nothing was written.
 	Duplicate bool
+	// Removed is true, with Duplicate, when that message was removed:
+	// the archive does not take it again.
+	Removed bool
 }
 
 // Binding is the run authority a store is bound to.
@@ -138,12 +209,22 @@ type Cursor string
 
 // ChangePage is one answer of Changes.
 type ChangePage struct {
-	// Messages are the messages stored after the cursor, in feed order.
+	// Messages are the messages stored after the cursor, in feed order
+	// (a message removed since is left out).
 	Messages []Stored
+	// Removals are the removals made after the cursor, in feed order. A
+	// follower applies them after Messages: a removal always comes after
+	// its message in the feed, so a message of this page or of an
+	// earlier one.
+	Removals []Removal
 	// Next is the cursor to continue from: pass it to the next call. It
 	// equals the cursor given when there was nothing new.
 	Next Cursor
 }
+
+// Empty reports whether the page holds nothing: the follower has read
+// the feed to its end.
+func (p ChangePage) Empty() bool { return len(p.Messages) == 0 && len(p.Removals) == 0 }
 
 // Store is an archive's message store. Implementations are safe for
 // concurrent use by several goroutines; the bolt backend also shares its
@@ -164,7 +245,8 @@ type Store interface {
 	// batch refused by a safety rule writes nothing. Results are in the
 	// order of msgs.
 	Put(ctx context.Context, msgs []Message) ([]Result, error)
-	// Get returns the message stored under n, or ErrNotFound.
+	// Get returns the message stored under n, or ErrNotFound, or for a
+	// removed message a *RemovedError.
 	Get(ctx context.Context, n callnumber.Number) (Stored, error)
 	// ByMessageID returns the call numbers of the messages with that
 	// Message-ID (without angle brackets), in the order they were stored,
@@ -173,7 +255,8 @@ type Store interface {
 	// ByDigest returns the call number of the message with that digest,
 	// or ErrNotFound.
 	ByDigest(ctx context.Context, d Digest) (callnumber.Number, error)
-	// Count returns the number of messages stored.
+	// Count returns the number of messages stored (removed ones not
+	// counted).
 	Count(ctx context.Context) (int64, error)
 
 	// Changes is the change feed: it returns up to max messages stored
@@ -192,4 +275,23 @@ type Store interface {
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error
+}
+
+// Remover is a Store that can remove messages. (Every backend is to
+// implement it: the bolt store does; the Riak store does not yet, and a
+// Riak archive therefore has no removals.)
+type Remover interface {
+	Store
+	// Remove removes the message stored under n for good, and returns
+	// the removal record it leaves: Get then answers a *RemovedError
+	// with that record, ByMessageID no longer lists n, the bytes leave
+	// the store (a backend that rewrites its files, at its next
+	// compaction), and n is never filled again. The digest stays known:
+	// a Put of the same bytes reports them Removed, under n. The removal
+	// goes into the change feed. Removing a removed number returns its
+	// record as it was; a number with no message is ErrNotFound; a
+	// reason CheckReason refuses is ErrBadReason.
+	Remove(ctx context.Context, n callnumber.Number, reason string) (Removal, error)
+	// Removals returns every removal record, in the order they were made.
+	Removals(ctx context.Context) ([]Removal, error)
 }

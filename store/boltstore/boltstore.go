@@ -156,12 +156,17 @@ var ErrMaintenance = errors.New("boltstore: a compaction or removal of this stor
 // and upgraded in place by the first writable open: formatV1 lacks the
 // change feed (changes.go), formatV2 keeps every record in the messages
 // bucket (its records stay there; new ones go to packs, packs.go).
-// formatRetired marks a file Compact has replaced (compact.go).
+// formatRemovals is format 3 with the removed bucket: the first Remove
+// sets it, so that a program that does not know removals refuses the file
+// rather than compact the removal records (and with them the refusal of
+// the removed bytes) away. formatRetired marks a file Compact has
+// replaced (compact.go).
 const (
-	format        = "chibrary-messages/3"
-	formatV2      = "chibrary-messages/2"
-	formatV1      = "chibrary-messages/1"
-	formatRetired = "chibrary-messages/retired"
+	format         = "chibrary-messages/3"
+	formatRemovals = "chibrary-messages/4"
+	formatV2       = "chibrary-messages/2"
+	formatV1       = "chibrary-messages/1"
+	formatRetired  = "chibrary-messages/retired"
 )
 
 var (
@@ -322,7 +327,7 @@ func (s *Store) init(ctx context.Context) error {
 			v, err = checkFormat(tx)
 			return err
 		})
-		if err != nil || v == 3 {
+		if err != nil || v >= 3 {
 			return err
 		}
 		return s.upgrade(ctx)
@@ -355,7 +360,7 @@ func (s *Store) init(ctx context.Context) error {
 
 // checkFormat checks that tx's file is a message store this program
 // reads, and returns its format's version: 1, 2 (both to be upgraded by a
-// writer) or 3.
+// writer), 3 or 4.
 func checkFormat(tx *bolt.Tx) (version int, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
@@ -369,8 +374,10 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 		version = 2
 	case format:
 		version = 3
+	case formatRemovals:
+		version = 4
 	default:
-		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, format, formatV2, formatV1)
+		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, formatRemovals, format, formatV2, formatV1)
 	}
 	buckets := [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns}
 	if version >= 2 {
@@ -378,6 +385,9 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 	}
 	if version >= 3 {
 		buckets = append(buckets, bucketPacks)
+	}
+	if version >= 4 {
+		buckets = append(buckets, bucketRemoved)
 	}
 	for _, name := range buckets {
 		if tx.Bucket(name) == nil {
@@ -702,6 +712,10 @@ func (l *txLookup) Raw(_ context.Context, n callnumber.Number) ([]byte, bool, er
 	return m.Raw, true, nil
 }
 
+func (l *txLookup) Removal(_ context.Context, n callnumber.Number) (*store.Removal, error) {
+	return removalOf(l.tx, n, packedKey(l.codec.Packed(n)))
+}
+
 func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number, bool, error) {
 	v := l.digests.Get(d[:])
 	if v == nil {
@@ -729,6 +743,12 @@ func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, err
 		key := packedKey(bd.codec.Packed(n))
 		v := tx.Bucket(bucketMessages).Get(key[:])
 		if v == nil {
+			if r, err := removalOf(tx, n, key); err != nil || r != nil {
+				if err == nil {
+					err = &store.RemovedError{Removal: *r}
+				}
+				return err
+			}
 			return store.ErrNotFound
 		}
 		if isLocator(v) {

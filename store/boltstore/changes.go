@@ -60,7 +60,7 @@ func (s *Store) upgrade(ctx context.Context) error {
 		from int
 	)
 	err := s.update(ctx, func(tx *bolt.Tx) (err error) {
-		if from, err = checkFormat(tx); err != nil || from == 3 {
+		if from, err = checkFormat(tx); err != nil || from >= 3 {
 			return err // upgraded by another process meanwhile
 		}
 		n = uint64(tx.Bucket(bucketMessages).Stats().KeyN)
@@ -69,7 +69,7 @@ func (s *Store) upgrade(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot upgrade %s to %s: %w", s.path, format, err)
 	}
-	if from == 3 {
+	if from >= 3 {
 		return nil
 	}
 	s.log.Info("upgraded the message store: new records go to packs"+map[bool]string{true: ", and a change feed was added", false: ""}[from == 1],
@@ -196,17 +196,32 @@ func (s *Store) feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max i
 	page := store.ChangePage{Messages: []store.Stored{}}
 	size := 0
 	c := tx.Bucket(bucketChanges).Cursor()
-	for k, v := c.Seek(seqKey(cur.seq + 1)); k != nil && len(page.Messages) < max && size < maxPageBytes; k, v = c.Next() {
-		if len(k) != 8 || len(v) != 8 {
+	for k, v := c.Seek(seqKey(cur.seq + 1)); k != nil && len(page.Messages)+len(page.Removals) < max && size < maxPageBytes; k, v = c.Next() {
+		if len(k) != 8 || len(v) != 8 && !isRemovalEntry(v) {
 			return store.ChangePage{}, fmt.Errorf("%w: change feed entry of %d+%d bytes", ErrFormat, len(k), len(v))
+		}
+		cur.seq = binary.BigEndian.Uint64(k)
+		if isRemovalEntry(v) {
+			key := [8]byte(v)
+			r, err := removalOf(tx, codec.Number(binary.BigEndian.Uint64(key[:])), key)
+			if err == nil && r == nil {
+				err = fmt.Errorf("%w: the feed names a removal of %v that is not recorded", ErrFormat, codec.Number(binary.BigEndian.Uint64(key[:])))
+			}
+			if err != nil {
+				return store.ChangePage{}, fmt.Errorf("change feed entry %d: %w", cur.seq, err)
+			}
+			page.Removals = append(page.Removals, *r)
+			continue
+		}
+		if messages.Get(v) == nil && removed(tx, v) {
+			continue // its removal is further on in the feed
 		}
 		m, err := s.storedAt(tx, messages, codec, v)
 		if err != nil {
-			return store.ChangePage{}, fmt.Errorf("change feed entry %d: %w", binary.BigEndian.Uint64(k), err)
+			return store.ChangePage{}, fmt.Errorf("change feed entry %d: %w", cur.seq, err)
 		}
 		page.Messages = append(page.Messages, m)
 		size += len(m.Raw)
-		cur.seq = binary.BigEndian.Uint64(k)
 	}
 	page.Next = cur.String()
 	return page, nil

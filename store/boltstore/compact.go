@@ -503,6 +503,35 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(len(c.copied)))); err != nil {
 			return err
 		}
+		// The removal records, and the digests of what they removed,
+		// which stay refused. (No removal runs during a compaction:
+		// both hold the maintenance lock.)
+		if rb := tx.Bucket(bucketRemoved); rb != nil {
+			drb, err := dtx.CreateBucketIfNotExists(bucketRemoved)
+			if err != nil {
+				return err
+			}
+			digests := dtx.Bucket(bucketDigests)
+			err = rb.ForEach(func(k, v []byte) error {
+				if len(k) != 8 {
+					return fmt.Errorf("%w: removal key of %d bytes", ErrFormat, len(k))
+				}
+				r, err := record.UnmarshalRemoval(0, v)
+				if err != nil {
+					return err
+				}
+				if err := drb.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
+					return err
+				}
+				return digests.Put(bytes.Clone(r.Digest[:]), bytes.Clone(k))
+			})
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyFormat, []byte(formatRemovals)); err != nil {
+				return err
+			}
+		}
 		// Every dictionary of the store: a writer elsewhere may have
 		// one cached that the copy's records do not name, and go on
 		// writing records with it into the copy. (Compressed, if it

@@ -508,3 +508,119 @@ func TestCompactDamagedMeta(t *testing.T) {
 		t.Errorf("Compact(no count) = %v, want %v", err, ErrFormat)
 	}
 }
+
+// TestCompactRemovals: a compaction keeps the removals (records, refused
+// digests, the feed's entries) and leaves none of a removed message's
+// bytes anywhere in the store's files.
+func TestCompactRemovals(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts Options
+	}{
+		{"compressed", Options{}},
+		{"uncompressed", Options{Compression: store.Compression{Off: true}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "messages.db")
+			a := storetest.NewAuthority(t, shuffle.Bits)
+			msgs := oldArchive(t, path, a, 300)
+			s, err := Open(t.Context(), path, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// A message with text found nowhere else.
+			secret := []byte("secret-" + strings.Repeat("0123456789abcdef", 4) + "-" + t.Name())
+			m := storetest.Message(a.Number(t, 9, 0), append(storetest.Mail("secret@example.org", "secret"), secret...), "secret@example.org", "l")
+			if err := s.RecordLease(t.Context(), a.Lease(9)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Put(t.Context(), []store.Message{m}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Remove(t.Context(), m.Number, "leaked")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Compact(t.Context(), CompactOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			checkAll(t, s, msgs)
+			var re *store.RemovedError
+			if _, err := s.Get(t.Context(), m.Number); !errors.As(err, &re) || re.Removal.Reason != "leaked" || !re.Removal.Removed.Equal(r.Removed) {
+				t.Errorf("Get(removed, after compaction) = %v, want its removal", err)
+			}
+			res, err := s.Put(t.Context(), []store.Message{m})
+			if err != nil || !res[0].Removed || res[0].Number != m.Number {
+				t.Errorf("Put(removed bytes, after compaction) = %v, %v; want removed %v", res, err, m.Number)
+			}
+			if got, err := s.Removals(t.Context()); err != nil || len(got) != 1 || got[0].Number != m.Number {
+				t.Errorf("Removals() after compaction = %v, %v", got, err)
+			}
+			feedRemovals := 0
+			for cur := store.Cursor(""); ; {
+				page, err := s.Changes(t.Context(), cur, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if page.Empty() {
+					break
+				}
+				feedRemovals += len(page.Removals)
+				cur = page.Next
+			}
+			if feedRemovals != 1 {
+				t.Errorf("the feed after compaction lists %d removals, want 1", feedRemovals)
+			}
+			s.Close()
+			// No file of the store holds the removed bytes (nor, the
+			// store being uncompressed, even the text).
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bytes.Contains(b, secret) || bytes.Contains(b, []byte("secret@example.org")) {
+					t.Errorf("%s still holds the removed message's bytes", p)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestRemoveDuringCompaction: a removal while a compaction runs is
+// refused at once (the copy would carry the message on).
+func TestRemoveDuringCompaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 2000)
+	s, err := Open(t.Context(), path, Options{Compression: store.Compression{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Compact(t.Context(), CompactOptions{Progress: func(d, total int64) {
+			once.Do(func() { close(paused); <-resume })
+		}})
+		done <- err
+	}()
+	<-paused
+	_, err = s.Remove(t.Context(), msgs[0].Number, "")
+	close(resume)
+	if !errors.Is(err, ErrMaintenance) {
+		t.Errorf("Remove during a compaction = %v, want %v", err, ErrMaintenance)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, s, msgs)
+}

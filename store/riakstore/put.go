@@ -60,6 +60,12 @@ func (p *prefetched) HasLease(_ context.Context, run uint32) (bool, error) {
 	return p.leases[run], nil
 }
 
+// Removal implements batch.Lookup: a Riak archive has no removals (the
+// Riak store is not a store.Remover yet).
+func (p *prefetched) Removal(context.Context, callnumber.Number) (*store.Removal, error) {
+	return nil, nil
+}
+
 func (p *prefetched) Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error) {
 	f, err := p.codec.Decode(n)
 	if err != nil {

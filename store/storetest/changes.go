@@ -30,7 +30,7 @@ func Feed(t testing.TB, s store.Store, pageSize int) map[callnumber.Number]store
 		if err != nil {
 			t.Fatalf("Changes(%q) = %v", cur, err)
 		}
-		if len(page.Messages) == 0 {
+		if page.Empty() {
 			return out
 		}
 		for _, m := range page.Messages {
@@ -53,6 +53,8 @@ type follower struct {
 	// seen is every message seen, in the order first seen.
 	seen  []store.Stored
 	index map[callnumber.Number]int
+	// removals are the removals seen, in feed order.
+	removals []store.Removal
 }
 
 func newFollower(t testing.TB, s store.Store, max int) *follower {
@@ -71,9 +73,13 @@ func (f *follower) poll(ctx context.Context) (int, error) {
 		if f.max > 0 && len(page.Messages) > f.max {
 			return fresh, fmt.Errorf("Changes(%q, max %d) returned %d messages", f.cursor, f.max, len(page.Messages))
 		}
-		if len(page.Messages) == 0 && page.Next != f.cursor {
-			return fresh, fmt.Errorf("Changes(%q) returned no message and moved the cursor to %q", f.cursor, page.Next)
+		if page.Empty() && page.Next != f.cursor {
+			return fresh, fmt.Errorf("Changes(%q) returned nothing and moved the cursor to %q", f.cursor, page.Next)
 		}
+		if f.max > 0 && len(page.Messages)+len(page.Removals) > f.max {
+			return fresh, fmt.Errorf("Changes(%q, max %d) returned %d messages and %d removals", f.cursor, f.max, len(page.Messages), len(page.Removals))
+		}
+		f.removals = append(f.removals, page.Removals...)
 		for _, m := range page.Messages {
 			if _, ok := f.index[m.Number]; !ok {
 				f.index[m.Number] = len(f.seen)
@@ -82,7 +88,7 @@ func (f *follower) poll(ctx context.Context) (int, error) {
 			}
 		}
 		f.cursor = page.Next
-		if len(page.Messages) == 0 {
+		if page.Empty() {
 			return fresh, nil
 		}
 	}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Opener) {
 		{"ChangesConcurrent", testChangesConcurrent},
 	}
 	tests = append(tests, recordTests...)
+	tests = append(tests, removalTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(t, newStore(t))

@@ -26,6 +26,9 @@ type Lookup interface {
 	Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error)
 	// Digest returns the call number indexed under d, and false if none.
 	Digest(ctx context.Context, d store.Digest) (callnumber.Number, bool, error)
+	// Removal returns the removal record of n, or nil if n was not
+	// removed.
+	Removal(ctx context.Context, n callnumber.Number) (*store.Removal, error)
 }
 
 // Action is what Put does with one message.
@@ -89,7 +92,10 @@ func CheckDigests(msgs []store.Message) error {
 //     with different bytes is refused (ErrNumberTaken); the same bytes under
 //     the same number is a retry, reported as a duplicate of that number;
 //   - a digest that came earlier in the batch or is already stored makes the
-//     message a duplicate of that number.
+//     message a duplicate of that number, Removed if that number was
+//     removed;
+//   - a removed number is never filled again: the bytes it held are a
+//     duplicate (Removed) of it, other bytes are refused (ErrNumberTaken).
 func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, look Lookup) (Plan, error) {
 	p := Plan{
 		Actions: make([]Action, len(msgs)),
@@ -99,6 +105,7 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 	leased := make(map[uint32]bool)
 	byNumber := make(map[callnumber.Number]int, len(msgs)) // first index in batch
 	byDigest := make(map[store.Digest]callnumber.Number, len(msgs))
+	removed := make(map[callnumber.Number]bool) // of the numbers in byDigest
 	for i := range msgs {
 		m := &msgs[i]
 		f, err := codec.Decode(m.Number)
@@ -130,6 +137,22 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 		if err != nil {
 			return Plan{}, err
 		}
+		if !stored {
+			r, err := look.Removal(ctx, m.Number)
+			if err != nil {
+				return Plan{}, err
+			}
+			if r != nil && r.Digest != m.Digest {
+				return Plan{}, fmt.Errorf("%w: call number %v (%v) held a message that was removed on %s, and is never filled again; the batch gives it other bytes (digest %.16s…): was the run leased twice? Check the run's lease with `resolver inspect %v`; nothing of this batch was written", store.ErrNumberTaken, m.Number, f, r.Removed.UTC().Format(time.RFC3339), m.Digest, m.Number)
+			}
+			if r != nil {
+				p.Actions[i] = Duplicate // nothing to write or repair
+				p.Results[i] = store.Result{Number: m.Number, Duplicate: true, Removed: true}
+				byDigest[m.Digest] = m.Number
+				removed[m.Number] = true
+				continue
+			}
+		}
 		if stored {
 			if !bytes.Equal(raw, m.Raw) {
 				return Plan{}, fmt.Errorf("%w: call number %v (%v) already holds a %d-byte message with digest %.16s…; the batch gives it %d bytes with digest %.16s…: was the run leased twice (a run authority restored from an old backup, or two authorities sharing an ID)? Check the run's lease with `resolver inspect %v`; nothing of this batch was written", store.ErrNumberTaken, m.Number, f, len(raw), store.DigestOf(raw), len(m.Raw), m.Digest, m.Number)
@@ -141,7 +164,7 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 		}
 		if n, ok := byDigest[m.Digest]; ok {
 			p.Actions[i] = Duplicate
-			p.Results[i] = store.Result{Number: n, Duplicate: true}
+			p.Results[i] = store.Result{Number: n, Duplicate: true, Removed: removed[n]}
 			continue
 		}
 		n, ok, err := look.Digest(ctx, m.Digest)
@@ -149,9 +172,14 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 			return Plan{}, err
 		}
 		if ok {
+			r, err := look.Removal(ctx, n)
+			if err != nil {
+				return Plan{}, err
+			}
 			p.Actions[i] = Duplicate
-			p.Results[i] = store.Result{Number: n, Duplicate: true}
+			p.Results[i] = store.Result{Number: n, Duplicate: true, Removed: r != nil}
 			byDigest[m.Digest] = n
+			removed[n] = r != nil
 			continue
 		}
 		p.Actions[i] = Write

@@ -69,6 +69,7 @@ package record
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -344,4 +345,48 @@ func UnmarshalLease(b []byte) (callnumber.Lease, error) {
 		return callnumber.Lease{}, fmt.Errorf("%w: lease: %w", ErrCorrupt, err)
 	}
 	return l, nil
+}
+
+// removalJSON is a removal record as the backends keep it.
+type removalJSON struct {
+	Digest       string    `json:"digest"`
+	MessageIDSum string    `json:"message_id_sha256,omitempty"`
+	Removed      time.Time `json:"removed_at"`
+	Reason       string    `json:"reason,omitempty"`
+}
+
+// MarshalRemoval encodes a removal record (its number is the key it is
+// kept under).
+func MarshalRemoval(r store.Removal) []byte {
+	j := removalJSON{Digest: r.Digest.String(), Removed: r.Removed.UTC(), Reason: r.Reason}
+	if r.MessageIDSum != ([32]byte{}) {
+		j.MessageIDSum = hex.EncodeToString(r.MessageIDSum[:])
+	}
+	out, err := json.Marshal(j)
+	if err != nil {
+		panic(err) // plain data
+	}
+	return out
+}
+
+// UnmarshalRemoval decodes a removal record of the message n.
+func UnmarshalRemoval(n callnumber.Number, b []byte) (store.Removal, error) {
+	var j removalJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return store.Removal{}, fmt.Errorf("%w: removal of %v: %w", ErrCorrupt, n, err)
+	}
+	r := store.Removal{Number: n, Removed: j.Removed, Reason: j.Reason}
+	if d, err := hex.DecodeString(j.Digest); err != nil || len(d) != len(r.Digest) {
+		return store.Removal{}, fmt.Errorf("%w: removal of %v: digest %q", ErrCorrupt, n, j.Digest)
+	} else {
+		copy(r.Digest[:], d)
+	}
+	if j.MessageIDSum != "" {
+		if d, err := hex.DecodeString(j.MessageIDSum); err != nil || len(d) != len(r.MessageIDSum) {
+			return store.Removal{}, fmt.Errorf("%w: removal of %v: Message-ID sum %q", ErrCorrupt, n, j.MessageIDSum)
+		} else {
+			copy(r.MessageIDSum[:], d)
+		}
+	}
+	return r, nil
 }

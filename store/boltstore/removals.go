@@ -1,0 +1,184 @@
+package boltstore
+
+// Removals (store.Store.Remove). A removal, in one write transaction,
+// deletes the message's locator and Message-ID index entry, keeps its
+// digest index entry (so that the same bytes are refused from then on),
+// records the removal in the removed bucket under the message's key,
+// appends it to the change feed (an entry of the key and the byte 'r'),
+// and counts the message out. The record's bytes stay in their pack until
+// the next compaction, which copies only the messages still stored: a
+// removal is complete once `resolver compact` has run.
+//
+// A removal holds the maintenance lock (compact.go) for its transaction:
+// a compaction copies the store in many transactions, and would carry a
+// message removed meanwhile into its copy.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// bucketRemoved holds the removal records: key: the packed number, 8
+// bytes; value: the record (record.MarshalRemoval). Created by the first
+// removal, which sets the format to formatRemovals.
+var bucketRemoved = []byte("removed")
+
+// removalTag ends a change feed entry that is a removal.
+const removalTag = 'r'
+
+func isRemovalEntry(v []byte) bool { return len(v) == 9 && v[8] == removalTag }
+
+// removalOf returns the removal record of n (whose key is key) read in
+// tx, or nil.
+func removalOf(tx *bolt.Tx, n callnumber.Number, key [8]byte) (*store.Removal, error) {
+	b := tx.Bucket(bucketRemoved)
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get(key[:])
+	if v == nil {
+		return nil, nil
+	}
+	r, err := record.UnmarshalRemoval(n, v)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// removed reports whether the message under key was removed.
+func removed(tx *bolt.Tx, key []byte) bool {
+	b := tx.Bucket(bucketRemoved)
+	return b != nil && b.Get(key) != nil
+}
+
+// Remove implements store.Store.
+func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
+	r, err := s.remove(ctx, n, reason)
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("cannot remove message %v from %s: %w", n, s.path, err)
+	}
+	return r, nil
+}
+
+func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
+	if err := store.CheckReason(reason); err != nil {
+		return store.Removal{}, err
+	}
+	if err := s.h.check(); err != nil {
+		return store.Removal{}, err
+	}
+	lock, err := takeMaintenance(s.path, "removal")
+	if err != nil {
+		return store.Removal{}, err
+	}
+	defer lock.Release()
+	var r store.Removal
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil {
+			return err
+		}
+		if bd == nil || uint64(n)>>callnumber.Bits != 0 {
+			return store.ErrNotFound
+		}
+		key := packedKey(bd.codec.Packed(n))
+		if old, err := removalOf(tx, n, key); err != nil || old != nil {
+			if old != nil {
+				r = *old
+			}
+			return err
+		}
+		messages := tx.Bucket(bucketMessages)
+		v := messages.Get(key[:])
+		if v == nil {
+			return store.ErrNotFound
+		}
+		m, err := s.decode(tx, v)
+		if err != nil {
+			return fmt.Errorf("cannot read it: %w", err)
+		}
+		r = store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
+			Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}
+		if err := messages.Delete(key[:]); err != nil {
+			return err
+		}
+		if m.MessageID != "" {
+			if err := tx.Bucket(bucketMsgIDs).Delete(msgIDKey(m.MessageID, key[:])); err != nil {
+				return err
+			}
+		}
+		rb, err := tx.CreateBucketIfNotExists(bucketRemoved)
+		if err != nil {
+			return err
+		}
+		if err := rb.Put(key[:], record.MarshalRemoval(r)); err != nil {
+			return err
+		}
+		changes := tx.Bucket(bucketChanges)
+		changes.FillPercent = appendFill
+		seq, err := changes.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := changes.Put(seqKey(seq), append(key[:], removalTag)); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		c := meta.Get(keyCount)
+		if len(c) != 8 || binary.BigEndian.Uint64(c) == 0 {
+			return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
+		}
+		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(c)-1)); err != nil {
+			return err
+		}
+		return meta.Put(keyFormat, []byte(formatRemovals))
+	})
+	return r, err
+}
+
+// Removals implements store.Store: the records in the order they were
+// made (by time, then call number).
+func (s *Store) Removals(ctx context.Context) ([]store.Removal, error) {
+	out := []store.Removal{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		bd, err := s.binding(tx)
+		if err != nil || bd == nil {
+			return err
+		}
+		b := tx.Bucket(bucketRemoved)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: removal key of %d bytes", ErrFormat, len(k))
+			}
+			r, err := record.UnmarshalRemoval(bd.codec.Number(binary.BigEndian.Uint64(k)), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the removals of %s: %w", s.path, err)
+	}
+	slices.SortStableFunc(out, func(a, b store.Removal) int {
+		if c := a.Removed.Compare(b.Removed); c != 0 {
+			return c
+		}
+		return int(int64(a.Number) - int64(b.Number))
+	})
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/store"
+)
+
+var removalTests = []struct {
+	name string
+	fn   func(t *testing.T, open Opener)
+}{
+	{"Remove", testRemove},
+	{"RemoveRefusesNumber", testRemoveRefusesNumber},
+	{"RemoveErrors", testRemoveErrors},
+	{"RemoveChanges", testRemoveChanges},
+	{"RemoveLarge", testRemoveLarge},
+}
+
+// remover returns s as a store.Remover, or skips the test.
+func remover(t *testing.T, s store.Store) store.Remover {
+	t.Helper()
+	r, ok := s.(store.Remover)
+	if !ok {
+		t.Skipf("%T cannot remove messages (store.Remover) yet", s)
+	}
+	return r
+}
+
+// checkRemoved checks that Get of n answers the removal r.
+func checkRemoved(t *testing.T, s store.Store, r store.Removal) {
+	t.Helper()
+	got, err := s.Get(t.Context(), r.Number)
+	var re *store.RemovedError
+	if !errors.Is(err, store.ErrRemoved) || !errors.As(err, &re) {
+		t.Fatalf("Get(removed %v) = %d bytes, %v; want a *RemovedError", r.Number, len(got.Raw), err)
+	}
+	if !sameRemoval(re.Removal, r) {
+		t.Errorf("Get(removed %v) says %+v, want %+v", r.Number, re.Removal, r)
+	}
+}
+
+func sameRemoval(a, b store.Removal) bool {
+	return a.Number == b.Number && a.Digest == b.Digest && a.MessageIDSum == b.MessageIDSum && a.Reason == b.Reason && a.Removed.Equal(b.Removed)
+}
+
+func checkRemovals(t *testing.T, s store.Store, want ...store.Removal) {
+	t.Helper()
+	got, err := remover(t, s).Removals(t.Context())
+	if err != nil {
+		t.Fatalf("Removals() = %v", err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Removals() = %d records, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !sameRemoval(got[i], want[i]) {
+			t.Errorf("Removals()[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// testRemove removes one of two messages that share a Message-ID: the
+// record says what was removed, when and why; reads answer it; the
+// Message-ID lists the other only; the digest stays known, so the same
+// bytes are refused under any number; all of it survives a reopen.
+func testRemove(t *testing.T, open Opener) {
+	f := setup(t, open)
+	a := Message(f.auth.Number(t, 1, 0), Mail("shared@example.org", "the one removed"), "shared@example.org", "l")
+	b := Message(f.auth.Number(t, 1, 1), Mail("shared@example.org", "the one kept"), "shared@example.org", "l")
+	c := Message(f.auth.Number(t, 1, 2), Mail("", "no Message-ID"), "", "")
+	mustPut(t, f.s, a, b, c)
+	before := time.Now().Add(-time.Second)
+	r, err := remover(t, f.s).Remove(t.Context(), a.Number, "at the author's request")
+	if err != nil {
+		t.Fatalf("Remove(%v) = %v", a.Number, err)
+	}
+	want := store.Removal{Number: a.Number, Digest: a.Digest, MessageIDSum: store.MessageIDSum("shared@example.org"), Removed: r.Removed, Reason: "at the author's request"}
+	if !sameRemoval(r, want) || r.Removed.Before(before) || time.Since(r.Removed) > time.Hour {
+		t.Errorf("Remove(%v) = %+v, want %+v removed about now", a.Number, r, want)
+	}
+	// Removing it again changes nothing.
+	if again, err := remover(t, f.s).Remove(t.Context(), a.Number, "another reason"); err != nil || !sameRemoval(again, r) {
+		t.Errorf("Remove(removed %v) = %+v, %v; want the first record %+v", a.Number, again, err, r)
+	}
+	rc, err := remover(t, f.s).Remove(t.Context(), c.Number, "")
+	if err != nil || rc.MessageIDSum != ([32]byte{}) || rc.Digest != c.Digest {
+		t.Errorf("Remove(%v, no reason, no Message-ID) = %+v, %v", c.Number, rc, err)
+	}
+
+	check := func(t *testing.T, s store.Store) {
+		t.Helper()
+		checkRemoved(t, s, r)
+		checkRemoved(t, s, rc)
+		checkGet(t, s, b)
+		checkByID(t, s, "shared@example.org", b.Number)
+		if n, err := s.ByDigest(t.Context(), a.Digest); err != nil || n != a.Number {
+			t.Errorf("ByDigest(removed) = %v, %v; want %v (the digest stays known)", n, err, a.Number)
+		}
+		checkCount(t, s, 1)
+		checkRemovals(t, s, r, rc)
+		// The same bytes again, under their number and under a new one:
+		// removed, nothing written.
+		again := Message(f.auth.Number(t, 1, 10), a.Raw, a.MessageID, a.List)
+		checkResults(t, mustPut(t, s, a, again),
+			store.Result{Number: a.Number, Duplicate: true, Removed: true},
+			store.Result{Number: a.Number, Duplicate: true, Removed: true})
+		checkNotFound(t, s, again.Number)
+		checkCount(t, s, 1)
+	}
+	t.Run("same handle", func(t *testing.T) { check(t, f.s) })
+	t.Run("another handle", func(t *testing.T) { check(t, mustOpen(t, open)) })
+	if err := f.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("reopened", func(t *testing.T) { check(t, mustOpen(t, open)) })
+}
+
+// testRemoveRefusesNumber: a removed number is never filled again: other
+// bytes under it are refused, and nothing of their batch is written.
+func testRemoveRefusesNumber(t *testing.T, open Opener) {
+	f := setup(t, open)
+	a := Message(f.auth.Number(t, 1, 0), Mail("a@example.org", "a"), "a@example.org", "")
+	mustPut(t, f.s, a)
+	if _, err := remover(t, f.s).Remove(t.Context(), a.Number, "spam"); err != nil {
+		t.Fatal(err)
+	}
+	other := Message(a.Number, Mail("other@example.org", "other bytes"), "other@example.org", "")
+	fresh := Message(f.auth.Number(t, 1, 1), Mail("fresh@example.org", "fresh"), "fresh@example.org", "")
+	res, err := f.s.Put(t.Context(), []store.Message{fresh, other})
+	if !errors.Is(err, store.ErrNumberTaken) {
+		t.Fatalf("Put(other bytes under a removed number) = %v, %v; want %v", res, err, store.ErrNumberTaken)
+	}
+	checkNotFound(t, f.s, fresh.Number)
+	checkByID(t, f.s, "other@example.org")
+	checkCount(t, f.s, 0)
+}
+
+// testRemoveErrors: a number never stored is ErrNotFound; a reason that
+// is not one short line is refused before anything changes.
+func testRemoveErrors(t *testing.T, open Opener) {
+	f := setup(t, open)
+	a := Message(f.auth.Number(t, 1, 0), Mail("a@example.org", "a"), "a@example.org", "")
+	mustPut(t, f.s, a)
+	if r, err := remover(t, f.s).Remove(t.Context(), f.auth.Number(t, 1, 1), ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Remove(never stored) = %+v, %v; want %v", r, err, store.ErrNotFound)
+	}
+	if r, err := remover(t, f.s).Remove(t.Context(), f.auth.Number(t, 5, 0), ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Remove(a run never leased) = %+v, %v; want %v", r, err, store.ErrNotFound)
+	}
+	for _, reason := range []string{"two\nlines", strings.Repeat("x", store.MaxReason+1), "bad \xff utf-8", "a\x00nul"} {
+		if r, err := remover(t, f.s).Remove(t.Context(), a.Number, reason); !errors.Is(err, store.ErrBadReason) {
+			t.Errorf("Remove(reason %q) = %+v, %v; want %v", reason, r, err, store.ErrBadReason)
+		}
+	}
+	checkGet(t, f.s, a)
+	checkCount(t, f.s, 1)
+	checkRemovals(t, f.s)
+}
+
+// testRemoveChanges: a follower that saw a message sees its removal; one
+// that starts after it sees the removal and not the message.
+func testRemoveChanges(t *testing.T, open Opener) {
+	f := setup(t, open)
+	var msgs []store.Message
+	for i := range 5 {
+		msgs = append(msgs, Message(f.auth.Number(t, 1, i), Mail("", "m"+string(rune('a'+i))), "", ""))
+	}
+	mustPut(t, f.s, msgs...)
+	early := newFollower(t, f.s, 2)
+	early.await(msgs)
+	r1, err := remover(t, f.s).Remove(t.Context(), msgs[1].Number, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, err := remover(t, f.s).Remove(t.Context(), msgs[3].Number, "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A page of removals only moves the cursor on.
+	page, err := f.s.Changes(t.Context(), early.cursor, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 0 || len(page.Removals) != 2 || !sameRemoval(page.Removals[0], r1) || !sameRemoval(page.Removals[1], r3) || page.Next == early.cursor {
+		t.Errorf("Changes after the removals = %d messages, removals %+v, next %q; want the two removals, in order, and a new cursor", len(page.Messages), page.Removals, page.Next)
+	}
+	if page, err := f.s.Changes(t.Context(), page.Next, 10); err != nil || !page.Empty() {
+		t.Errorf("Changes after the end = %+v, %v; want an empty page", page, err)
+	}
+	// From the start: the kept messages, and the removals.
+	late := newFollower(t, f.s, 2)
+	late.await([]store.Message{msgs[0], msgs[2], msgs[4]})
+	late.check([]store.Message{msgs[0], msgs[2], msgs[4]})
+	if len(late.removals) != 2 || !sameRemoval(late.removals[0], r1) || !sameRemoval(late.removals[1], r3) {
+		t.Errorf("a follower from the start saw removals %+v, want those of %v and %v", late.removals, r1.Number, r3.Number)
+	}
+}
+
+// testRemoveLarge removes a message over 64 KiB (backends may keep such
+// messages apart).
+func testRemoveLarge(t *testing.T, open Opener) {
+	f := setup(t, open)
+	raw := append(Mail("large@example.org", "large"), []byte(strings.Repeat(randomHex(32)+"\n", 4000))...)
+	m := Message(f.auth.Number(t, 1, 0), raw, "large@example.org", "")
+	small := Message(f.auth.Number(t, 1, 1), Mail("small@example.org", "small"), "small@example.org", "")
+	mustPut(t, f.s, m, small)
+	r, err := remover(t, f.s).Remove(t.Context(), m.Number, "too large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRemoved(t, f.s, r)
+	checkGet(t, f.s, small)
+	checkResults(t, mustPut(t, f.s, m), store.Result{Number: m.Number, Duplicate: true, Removed: true})
+}
