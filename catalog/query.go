@@ -457,49 +457,49 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
 	}
-	t.Nodes = buildTree(msgs, refs)
-	if err := markRemoved(ctx, tx, t.Nodes); err != nil {
+	removed, err := removedIn(ctx, tx, msgs, refs)
+	if err != nil {
 		return nil, c.readErr(what, err)
 	}
-	return t, nil
-}
-
-// markRemoved sets Node.Removed where a placeholder, or a message's
-// missing parent, is a message that was removed.
-func markRemoved(ctx context.Context, tx *sql.Tx, nodes []Node) error {
-	var ids []string
-	for _, n := range nodes {
-		switch {
-		case n.Message == nil && n.MessageID != "":
-			ids = append(ids, n.MessageID)
-		case n.MissingParent != "":
-			ids = append(ids, n.MissingParent)
-		}
+	keep := make(map[string]bool, len(removed))
+	for id := range removed {
+		keep[id] = true
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	if len(ids) > maxRemovedLookups {
-		ids = ids[:maxRemovedLookups]
-	}
-	removed, err := removedByMessageID(ctx, tx, ids)
-	if err != nil || len(removed) == 0 {
-		return err
-	}
-	for i := range nodes {
-		n := &nodes[i]
+	t.Nodes = buildTree(msgs, refs, keep)
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
 		if n.Message == nil {
 			n.Removed = removed[n.MessageID]
 		} else if n.MissingParent != "" {
 			n.Removed = removed[n.MissingParent]
 		}
 	}
-	return nil
+	return t, nil
 }
 
-// maxRemovedLookups bounds the placeholders of one thread looked up
-// among the removals (a placeholder per Message-ID a thread names but does
-// not hold: a hostile thread may name thousands).
+// removedIn returns the removals of the messages a thread's messages name
+// and the thread does not hold, by Message-ID.
+func removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, refs [][]string) (map[string]*Removed, error) {
+	own := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		own[m.MessageID] = true
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, r := range refs {
+		for _, id := range r {
+			if !own[id] && !seen[id] && len(ids) < maxRemovedLookups {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return removedByMessageID(ctx, tx, ids)
+}
+
+// maxRemovedLookups bounds the Message-IDs of one thread looked up among
+// the removals (those a thread names but does not hold: a hostile thread
+// may name thousands).
 const maxRemovedLookups = 200
 
 // Neighbours returns the messages of m's list just before and after it by

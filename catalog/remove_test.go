@@ -70,7 +70,7 @@ func TestRemove(t *testing.T) {
 			t.Errorf("Message(removed) found it")
 		}
 		th := threadOf(t, c, leaf)
-		if got := shape(t, th); got != lines("root", "  leaf (missing middle)") {
+		if got := shape(t, th); got != lines("root", "  [middle]", "    leaf (missing middle)") {
 			t.Errorf("thread after the removal:\n%s", got)
 		}
 		if th.Messages != 2 {

@@ -77,14 +77,14 @@ func TestTreeShapes(t *testing.T) {
 		{MessageID: "q@x", Date: day(3), id: 1},
 		{MessageID: "r@x", Date: day(4), id: 2},
 	}
-	got := shapeOf(t, buildTree(msgs, [][]string{{"elsewhere@x"}, {"elsewhere@x"}}))
+	got := shapeOf(t, buildTree(msgs, [][]string{{"elsewhere@x"}, {"elsewhere@x"}}, nil))
 	if want := lines("[elsewhere]", "  q (missing elsewhere)", "  r (missing elsewhere)"); got != want {
 		t.Errorf("two answers to one missing message:\n%s\nwant:\n%s", got, want)
 	}
 	// A missing message between two archived ones: no placeholder for a
 	// single reply; the reply says what is missing.
 	msgs = []*Message{{MessageID: "a@x", Date: day(1), id: 1}, {MessageID: "c@x", Date: day(3), id: 3}}
-	got = shapeOf(t, buildTree(msgs, [][]string{nil, {"a@x", "b@x"}}))
+	got = shapeOf(t, buildTree(msgs, [][]string{nil, {"a@x", "b@x"}}, nil))
 	if want := lines("a", "  c (missing b)"); got != want {
 		t.Errorf("a gap in a chain:\n%s\nwant:\n%s", got, want)
 	}
@@ -99,7 +99,7 @@ func TestTreeShapes(t *testing.T) {
 	}
 	msgs = append(msgs, &Message{Date: day(9), id: 5000})
 	refs = append(refs, []string{"m2999@x"})
-	nodes := buildTree(msgs, refs)
+	nodes := buildTree(msgs, refs, nil)
 	if len(nodes) != 3001 || nodes[3000].Depth != 3000 || nodes[3000].Message.id != 5000 {
 		t.Errorf("deep chain: %d nodes, last at depth %d; want 3001, 3000", len(nodes), nodes[len(nodes)-1].Depth)
 	}

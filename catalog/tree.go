@@ -66,7 +66,10 @@ func (c *container) setParent(p *container) {
 // buildTree arranges a thread's messages (oldest first) as JWZ does,
 // given each message's references (refs[i] for msgs[i], parent last), and
 // returns the nodes in reading order: depth first, replies oldest first.
-func buildTree(msgs []*Message, refs [][]string) []Node {
+// The placeholders of the Message-IDs keep names stay where their replies
+// put them, like messages (a message removed from the archive keeps its
+// place); other placeholders are pruned as JWZ prunes them.
+func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	byID := map[string]*container{}
 	get := func(id string) *container {
 		c := byID[id]
@@ -125,7 +128,7 @@ func buildTree(msgs []*Message, refs [][]string) []Node {
 			roots = append(roots, c)
 		}
 	}
-	roots = prune(roots)
+	roots = prune(roots, keep)
 	for _, r := range roots {
 		setFirst(r)
 	}
@@ -184,15 +187,15 @@ func buildTree(msgs []*Message, refs [][]string) []Node {
 // by its replies where it has only one, or where it is not a root (JWZ
 // step 4): a reader needs a placeholder only to see that several messages
 // answer the same missing one.
-func prune(cs []*container) []*container {
+func prune(cs []*container, keep map[string]bool) []*container {
 	var out []*container
 	for _, c := range cs {
-		c.children = prune(c.children)
+		c.children = prune(c.children, keep)
 		for _, k := range c.children {
 			k.parent = c
 		}
 		switch {
-		case c.msg != nil:
+		case c.msg != nil, keep[c.id] && len(c.children) > 0:
 			out = append(out, c)
 		case len(c.children) == 0:
 		case len(c.children) == 1 || c.parent != nil:

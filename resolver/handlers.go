@@ -57,7 +57,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 
 // failStore answers for an error of the store.
 func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
+	var removed *store.RemovedError
 	switch {
+	case errors.As(err, &removed):
+		s.gone(w, r, removed.Removal)
 	case errors.Is(err, store.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "There is no such message. No message in this archive has that call number.")
 	case busy(err):
@@ -70,6 +73,52 @@ func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("store error", "path", r.URL.EscapedPath(), "err", err)
 		s.fail(w, r, http.StatusInternalServerError, "The archive could not read that message.")
 	}
+}
+
+// gone answers 410 for a removed message, with the date and reason of
+// its removal. Caches may keep the answer a day: a removal is for good.
+func (s *Server) gone(w http.ResponseWriter, r *http.Request, rm store.Removal) {
+	msg := "This message was removed from the archive on " + rm.Removed.UTC().Format(dateLayout)
+	if rm.Reason != "" {
+		msg += ": " + rm.Reason
+	}
+	msg += ". Its call number stays, and names no other message."
+	h := w.Header()
+	h.Del("ETag")
+	h.Del("Content-Disposition")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("Cache-Control", "public, max-age=86400")
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, http.StatusGone, removalJSON{Error: msg, CallNumber: rm.Number.String(), RemovedAt: rm.Removed.UTC(), Reason: rm.Reason})
+		return
+	}
+	s.render(w, r, http.StatusGone, "error.html", errorPage{Status: http.StatusGone, Title: "Removed", Message: msg})
+}
+
+// removalJSON is a removal as the API shows it (GET /api/v1/removals, and
+// a removed message's 410).
+type removalJSON struct {
+	Error      string    `json:"error,omitempty"`
+	CallNumber string    `json:"callnumber"`
+	RemovedAt  time.Time `json:"removed_at"`
+	Reason     string    `json:"reason"`
+}
+
+// removals lists the removals: what was taken down, when and why.
+func (s *Server) removals(w http.ResponseWriter, r *http.Request) {
+	out := []removalJSON{}
+	if rm, ok := s.st.(store.Remover); ok {
+		list, err := rm.Removals(r.Context())
+		if err != nil {
+			s.failStore(w, r, err)
+			return
+		}
+		for _, x := range list {
+			out = append(out, removalJSON{CallNumber: x.Number.String(), RemovedAt: x.Removed.UTC(), Reason: x.Reason})
+		}
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	writeJSON(w, http.StatusOK, out)
 }
 
 // busy reports a store that could not answer in time: the bolt store could

@@ -503,6 +503,8 @@ type treeRow struct {
 	// NewSubject says the subject differs from the parent's (beyond
 	// "Re:"): only then is it shown, as mail readers do.
 	NewSubject bool
+	// Removed is set on a placeholder of a message that was removed.
+	Removed *catalog.Removed
 }
 
 // navigation is a message's place in its thread and list, for its page.
@@ -523,8 +525,10 @@ type navigation struct {
 	PrevByDate, NextByDate     *msgLink
 	Parent                     *msgLink
 	// MissingParent is the Message-ID of the message this one answers,
-	// when the archive does not have it.
+	// when the archive does not have it; ParentRemoved says when and why
+	// it was removed, if it was.
 	MissingParent string
+	ParentRemoved *catalog.Removed
 	Replies       []msgLink
 }
 
@@ -554,6 +558,7 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 		PrevInThread:  linkOf(th.Prev(i)),
 		NextInThread:  linkOf(th.Next(i)),
 		MissingParent: node.MissingParent,
+		ParentRemoved: node.Removed,
 	}
 	for j, n := range th.Nodes {
 		if n.Message != nil {
@@ -588,7 +593,11 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
 	row := func(j int) treeRow {
 		n := th.Nodes[j]
-		return treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
+		row := treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
+		if n.Message == nil {
+			row.Removed = n.Removed
+		}
+		return row
 	}
 	var rows []treeRow
 	if len(th.Nodes) <= maxTreeRows {

@@ -24,6 +24,7 @@
 //	GET /api/v1/search?q=...               ... a search
 //	GET /api/v1/messages/{callnumber}      the headers as JSON
 //	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
+//	GET /api/v1/removals                   [{"callnumber", "removed_at", "reason"}...]
 //	GET /api/v1/version                    the build: program, version, revision
 //	GET /healthz, /metrics                 liveness; Prometheus metrics
 //	GET /robots.txt, /favicon.ico
@@ -35,9 +36,11 @@
 //
 // A path that is not 8 base62 characters is 400; 8 base62 characters that
 // name no stored message (out of range, of an unknown version or run, or
-// never issued) are 404; so are unknown lists, months and threads, and a
+// never issued) are 404; a removed message's are 410, with when and why;
+// so are unknown lists, months and threads, and a
 // malformed list name or month is 400. Messages are immutable, so message
-// responses carry an ETag and are cacheable forever; pages that show a
+// responses carry an ETag and are cacheable for a day (a removal reaches
+// caches within it); pages that show a
 // message among others (its thread, the list) carry an ETag of what they
 // show and are revalidated.
 // Mail is hostile: every page is rendered with html/template from the
@@ -123,8 +126,9 @@ const (
 	csp    = "default-src 'none'; style-src 'self'; img-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 	rawCSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
 	// immutable is the Cache-Control of message responses: call numbers
-	// are permanent and messages never change.
-	immutable = "public, max-age=31536000, immutable"
+	// are permanent and messages never change, but a message may be
+	// removed (410), which caches must learn within a day.
+	immutable = "public, max-age=86400"
 )
 
 //go:embed templates/*.html static/style.css
@@ -191,6 +195,7 @@ func New(st store.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
+	s.mux.HandleFunc("GET /api/v1/removals", s.removals)
 	s.routePages()
 	s.mux.Handle("GET /api/v1/version", version.Handler("resolver"))
 	s.mux.HandleFunc("GET /healthz", s.healthz)

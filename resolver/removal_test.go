@@ -1,0 +1,70 @@
+package resolver
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/store"
+)
+
+// TestRemoved: a removed message's page, raw bytes, attachments and JSON
+// answer 410 with the date and the reason; its thread keeps its place; it
+// leaves its list, search and Message-ID; /api/v1/removals lists it.
+func TestRemoved(t *testing.T) {
+	ca := newCatalogArchive(t)
+	b, c := ca.cn(t, "b"), ca.cn(t, "c") // c answers b, which answers a
+	att := ca.cn(t, "attachments-1")
+	var rm store.Remover = ca.st
+	for _, cn := range []string{b, att} {
+		n, _, err := Resolve(t.Context(), ca.st, cn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rm.Remove(t.Context(), n, "at the author's request"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ca.sync(t)
+	today := time.Now().UTC().Format(dateLayout)
+	for _, path := range []string{"/" + b, "/" + b + "/raw", "/" + att + "/attachments/0/evil.html", "/api/v1/messages/" + b} {
+		r := get(t, ca.srv.URL+path)
+		if r.status != http.StatusGone || !strings.Contains(r.body, today) || !strings.Contains(r.body, "at the author") {
+			t.Errorf("GET %s = %d %q, want 410 with the date and the reason", path, r.status, r.body)
+		}
+		if strings.Contains(r.body, "widgets") || strings.Contains(r.body, "evil") {
+			t.Errorf("GET %s shows some of the removed message: %q", path, r.body)
+		}
+	}
+	var gone struct {
+		CallNumber string    `json:"callnumber"`
+		RemovedAt  time.Time `json:"removed_at"`
+		Reason     string    `json:"reason"`
+	}
+	if r := get(t, ca.srv.URL+"/api/v1/messages/"+b); json.Unmarshal([]byte(r.body), &gone) != nil || gone.CallNumber != b || gone.RemovedAt.IsZero() {
+		t.Errorf("GET /api/v1/messages/%s = %q, want the removal as JSON", b, r.body)
+	}
+	// The thread: the reply in its place, under the removed message's.
+	for _, path := range []string{"/t/" + c + "/", "/" + c} {
+		r := get(t, ca.srv.URL+path)
+		if r.status != 200 || !strings.Contains(r.body, "removed from the archive on "+today) {
+			t.Errorf("GET %s = %d, want the thread with the removed message's place:\n%s", path, r.status, r.body)
+		}
+	}
+	var removals []struct {
+		CallNumber string    `json:"callnumber"`
+		RemovedAt  time.Time `json:"removed_at"`
+		Reason     string    `json:"reason"`
+	}
+	r := get(t, ca.srv.URL+"/api/v1/removals")
+	if err := json.Unmarshal([]byte(r.body), &removals); err != nil || len(removals) != 2 || removals[0].Reason != "at the author's request" {
+		t.Errorf("GET /api/v1/removals = %d %q, want the two removals", r.status, r.body)
+	}
+	for _, path := range []string{"/m/b@example.org", "/search?q=evil"} {
+		if r := get(t, ca.srv.URL+path); strings.Contains(r.body, b) || strings.Contains(r.body, att) || r.status == http.StatusFound && strings.Contains(r.header.Get("Location"), b) {
+			t.Errorf("GET %s = %d still leads to a removed message: %q", path, r.status, r.body)
+		}
+	}
+}
