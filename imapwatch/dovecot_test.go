@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -267,5 +268,73 @@ func TestDovecotUIDValidity(t *testing.T) {
 	}
 	if after.LastUID != 5 {
 		t.Errorf("state last UID = %d, want 5", after.LastUID)
+	}
+}
+
+// TestDovecotNoArchiveAndRemoved: a message with X-No-Archive is not
+// archived and stays in the inbox as it was (unless --archive-no-archive);
+// a message removed from the archive and delivered again is not stored
+// again, and is done with (moved) like an archived one.
+func TestDovecotNoArchiveAndRemoved(t *testing.T) {
+	ctx := context.Background()
+	private := []byte("From: someone@example.org\r\nSubject: private\r\nMessage-ID: <private@example.org>\r\nX-No-Archive: yes\r\n\r\nNot for the archive.\r\n")
+	for _, archiveAll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "honoured", true: "archive-no-archive"}[archiveAll], func(t *testing.T) {
+			srv := dovecottest.Start(t, dovecottest.Options{Populate: populate([][]byte{message(0), private, message(1)})})
+			a := newArchive(t)
+			w := dovecotWatcher(t, srv, a, func(o *Options) { o.After = After{Action: Move, Folder: "Archived"}; o.ArchiveNoArchive = archiveAll })
+			r := start(t, w)
+			r.waitIdle(t)
+			inbox, err := srv.Messages(ctx, "INBOX")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if archiveAll {
+				a.waitCount(t, 3)
+				a.checkStored(t, private)
+				if len(inbox) != 0 {
+					t.Errorf("INBOX holds %d messages, want none", len(inbox))
+				}
+				return
+			}
+			a.waitCount(t, 2)
+			if _, err := a.st.ByDigest(ctx, store.DigestOf(private)); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the X-No-Archive message: ByDigest = %v, want not archived", err)
+			}
+			if len(inbox) != 1 || store.DigestOf(inbox[0].Raw) != store.DigestOf(private) || len(inbox[0].Flags) > 1 {
+				t.Errorf("INBOX = %d messages, want the X-No-Archive one, as it was", len(inbox))
+			}
+			// Removed from the archive, then delivered again.
+			rn, err := a.st.ByDigest(ctx, store.DigestOf(message(0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.st.(store.Remover).Remove(ctx, rn, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := srv.Append(ctx, "INBOX", message(0)); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				moved, err := srv.Messages(ctx, "Archived")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(moved) == 3 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Archived holds %d messages 30 s after the removed one came again, want 3", len(moved))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if got := a.count(t); got != 1 {
+				t.Errorf("the store counts %d messages, want 1 (the removed one not taken again)", got)
+			}
+			if _, err := a.st.Get(ctx, rn); !errors.Is(err, store.ErrRemoved) {
+				t.Errorf("Get(removed) = %v, want it still removed", err)
+			}
+		})
 	}
 }

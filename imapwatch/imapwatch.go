@@ -93,8 +93,14 @@ type Options struct {
 	User, Password string
 	// Mailbox is the mailbox followed; "" is INBOX.
 	Mailbox string
-	// After is what is done to each archived message; zero is Keep.
+	// After is what is done to each archived message (and to one the
+	// archive refuses because it was removed from it); zero is Keep.
 	After After
+	// ArchiveNoArchive archives the messages that ask not to be
+	// (mailmsg.Meta.NoArchive: X-No-Archive, X-Archive: no). Off, they
+	// are logged and counted as skipped, and left as they are in the
+	// mailbox.
+	ArchiveNoArchive bool
 	// StatePath is the JSON file where the mailbox's UIDVALIDITY and last
 	// archived UID are kept. Required.
 	StatePath string

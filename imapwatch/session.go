@@ -385,6 +385,22 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 	if err != nil {
 		return err
 	}
+	// Messages whose senders asked not to be archived are left out (and
+	// left as they are in the mailbox), as Mailman leaves them out.
+	var skipped int
+	if !w.opts.ArchiveNoArchive {
+		keep := prepared[:0:0]
+		var keptUIDs []imap.UID
+		for i, p := range prepared {
+			if p.Meta.NoArchive && p.Err == nil {
+				skipped++
+				w.log.Info("not archived: the message asks not to be (X-No-Archive); left in the mailbox as it is", "uid", got[i], "message_id", p.Meta.MessageID)
+				continue
+			}
+			keep, keptUIDs = append(keep, p), append(keptUIDs, got[i])
+		}
+		prepared, got = keep, keptUIDs
+	}
 	// A shutdown lets the batch finish: the store gets it whole.
 	actx := context.WithoutCancel(ctx)
 	outs, err := w.opts.Archiver.Archive(actx, prepared)
@@ -392,11 +408,15 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 		return fmt.Errorf("cannot archive UIDs %d-%d: %w", uids[0], uids[len(uids)-1], err)
 	}
 	var done imap.UIDSet
-	var imported, dups, failed int
+	var imported, dups, removed, failed int
 	var again []uint32 // failed for a reason that may pass
 	for i, o := range outs {
 		uid := got[i]
 		switch o.Status {
+		case ingest.Removed:
+			removed++
+			done.AddNum(uid)
+			w.log.Info("not archived again: the same message was removed from the archive", "uid", uid, "callnumber", o.Number, "message_id", o.MessageID)
 		case ingest.Imported:
 			imported++
 			done.AddNum(uid)
@@ -416,6 +436,7 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 		}
 	}
 	w.opts.Metrics.add(imported, dups, failed, time.Now())
+	w.opts.Metrics.skip(skipped, removed)
 	// Only now, with the batch durable in the store, may the mailbox change.
 	if w.opts.After.modifies() && len(done) > 0 {
 		g := w.guard(c)
@@ -442,7 +463,7 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 	if err := saveState(w.opts.StatePath, *st); err != nil {
 		return fatalError{err}
 	}
-	w.log.Info("archived batch", "imported", imported, "duplicates", dups, "failed", failed,
+	w.log.Info("archived batch", "imported", imported, "duplicates", dups, "removed", removed, "skipped", skipped, "failed", failed,
 		"first_uid", uids[0], "last_uid", st.LastUID)
 	return nil
 }

@@ -23,6 +23,10 @@ const (
 	Imported  Status = "imported"
 	Duplicate Status = "duplicate"
 	Failed    Status = "failed"
+	// Removed: the same bytes were archived once and removed since
+	// (store.Remover); the archive does not take them again. Number is
+	// the removed message's.
+	Removed Status = "removed"
 )
 
 // Prepared is a message ready to be stored: the CPU-bound part of
@@ -137,7 +141,10 @@ func (a *Archiver) Archive(ctx context.Context, batch []Prepared) ([]Outcome, er
 		o := &out[idx[j]]
 		o.Number = r.Number
 		o.Status = Imported
-		if r.Duplicate {
+		switch {
+		case r.Removed:
+			o.Status = Removed
+		case r.Duplicate:
 			o.Status = Duplicate
 		}
 	}

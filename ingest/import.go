@@ -65,6 +65,10 @@ const (
 // Stats count what Import did.
 type Stats struct {
 	Imported, Duplicates, Failed int64
+	// Removed counts the duplicates of messages removed since they
+	// were archived (manifest status "removed"); Duplicates counts them
+	// too.
+	Removed int64
 	// Bytes is the size of the messages handled (stored or not).
 	Bytes int64
 }
@@ -77,12 +81,13 @@ func (s *Stats) Add(o Stats) {
 	s.Imported += o.Imported
 	s.Duplicates += o.Duplicates
 	s.Failed += o.Failed
+	s.Removed += o.Removed
 	s.Bytes += o.Bytes
 }
 
 // ManifestEntry is one line of the manifest. For a duplicate, CallNumber
-// is the one already stored; for a failed message it is empty and Error
-// says why.
+// is the one already stored; for a removed one, the removed message's; for
+// a failed message it is empty and Error says why.
 type ManifestEntry struct {
 	CallNumber string `json:"callnumber"`
 	MessageID  string `json:"message_id"`
@@ -266,6 +271,9 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 				s.Imported++
 			case Duplicate:
 				s.Duplicates++
+			case Removed:
+				s.Duplicates++
+				s.Removed++
 			case Failed:
 				s.Failed++
 				e.Error = o.Err.Error()

@@ -40,6 +40,10 @@ type Meta struct {
 	ListID     string
 	InReplyTo  []string // Message-IDs without angle brackets
 	References []string // Message-IDs without angle brackets
+	// NoArchive says the sender asked that the message not be archived,
+	// as Mailman reads it: an X-No-Archive field, whatever its value
+	// ("yes" by custom), or "X-Archive: no".
+	NoArchive bool
 }
 
 // Time parses Date (RFC 5322 section 3.3, with the obsolete forms real
@@ -52,7 +56,7 @@ func (m Meta) Time() (time.Time, error) {
 }
 
 // wanted are the fields Parse reads, lower-case.
-var wanted = [...]string{"message-id", "date", "from", "subject", "list-id", "in-reply-to", "references"}
+var wanted = [...]string{"message-id", "date", "from", "subject", "list-id", "in-reply-to", "references", "x-no-archive", "x-archive"}
 
 // Parse reads the header of raw. Fields that do not parse are left empty
 // (or, for text fields, undecoded). When the header block is malformed (a
@@ -87,6 +91,7 @@ func Parse(raw []byte) (Meta, error) {
 	m.MessageID = stripControls(m.MessageID)
 	m.InReplyTo = msgIDs(h.Get("In-Reply-To"))
 	m.References = msgIDs(h.Get("References"))
+	m.NoArchive = h.Has("X-No-Archive") || strings.EqualFold(strings.TrimSpace(h.Get("X-Archive")), "no")
 	return m, herr
 }
 

@@ -58,6 +58,26 @@ func TestParse(t *testing.T) {
 			want: Meta{Subject: "one two", References: []string{"a@x", "b@x"}},
 		},
 		{
+			name: "X-No-Archive, as Mailman reads it: any value",
+			raw:  "Subject: private\nX-No-Archive: yes\n\nbody\n",
+			want: Meta{Subject: "private", NoArchive: true},
+		},
+		{
+			name: "X-No-Archive with another value, any case",
+			raw:  "x-no-archive: please\n\n",
+			want: Meta{NoArchive: true},
+		},
+		{
+			name: "X-Archive: no",
+			raw:  "X-Archive:  No \n\n",
+			want: Meta{NoArchive: true},
+		},
+		{
+			name: "X-Archive: yes, and X-No-Archive in the body",
+			raw:  "X-Archive: yes\n\nX-No-Archive: yes\n",
+			want: Meta{},
+		},
+		{
 			name:    "a line that is no field is reported, fields after it still read",
 			raw:     "Subject: s\nthis is not a field\nMessage-ID: <late@x>\n\n",
 			want:    Meta{Subject: "s", MessageID: "late@x"},
@@ -75,7 +95,8 @@ func TestParse(t *testing.T) {
 			}
 			if got.MessageID != tt.want.MessageID || got.Subject != tt.want.Subject || got.From != tt.want.From ||
 				got.ListID != tt.want.ListID || got.Date != tt.want.Date ||
-				!slices.Equal(got.InReplyTo, tt.want.InReplyTo) || !slices.Equal(got.References, tt.want.References) {
+				!slices.Equal(got.InReplyTo, tt.want.InReplyTo) || !slices.Equal(got.References, tt.want.References) ||
+				got.NoArchive != tt.want.NoArchive {
 				t.Errorf("Parse() = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -103,6 +103,15 @@ type Inspection struct {
 	Digest    string           `json:"digest"`
 	Size      int              `json:"size"`
 	Added     time.Time        `json:"added"`
+	// Removed says when and why the message was removed; its
+	// Message-ID, list, size and time of archiving are gone with it.
+	Removed *InspectedRemoval `json:"removed,omitempty"`
+}
+
+// InspectedRemoval is the removal of an inspected message.
+type InspectedRemoval struct {
+	RemovedAt time.Time `json:"removed_at"`
+	Reason    string    `json:"reason"`
 }
 
 // Inspect looks up a stored message and the lease of its run. It fails
@@ -114,6 +123,10 @@ func Inspect(ctx context.Context, st store.Store, s string) (Inspection, error) 
 		return Inspection{}, err
 	}
 	m, err := st.Get(ctx, n)
+	var removed *store.RemovedError
+	if errors.As(err, &removed) {
+		m, err = store.Stored{Digest: removed.Removal.Digest}, nil
+	}
 	if err != nil {
 		return Inspection{}, err // the store's errors name the message
 	}
@@ -122,11 +135,15 @@ func Inspect(ctx context.Context, st store.Store, s string) (Inspection, error) 
 		return Inspection{}, err // and the run
 	}
 	l.Key = [32]byte{} // never shown, whatever a backend returns
-	return Inspection{
+	in := Inspection{
 		CallNumber: n, Version: f.Version, Run: f.Run, Sequence: f.Sequence,
 		Lease: l, MessageID: m.MessageID, List: m.List, Digest: m.Digest.String(),
 		Size: len(m.Raw), Added: m.Added,
-	}, nil
+	}
+	if removed != nil {
+		in.Removed = &InspectedRemoval{RemovedAt: removed.Removal.Removed.UTC(), Reason: removed.Removal.Reason}
+	}
+	return in, nil
 }
 
 // WriteText writes the inspection as aligned "name value" lines. Values
@@ -139,11 +156,17 @@ func (in Inspection) WriteText(w io.Writer) error {
 	line("version", in.Version)
 	line("run", in.Run)
 	line("sequence", in.Sequence)
-	line("message-id", in.MessageID)
-	line("list", in.List)
-	line("digest", "sha256:"+in.Digest)
-	line("size", fmt.Sprintf("%d bytes", in.Size))
-	line("added", formatTime(in.Added))
+	if r := in.Removed; r != nil {
+		line("removed", formatTime(r.RemovedAt))
+		line("removed.reason", r.Reason)
+		line("digest", "sha256:"+in.Digest)
+	} else {
+		line("message-id", in.MessageID)
+		line("list", in.List)
+		line("digest", "sha256:"+in.Digest)
+		line("size", fmt.Sprintf("%d bytes", in.Size))
+		line("added", formatTime(in.Added))
+	}
 	line("lease.authority", in.Lease.Authority)
 	line("lease.scheme", in.Lease.Scheme)
 	line("lease.nonce", in.Lease.Nonce)

@@ -29,13 +29,18 @@ Imports every message of each PATH into the archive. A PATH is an mbox file
 of monthly .txt.gz files), a Maildir, or - for one message or an mbox on
 standard input. A message already in the archive (same bytes, line ends
 aside) is a duplicate and keeps its call number, so an interrupted import
-can simply be run again. A message the input breaks inside (a compressed
+can simply be run again. A message with "X-No-Archive: yes" is imported
+like any other: an archive being imported was published already (the
+watcher, which archives mail as it arrives, honours the header). A message the input breaks inside (a compressed
 file cut short or corrupt) is failed, never stored in part.
 
 Every run ends with one line on stderr, below the error that ended it, if
 any (even one before anything was read: a store that cannot be opened, a
 missing PATH):
   imported N, duplicates D, failed F in S s (R msg/s)
+(above it, "X of the duplicates were removed from the archive and stay
+out" when some had been taken down with resolver remove: the manifest
+says "removed" for those, with the removed message's call number),
 and exits 0 when every message was stored, 1 when some failed, nothing
 was found to import or the run could not start. Bad usage (exit 2) ends
 with the usage hint instead.
@@ -115,9 +120,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, cli.Message("importer", err))
 	}
 	secs := time.Since(start).Seconds()
+	if total.Removed > 0 {
+		fmt.Fprintln(stderr, removedNote(total.Removed))
+	}
 	fmt.Fprintf(stderr, "imported %d, duplicates %d, failed %d in %.1f s (%.0f msg/s)\n",
 		total.Imported, total.Duplicates, total.Failed, secs, float64(total.Messages())/max(secs, 1e-9))
 	return cli.Reported(err)
+}
+
+// removedNote is the line above the summary when some duplicates are of
+// messages removed from the archive.
+func removedNote(n int64) string {
+	if n == 1 {
+		return `1 of the duplicates was removed from the archive and stays out (manifest status "removed")`
+	}
+	return fmt.Sprintf(`%d of the duplicates were removed from the archive and stay out (manifest status "removed")`, n)
 }
 
 // importAll opens the store and the run source and imports paths.

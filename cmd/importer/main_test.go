@@ -468,3 +468,52 @@ func TestKillAndRerun(t *testing.T) {
 		t.Errorf("corpus has %d distinct stored messages, want %d", len(seen), testcorpus.Messages)
 	}
 }
+
+// TestReimportRemoved: a message removed from the archive and imported
+// again is reported "removed" with its call number, counted among the
+// duplicates with a line above the summary, and not stored again.
+func TestReimportRemoved(t *testing.T) {
+	data := t.TempDir()
+	manifest := filepath.Join(t.TempDir(), "m.jsonl")
+	if status, got, stderr := importer(t, "", "--data", data, "--manifest", manifest, "../../fixtures/mbox/demo.mbox"); status != 0 || got != [3]int{20, 0, 0} {
+		t.Fatalf("first import: status %d, %v\n%s", status, got, stderr)
+	}
+	var first []struct{ CallNumber, Status string }
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct{ CallNumber, Status string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, e)
+	}
+	st, err := boltstore.Open(t.Context(), filepath.Join(data, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := st.Binding(t.Context())
+	codec, _ := b2.Codec()
+	n, _, err := codec.Parse(first[3].CallNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Remove(t.Context(), n, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	status, got, stderr := importer(t, "", "--data", data, "--manifest", manifest, "../../fixtures/mbox/demo.mbox")
+	if status != 0 || got != [3]int{0, 20, 0} || !strings.Contains(stderr, "1 of the duplicates was removed from the archive and stays out") {
+		t.Fatalf("re-import: status %d, %v\n%s", status, got, stderr)
+	}
+	b, _ = os.ReadFile(manifest)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if want := `"callnumber":"` + first[3].CallNumber + `"`; !strings.Contains(lines[3], want) || !strings.Contains(lines[3], `"status":"removed"`) {
+		t.Errorf("manifest line 4 = %s, want removed with %s", lines[3], want)
+	}
+	if n := count(t, data); n != 19 {
+		t.Errorf("the store counts %d messages, want 19", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
@@ -24,6 +25,7 @@ func main() { cli.Main("resolver", program.Run) }
 var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command{
 	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
 	{Name: "reindex", Run: reindexCommand}, {Name: "compact", Run: compact},
+	{Name: "remove", Run: remove}, {Name: "removals", Run: removals},
 }}
 
 // run is the program, for tests.
@@ -37,14 +39,17 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.
        resolver inspect [--json] [--data DIR | --store URL] CALLNUMBER
        resolver reindex [--data DIR | --store URL] [--catalog PATH]
        resolver compact [--data DIR | --store URL] [--to URL]
+       resolver remove [--data DIR | --store URL] [--reason TEXT] CALLNUMBER...
+       resolver removals [--data DIR | --store URL] [--json]
 
 Serves an archive over HTTP, its lists, months and threads and each
 message by call number (serve), writes one stored message to standard
 output (get), shows a call number's version, run and sequence and the
 lease of its run (inspect), builds the catalog of lists and threads
-anew from the store (reindex), or writes the store anew, compressed, into
-a new file (compact). An archive on a read-only file system (a snapshot,
-a backup) is read read-only.
+anew from the store (reindex), writes the store anew, compressed, into
+a new file (compact), takes messages down for good (remove), or lists
+those taken down (removals). An archive on a read-only file system (a
+snapshot, a backup) is read read-only.
 Run 'resolver COMMAND --help' for the flags of a command; --version prints
 the version.
 
@@ -148,8 +153,9 @@ const getUsage = `
 Usage: resolver get [--data DIR | --store URL] CALLNUMBER
 
 Writes the message stored under CALLNUMBER to standard output, byte for
-byte as archived. Exits 1 if the archive has no such message, 2 if
-CALLNUMBER is not 8 letters and digits.
+byte as archived. Exits 1 if the archive has no such message (or it was
+removed: the error says when and why), 2 if CALLNUMBER is not 8 letters
+and digits.
 
 Examples:
   resolver get --data /var/lib/chibrary 2UrKPuW8 > message.eml
@@ -249,6 +255,7 @@ func openOne(ctx context.Context, name, usage string, args []string, more func(*
 // lookupError turns a lookup's error into the command's: a malformed call
 // number is bad usage (exit 2), an unknown one "no such message" (exit 1).
 func lookupError(text string, err error) error {
+	var removed *store.RemovedError
 	switch {
 	case errors.Is(err, resolver.ErrMalformed):
 		var pe *callnumber.ParseError
@@ -258,6 +265,13 @@ func lookupError(text string, err error) error {
 		return cli.Usagef("%v", err)
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("no message in this archive has call number %s", text)
+	case errors.As(err, &removed):
+		r := removed.Removal
+		msg := fmt.Sprintf("message %s was removed from this archive on %s", text, r.Removed.UTC().Format(time.RFC3339))
+		if r.Reason != "" {
+			msg += ": " + r.Reason
+		}
+		return errors.New(msg)
 	}
 	return err
 }

@@ -30,7 +30,11 @@ they arrive. A message is flagged, moved or deleted (--after) only once the
 store has durably accepted it; one that cannot be archived is left alone.
 The mailbox's UIDVALIDITY and last archived UID are kept in a state file
 (by default under DATA/watcher/); a re-fetched message is recognised as a
-duplicate, never given a second call number. Network and server errors
+duplicate, never given a second call number, and one removed from the
+archive (resolver remove) is not taken again. As Mailman does, a message
+with an X-No-Archive field (or "X-Archive: no") is not archived: it is
+logged and counted as skipped and left as it is in the mailbox
+(--archive-no-archive archives it like any other). Network and server errors
 are retried with backoff. SIGINT or SIGTERM finishes the batch in progress
 and exits 0; exit status 1 is a fatal error (refused login, certificate,
 store safety rule), 2 bad usage.
@@ -78,6 +82,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	fs.Var(&o.After, "after", "CHIBRARY_AFTER", "what to do with a message once it is stored: `keep|seen|delete|move:FOLDER`")
 	fs.String(&o.StatePath, "state", "", "CHIBRARY_WATCHER_STATE", "state `FILE` (UIDVALIDITY, last UID); default DATA/watcher/USER@HOST_PORT_MAILBOX-HASH.json, required with --store")
 	fs.String(&list, "list", "", "", "mailing list `NAME` recorded with every message")
+	fs.Bool(&o.ArchiveNoArchive, "archive-no-archive", false, "", "archive the messages that ask not to be (X-No-Archive) like any other")
 	fs.String(&metrics, "metrics-listen", "", "CHIBRARY_METRICS_LISTEN", "serve Prometheus metrics on `ADDR`/metrics (off by default)")
 	fs.Bool(&insecure, "insecure-skip-verify", false, "", "do NOT verify the server's TLS certificate (anyone on the path can read the password)")
 	fs.String(&tlsCA, "tls-ca", "", "CHIBRARY_IMAP_CA", "PEM `FILE` of the CA certificate(s) to trust for the server, instead of the system roots (for a private CA)")
