@@ -292,6 +292,17 @@ type Remover interface {
 	// record as it was; a number with no message is ErrNotFound; a
 	// reason CheckReason refuses is ErrBadReason.
 	Remove(ctx context.Context, n callnumber.Number, reason string) (Removal, error)
+	// RecordRemoval records a removal made in another store that holds
+	// the same messages under the same numbers (a mirror's origin), with
+	// its date and reason as given: the message under r.Number, if
+	// stored, must have r.Digest (ErrNumberTaken otherwise) and is
+	// removed as Remove removes it; if none is, the number and the digest
+	// are reserved all the same (the number never filled, the digest
+	// refused), so that a store that never saw the message refuses it
+	// too. The number's run must have a recorded lease (ErrUnknownRun).
+	// A number removed already keeps its first record, which is
+	// returned.
+	RecordRemoval(ctx context.Context, r Removal) (Removal, error)
 	// Removals returns every removal record, in the order they were made.
 	Removals(ctx context.Context) ([]Removal, error)
 }

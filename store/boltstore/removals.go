@@ -14,6 +14,7 @@ package boltstore
 // message removed meanwhile into its copy.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -61,18 +62,33 @@ func removed(tx *bolt.Tx, key []byte) bool {
 	return b != nil && b.Get(key) != nil
 }
 
-// Remove implements store.Store.
+// Remove implements store.Remover.
 func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
-	r, err := s.remove(ctx, n, reason)
+	r, err := s.remove(ctx, store.Removal{Number: n, Reason: reason}, false)
 	if err != nil {
 		return store.Removal{}, fmt.Errorf("cannot remove message %v from %s: %w", n, s.path, err)
 	}
 	return r, nil
 }
 
-func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
+// RecordRemoval implements store.Remover.
+func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Removal, error) {
+	got, err := s.remove(ctx, r, true)
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("cannot record the removal of message %v in %s: %w", r.Number, s.path, err)
+	}
+	return got, nil
+}
+
+// remove removes the message want.Number: with given, as want says
+// (RecordRemoval), else now, for want.Reason (Remove).
+func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (store.Removal, error) {
+	n, reason := want.Number, want.Reason
 	if err := store.CheckReason(reason); err != nil {
 		return store.Removal{}, err
+	}
+	if given && want.Removed.IsZero() {
+		return store.Removal{}, fmt.Errorf("%w: a removal without its date", store.ErrInvalidMessage)
 	}
 	if err := s.h.check(); err != nil {
 		return store.Removal{}, err
@@ -100,21 +116,47 @@ func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) 
 		}
 		messages := tx.Bucket(bucketMessages)
 		v := messages.Get(key[:])
-		if v == nil {
+		switch {
+		case v == nil && !given:
 			return store.ErrNotFound
-		}
-		m, err := s.decode(tx, v)
-		if err != nil {
-			return fmt.Errorf("cannot read it: %w", err)
-		}
-		r = store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
-			Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}
-		if err := messages.Delete(key[:]); err != nil {
-			return err
-		}
-		if m.MessageID != "" {
-			if err := tx.Bucket(bucketMsgIDs).Delete(msgIDKey(m.MessageID, key[:])); err != nil {
+		case v == nil:
+			// Never stored here: reserve the number and the digest.
+			f, err := bd.codec.Decode(n)
+			if err != nil {
+				return fmt.Errorf("%w: call number %v does not decode under the store's authority: %w", store.ErrInvalidMessage, n, err)
+			}
+			if tx.Bucket(bucketRuns).Get(runKey(f.Run)) == nil {
+				return fmt.Errorf("%w: run %d of %v", store.ErrUnknownRun, f.Run, n)
+			}
+			digests := tx.Bucket(bucketDigests)
+			if other := digests.Get(want.Digest[:]); other != nil && !bytes.Equal(other, key[:]) {
+				return fmt.Errorf("%w: the removed bytes (digest %v) are stored here under %v, not %v", store.ErrNumberTaken, want.Digest, bd.codec.Number(binary.BigEndian.Uint64(other)), n)
+			}
+			if err := digests.Put(want.Digest[:], key[:]); err != nil {
 				return err
+			}
+			r = want
+			r.Removed = r.Removed.UTC()
+		default:
+			m, err := s.decode(tx, v)
+			if err != nil {
+				return fmt.Errorf("cannot read it: %w", err)
+			}
+			if given && m.Digest != want.Digest {
+				return fmt.Errorf("%w: the removal names digest %v, and %v holds a message of digest %v", store.ErrNumberTaken, want.Digest, n, m.Digest)
+			}
+			r = store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
+				Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}
+			if given {
+				r.Removed, r.MessageIDSum = want.Removed.UTC(), want.MessageIDSum
+			}
+			if err := messages.Delete(key[:]); err != nil {
+				return err
+			}
+			if m.MessageID != "" {
+				if err := tx.Bucket(bucketMsgIDs).Delete(msgIDKey(m.MessageID, key[:])); err != nil {
+					return err
+				}
 			}
 		}
 		rb, err := tx.CreateBucketIfNotExists(bucketRemoved)
@@ -134,12 +176,14 @@ func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) 
 			return err
 		}
 		meta := tx.Bucket(bucketMeta)
-		c := meta.Get(keyCount)
-		if len(c) != 8 || binary.BigEndian.Uint64(c) == 0 {
-			return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
-		}
-		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(c)-1)); err != nil {
-			return err
+		if v != nil { // a message counted out
+			c := meta.Get(keyCount)
+			if len(c) != 8 || binary.BigEndian.Uint64(c) == 0 {
+				return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(c))
+			}
+			if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(c)-1)); err != nil {
+				return err
+			}
 		}
 		return meta.Put(keyFormat, []byte(formatRemovals))
 	})

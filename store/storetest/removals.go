@@ -18,6 +18,7 @@ var removalTests = []struct {
 	{"RemoveErrors", testRemoveErrors},
 	{"RemoveChanges", testRemoveChanges},
 	{"RemoveLarge", testRemoveLarge},
+	{"RecordRemoval", testRecordRemoval},
 }
 
 // remover returns s as a store.Remover, or skips the test.
@@ -215,4 +216,66 @@ func testRemoveLarge(t *testing.T, open Opener) {
 	checkRemoved(t, f.s, r)
 	checkGet(t, f.s, small)
 	checkResults(t, mustPut(t, f.s, m), store.Result{Number: m.Number, Duplicate: true, Removed: true})
+}
+
+// testRecordRemoval records removals made elsewhere (a mirror's origin):
+// of a message stored here, with the given date and reason; of a number
+// never stored here, which is reserved with its digest all the same; and
+// refuses one that does not match what is stored.
+func testRecordRemoval(t *testing.T, open Opener) {
+	f := setup(t, open)
+	a := Message(f.auth.Number(t, 1, 0), Mail("a@example.org", "a"), "a@example.org", "l")
+	b := Message(f.auth.Number(t, 1, 1), Mail("b@example.org", "b"), "b@example.org", "l")
+	mustPut(t, f.s, a, b)
+	when := time.Date(2024, 3, 4, 5, 6, 7, 0, time.UTC)
+	rm := remover(t, f.s)
+	ra := store.Removal{Number: a.Number, Digest: a.Digest, MessageIDSum: store.MessageIDSum("a@example.org"), Removed: when, Reason: "spam"}
+	if got, err := rm.RecordRemoval(t.Context(), ra); err != nil || !sameRemoval(got, ra) {
+		t.Fatalf("RecordRemoval(stored message) = %+v, %v; want %+v", got, err, ra)
+	}
+	checkRemoved(t, f.s, ra)
+	checkByID(t, f.s, "a@example.org")
+	// A number never stored here: reserved, its digest refused.
+	never := Mail("never@example.org", "never seen here")
+	rn := store.Removal{Number: f.auth.Number(t, 1, 5), Digest: store.DigestOf(never), Removed: when.Add(time.Hour), Reason: "leak"}
+	if got, err := rm.RecordRemoval(t.Context(), rn); err != nil || !sameRemoval(got, rn) {
+		t.Fatalf("RecordRemoval(number never stored) = %+v, %v; want %+v", got, err, rn)
+	}
+	checkRemoved(t, f.s, rn)
+	checkResults(t, mustPut(t, f.s, Message(f.auth.Number(t, 1, 6), never, "never@example.org", "")),
+		store.Result{Number: rn.Number, Duplicate: true, Removed: true})
+	if _, err := f.s.Put(t.Context(), []store.Message{Message(rn.Number, Mail("x@example.org", "other"), "", "")}); !errors.Is(err, store.ErrNumberTaken) {
+		t.Errorf("Put(other bytes under a reserved number) = %v, want %v", err, store.ErrNumberTaken)
+	}
+	// Again: the first record stays.
+	again := ra
+	again.Reason, again.Removed = "another", when.Add(48*time.Hour)
+	if got, err := rm.RecordRemoval(t.Context(), again); err != nil || !sameRemoval(got, ra) {
+		t.Errorf("RecordRemoval(removed already) = %+v, %v; want the first %+v", got, err, ra)
+	}
+	// Refused: another digest than b's, a run without a lease, no date.
+	bad := []struct {
+		name string
+		r    store.Removal
+		want error
+	}{
+		{"other digest", store.Removal{Number: b.Number, Digest: a.Digest, Removed: when}, store.ErrNumberTaken},
+		{"digest stored under another number", store.Removal{Number: f.auth.Number(t, 1, 9), Digest: b.Digest, Removed: when}, store.ErrNumberTaken},
+		{"run never leased", store.Removal{Number: f.auth.Number(t, 7, 0), Digest: store.DigestOf([]byte("z")), Removed: when}, store.ErrUnknownRun},
+		{"no date", store.Removal{Number: b.Number, Digest: b.Digest}, store.ErrInvalidMessage},
+		{"bad reason", store.Removal{Number: b.Number, Digest: b.Digest, Removed: when, Reason: "a\nb"}, store.ErrBadReason},
+	}
+	for _, tt := range bad {
+		if got, err := rm.RecordRemoval(t.Context(), tt.r); !errors.Is(err, tt.want) {
+			t.Errorf("RecordRemoval(%s) = %+v, %v; want %v", tt.name, got, err, tt.want)
+		}
+	}
+	checkGet(t, f.s, b)
+	checkCount(t, f.s, 1)
+	checkRemovals(t, f.s, ra, rn)
+	late := newFollower(t, f.s, 10)
+	late.await([]store.Message{b})
+	if len(late.removals) != 2 {
+		t.Errorf("the feed lists %d removals, want 2", len(late.removals))
+	}
 }
