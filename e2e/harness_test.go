@@ -46,7 +46,7 @@ var binaries struct {
 	missing map[string]string
 }
 
-var programs = []string{"coordinator", "importer", "resolver", "watcher"}
+var programs = []string{"coordinator", "importer", "mirror", "resolver", "watcher"}
 
 func TestMain(m *testing.M) {
 	if out := os.Getenv(rusageEnv); out != "" {

@@ -25,6 +25,7 @@
 //	GET /api/v1/messages/{callnumber}      the headers as JSON
 //	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
 //	GET /api/v1/removals                   [{"callnumber", "removed_at", "reason"}...]
+//	GET /api/v1/changes?after=CURSOR       the store's change feed, for mirrors (package changes)
 //	GET /api/v1/version                    the build: program, version, revision
 //	GET /healthz, /metrics                 liveness; Prometheus metrics
 //	GET /robots.txt, /favicon.ico
@@ -114,6 +115,13 @@ type Options struct {
 	// and wait for that on shutdown. nil: the catalog is kept current by
 	// someone else, or not at all.
 	Follow *catalog.FollowOptions
+	// ChangesToken, if set, is the bearer token GET /api/v1/changes asks
+	// for; "" serves the change feed to anyone (mirrors; the feed carries
+	// the shuffle key, see package changes).
+	ChangesToken string
+	// MaxChangesClients bounds the change feed answers written at once;
+	// 0 means DefaultChangesClients.
+	MaxChangesClients int
 	// BaseURL is the archive's public address (https://archive.example),
 	// used where an absolute URL is needed: the IDs and links of Atom
 	// feeds. "" takes it from each request's Host.
@@ -159,6 +167,8 @@ type Server struct {
 	// unhealthy is why the last health check failed ("" if it passed;
 	// nil before the first), so that a change is logged once.
 	unhealthy atomic.Pointer[string]
+	// changesSlots holds a token per change feed answer being written.
+	changesSlots chan struct{}
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -174,7 +184,11 @@ func New(st store.Store, opts Options) *Server {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes)}
+	if opts.MaxChangesClients <= 0 {
+		opts.MaxChangesClients = DefaultChangesClients
+	}
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes),
+		changesSlots: make(chan struct{}, opts.MaxChangesClients)}
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
@@ -196,6 +210,7 @@ func New(st store.Store, opts Options) *Server {
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
 	s.mux.HandleFunc("GET /api/v1/removals", s.removals)
+	s.mux.HandleFunc("GET /api/v1/changes", s.changesFeed)
 	s.routePages()
 	s.mux.Handle("GET /api/v1/version", version.Handler("resolver"))
 	s.mux.HandleFunc("GET /healthz", s.healthz)

@@ -165,6 +165,9 @@ type Message struct {
 	MessageID string
 	// List is the mailing list the message was archived for, or "".
 	List string
+	// Added is when the message was first archived, kept by a store that
+	// copies another's (a mirror); zero means now.
+	Added time.Time
 }
 
 // Stored is a message as the store keeps it.

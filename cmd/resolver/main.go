@@ -97,6 +97,9 @@ Routes:
   /api/v1/lists, /api/v1/lists/LIST, /api/v1/lists/LIST/YYYY-MM,
   /api/v1/threads/CALLNUMBER, /api/v1/search?q=..., /api/v1/messages/CALLNUMBER,
   /api/v1/stats, /api/v1/version    JSON
+  /api/v1/removals                  the messages taken down: when and why
+  /api/v1/changes?after=CURSOR      the change feed, for mirrors (docs/mirrors.md): public
+                                    unless --changes-token-file; it carries the shuffle key
   /healthz, /metrics, /robots.txt, /favicon.ico
 
 Examples:
@@ -109,9 +112,9 @@ Examples:
 
 func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
-		st                   setup.StoreFlags
-		logs                 cli.LogOptions
-		listen, cat, baseURL string
+		st                                 setup.StoreFlags
+		logs                               cli.LogOptions
+		listen, cat, baseURL, changesToken string
 	)
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
 	st.AddFlags(fs)
@@ -119,6 +122,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
 	fs.String(&cat, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
 	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
+	fs.String(&changesToken, "changes-token-file", "", "CHIBRARY_CHANGES_TOKEN_FILE", "`FILE` holding a token the change feed (/api/v1/changes) asks of mirrors (default: the feed is public)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -143,6 +147,11 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	defer db.Close()
 	opts := resolver.Options{Logger: log, BaseURL: baseURL, Follow: &catalog.FollowOptions{}}
+	if changesToken != "" {
+		if opts.ChangesToken, err = cli.ReadSecret(changesToken); err != nil {
+			return err
+		}
+	}
 	if opts.Catalog = serveCatalog(ctx, catalogPath(st, cat), log); opts.Catalog != nil {
 		defer opts.Catalog.Close()
 	}

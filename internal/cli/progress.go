@@ -18,6 +18,7 @@ type Progress struct {
 	bar  *progressbar.ProgressBar
 	name string // what the bar is for
 	last time.Time
+	unit string // what is counted; "" for bytes
 }
 
 // LogEvery is how often Progress logs when not on a terminal.
@@ -28,27 +29,45 @@ func NewProgress(w io.Writer, log *slog.Logger) *Progress {
 	return &Progress{w: w, log: log, term: IsTerminal(w), last: time.Now()}
 }
 
-// Update reports that done of total bytes (total 0: unknown) of name are
-// done; desc describes it on the bar, attrs on the log line.
+// NewCountProgress is NewProgress for a count of things (unit: "msgs")
+// rather than bytes.
+func NewCountProgress(w io.Writer, log *slog.Logger, unit string) *Progress {
+	p := NewProgress(w, log)
+	p.unit = unit
+	return p
+}
+
+// Update reports that done of total bytes (or things, for a count; total
+// 0: unknown) of name are done; desc describes it on the bar, attrs on
+// the log line.
 func (p *Progress) Update(name, desc string, done, total int64, attrs ...any) {
 	if !p.term {
 		if time.Since(p.last) < LogEvery {
 			return
 		}
 		p.last = time.Now()
+		if p.unit != "" {
+			p.log.Info("progress", append([]any{"of", name, "done", done, "total", total}, attrs...)...)
+			return
+		}
 		p.log.Info("progress", append([]any{"path", name, "bytes_read", done, "bytes_total", total}, attrs...)...)
 		return
 	}
 	if p.bar == nil || p.name != name {
 		p.Finish()
 		p.name = name
-		p.bar = progressbar.NewOptions64(max(total, -1),
+		opts := []progressbar.Option{
 			progressbar.OptionSetWriter(p.w),
-			progressbar.OptionShowBytes(true),
 			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionThrottle(200 * time.Millisecond),
 			progressbar.OptionClearOnFinish(),
-		)
+		}
+		if p.unit != "" {
+			opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString(p.unit))
+		} else {
+			opts = append(opts, progressbar.OptionShowBytes(true))
+		}
+		p.bar = progressbar.NewOptions64(max(total, -1), opts...)
 	}
 	p.bar.Describe(desc)
 	p.bar.Set64(done)

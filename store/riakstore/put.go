@@ -472,6 +472,9 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 			s.keptBytes.Add(int64(len(obj.Value)))
 			// The pack keeps a stub: the record without the raw bytes.
 			stub := record.Message{Digest: m.Digest, Added: w.added, MessageID: m.MessageID, List: m.List}
+			if !m.Added.IsZero() {
+				stub.Added = m.Added.UTC()
+			}
 			e.large, e.rec = true, record.AppendMessage(make([]byte, 0, record.Size(stub)), stub)
 		}
 		entries[e.seq] = e

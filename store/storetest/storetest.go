@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Opener) {
 	}{
 		{"RoundTrip", testRoundTrip},
 		{"LargeMessage", testLargeMessage},
+		{"AddedKept", testAddedKept},
 		{"MessageIDShared", testMessageIDShared},
 		{"NoMessageID", testNoMessageID},
 		{"Digest", testDigest},
@@ -194,6 +195,23 @@ func testRoundTrip(t *testing.T, open Opener) {
 	checkNotFound(t, f.s, f.auth.Number(t, 1, len(tests)))
 	checkNotFound(t, f.s, f.auth.Number(t, 2, 0))
 	checkCount(t, f.s, int64(len(tests)))
+}
+
+// testAddedKept: a message given the time it was first archived (a
+// mirror copying its origin's) keeps it, small or large.
+func testAddedKept(t *testing.T, open Opener) {
+	f := setup(t, open)
+	when := time.Date(2019, 7, 1, 12, 30, 45, 123000000, time.UTC)
+	small := Message(f.auth.Number(t, 1, 0), Mail("small@example.org", "small"), "small@example.org", "")
+	large := Message(f.auth.Number(t, 1, 1), append(Mail("large@example.org", "large"), bytes.Repeat([]byte(randomHex(40)+"\n"), 2000)...), "large@example.org", "")
+	small.Added, large.Added = when, when.Add(time.Hour)
+	mustPut(t, f.s, small, large)
+	for _, m := range []store.Message{small, large} {
+		got, err := f.s.Get(t.Context(), m.Number)
+		if err != nil || !got.Added.Equal(m.Added) {
+			t.Errorf("Get(%v).Added = %v, %v; want %v", m.Number, got.Added, err, m.Added)
+		}
+	}
 }
 
 func testLargeMessage(t *testing.T, open Opener) {

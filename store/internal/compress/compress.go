@@ -245,6 +245,9 @@ func (c *Compressor) EncodeOne(ctx context.Context, m *store.Message, added time
 }
 
 func (c *Compressor) encode(m *store.Message, added time.Time, d *record.Dictionary) ([]byte, error) {
+	if !m.Added.IsZero() {
+		added = m.Added.UTC()
+	}
 	rm := record.Message{Digest: m.Digest, Added: added, MessageID: m.MessageID, List: m.List, Raw: m.Raw}
 	if c.off {
 		return record.AppendMessage(make([]byte, 0, record.Size(rm)), rm), nil

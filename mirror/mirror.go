@@ -1,0 +1,534 @@
+// Package mirror follows another archive's change feed (GET
+// /api/v1/changes, package changes) into a store of its own: the same
+// messages under the same call numbers with the same leases, and the same
+// removals, so that the mirror serves every URL of the origin. A mirror of
+// a mirror works the same way: its resolver serves the feed of its store.
+//
+// The origin is untrusted input. Every message's digest is checked, its
+// size bounded, its call number decoded under the origin's authority and
+// its run's lease recorded before it; the store's own rules then refuse
+// what does not fit (a number it holds with other bytes, a lease of
+// another authority, a run leased twice), and the mirror stops, saying
+// why, rather than store anything wrongly.
+//
+// The cursor is saved (written to a new file, synced, renamed over the
+// old) only once everything before it is durably in the store, so a
+// mirror killed at any moment carries on where it stood; what it stored
+// after the cursor it saved comes again and is taken as a duplicate of
+// itself.
+package mirror
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/chibrary/chibrary/changes"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultWait          = 30 * time.Second
+	DefaultLimit         = 1000
+	DefaultBatchMessages = 500
+	DefaultBatchBytes    = 8 << 20
+	DefaultMinBackoff    = time.Second
+	DefaultMaxBackoff    = time.Minute
+	// DefaultOnceAttempts is how many times CatchUp tries again after a
+	// passing failure (the network, the origin busy) before giving up.
+	DefaultOnceAttempts = 8
+)
+
+// ErrOrigin: the origin sent something a mirror must not store (damaged
+// or inconsistent), or that contradicts what the mirror holds. The mirror
+// stops; nothing wrong was stored.
+var ErrOrigin = errors.New("mirror: the origin's change feed cannot be mirrored")
+
+// Options configure a Mirror.
+type Options struct {
+	// From is the origin's base URL (https://lists.example.org/).
+	// Required.
+	From string
+	// Token, if set, is sent as a bearer token (an origin that keeps its
+	// feed for its mirrors).
+	Token string
+	// Store receives the messages. Required. It must be a store.Remover
+	// for the origin's removals to reach it.
+	Store store.Store
+	// StatePath is the file that keeps the cursor. Required.
+	StatePath string
+	// Client makes the requests; nil is a client with sane timeouts.
+	Client *http.Client
+	// Logger receives what the mirror does; nil discards it.
+	Logger *slog.Logger
+	// Metrics are updated as the mirror works; nil records nothing.
+	Metrics *Metrics
+	// Progress, if set, is called after each answer of the origin.
+	Progress func(Stats)
+	// Wait is how long one request waits at the origin for something new
+	// (a long poll) once the mirror has caught up; zero is DefaultWait.
+	Wait time.Duration
+	// Limit bounds the records of one answer; zero is DefaultLimit.
+	Limit int
+	// BatchMessages and BatchBytes bound one Put; zero is the defaults.
+	BatchMessages, BatchBytes int
+	// MinBackoff and MaxBackoff bound the pause after a passing failure.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxMessage is the largest message taken; zero is 64 MiB.
+	MaxMessage int64
+}
+
+// Stats say what a mirror did.
+type Stats struct {
+	Messages int64 // messages received (new or not)
+	New      int64 // of which stored here now
+	Removals int64
+	Bytes    int64
+	// CaughtUp says the origin had nothing more at the last answer.
+	CaughtUp bool
+}
+
+// Mirror follows one origin into one store.
+type Mirror struct {
+	opts  Options
+	log   *slog.Logger
+	base  *url.URL
+	state State
+	stats Stats
+}
+
+// State is what the state file keeps.
+type State struct {
+	Origin    string       `json:"origin"`
+	Authority string       `json:"authority,omitempty"`
+	Cursor    store.Cursor `json:"cursor"`
+	Updated   time.Time    `json:"updated,omitzero"`
+}
+
+// New checks opts and reads the state file, if there is one.
+func New(opts Options) (*Mirror, error) {
+	if opts.Store == nil || opts.StatePath == "" {
+		return nil, errors.New("mirror: Options.Store and Options.StatePath are required")
+	}
+	base, err := ParseOrigin(opts.From)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DisableCompression:    true, // Accept-Encoding is ours
+			ResponseHeaderTimeout: MaxWait + 30*time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+		}}
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = DefaultWait
+	}
+	opts.Wait = min(opts.Wait, MaxWait)
+	if opts.Limit <= 0 {
+		opts.Limit = DefaultLimit
+	}
+	if opts.BatchMessages <= 0 {
+		opts.BatchMessages = DefaultBatchMessages
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = DefaultBatchBytes
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	m := &Mirror{opts: opts, log: opts.Logger.With("origin", base.String()), base: base}
+	st, err := ReadState(opts.StatePath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		m.state = State{Origin: base.String()}
+	case err != nil:
+		return nil, err
+	case st.Origin != base.String():
+		return nil, fmt.Errorf("mirror: %s is the state of a mirror of %s, not of %s: give another state file", opts.StatePath, st.Origin, base)
+	default:
+		m.state = st
+	}
+	return m, nil
+}
+
+// MaxWait is the longest long poll an origin grants.
+const MaxWait = 60 * time.Second
+
+// ParseOrigin checks an origin's URL: http or https, a host, no query.
+func ParseOrigin(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("mirror: origin %q is not an http:// or https:// URL of an archive (https://lists.example.org/)", s)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u, nil
+}
+
+// StatePathFor is the default state file of a mirror of origin in the
+// data directory dir.
+func StatePathFor(dir, origin string) string {
+	sum := sha256.Sum256([]byte(origin))
+	host := "origin"
+	if u, err := url.Parse(origin); err == nil && u.Host != "" {
+		host = strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+				return r
+			}
+			return '_'
+		}, strings.ToLower(u.Host))
+	}
+	return filepath.Join(dir, "mirror", host+"-"+hex.EncodeToString(sum[:4])+".json")
+}
+
+// ReadState reads a state file.
+func ReadState(path string) (State, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return State{}, err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return State{}, fmt.Errorf("mirror: state file %s is damaged (%v): delete it to mirror from the beginning again (nothing is stored twice)", path, err)
+	}
+	return st, nil
+}
+
+// saveState writes the state durably: a new file, synced, renamed over
+// the old, and the directory synced.
+func saveState(path string, st State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot save the mirror's state: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("cannot save the mirror's state: %w", err)
+	}
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cannot save the mirror's state: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// State returns where the mirror stands.
+func (m *Mirror) State() State { return m.state }
+
+// Stats returns what the mirror did so far.
+func (m *Mirror) Stats() Stats { return m.stats }
+
+// CatchUp reads the origin's feed until it has nothing more, and returns.
+// A passing failure (the network, the origin busy or restarting, an
+// answer cut short) is tried again, DefaultOnceAttempts times at most; an
+// origin that cannot be mirrored (ErrOrigin) or a store that refuses is
+// not.
+func (m *Mirror) CatchUp(ctx context.Context) (Stats, error) {
+	err := m.run(ctx, true)
+	return m.stats, err
+}
+
+// Run follows the origin until ctx is done, then returns nil; or returns
+// the error that makes going on pointless (ErrOrigin, a store refusal).
+// Passing failures are logged and tried again with backoff.
+func (m *Mirror) Run(ctx context.Context) error {
+	err := m.run(ctx, false)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (m *Mirror) run(ctx context.Context, once bool) error {
+	failures := 0
+	for {
+		more, err := m.fetch(ctx, !once && m.stats.CaughtUp)
+		switch {
+		case err == nil:
+			failures = 0
+			if !more {
+				m.stats.CaughtUp = true
+				if once {
+					return nil
+				}
+			}
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case fatal(err):
+			m.opts.Metrics.failed()
+			return err
+		}
+		failures++
+		m.opts.Metrics.failed()
+		if once && failures >= DefaultOnceAttempts {
+			return fmt.Errorf("cannot catch up with %s after %d attempts: %w", m.base, failures, err)
+		}
+		d := backoff(failures, m.opts.MinBackoff, m.opts.MaxBackoff)
+		m.log.Warn("cannot read the origin's change feed; trying again", "err", err, "retry_in", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func backoff(failures int, lo, hi time.Duration) time.Duration {
+	d := lo << min(failures-1, 16)
+	if d > hi || d <= 0 {
+		d = hi
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// fatal reports an error that trying again will not cure.
+func fatal(err error) bool {
+	for _, e := range []error{ErrOrigin, changes.ErrFormat, store.ErrNumberTaken, store.ErrForeignAuthority, store.ErrRunReused,
+		store.ErrInvalidMessage, store.ErrUnknownRun, store.ErrBadReason, store.ErrClosed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var se *statusError
+	return errors.As(err, &se) && se.fatal()
+}
+
+// statusError is an answer of the origin other than 200.
+type statusError struct {
+	code int
+	body string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("the origin answered %d %s: %s", e.code, http.StatusText(e.code), e.body)
+}
+
+// fatal: 4xx but 408 and 429 are the mirror's mistake or the origin's
+// refusal, which asking again will not change.
+func (e *statusError) fatal() bool {
+	return e.code >= 400 && e.code < 500 && e.code != http.StatusRequestTimeout && e.code != http.StatusTooManyRequests
+}
+
+// fetch asks the origin for what follows the cursor (waiting for it when
+// wait is set), applies it and saves the new cursor. It reports whether
+// the origin has more at once.
+func (m *Mirror) fetch(ctx context.Context, wait bool) (bool, error) {
+	q := url.Values{}
+	q.Set("after", string(m.state.Cursor))
+	q.Set("limit", strconv.Itoa(m.opts.Limit))
+	if wait {
+		q.Set("wait", strconv.Itoa(int(m.opts.Wait/time.Second)))
+	}
+	u := m.base.JoinPath("api/v1/changes")
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", changes.ContentType)
+	req.Header.Set("Accept-Encoding", "zstd, gzip")
+	if m.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+m.opts.Token)
+	}
+	resp, err := m.opts.Client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusBadRequest && m.state.Cursor != "" && strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if strings.Contains(string(b), "Not a cursor") {
+			// The origin's store was replaced or converted: read its
+			// feed again from the start (duplicates are free).
+			m.log.Warn("the origin does not know the mirror's cursor: reading its feed again from the beginning", "cursor", m.state.Cursor)
+			m.state.Cursor = ""
+			return true, nil
+		}
+		return false, &statusError{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return false, &statusError{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	body, err := decompress(resp)
+	if err != nil {
+		return false, err
+	}
+	defer body.Close()
+	return m.apply(ctx, body)
+}
+
+// decompress returns the body as the origin sent it, decoded.
+func decompress(resp *http.Response) (io.ReadCloser, error) {
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return io.NopCloser(resp.Body), nil
+	case "gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the origin's answer: %w", err)
+		}
+		return zr, nil
+	case "zstd":
+		zr, err := zstd.NewReader(resp.Body, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20))
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the origin's answer: %w", err)
+		}
+		return zr.IOReadCloser(), nil
+	default:
+		return nil, fmt.Errorf("%w: the answer is encoded %q", ErrOrigin, enc)
+	}
+}
+
+// apply stores what one answer holds, in order, and saves its cursor.
+func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err error) {
+	fr, err := changes.NewReader(body, changes.Options{MaxMessage: m.opts.MaxMessage})
+	if err != nil {
+		return false, m.originErr(err)
+	}
+	b := fr.Binding()
+	if m.state.Authority != "" && m.state.Authority != b.Authority {
+		return false, fmt.Errorf("%w: the origin now serves the archive of authority %s, and this mirror follows that of %s", ErrOrigin, b.Authority, m.state.Authority)
+	}
+	var (
+		batch []store.Message
+		size  int
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := m.opts.Store.Put(ctx, batch)
+		if err != nil {
+			return fmt.Errorf("cannot store what the origin sent: %w", err)
+		}
+		for i, r := range res {
+			if r.Number != batch[i].Number {
+				return fmt.Errorf("%w: the origin sends message %v, whose bytes this mirror holds as %v", ErrOrigin, batch[i].Number, r.Number)
+			}
+			if !r.Duplicate {
+				m.stats.New++
+			}
+		}
+		m.opts.Metrics.stored(len(batch), size)
+		batch, size = batch[:0], 0
+		return nil
+	}
+	for {
+		rec, err := fr.Next()
+		if err != nil {
+			// What was verified is kept; the cursor stays where it was.
+			if ferr := flush(); ferr != nil {
+				return false, ferr
+			}
+			return false, m.originErr(err)
+		}
+		switch rec.Kind {
+		case changes.KindLease:
+			l := rec.Lease
+			l.Key = b.Key
+			if err := m.opts.Store.RecordLease(ctx, l); err != nil {
+				return false, fmt.Errorf("cannot record the lease of run %d: %w", l.Run, err)
+			}
+		case changes.KindMessage:
+			msg := rec.Message
+			batch = append(batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
+			size += len(msg.Raw)
+			m.stats.Messages++
+			m.stats.Bytes += int64(len(msg.Raw))
+			if len(batch) >= m.opts.BatchMessages || size >= m.opts.BatchBytes {
+				if err := flush(); err != nil {
+					return false, err
+				}
+			}
+		case changes.KindRemoval:
+			if err := flush(); err != nil {
+				return false, err
+			}
+			rm, ok := m.opts.Store.(store.Remover)
+			if !ok {
+				return false, fmt.Errorf("the origin removed message %v, and this store cannot remove messages", rec.Removal.Number)
+			}
+			if _, err := rm.RecordRemoval(ctx, rec.Removal); err != nil {
+				return false, fmt.Errorf("cannot apply the origin's removal of %v: %w", rec.Removal.Number, err)
+			}
+			m.stats.Removals++
+			m.opts.Metrics.removed()
+			m.log.Info("removed, as the origin did", "callnumber", rec.Removal.Number, "removed_at", rec.Removal.Removed, "reason", rec.Removal.Reason)
+		case changes.KindEnd:
+			if err := flush(); err != nil {
+				return false, err
+			}
+			m.state.Authority = b.Authority
+			m.state.Cursor = rec.Next
+			m.state.Updated = time.Now().UTC()
+			if err := saveState(m.opts.StatePath, m.state); err != nil {
+				return false, err
+			}
+			m.opts.Metrics.synced(m.state.Updated)
+			if m.opts.Progress != nil {
+				p := m.stats
+				p.CaughtUp = !rec.More
+				m.opts.Progress(p)
+			}
+			return rec.More, nil
+		}
+	}
+}
+
+// originErr marks a malformed answer as the origin's fault; a truncated
+// one stays a passing failure.
+func (m *Mirror) originErr(err error) error {
+	if errors.Is(err, changes.ErrFormat) {
+		return fmt.Errorf("%w: %w", ErrOrigin, err)
+	}
+	return err
+}

@@ -1,0 +1,242 @@
+package resolver
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/changes"
+	"github.com/chibrary/chibrary/store"
+)
+
+// Bounds of GET /api/v1/changes: a page of the store's feed at a time is
+// in memory, whatever the limit asked.
+const (
+	// DefaultChangesLimit and MaxChangesLimit bound the messages and
+	// removals of one answer (?limit=N).
+	DefaultChangesLimit = 1000
+	MaxChangesLimit     = 10000
+	// maxChangesBytes ends an answer early once its messages add up to
+	// this many bytes (it holds at least one page of the store's feed).
+	maxChangesBytes = 64 << 20
+	// MaxChangesWait bounds a long poll (?wait=SECONDS): an answer with
+	// nothing new waits that long for something.
+	MaxChangesWait = 60 * time.Second
+	// DefaultChangesClients is how many answers are written at once;
+	// more are told to come back (503).
+	DefaultChangesClients = 4
+	// changesPage is how many entries one read of the store's feed asks.
+	changesPage = 500
+	// changesPoll is how often a long poll looks at the store's feed.
+	changesPoll = 250 * time.Millisecond
+)
+
+// changesFeed serves GET /api/v1/changes?after=CURSOR[&limit=N][&wait=S]:
+// the store's change feed after CURSOR (empty: from the start) in the
+// format of package changes, for mirrors. The answer is streamed, page by
+// page of the store's feed, compressed with zstd or gzip as the client
+// accepts; nothing is rendered.
+func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
+	if s.opts.ChangesToken != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.ChangesToken)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="chibrary changes"`)
+			s.fail(w, r, http.StatusUnauthorized, "This archive's change feed needs a token (Authorization: Bearer TOKEN).")
+			return
+		}
+	}
+	q := r.URL.Query()
+	after := store.Cursor(q.Get("after"))
+	limit := DefaultChangesLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.fail(w, r, http.StatusBadRequest, "limit is a number of records, 1 or more.")
+			return
+		}
+		limit = min(n, MaxChangesLimit)
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.fail(w, r, http.StatusBadRequest, "wait is a number of seconds.")
+			return
+		}
+		wait = min(time.Duration(n)*time.Second, MaxChangesWait)
+	}
+	select {
+	case s.changesSlots <- struct{}{}:
+		defer func() { <-s.changesSlots }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, r, http.StatusServiceUnavailable, "Too many mirrors are reading the change feed; come back in a few seconds.")
+		return
+	}
+	ctx := r.Context()
+	b, err := s.st.Binding(ctx)
+	if errors.Is(err, store.ErrUnbound) {
+		w.Header().Set("Retry-After", "60")
+		s.fail(w, r, http.StatusServiceUnavailable, "This archive holds no message yet.")
+		return
+	}
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
+	// The first page, before anything is written: a bad cursor is 400,
+	// and a long poll waits for it.
+	page, err := s.st.Changes(ctx, after, min(limit, changesPage))
+	for err == nil && page.Empty() && wait > 0 {
+		deadline := time.Now().Add(wait)
+		t := time.NewTimer(changesPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = time.Until(deadline)
+		page, err = s.st.Changes(ctx, after, min(limit, changesPage))
+	}
+	if errors.Is(err, store.ErrBadCursor) {
+		s.fail(w, r, http.StatusBadRequest, "Not a cursor of this archive's change feed: start again with an empty one (after=).")
+		return
+	}
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", changes.ContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Add("Vary", "Accept-Encoding")
+	body, closeBody := compressed(w, r.Header.Get("Accept-Encoding"))
+	rc := http.NewResponseController(w)
+	// A long answer to a slow mirror may outlast the server's write
+	// timeout: each page gets a minute of its own.
+	rc.SetWriteDeadline(time.Now().Add(time.Minute))
+	fw, err := changes.NewWriter(body, b)
+	if err != nil {
+		s.log.Error("cannot write the change feed", "err", err)
+		return
+	}
+	sent, size := 0, 0
+	leases := map[uint32]bool{}
+	cursor := after
+	abort := func(err error) {
+		if !errors.Is(err, context.Canceled) {
+			s.log.Warn("change feed answer cut short", "after", string(after), "err", err)
+		}
+	}
+	for {
+		for _, m := range page.Messages {
+			if err := s.writeLease(ctx, fw, leases, m.Number); err != nil {
+				abort(err)
+				return
+			}
+			if err := fw.Message(m); err != nil {
+				abort(err)
+				return
+			}
+			size += len(m.Raw)
+		}
+		for _, rm := range page.Removals {
+			if err := s.writeLease(ctx, fw, leases, rm.Number); err != nil {
+				abort(err)
+				return
+			}
+			if err := fw.Removal(rm); err != nil {
+				abort(err)
+				return
+			}
+		}
+		sent += len(page.Messages) + len(page.Removals)
+		cursor = page.Next
+		if page.Empty() || sent >= limit || size >= maxChangesBytes {
+			break
+		}
+		if err := fw.Flush(); err != nil {
+			abort(err)
+			return
+		}
+		rc.SetWriteDeadline(time.Now().Add(time.Minute))
+		if page, err = s.st.Changes(ctx, cursor, min(limit-sent, changesPage)); err != nil {
+			abort(err)
+			return
+		}
+	}
+	if err := fw.End(cursor, !page.Empty()); err != nil {
+		abort(err)
+		return
+	}
+	if err := closeBody(); err != nil {
+		abort(err)
+	}
+}
+
+// writeLease writes the lease of n's run unless the answer has it.
+func (s *Server) writeLease(ctx context.Context, fw *changes.Writer, written map[uint32]bool, n callnumber.Number) error {
+	codec, err := s.codecs.get(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := codec.Decode(n)
+	if err != nil {
+		return fmt.Errorf("cannot decode %v: %w", n, err)
+	}
+	if written[f.Run] {
+		return nil
+	}
+	l, err := s.st.Lease(ctx, f.Run)
+	if err != nil {
+		return err
+	}
+	written[f.Run] = true
+	return fw.Lease(l)
+}
+
+// compressed returns the body to write, compressed as the client accepts
+// (zstd, then gzip), and what ends it.
+func compressed(w http.ResponseWriter, accept string) (io.Writer, func() error) {
+	accepts := func(enc string) bool {
+		for _, part := range strings.Split(accept, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(name), enc) {
+				continue
+			}
+			if v, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok {
+				if q, err := strconv.ParseFloat(v, 64); err != nil || q == 0 {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
+	switch {
+	case accepts("zstd"):
+		w.Header().Set("Content-Encoding", "zstd")
+		zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+		if err == nil {
+			return zw, zw.Close
+		}
+		w.Header().Del("Content-Encoding")
+	case accepts("gzip"):
+		w.Header().Set("Content-Encoding", "gzip")
+		gw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		return gw, gw.Close
+	}
+	return w, func() error { return nil }
+}
