@@ -120,6 +120,10 @@ type State struct {
 	Authority string       `json:"authority,omitempty"`
 	Cursor    store.Cursor `json:"cursor"`
 	Updated   time.Time    `json:"updated,omitzero"`
+	// HighestRun is the highest run whose lease came from the origin: a
+	// run authority restored from a backup to number into this store
+	// must be bumped past it.
+	HighestRun uint32 `json:"highest_run,omitempty"`
 }
 
 // New checks opts and reads the state file, if there is one.
@@ -439,8 +443,9 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 		return false, fmt.Errorf("%w: the origin now serves the archive of authority %s, and this mirror follows that of %s", ErrOrigin, b.Authority, m.state.Authority)
 	}
 	var (
-		batch []store.Message
-		size  int
+		batch   []store.Message
+		size    int
+		highest = m.state.HighestRun
 	)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -478,6 +483,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			if err := m.opts.Store.RecordLease(ctx, l); err != nil {
 				return false, fmt.Errorf("cannot record the lease of run %d: %w", l.Run, err)
 			}
+			highest = max(highest, l.Run)
 		case changes.KindMessage:
 			msg := rec.Message
 			batch = append(batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
@@ -509,6 +515,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			}
 			m.state.Authority = b.Authority
 			m.state.Cursor = rec.Next
+			m.state.HighestRun = highest
 			m.state.Updated = time.Now().UTC()
 			if err := saveState(m.opts.StatePath, m.state); err != nil {
 				return false, err

@@ -143,8 +143,8 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 			return err
 		}
 		secs := time.Since(start).Seconds()
-		fmt.Fprintf(stderr, "mirrored %d messages (%d new), %d removals in %.1f s (%.0f msg/s); caught up with %s\n",
-			s.Messages, s.New, s.Removals, secs, float64(s.Messages)/max(secs, 1e-9), o.From)
+		fmt.Fprintf(stderr, "mirrored %d messages (%d new), %d removals in %.1f s (%.0f msg/s); caught up with %s; highest run %d\n",
+			s.Messages, s.New, s.Removals, secs, float64(s.Messages)/max(secs, 1e-9), o.From, m.State().HighestRun)
 		return nil
 	}
 	return m.Run(ctx)
