@@ -72,6 +72,9 @@ bench: build
 	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkPagesScaled -benchtime 10000x -timeout 30m ./resolver/; \
 	status=$$?; rm -rf $$scaled; exit $$status
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
+	@echo "== mirrors: the corpus through the change feed in one process, then the whole list's size between processes"
+	$(GO) test -run '^$$' -bench BenchmarkMirror -benchtime 3x ./mirror/
+	$(GO) run ./internal/tools/mirrorbench --corpus $(CORPUS) --bin $(BIN)
 
 # The crash-and-race harness (e2e/torture_test.go) for ROUNDS rounds on
 # bbolt, then on Riak when the test kit is there; SEED replays a schedule

@@ -34,11 +34,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/changes"
 	"github.com/chibrary/chibrary/store"
 )
@@ -46,7 +48,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultWait          = 30 * time.Second
-	DefaultLimit         = 1000
+	DefaultLimit         = 10000
 	DefaultBatchMessages = 500
 	DefaultBatchBytes    = 8 << 20
 	DefaultMinBackoff    = time.Second
@@ -432,7 +434,22 @@ func decompress(resp *http.Response) (io.ReadCloser, error) {
 	}
 }
 
+// step is what the reader hands the applier: the leases read since the
+// last step, then a batch of messages, or a removal, or the end; or the
+// error that ended the answer (after the rest of the step).
+type step struct {
+	leases  []callnumber.Lease
+	batch   []store.Message
+	size    int
+	removal *store.Removal
+	end     *changes.Record
+	err     error
+}
+
 // apply stores what one answer holds, in order, and saves its cursor.
+// Reading (decompressing, checking digests) and storing overlap: a reader
+// goroutine hands batches to the applier, two at most in waiting, so that
+// the origin goes on sending while a batch is written.
 func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err error) {
 	fr, err := changes.NewReader(body, changes.Options{MaxMessage: m.opts.MaxMessage})
 	if err != nil {
@@ -442,79 +459,58 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	if m.state.Authority != "" && m.state.Authority != b.Authority {
 		return false, fmt.Errorf("%w: the origin now serves the archive of authority %s, and this mirror follows that of %s", ErrOrigin, b.Authority, m.state.Authority)
 	}
-	var (
-		batch   []store.Message
-		size    int
-		highest = m.state.HighestRun
-	)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		res, err := m.opts.Store.Put(ctx, batch)
-		if err != nil {
-			return fmt.Errorf("cannot store what the origin sent: %w", err)
-		}
-		for i, r := range res {
-			if r.Number != batch[i].Number {
-				return fmt.Errorf("%w: the origin sends message %v, whose bytes this mirror holds as %v", ErrOrigin, batch[i].Number, r.Number)
-			}
-			if !r.Duplicate {
-				m.stats.New++
-			}
-		}
-		m.opts.Metrics.stored(len(batch), size)
-		batch, size = batch[:0], 0
-		return nil
-	}
-	for {
-		rec, err := fr.Next()
-		if err != nil {
-			// What was verified is kept; the cursor stays where it was.
-			if ferr := flush(); ferr != nil {
-				return false, ferr
-			}
-			return false, m.originErr(err)
-		}
-		switch rec.Kind {
-		case changes.KindLease:
-			l := rec.Lease
+	steps := make(chan step, 2)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() { m.read(fr, steps, stop) })
+
+	highest := m.state.HighestRun
+	for st := range steps {
+		for _, l := range st.leases {
 			l.Key = b.Key
 			if err := m.opts.Store.RecordLease(ctx, l); err != nil {
 				return false, fmt.Errorf("cannot record the lease of run %d: %w", l.Run, err)
 			}
 			highest = max(highest, l.Run)
-		case changes.KindMessage:
-			msg := rec.Message
-			batch = append(batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
-			size += len(msg.Raw)
-			m.stats.Messages++
-			m.stats.Bytes += int64(len(msg.Raw))
-			if len(batch) >= m.opts.BatchMessages || size >= m.opts.BatchBytes {
-				if err := flush(); err != nil {
-					return false, err
+		}
+		if len(st.batch) > 0 {
+			res, err := m.opts.Store.Put(ctx, st.batch)
+			if err != nil {
+				return false, fmt.Errorf("cannot store what the origin sent: %w", err)
+			}
+			for i, r := range res {
+				if r.Number != st.batch[i].Number {
+					return false, fmt.Errorf("%w: the origin sends message %v, whose bytes this mirror holds as %v", ErrOrigin, st.batch[i].Number, r.Number)
+				}
+				if !r.Duplicate {
+					m.stats.New++
 				}
 			}
-		case changes.KindRemoval:
-			if err := flush(); err != nil {
-				return false, err
-			}
+			m.stats.Messages += int64(len(st.batch))
+			m.stats.Bytes += int64(st.size)
+			m.opts.Metrics.stored(len(st.batch), st.size)
+		}
+		if r := st.removal; r != nil {
 			rm, ok := m.opts.Store.(store.Remover)
 			if !ok {
-				return false, fmt.Errorf("the origin removed message %v, and this store cannot remove messages", rec.Removal.Number)
+				return false, fmt.Errorf("the origin removed message %v, and this store cannot remove messages", r.Number)
 			}
-			if _, err := rm.RecordRemoval(ctx, rec.Removal); err != nil {
-				return false, fmt.Errorf("cannot apply the origin's removal of %v: %w", rec.Removal.Number, err)
+			if _, err := rm.RecordRemoval(ctx, *r); err != nil {
+				return false, fmt.Errorf("cannot apply the origin's removal of %v: %w", r.Number, err)
 			}
 			m.stats.Removals++
 			m.opts.Metrics.removed()
-			m.log.Info("removed, as the origin did", "callnumber", rec.Removal.Number, "removed_at", rec.Removal.Removed, "reason", rec.Removal.Reason)
-		case changes.KindEnd:
-			if err := flush(); err != nil {
-				return false, err
-			}
+			m.log.Info("removed, as the origin did", "callnumber", r.Number, "removed_at", r.Removed, "reason", r.Reason)
+		}
+		if st.err != nil {
+			// What was verified is kept; the cursor stays where it was.
+			return false, m.originErr(st.err)
+		}
+		if end := st.end; end != nil {
 			m.state.Authority = b.Authority
-			m.state.Cursor = rec.Next
+			m.state.Cursor = end.Next
 			m.state.HighestRun = highest
 			m.state.Updated = time.Now().UTC()
 			if err := saveState(m.opts.StatePath, m.state); err != nil {
@@ -523,10 +519,58 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			m.opts.Metrics.synced(m.state.Updated)
 			if m.opts.Progress != nil {
 				p := m.stats
-				p.CaughtUp = !rec.More
+				p.CaughtUp = !end.More
 				m.opts.Progress(p)
 			}
-			return rec.More, nil
+			return end.More, nil
+		}
+	}
+	return false, errors.New("mirror: the answer's reader stopped early") // not reached: it ends with end or err
+}
+
+// read reads the answer's records into steps until its end or an error,
+// or until stop is closed.
+func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{}) {
+	defer close(steps)
+	var cur step
+	send := func() bool {
+		select {
+		case steps <- cur:
+			cur = step{}
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	for {
+		rec, err := fr.Next()
+		if err != nil {
+			cur.err = err
+			send()
+			return
+		}
+		switch rec.Kind {
+		case changes.KindLease:
+			cur.leases = append(cur.leases, rec.Lease)
+		case changes.KindMessage:
+			msg := rec.Message
+			cur.batch = append(cur.batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
+			cur.size += len(msg.Raw)
+			if len(cur.batch) >= m.opts.BatchMessages || cur.size >= m.opts.BatchBytes {
+				if !send() {
+					return
+				}
+			}
+		case changes.KindRemoval:
+			r := rec.Removal
+			cur.removal = &r
+			if !send() {
+				return
+			}
+		case changes.KindEnd:
+			cur.end = &rec
+			send()
+			return
 		}
 	}
 }
