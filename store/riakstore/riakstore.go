@@ -173,9 +173,9 @@ type buckets struct {
 	archive string
 	types   Types
 	// in the claims type
-	meta, runs, log string
+	meta, runs, log, removed string
 	// in the kv type
-	packs, large, dicts string
+	packs, large, dicts, removals string
 	// in the write-once type
 	digests string
 	// in the counters type
@@ -186,9 +186,10 @@ func newBuckets(archive string, t Types) buckets {
 	p := archive + "."
 	return buckets{
 		archive: archive, types: t,
-		meta: p + "meta", runs: p + "runs", log: p + "log",
-		packs: p + "packs", large: p + "large", dicts: p + "dicts", digests: p + "digests",
-		counts: p + "counts",
+		meta: p + "meta", runs: p + "runs", log: p + "log", removed: p + "removed",
+		packs: p + "packs", large: p + "large", dicts: p + "dicts", removals: p + "removals",
+		digests: p + "digests",
+		counts:  p + "counts",
 	}
 }
 
