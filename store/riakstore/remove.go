@@ -403,6 +403,9 @@ func (s *Store) removeFromPack(ctx context.Context, key string, seq uint16, r st
 		if attempt == maxSettle {
 			return fmt.Errorf("%w: %s/%s/%s after %d writes", errUnsettled, s.b.types.KV, s.b.packs, key, attempt)
 		}
+		if err := s.at("remove: pack read"); err != nil {
+			return err
+		}
 		vclock, _, err := s.putPack(ctx, key, p.entries, terms, f.vclock)
 		if err != nil {
 			return err
@@ -472,7 +475,7 @@ func (s *Store) removals(ctx context.Context) ([]store.Removal, error) {
 			b := riak.NewSecondaryIndexQueryCommandBuilder().
 				WithBucketType(s.b.types.KV).WithBucket(s.b.removals).
 				WithIndexName(indexRemoved).WithIntRange(0, math.MaxInt64).
-				WithMaxResults(removalsPage).WithTimeout(s.opts.Timeout)
+				WithMaxResults(s.removalsPage).WithTimeout(s.opts.Timeout)
 			if cont != nil {
 				b = b.WithContinuation(cont)
 			}
