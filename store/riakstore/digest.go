@@ -20,7 +20,8 @@ import (
 // so that no message is ever stored without its entry, even by a writer
 // killed in between. An entry may therefore name a number whose message
 // is not stored (yet, or ever): every reader checks that the message is
-// there before it believes the entry.
+// there (or its removal record, which keeps the entry believed: the
+// digest of a removed message stays known) before it believes the entry.
 //
 // Every key is written once (write-once keys cost Riak about a third less
 // than others: no read before the write). A writer that takes over a dead
