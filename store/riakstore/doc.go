@@ -310,7 +310,10 @@
 //     or leveled.journal_objectcount values (200,000). On a small archive
 //     the bytes of a removed message can therefore stay on disk for good;
 //     with leveled.compression_point = on_compact (as the README
-//     recommends) they stay there uncompressed. Its ledger (keys and
+//     recommends) they stay there uncompressed (seen on the test kit's
+//     node so set: once Remove had returned, a small and a large
+//     message's bytes were still in the journal files being written, on
+//     every replica). Its ledger (keys and
 //     index terms, not values) drops the Message-ID's old index term at
 //     its own merges;
 //   - a node that was down when the pack was rewritten receives the new
@@ -327,7 +330,8 @@
 // it, start it and repair its partitions (riak_kv_vnode:repair/1, through
 // riak eval), one node at a time, so that the other replicas hold
 // everything meanwhile. A repaired partition receives the current values
-// of the other replicas, not their journals. Neither was measured here.
+// of the other replicas, not their journals. Neither remedy was tried
+// here.
 //
 // Programs older than removals refuse a pack holding a removal entry
 // and a ledger holding a removal entry (unknown to them, they read as
