@@ -234,7 +234,8 @@ func TestRemoveInterrupted(t *testing.T) {
 
 // TestRemoveRace: removers of one number at once, on handles of their
 // own, make one record between them, one removal in the feed, and count
-// the message out once.
+// the message out once; removers of the other numbers of its pack at
+// once all hold.
 func TestRemoveRace(t *testing.T) {
 	o := testOptions(t)
 	a := storetest.NewAuthority(t, shuffle.Mix)
@@ -270,6 +271,33 @@ func TestRemoveRace(t *testing.T) {
 	checkGone(t, w, msgs[1])
 	if n, err := w.Count(t.Context()); err != nil || n != int64(len(msgs)-1) {
 		t.Errorf("Count() = %d, %v; want %d", n, err, len(msgs)-1)
+	}
+
+	// The other messages of the pack, each by a remover of its own, at
+	// once: every removal holds, whatever order their writes of the pack
+	// went in.
+	rest := append(msgs[:1:1], msgs[2:]...)
+	start = make(chan struct{})
+	for i, m := range rest {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = stores[i].Remove(t.Context(), m.Number, "")
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, m := range rest {
+		if errs[i] != nil {
+			t.Fatalf("Remove(%v) = %v", m.Number, errs[i])
+		}
+		var re *store.RemovedError
+		if _, err := w.Get(t.Context(), m.Number); !errors.As(err, &re) || !sameRemoval(re.Removal, got[i]) {
+			t.Errorf("Get(removed %v) = %v, want its removal", m.Number, err)
+		}
+		checkGone(t, w, m)
+	}
+	if n, err := w.Count(t.Context()); err != nil || n != 0 {
+		t.Errorf("Count() = %d, %v; want 0", n, err)
 	}
 }
 
