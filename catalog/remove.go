@@ -1,6 +1,6 @@
 package catalog
 
-// Removals (store.Remover). A message removed from the store leaves the
+// Removals (store.Store.Remove). A message removed from the store leaves the
 // catalog: its row, its references, its words in the search index and
 // its share of its thread's, list's and month's counts go, and a row of
 // the removed table says when and why, under the SHA-256 of its

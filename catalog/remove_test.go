@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/chibrary/chibrary/callnumber"
-	"github.com/chibrary/chibrary/store"
 )
 
 // threadMail is a message of a thread: id replies to parent ("" for
@@ -58,7 +57,7 @@ func TestRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := a.st.(store.Remover).Remove(t.Context(), n, "at the author's request")
+	r, err := a.st.Remove(t.Context(), n, "at the author's request")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +124,7 @@ func TestRemove(t *testing.T) {
 	// Removing the root of a thread of one: the thread goes, and the
 	// list's count.
 	n, _, _ = a.codec().Parse(other)
-	if _, err := a.st.(store.Remover).Remove(t.Context(), n, ""); err != nil {
+	if _, err := a.st.Remove(t.Context(), n, ""); err != nil {
 		t.Fatal(err)
 	}
 	mustSync(t, c, a.st)

@@ -19,7 +19,19 @@
 //   - a store remembers the lease of every run it has seen; a second lease
 //     for the same run with another nonce is refused with ErrRunReused;
 //   - a message is only accepted under a run whose lease was recorded
-//     (ErrUnknownRun otherwise), so the two rules above cover every write.
+//     (ErrUnknownRun otherwise), so the two rules above cover every write;
+//   - a removed number (Remove) is never filled again: its removal record
+//     stays in its place, the same bytes are reported Removed, other
+//     bytes are refused with ErrNumberTaken.
+//
+// Removal takes a message's bytes out of the store and leaves a record
+// (number, digest, the SHA-256 of the Message-ID, date, reason) in the
+// message's place and in the change feed. What "out of the store" means
+// on disk differs by backend: the bolt store drops the bytes at its next
+// compaction; the Riak store rewrites or deletes the values at once, and
+// Riak itself keeps old values on disk for a while (the riakstore package
+// doc says how long, and what an operator can do). Copies made before
+// (backups, mirrors, downloads) are out of its reach.
 package store
 
 import (
@@ -276,24 +288,18 @@ type Store interface {
 	// hand out is refused with ErrBadCursor.
 	Changes(ctx context.Context, after Cursor, max int) (ChangePage, error)
 
-	// Close releases the store. Calls after Close return ErrClosed.
-	Close() error
-}
-
-// Remover is a Store that can remove messages. (Every backend is to
-// implement it: the bolt store does; the Riak store does not yet, and a
-// Riak archive therefore has no removals.)
-type Remover interface {
-	Store
 	// Remove removes the message stored under n for good, and returns
 	// the removal record it leaves: Get then answers a *RemovedError
 	// with that record, ByMessageID no longer lists n, the bytes leave
-	// the store (a backend that rewrites its files, at its next
-	// compaction), and n is never filled again. The digest stays known:
-	// a Put of the same bytes reports them Removed, under n. The removal
-	// goes into the change feed. Removing a removed number returns its
-	// record as it was; a number with no message is ErrNotFound; a
-	// reason CheckReason refuses is ErrBadReason.
+	// the store (the bolt store's at its next compaction; the Riak
+	// store's at once, up to what Riak itself keeps of old values: see
+	// each backend's doc), and n is never filled again. The digest
+	// stays known: a Put of the same bytes reports them Removed, under
+	// n. The removal goes into the change feed. Removing a removed
+	// number returns its record as it was (and completes the removal if
+	// it was cut short, on a backend without transactions); a number
+	// with no message is ErrNotFound; a reason CheckReason refuses is
+	// ErrBadReason.
 	Remove(ctx context.Context, n callnumber.Number, reason string) (Removal, error)
 	// RecordRemoval records a removal made in another store that holds
 	// the same messages under the same numbers (a mirror's origin), with
@@ -308,4 +314,7 @@ type Remover interface {
 	RecordRemoval(ctx context.Context, r Removal) (Removal, error)
 	// Removals returns every removal record, in the order they were made.
 	Removals(ctx context.Context) ([]Removal, error)
+
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
 )
 
 // The change feed (store.Store.Changes) reads the ledger: every Put
@@ -26,10 +27,19 @@ import (
 // its own). Messages appear in the feed once their Put has returned, at
 // the latest at the follower's next call.
 //
+// A removal appends an entry of its own (remove.go), always after the
+// entry of the message it removes; the feed hands it out in
+// ChangePage.Removals, and leaves out the message of an earlier entry
+// that was removed since. The removal record says which of its entries
+// counts (two removers at once, or a second Remove completing one cut
+// short, each append one): the feed hands out that one, leaves out the
+// others, and keeps an entry pending, as one item, while the record
+// names none yet.
+//
 // A cursor is "L", 8 hex digits naming the archive, ":", the next slot
 // and item to read ("12.40"), then for each slot with pending items "~",
-// the slot, "." and a bitmap of the pending items in unpadded base64url.
-// The empty cursor is slot 1, item 0.
+// the slot, "." and a bitmap of the pending items in unpadded base64url
+// (a removal entry has one item, 0). The empty cursor is slot 1, item 0.
 
 // Bounds of one page, as in the bolt store.
 const (
@@ -138,6 +148,7 @@ type candidate struct {
 	e    *entry
 }
 
+// item is the candidate's item, of an entry that is not a removal.
 func (c candidate) item() item { return c.e.items[c.idx] }
 
 func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
@@ -162,23 +173,49 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 	size := 0
 	full := false
 	pending := make(map[uint64][]int)
-	// deliver hands out what is stored of cands, in order, until the page
-	// is full; what is not stored stays pending (or is dropped, once
-	// surely never stored). It returns how many candidates it went
-	// through.
+	// deliver hands out what is stored of cands, and the removals among
+	// them, in order, until the page is full; what is not stored yet
+	// stays pending (or is dropped, once surely never stored, or removed
+	// since: its removal comes later in the ledger). It returns how many
+	// candidates it went through.
 	deliver := func(cands []candidate) (int, error) {
-		numbers := make([]callnumber.Number, len(cands))
-		for i, c := range cands {
-			numbers[i] = c.item().number
+		var numbers, removals []callnumber.Number
+		for _, c := range cands {
+			if c.e.removal != 0 {
+				removals = append(removals, c.e.removal)
+			} else {
+				numbers = append(numbers, c.item().number)
+			}
 		}
-		got, err := s.readMessages(ctx, bd.codec, numbers)
+		got, removed, err := s.readMessages(ctx, bd.codec, numbers)
+		if err != nil {
+			return 0, err
+		}
+		states, err := s.removalStates(ctx, removals)
 		if err != nil {
 			return 0, err
 		}
 		for i, c := range cands {
-			if full || len(page.Messages) >= max {
+			if full || len(page.Messages)+len(page.Removals) >= max {
 				full = true
 				return i, nil
+			}
+			if c.e.removal != 0 {
+				st := states[c.e.removal]
+				switch {
+				case st == nil:
+					return 0, fmt.Errorf("%w: ledger slot %d names a removal of %v that is not recorded", record.ErrCorrupt, c.slot, c.e.removal)
+				case st.Slot == c.slot:
+					page.Removals = append(page.Removals, st.removal)
+				case st.Slot == 0:
+					// Its remover is between this entry and noting it in the
+					// record, or died there: a second Remove notes this
+					// entry or one of its own.
+					pending[c.slot] = append(pending[c.slot], c.idx)
+				}
+				// Another entry of the same removal (two removers at once,
+				// or a second Remove after a crash) is left out.
+				continue
 			}
 			m, ok := got[c.item().number]
 			if ok {
@@ -188,6 +225,9 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 				}
 				page.Messages = append(page.Messages, m)
 				size += len(m.Raw)
+				continue
+			}
+			if _, ok := removed[c.item().number]; ok {
 				continue
 			}
 			keep, err := s.mayAppear(ctx, c, ref)
@@ -208,7 +248,7 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 		if err != nil {
 			return store.ChangePage{}, err
 		}
-		if e == nil || p.items[len(p.items)-1] >= len(e.items) {
+		if e == nil || p.items[len(p.items)-1] >= e.size() {
 			return store.ChangePage{}, fmt.Errorf("%w: %q names items of ledger slot %d that do not exist", store.ErrBadCursor, after, p.slot)
 		}
 		for _, i := range p.items {
@@ -227,21 +267,22 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 	// room: a round of items none of which is stored yet (a writer still
 	// writing, or one that died) must not hold back the ones after it.
 	pos := candidate{slot: cur.slot, idx: cur.idx}
-	for !full && len(page.Messages) < max {
-		es, err := s.entriesFrom(ctx, pos.slot, 256, max-len(page.Messages)+pos.idx)
+	for !full && len(page.Messages)+len(page.Removals) < max {
+		room := max - len(page.Messages) - len(page.Removals)
+		es, err := s.entriesFrom(ctx, pos.slot, 256, room+pos.idx)
 		if err != nil {
 			return store.ChangePage{}, err
 		}
 		cands = cands[:0]
 		slot, idx := pos.slot, pos.idx
 		for _, e := range es {
-			if idx > len(e.items) {
+			if idx > e.size() {
 				return store.ChangePage{}, fmt.Errorf("%w: %q points past the end of ledger slot %d", store.ErrBadCursor, after, slot)
 			}
-			for ; idx < len(e.items) && len(cands) < max-len(page.Messages); idx++ {
+			for ; idx < e.size() && len(cands) < room; idx++ {
 				cands = append(cands, candidate{slot, idx, e})
 			}
-			if len(cands) >= max-len(page.Messages) {
+			if len(cands) >= room {
 				break
 			}
 			slot, idx = slot+1, 0
@@ -263,11 +304,11 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 		}
 		last := cands[len(cands)-1]
 		pos = candidate{slot: last.slot, idx: last.idx + 1}
-		if pos.idx == len(last.e.items) {
+		if pos.idx == last.e.size() {
 			pos = candidate{slot: last.slot + 1}
 		}
 	}
-	if len(page.Messages) == 0 {
+	if page.Empty() {
 		// Nothing new: the cursor stays, pending items included (they are
 		// looked at again next time).
 		return nothing, nil

@@ -50,6 +50,13 @@ func testDecode(rec []byte) (record.Message, error) {
 	return c.Decode(rec, nil)
 }
 
+// removedOf returns the entry of raw's removal at seq.
+func removedOf(t *testing.T, seq uint16, raw string, when time.Time) packEntry {
+	t.Helper()
+	r := store.Removal{Digest: store.DigestOf([]byte(raw)), MessageIDSum: store.MessageIDSum("id" + raw), Removed: when.Truncate(time.Second), Reason: "spam"}
+	return packEntry{seq: seq, removed: true, rec: record.MarshalRemoval(r)}
+}
+
 func packOf(entries ...packEntry) *riak.Object {
 	m := make(map[uint16]packEntry)
 	terms := make(map[string]bool)
@@ -70,6 +77,7 @@ func TestPackRoundTrip(t *testing.T) {
 		entryOf(20, "large one", added, true),
 		zstdEntryOf(t, 21, strings.Repeat("compressed line\n", 100), added),
 		entryOf(31, strings.Repeat("x", 70000), added, false),
+		removedOf(t, 32, "gone", added),
 	}
 	b := encodePack(entries)
 	if b[0] != packVersion {
@@ -84,8 +92,8 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	for i, e := range entries {
 		g := got[i]
-		if g.seq != e.seq || g.large != e.large || !bytes.Equal(g.rec, e.rec) {
-			t.Errorf("entry %d = %d %v %d bytes, want %d %v %d bytes", i, g.seq, g.large, len(g.rec), e.seq, e.large, len(e.rec))
+		if g.seq != e.seq || g.large != e.large || g.removed != e.removed || !bytes.Equal(g.rec, e.rec) {
+			t.Errorf("entry %d = %d %v %v %d bytes, want %d %v %v %d bytes", i, g.seq, g.large, g.removed, len(g.rec), e.seq, e.large, e.removed, len(e.rec))
 		}
 	}
 	// Every cut-short value is refused, never read as fewer entries.
@@ -106,7 +114,7 @@ func TestPackRoundTrip(t *testing.T) {
 		{"version 0", append([]byte{0}, b[1:]...)},
 		{"version 1 without its compression byte", []byte{packVersion1}},
 		{"version 1, compression 7", []byte{packVersion1, 7, 0}},
-		{"entry kind 2", []byte{packVersion, 1, 0, 1, 2, 1, 0}},
+		{"entry kind 3", []byte{packVersion, 1, 0, 1, 3, 1, 0}},
 	} {
 		if _, err := decodePack(tt.v); !errors.Is(err, record.ErrCorrupt) {
 			t.Errorf("decodePack(%s) = %v, want %v", tt.name, err, record.ErrCorrupt)
@@ -194,6 +202,70 @@ func TestMergePack(t *testing.T) {
 	}
 }
 
+// TestMergePackRemoval: a removal entry wins over its message's entry
+// in whatever order the siblings come, the other messages of both
+// siblings are kept, and the pack says what is left of the message.
+func TestMergePackRemoval(t *testing.T) {
+	t1 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	gone := removedOf(t, 1, "a", t1)
+	before := packOf(entryOf(1, "a", t1, false), entryOf(2, "b", t1, false))                                        // a Put's, from a read before the removal
+	after := packObject(map[uint16]packEntry{1: gone, 2: entryOf(2, "b", t1, false)}, map[string]bool{"idb": true}) // the removal's
+	beside := packOf(entryOf(1, "a", t1, false), entryOf(3, "c", t1, false))                                        // a Put's, with a new message
+	otherRemoval := removedOf(t, 1, "a", t1.Add(time.Second))
+	long := strings.Repeat("x", maxInlineID+1)
+	tests := []struct {
+		name           string
+		values         []*riak.Object
+		want           map[uint16]string // seq -> raw, or "removed"
+		stale, suspect bool
+	}{
+		{"removed", []*riak.Object{after}, map[uint16]string{1: "removed", 2: "b"}, false, false},
+		{"removal first", []*riak.Object{after, before}, map[uint16]string{1: "removed", 2: "b"}, true, true},
+		{"removal last", []*riak.Object{before, after}, map[uint16]string{1: "removed", 2: "b"}, true, true},
+		{"a Put beside the removal", []*riak.Object{beside, after}, map[uint16]string{1: "removed", 2: "b", 3: "c"}, true, true},
+		{"a large message's stub", []*riak.Object{packOf(entryOf(1, "a", t1, true)), after}, map[uint16]string{1: "removed", 2: "b"}, true, true},
+		{"a removed message's term", []*riak.Object{packObject(map[uint16]packEntry{1: gone}, map[string]bool{"ida": true})}, map[uint16]string{1: "removed"}, false, true},
+		{"another message's term", []*riak.Object{packObject(map[uint16]packEntry{1: gone}, map[string]bool{"idb": true, msgIDKey("\xffa"): true})}, map[uint16]string{1: "removed"}, false, false},
+		{"a removed message's hashed term", []*riak.Object{packObject(map[uint16]packEntry{1: removedOf(t, 1, long, t1)}, map[string]bool{msgIDKey("id" + long): true})}, map[uint16]string{1: "removed"}, false, true},
+		{"two removal records", []*riak.Object{packObject(map[uint16]packEntry{1: otherRemoval}, nil), packObject(map[uint16]packEntry{1: gone}, nil)}, map[uint16]string{1: "removed"}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := mergePack(tt.values, testDecode)
+			if err != nil {
+				t.Fatalf("mergePack = %v", err)
+			}
+			raws := make(map[uint16]string)
+			for seq, e := range got.entries {
+				if e.removed {
+					raws[seq] = "removed"
+					continue
+				}
+				m, err := record.DecodeMessage(e.rec)
+				if err != nil {
+					t.Fatalf("entry %d: %v", seq, err)
+				}
+				raws[seq] = string(m.Raw)
+				if e.large {
+					raws[seq] = "a"
+				}
+			}
+			if !maps.Equal(raws, tt.want) {
+				t.Errorf("mergePack = %v, want %v", raws, tt.want)
+			}
+			if got.stale != tt.stale || got.suspect != tt.suspect {
+				t.Errorf("mergePack: stale %v, suspect %v; want %v, %v", got.stale, got.suspect, tt.stale, tt.suspect)
+			}
+		})
+	}
+	// Of two removal records, the same one is kept in either order.
+	a, _ := mergePack([]*riak.Object{packObject(map[uint16]packEntry{1: otherRemoval}, nil), packObject(map[uint16]packEntry{1: gone}, nil)}, testDecode)
+	b, _ := mergePack([]*riak.Object{packObject(map[uint16]packEntry{1: gone}, nil), packObject(map[uint16]packEntry{1: otherRemoval}, nil)}, testDecode)
+	if !bytes.Equal(a.entries[1].rec, b.entries[1].rec) {
+		t.Errorf("mergePack of two removal records keeps %s or %s by their order", a.entries[1].rec, b.entries[1].rec)
+	}
+}
+
 func TestPackKey(t *testing.T) {
 	tests := []struct {
 		f    callnumber.Fields
@@ -242,6 +314,22 @@ func TestEntryRoundTrip(t *testing.T) {
 	bad := appendEntry(nil, &entry{items: []item{{number: 1 << callnumber.Bits}}})
 	if _, err := decodeEntry(bad); !errors.Is(err, record.ErrCorrupt) {
 		t.Errorf("decodeEntry(number beyond 47 bits) = %v, want %v", err, record.ErrCorrupt)
+	}
+
+	// A removal entry.
+	r := &entry{time: e.time, writer: e.writer, nonce: [8]byte{7}, removal: 123456789}
+	b = appendEntry(nil, r)
+	if b[0] != removalVersion {
+		t.Errorf("appendEntry(removal) is of version %d, want %d", b[0], removalVersion)
+	}
+	got, err = decodeEntry(b)
+	if err != nil || !got.time.Equal(r.time) || got.writer != r.writer || got.nonce != r.nonce || got.removal != r.removal || len(got.items) != 0 || got.size() != 1 {
+		t.Errorf("decodeEntry(appendEntry(removal)) = %+v, %v; want %+v", got, err, r)
+	}
+	for _, v := range [][]byte{b[:len(b)-1], append(bytes.Clone(b), 0), appendEntry(nil, &entry{removal: 1 << callnumber.Bits})} {
+		if _, err := decodeEntry(v); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodeEntry(%d bytes, a bad removal) = %v, want %v", len(v), err, record.ErrCorrupt)
+		}
 	}
 }
 

@@ -191,14 +191,14 @@ func (d riakDicts) Sample(ctx context.Context, n int, maxBytes int64) ([][]byte,
 		}
 		numbers := next[:min(chunk, len(next))]
 		next = next[len(numbers):]
-		got, err := s.readMessages(ctx, bd.codec, numbers)
+		got, _, err := s.readMessages(ctx, bd.codec, numbers)
 		if err != nil {
 			return nil, err
 		}
 		for _, num := range numbers {
 			m, ok := got[num]
 			if !ok || len(m.Raw) > record.MaxSample {
-				continue // not stored (its writer died), or too large to learn from
+				continue // not stored (its writer died), removed, or too large to learn from
 			}
 			if len(out) >= n || size >= maxBytes {
 				break

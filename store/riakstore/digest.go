@@ -20,7 +20,8 @@ import (
 // so that no message is ever stored without its entry, even by a writer
 // killed in between. An entry may therefore name a number whose message
 // is not stored (yet, or ever): every reader checks that the message is
-// there before it believes the entry.
+// there (or its removal record, which keeps the entry believed: the
+// digest of a removed message stays known) before it believes the entry.
 //
 // Every key is written once (write-once keys cost Riak about a third less
 // than others: no read before the write). A writer that takes over a dead
@@ -33,7 +34,10 @@ import (
 // digestState is what the index says of one digest.
 type digestState struct {
 	// stored is the number of the stored message with this digest, or 0.
-	stored callnumber.Number
+	// The digest of a removed message stays known: stored is its number,
+	// and removed its removal record.
+	stored  callnumber.Number
+	removed *store.Removal
 	// gen is the first generation not written, where a new entry goes.
 	gen int
 }
@@ -98,9 +102,12 @@ func (s *Store) lookupDigests(ctx context.Context, codec *callnumber.Codec, ds [
 		for _, ns := range named {
 			numbers = append(numbers, ns...)
 		}
-		var got map[callnumber.Number]store.Stored
+		var (
+			got     map[callnumber.Number]store.Stored
+			removed map[callnumber.Number]store.Removal
+		)
 		if len(numbers) > 0 {
-			if got, err = s.readMessages(ctx, codec, numbers); err != nil {
+			if got, removed, err = s.readMessages(ctx, codec, numbers); err != nil {
 				return nil, err
 			}
 		}
@@ -112,6 +119,10 @@ func (s *Store) lookupDigests(ctx context.Context, codec *callnumber.Codec, ds [
 			for _, n := range named[j] {
 				if m, ok := got[n]; ok && m.Digest == ds[i] {
 					out[i].stored = n
+					break
+				}
+				if r, ok := removed[n]; ok && r.Digest == ds[i] {
+					out[i].stored, out[i].removed = n, &r
 					break
 				}
 			}

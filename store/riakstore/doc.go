@@ -51,12 +51,17 @@
 //
 //	chibrary_claims    ARCHIVE.meta     "binding": the authority, scheme and key (JSON)
 //	chibrary_claims    ARCHIVE.runs     the run in decimal: its lease, without the key (JSON)
-//	chibrary_claims    ARCHIVE.log      the ledger: slot N in decimal, one entry per batch (ledger.go)
-//	chibrary_kv        ARCHIVE.packs    "VERSION.RUN.PACK": up to 16 messages (pack.go);
-//	                                    secondary index msgid_bin: their Message-IDs
+//	chibrary_claims    ARCHIVE.log      the ledger: slot N in decimal, one entry per batch
+//	                                    or removal (ledger.go)
+//	chibrary_claims    ARCHIVE.removed  call number: a removal's record and how far it got (remove.go)
+//	chibrary_kv        ARCHIVE.packs    "VERSION.RUN.PACK": up to 16 messages, or their
+//	                                    removal records (pack.go); secondary index
+//	                                    msgid_bin: their Message-IDs
 //	chibrary_kv        ARCHIVE.large    call number: a message over 64 KiB (its pack has a stub)
 //	chibrary_kv        ARCHIVE.dicts    dictionary ID in hex: a compression dictionary;
 //	                                    "current": the one new records use (dicts.go)
+//	chibrary_kv        ARCHIVE.removals call number: a copy of its removal record;
+//	                                    secondary index removed_int: when (Unix seconds)
 //	chibrary_once      ARCHIVE.digests  digest in hex (".N" for generation N): a call number (digest.go)
 //	chibrary_counters  ARCHIVE.counts   "messages": the message count
 //
@@ -250,6 +255,88 @@
 // with a second look at every replica when a pack lacks one). A follower
 // reading from the start reads the ledger and the packs in parallel, a
 // page at a time: 84,096 messages in under 8 s on the test node.
+//
+// # Removal
+//
+// Remove takes a message out of the archive in steps (remove.go lists
+// them), since Riak has no transactions: its record is created once, in
+// the consistent bucket type (of two removers at once, one creates it
+// and both complete the winner's removal); a copy goes where Removals
+// finds it through a secondary index (no key is listed); a ledger entry
+// puts it in the change feed, after the message's own entry, and the
+// record notes which entry counts; the pack is written anew with the
+// removal record in place of the message's record (or a large message's
+// stub) and without its Message-ID's index term; a large message's
+// object is deleted; the record is marked done and the message counted
+// out. A remover killed at any point leaves no removal (before the
+// record is created) or one that a second Remove of the number completes,
+// with the first one's record; until then the message may still be read
+// (the pack is rewritten fifth), the feed holds back the removal's entry
+// while the record notes none, and Removals lists it once its copy is
+// written. A remover killed between marking the removal done and
+// counting the message out leaves the count one too high.
+//
+// What stays: the record (number, digest, the SHA-256 of the
+// Message-ID, date, reason), its copy, its ledger entry, and the digest
+// index entry, so that the same bytes are reported Removed under the
+// number and never stored again. Riak's values hold nothing else of the
+// message: when siblings of a pack disagree, the removal entry wins over
+// the message's, whatever their order; a Put that wrote the pack from a
+// read made before the removal (or that a removal's write went in
+// beside) reads the siblings at once and writes the pack again without
+// the message, and so does the removal when a Put's write went in beside
+// its own. A Put killed between such a write and its repair leaves a
+// sibling that still holds the message: readers go by the removal
+// entry, and the next write of the pack (a Put into it, or a second
+// Remove of the number) drops it.
+//
+// What Riak itself keeps on disk is another matter. A value replaced or
+// deleted is not erased:
+//
+//   - a deleted key (a large message's object) is kept as a tombstone
+//     until Riak reaps it, after delete_mode (3 s by default; riak_kv's
+//     delete_mode in advanced.config, where "keep" keeps tombstones for
+//     good);
+//   - the leveled backend appends every value it receives to its
+//     journal, and a replaced value (a pack as it was before the removal,
+//     every copy a Put of the pack wrote before) or a reaped one stays in
+//     the journal file until journal compaction rewrites that file.
+//     Compaction runs leveled.compaction_runs_perday times a day per
+//     partition (24 by default) between leveled.compaction_low_hour and
+//     leveled.compaction_top_hour, takes a file only once enough of it is
+//     replaced or deleted (leveled.singlefile_compactionpercentage and
+//     leveled.maxrunlength_compactionpercentage), and never the journal
+//     file being written, which rolls at leveled.journal_size bytes (1 GB)
+//     or leveled.journal_objectcount values (200,000). On a small archive
+//     the bytes of a removed message can therefore stay on disk for good;
+//     with leveled.compression_point = on_compact (as the README
+//     recommends) they stay there uncompressed (seen on the test kit's
+//     node so set: once Remove had returned, a small and a large
+//     message's bytes were still in the journal files being written, on
+//     every replica). Its ledger (keys and
+//     index terms, not values) drops the Message-ID's old index term at
+//     its own merges;
+//   - a node that was down when the pack was rewritten receives the new
+//     value through hinted handoff or read repair, and keeps the old one
+//     in its journal as above;
+//   - copies outside the cluster (backups of the nodes' data, a cluster
+//     replicated to, mirrors, downloads) are out of reach.
+//
+// An operator who must know the bytes are gone from the disks can make
+// journal files roll and compact sooner (smaller leveled.journal_size
+// and leveled.journal_objectcount, lower compaction percentages; at a
+// cost in write amplification), or rebuild each node's data in turn from
+// its replicas: stop the node, move its data directory away and destroy
+// it, start it and repair its partitions (riak_kv_vnode:repair/1, through
+// riak eval), one node at a time, so that the other replicas hold
+// everything meanwhile. A repaired partition receives the current values
+// of the other replicas, not their journals. Neither remedy was tried
+// here.
+//
+// Programs older than removals refuse a pack holding a removal entry
+// and a ledger holding a removal entry (unknown to them, they read as
+// corrupt) rather than take a removed number for one never stored:
+// upgrade every program that uses the archive before the first removal.
 //
 // # Failures
 //

@@ -108,16 +108,44 @@ func (s *Store) create(ctx context.Context, bucket, key string, value []byte) (b
 
 // fetchClaim reads a key of the consistent bucket type: its value, or nil.
 func (s *Store) fetchClaim(ctx context.Context, bucket, key string) ([]byte, error) {
+	v, _, err := s.fetchClaimContext(ctx, bucket, key)
+	return v, err
+}
+
+// fetchClaimContext reads a key of the consistent bucket type: its value,
+// or nil, and the causal context to update it with.
+func (s *Store) fetchClaimContext(ctx context.Context, bucket, key string) ([]byte, []byte, error) {
 	f, err := s.fetch(ctx, s.b.types.Claims, bucket, key, quick)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(f.values) > 1 {
 		// A consistent bucket never has siblings.
-		return nil, fmt.Errorf("%s/%s/%q has %d siblings: is bucket type %s consistent?", s.b.types.Claims, bucket, key, len(f.values), s.b.types.Claims)
+		return nil, nil, fmt.Errorf("%s/%s/%q has %d siblings: is bucket type %s consistent?", s.b.types.Claims, bucket, key, len(f.values), s.b.types.Claims)
 	}
 	if !f.found() {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return f.values[0].Value, nil
+	return f.values[0].Value, f.vclock, nil
+}
+
+// update replaces a key of the consistent bucket type with value, if it
+// is still as read with the causal context vclock (compare-and-set), or
+// reports false. As with create, a write whose reply was lost and that
+// was tried again also gets false: callers read the key again.
+func (s *Store) update(ctx context.Context, bucket, key string, value, vclock []byte) (bool, error) {
+	_, err := s.do(ctx, func() (riak.Command, error) {
+		return riak.NewStoreValueCommandBuilder().
+			WithBucketType(s.b.types.Claims).WithBucket(bucket).WithKey(key).
+			WithContent(&riak.Object{ContentType: "application/json", Value: value, VClock: vclock}).
+			WithTimeout(s.opts.Timeout).Build()
+	})
+	if isFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot update %s/%s/%q: %w", s.b.types.Claims, bucket, key, err)
+	}
+	s.written.Add(int64(len(value)))
+	return true, nil
 }

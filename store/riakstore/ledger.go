@@ -42,8 +42,26 @@ import (
 //	                 entry from another's after a lost reply)
 //	25      uvarint  number of items
 //	        40 each  item: SHA-256 digest (32), call number (8, big-endian)
+//
+// # Removal entry, version 2
+//
+// A removal (remove.go) appends an entry of its own, which the change
+// feed hands out as the removal of the message:
+//
+//	offset  size     field
+//	0       1        entry format version (2)
+//	1       8        time, as in version 1
+//	9       8        writer, as in version 1
+//	17      8        nonce, as in version 1
+//	25      8        call number of the message removed, big-endian
+//
+// A program older than removals refuses a ledger holding one (the
+// version is unknown to it): it cannot follow the feed, nor claim.
 
-const entryVersion = 1
+const (
+	entryVersion   = 1
+	removalVersion = 2
+)
 
 type item struct {
 	digest store.Digest
@@ -55,13 +73,32 @@ type entry struct {
 	writer [8]byte
 	nonce  [8]byte
 	items  []item
+	// removal is the number a removal entry removes (no call number is
+	// 0); a removal entry has no items.
+	removal callnumber.Number
+}
+
+// size is the number of things the entry tells the change feed: its
+// items, or the one removal.
+func (e *entry) size() int {
+	if e.removal != 0 {
+		return 1
+	}
+	return len(e.items)
 }
 
 func appendEntry(dst []byte, e *entry) []byte {
-	dst = append(dst, entryVersion)
+	v := byte(entryVersion)
+	if e.removal != 0 {
+		v = removalVersion
+	}
+	dst = append(dst, v)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(e.time.UnixMilli()))
 	dst = append(dst, e.writer[:]...)
 	dst = append(dst, e.nonce[:]...)
+	if e.removal != 0 {
+		return binary.BigEndian.AppendUint64(dst, uint64(e.removal))
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(e.items)))
 	for _, it := range e.items {
 		dst = append(dst, it.digest[:]...)
@@ -72,16 +109,26 @@ func appendEntry(dst []byte, e *entry) []byte {
 
 func decodeEntry(b []byte) (*entry, error) {
 	const head = 1 + 8 + 8 + 8
-	if len(b) < head+1 || b[0] != entryVersion {
+	if len(b) < head+1 || b[0] != entryVersion && b[0] != removalVersion {
 		v := -1
 		if len(b) > 0 {
 			v = int(b[0])
 		}
-		return nil, fmt.Errorf("%w: ledger entry of %d bytes, version %d (this program reads version %d)", record.ErrCorrupt, len(b), v, entryVersion)
+		return nil, fmt.Errorf("%w: ledger entry of %d bytes, version %d (this program reads versions %d and %d)", record.ErrCorrupt, len(b), v, entryVersion, removalVersion)
 	}
 	e := &entry{time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[1:9]))).UTC()}
 	copy(e.writer[:], b[9:17])
 	copy(e.nonce[:], b[17:25])
+	if b[0] == removalVersion {
+		if len(b) != head+8 {
+			return nil, fmt.Errorf("%w: removal ledger entry of %d bytes", record.ErrCorrupt, len(b))
+		}
+		e.removal = callnumber.Number(binary.BigEndian.Uint64(b[head:]))
+		if e.removal == 0 || e.removal >= 1<<callnumber.Bits {
+			return nil, fmt.Errorf("%w: removal ledger entry: call number out of range", record.ErrCorrupt)
+		}
+		return e, nil
+	}
 	n, k := binary.Uvarint(b[head:])
 	if k <= 0 || n > uint64(len(b)) || uint64(len(b)-head-k) != n*40 {
 		return nil, fmt.Errorf("%w: ledger entry: bad item count", record.ErrCorrupt)
@@ -173,7 +220,7 @@ func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) (
 				return out, nil
 			}
 			out = append(out, e)
-			have += len(e.items)
+			have += e.size()
 		}
 		window = min(2*window, 64)
 	}

@@ -3,6 +3,7 @@ package riakstore
 import (
 	"bytes"
 	"compress/flate"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -31,13 +32,19 @@ import (
 //	        then per entry, in sequence order:
 //	        2        sequence number, big-endian
 //	        1        kind: 0 the raw bytes are in the record, 1 they are in
-//	                 the large bucket under the call number
+//	                 the large bucket under the call number, 2 the
+//	                 message was removed (remove.go)
 //	        uvarint  length of the record
 //	        n        message record (store/internal/record), as the
 //	                 store's Compressor made it: compressed on its own,
 //	                 usually with the archive's dictionary; a large
 //	                 message's stub is an uncompressed record without
-//	                 raw bytes
+//	                 raw bytes; a removed message's removal record
+//	                 (record.MarshalRemoval), in place of the message
+//
+// Kind 2 came with removals: a program older than them refuses such a
+// pack (an unknown kind is corrupt to it) rather than read the removed
+// number as never stored.
 //
 // The pack itself is not compressed: each message is, so that one message
 // is read and decompressed on its own. A large message's object is one
@@ -70,8 +77,9 @@ const (
 )
 
 const (
-	kindInline = 0
-	kindLarge  = 1
+	kindInline  = 0
+	kindLarge   = 1
+	kindRemoved = 2
 )
 
 // Compression of a version 1 value.
@@ -134,12 +142,15 @@ func decodeLarge(v []byte) ([]byte, error) {
 	return b, err
 }
 
-// packEntry is an entry of a pack: a message's record, still encoded.
+// packEntry is an entry of a pack: a message's record, still encoded,
+// or the removal record of a message removed.
 type packEntry struct {
-	seq   uint16
-	large bool
+	seq     uint16
+	large   bool
+	removed bool
 	// rec is the message record; a large message's stub holds no raw
-	// bytes. It may alias the value it was read from.
+	// bytes; a removed message's entry holds its removal record. It may
+	// alias the value it was read from.
 	rec []byte
 }
 
@@ -176,7 +187,10 @@ func encodePack(entries []packEntry) []byte {
 	for _, e := range entries {
 		b = binary.BigEndian.AppendUint16(b, e.seq)
 		kind := byte(kindInline)
-		if e.large {
+		switch {
+		case e.removed:
+			kind = kindRemoved
+		case e.large:
 			kind = kindLarge
 		}
 		b = append(b, kind)
@@ -204,8 +218,8 @@ func decodePack(v []byte) ([]packEntry, error) {
 		if len(rest) < 3 {
 			return nil, fmt.Errorf("%w: pack: entry cut short", record.ErrCorrupt)
 		}
-		e := packEntry{seq: binary.BigEndian.Uint16(rest), large: rest[2] == kindLarge}
-		if rest[2] > kindLarge {
+		e := packEntry{seq: binary.BigEndian.Uint16(rest), large: rest[2] == kindLarge, removed: rest[2] == kindRemoved}
+		if rest[2] > kindRemoved {
 			return nil, fmt.Errorf("%w: pack: entry kind %d", record.ErrCorrupt, rest[2])
 		}
 		size, k := binary.Uvarint(rest[3:])
@@ -231,6 +245,11 @@ type decodeFunc func(rec []byte) (record.Message, error)
 type pack struct {
 	entries map[uint16]packEntry
 	terms   map[string]bool
+	// stale is true when a sibling written without knowing of a removal
+	// still holds the removed message's entry; suspect when an index
+	// term may be a removed message's Message-ID. A writer of the pack
+	// rewrites it without them (cleanTerms).
+	stale, suspect bool
 }
 
 // mergePack reads the siblings of a pack into one. Siblings come from
@@ -241,7 +260,10 @@ type pack struct {
 // differently (another dictionary), so records that differ are decoded
 // and their messages compared; different messages are a conflict
 // (errConflict) that no reader resolves by choosing. Of two records of
-// one message, the one that says it was added first is kept.
+// one message, the one that says it was added first is kept. A removal
+// entry wins over a message entry of its sequence number, in whatever
+// order the siblings come: a sibling written by a Put that read the pack
+// before the removal never brings the message back.
 func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 	out := pack{entries: make(map[uint16]packEntry), terms: make(map[string]bool)}
 	for _, v := range values {
@@ -258,7 +280,23 @@ func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 				out.entries[e.seq] = e
 				continue
 			}
-			if bytes.Equal(old.rec, e.rec) && old.large == e.large {
+			if bytes.Equal(old.rec, e.rec) && old.large == e.large && old.removed == e.removed {
+				continue
+			}
+			if old.removed || e.removed {
+				switch {
+				case !old.removed:
+					out.stale = true
+					out.entries[e.seq] = e
+				case !e.removed:
+					out.stale = true
+				case bytes.Compare(e.rec, old.rec) < 0:
+					// Two removal records: there is one per number (created
+					// once, in the consistent bucket type), so they differ
+					// only if written otherwise; keep one of them whatever
+					// the order.
+					out.entries[e.seq] = e
+				}
 				continue
 			}
 			earlier, err := sameMessage(e.seq, old, e, decode)
@@ -270,7 +308,47 @@ func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 			}
 		}
 	}
+	out.suspect = suspectTerms(out)
 	return out, nil
+}
+
+// suspectTerms reports whether an index term of p may be the
+// Message-ID of a message it holds the removal of: a term whose SHA-256
+// (a hashed term's own) is a removal record's MessageIDSum. Whether
+// another message of the pack has that Message-ID too takes decoding
+// them: see cleanTerms.
+func suspectTerms(p pack) bool {
+	sums := make(map[[sha256.Size]byte]bool)
+	for _, e := range p.entries {
+		if !e.removed {
+			continue
+		}
+		r, err := record.UnmarshalRemoval(0, e.rec)
+		if err != nil {
+			return true // an error where it is read; cleaned meanwhile
+		}
+		if r.MessageIDSum != ([sha256.Size]byte{}) {
+			sums[r.MessageIDSum] = true
+		}
+	}
+	if len(sums) == 0 {
+		return false
+	}
+	for t := range p.terms {
+		if sums[termSum(t)] {
+			return true
+		}
+	}
+	return false
+}
+
+// termSum returns the SHA-256 of the Message-ID an index term stands
+// for (see msgIDKey).
+func termSum(t string) [sha256.Size]byte {
+	if len(t) == 1+sha256.Size && t[0] == 0xff {
+		return [sha256.Size]byte([]byte(t[1:]))
+	}
+	return sha256.Sum256([]byte(t))
 }
 
 // sameMessage checks that two records of one sequence number hold one

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,10 @@ type prefetched struct {
 	codec   *callnumber.Codec
 	leases  map[uint32]bool
 	packs   map[string]*packState
-	digests map[store.Digest]callnumber.Number // of stored messages
+	digests map[store.Digest]callnumber.Number // of stored (or removed) messages
+	// removals are the removal records of the numbers in digests that
+	// were removed.
+	removals map[callnumber.Number]*store.Removal
 	// gens are the first generations of digest entries not written, for
 	// digests whose entries name no stored message (absent: 0).
 	gens map[store.Digest]int
@@ -60,10 +64,29 @@ func (p *prefetched) HasLease(_ context.Context, run uint32) (bool, error) {
 	return p.leases[run], nil
 }
 
-// Removal implements batch.Lookup: a Riak archive has no removals (the
-// Riak store is not a store.Remover yet).
-func (p *prefetched) Removal(context.Context, callnumber.Number) (*store.Removal, error) {
-	return nil, nil
+// Removal implements batch.Lookup, for the numbers of the batch (their
+// packs were read) and those the digests named.
+func (p *prefetched) Removal(_ context.Context, n callnumber.Number) (*store.Removal, error) {
+	if r := p.removals[n]; r != nil {
+		return r, nil
+	}
+	f, err := p.codec.Decode(n)
+	if err != nil {
+		return nil, nil
+	}
+	ps := p.packs[packKey(f)]
+	if ps == nil {
+		return nil, nil
+	}
+	e, ok := ps.entries[f.Sequence]
+	if !ok || !e.removed {
+		return nil, nil
+	}
+	r, err := record.UnmarshalRemoval(n, e.rec)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 func (p *prefetched) Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error) {
@@ -76,7 +99,7 @@ func (p *prefetched) Raw(ctx context.Context, n callnumber.Number) ([]byte, bool
 		return nil, false, nil
 	}
 	e, ok := ps.entries[f.Sequence]
-	if !ok {
+	if !ok || e.removed {
 		return nil, false, nil
 	}
 	m, err := p.s.entryMessage(ctx, n, e, p.s.decoder(ctx))
@@ -96,10 +119,11 @@ func (p *prefetched) Digest(_ context.Context, d store.Digest) (callnumber.Numbe
 func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []store.Message) (*prefetched, error) {
 	pre := &prefetched{
 		s: s, codec: codec,
-		leases:  make(map[uint32]bool),
-		packs:   make(map[string]*packState),
-		digests: make(map[store.Digest]callnumber.Number),
-		gens:    make(map[store.Digest]int),
+		leases:   make(map[uint32]bool),
+		packs:    make(map[string]*packState),
+		digests:  make(map[store.Digest]callnumber.Number),
+		removals: make(map[callnumber.Number]*store.Removal),
+		gens:     make(map[store.Digest]int),
 	}
 	var runs []uint32
 	var packs []string
@@ -150,6 +174,11 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 				return err
 			}
 			p, err := mergePack(f.values, s.decoder(ctx))
+			if err == nil && (p.stale || p.suspect) {
+				// Written with these entries, the pack leaves nothing of
+				// a removed message behind.
+				p.terms, err = s.cleanTerms(ctx, p)
+			}
 			if err != nil {
 				return fmt.Errorf("pack %s: %w", k, err)
 			}
@@ -173,6 +202,9 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 	for i, st := range states {
 		if st.stored != 0 {
 			pre.digests[digests[i]] = st.stored
+			if st.removed != nil {
+				pre.removals[st.stored] = st.removed
+			}
 		} else if st.gen > 0 {
 			pre.gens[digests[i]] = st.gen
 		}
@@ -266,7 +298,7 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		}
 		for j, it := range again {
 			if states[j].stored != 0 {
-				w.duplicate(it.number, states[j].stored)
+				w.duplicate(it.number, states[j])
 			} else {
 				w.entry(it.digest, states[j].gen)
 				todo = append(todo, w.index[it.number])
@@ -313,7 +345,7 @@ type batchWrite struct {
 	added time.Time                 // when the records say it was added
 
 	mu      sync.Mutex
-	dups    map[int]callnumber.Number // messages found stored by another writer
+	dups    map[int]dup // messages found stored by another writer
 	written int64
 }
 
@@ -338,13 +370,20 @@ func digestsOf(its []item) []store.Digest {
 	return out
 }
 
-func (w *batchWrite) duplicate(n, of callnumber.Number) {
+// dup is the number a message was found stored under, and whether it
+// was removed since.
+type dup struct {
+	of      callnumber.Number
+	removed bool
+}
+
+func (w *batchWrite) duplicate(n callnumber.Number, st digestState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.dups == nil {
-		w.dups = make(map[int]callnumber.Number)
+		w.dups = make(map[int]dup)
 	}
-	w.dups[w.index[n]] = of
+	w.dups[w.index[n]] = dup{st.stored, st.removed != nil}
 }
 
 // results are the plan's results with the messages found stored by
@@ -352,16 +391,16 @@ func (w *batchWrite) duplicate(n, of callnumber.Number) {
 // batch's later copies of them.
 func (w *batchWrite) results() []store.Result {
 	res := append([]store.Result(nil), w.plan.Results...)
-	for i, of := range w.dups {
-		res[i] = store.Result{Number: of, Duplicate: true}
+	for i, d := range w.dups {
+		res[i] = store.Result{Number: d.of, Duplicate: true, Removed: d.removed}
 	}
 	for i, a := range w.plan.Actions {
 		if a != batch.Duplicate {
 			continue
 		}
 		if j, ok := w.index[res[i].Number]; ok {
-			if of, ok := w.dups[j]; ok {
-				res[i].Number = of
+			if d, ok := w.dups[j]; ok {
+				res[i].Number, res[i].Removed = d.of, d.removed
 			}
 		}
 	}
@@ -486,6 +525,17 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 	if err != nil {
 		return err
 	}
+	if vclock == nil {
+		// Another write went in beside this one: perhaps a removal, which
+		// this write, made from an older read, does not know of. Read the
+		// pack whole, and write it again if a sibling still holds
+		// something of a removed message.
+		p, vc, sz, err := s.settlePack(ctx, key)
+		if err != nil {
+			return err
+		}
+		entries, terms, vclock, size = p.entries, p.terms, vc, sz
+	}
 	s.keptBytes.Add(size - was)
 	w.mu.Lock()
 	state.entries, state.terms, state.vclock, state.size = entries, terms, vclock, size
@@ -511,7 +561,7 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 		var open []item
 		for j, it := range contested {
 			if states[j].stored != 0 {
-				w.duplicate(it.number, states[j].stored)
+				w.duplicate(it.number, states[j])
 			} else {
 				open = append(open, it)
 			}
@@ -575,6 +625,92 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 		return nil, size, nil
 	}
 	return r.VClock, size, nil
+}
+
+// maxSettle bounds the writes of settlePack: each is made from a read of
+// every replica, and only a writer of the same pack at the same moment
+// can make another necessary.
+const maxSettle = 8
+
+// errUnsettled: a pack kept changing under settlePack.
+var errUnsettled = errors.New("riakstore: a pack kept changing while it was written without a removed message's remains")
+
+// settlePack reads a pack from every replica and, while a sibling still
+// holds a removed message's entry, or an index term its Message-ID,
+// writes the pack anew without them, with the causal context read
+// (which replaces every sibling). It returns the pack as it is then, the
+// causal context to write it with, and the size of its value(s).
+func (s *Store) settlePack(ctx context.Context, key string) (pack, []byte, int64, error) {
+	decode := s.decoder(ctx)
+	for attempt := 0; ; attempt++ {
+		f, err := s.fetch(ctx, s.b.types.KV, s.b.packs, key, all)
+		if err != nil {
+			return pack{}, nil, 0, err
+		}
+		p, err := mergePack(f.values, decode)
+		if err != nil {
+			return pack{}, nil, 0, fmt.Errorf("pack %s: %w", key, err)
+		}
+		var size int64
+		for _, v := range f.values {
+			size += int64(len(v.Value))
+		}
+		if !p.stale && !p.suspect {
+			return p, f.vclock, size, nil
+		}
+		terms, err := s.cleanTerms(ctx, p)
+		if err != nil {
+			return pack{}, nil, 0, fmt.Errorf("pack %s: %w", key, err)
+		}
+		if !p.stale && maps.Equal(terms, p.terms) {
+			return p, f.vclock, size, nil // another message has the Message-ID
+		}
+		if attempt == maxSettle {
+			return pack{}, nil, 0, fmt.Errorf("%w: %s/%s/%s after %d writes", errUnsettled, s.b.types.KV, s.b.packs, key, attempt)
+		}
+		if err := s.at("settle"); err != nil {
+			return pack{}, nil, 0, err
+		}
+		p.terms = terms
+		vclock, size, err := s.putPack(ctx, key, p.entries, terms, f.vclock)
+		if err != nil {
+			return pack{}, nil, 0, err
+		}
+		if vclock != nil {
+			p.stale, p.suspect = false, false
+			return p, vclock, size, nil
+		}
+		// A sibling again: read and judge again.
+	}
+}
+
+// cleanTerms returns the Message-ID index terms of the messages p
+// holds: none of a removed one (unless another message has its
+// Message-ID). It decodes every message of the pack.
+func (s *Store) cleanTerms(ctx context.Context, p pack) (map[string]bool, error) {
+	decode := s.decoder(ctx)
+	terms := make(map[string]bool)
+	for _, e := range p.entries {
+		if e.removed {
+			continue
+		}
+		var (
+			m   record.Message
+			err error
+		)
+		if e.large {
+			m, err = record.DecodeMessage(e.rec)
+		} else {
+			m, err = decode(e.rec)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", e.seq, err)
+		}
+		if m.MessageID != "" {
+			terms[msgIDKey(m.MessageID)] = true
+		}
+	}
+	return terms, nil
 }
 
 // addCount adds n to the message count and returns the new count.

@@ -69,10 +69,11 @@ func (s *Store) entryMessage(ctx context.Context, n callnumber.Number, e packEnt
 }
 
 // readMessages reads the messages stored under numbers, a pack at a time,
-// in parallel. Numbers not stored are left out of the map. A pack found
-// without a number it should hold is read again from every replica, once:
-// a replica may have been behind.
-func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbers []callnumber.Number) (map[callnumber.Number]store.Stored, error) {
+// in parallel, and the removal records of those removed. Numbers neither
+// stored nor removed are left out of both maps. A pack found without a
+// number it should hold is read again from every replica, once: a
+// replica may have been behind.
+func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbers []callnumber.Number) (map[callnumber.Number]store.Stored, map[callnumber.Number]store.Removal, error) {
 	type want struct {
 		n callnumber.Number
 		f callnumber.Fields
@@ -91,6 +92,7 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 		byPack[k] = append(byPack[k], want{n, f})
 	}
 	out := make(map[callnumber.Number]store.Stored, len(numbers))
+	removed := make(map[callnumber.Number]store.Removal)
 	var mu sync.Mutex
 	decode := s.decoder(ctx)
 	err := parallel(ctx, len(keys), s.opts.Parallel, func(ctx context.Context, j int) error {
@@ -122,6 +124,16 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 			if !ok {
 				continue
 			}
+			if e.removed {
+				r, err := record.UnmarshalRemoval(w.n, e.rec)
+				if err != nil {
+					return fmt.Errorf("pack %s: %w", k, err)
+				}
+				mu.Lock()
+				removed[w.n] = r
+				mu.Unlock()
+				continue
+			}
 			// Decoding checks the digest: a damaged value is an error,
 			// never other bytes.
 			m, err := s.entryMessage(ctx, w.n, e, decode)
@@ -136,9 +148,9 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, removed, nil
 }
 
 // Get implements store.Store.
@@ -162,12 +174,15 @@ func (s *Store) get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	if bd == nil {
 		return store.Stored{}, store.ErrNotFound
 	}
-	got, err := s.readMessages(ctx, bd.codec, []callnumber.Number{n})
+	got, removed, err := s.readMessages(ctx, bd.codec, []callnumber.Number{n})
 	if errors.Is(err, errConflict) {
 		err = fmt.Errorf("%w: call number %v was written by two writers at once: %w; both copies are kept as siblings in %s/%s: check both runs' leases", store.ErrNumberTaken, n, err, s.b.types.KV, s.b.packs)
 	}
 	if err != nil {
 		return store.Stored{}, err
+	}
+	if r, ok := removed[n]; ok {
+		return store.Stored{}, &store.RemovedError{Removal: r}
 	}
 	m, ok := got[n]
 	if !ok {
@@ -230,7 +245,7 @@ func (s *Store) byMessageID(ctx context.Context, id string) ([]callnumber.Number
 			return fmt.Errorf("pack %s: %w", keys[j], err)
 		}
 		for _, e := range p.entries {
-			if int(e.seq)>>packShift != int(pk) {
+			if int(e.seq)>>packShift != int(pk) || e.removed {
 				continue
 			}
 			// The Message-ID is compressed with the message (a stub's is

@@ -158,9 +158,12 @@ type Store struct {
 	// the cluster must not be stopped under them, or the library panics
 	// on a goroutine of its own.
 	inflight sync.WaitGroup
-	// hook, when set by a test, is called at named points of Put; an
-	// error it returns stops the Put there, as a crash would.
+	// hook, when set by a test, is called at named points of Put and
+	// Remove; an error it returns stops it there, as a crash would.
 	hook func(point string) error
+	// removalsPage is how many numbers one query of the removal index
+	// asks for (removalsPage; tests make it small).
+	removalsPage uint32
 }
 
 type bound struct {
@@ -173,9 +176,9 @@ type buckets struct {
 	archive string
 	types   Types
 	// in the claims type
-	meta, runs, log string
+	meta, runs, log, removed string
 	// in the kv type
-	packs, large, dicts string
+	packs, large, dicts, removals string
 	// in the write-once type
 	digests string
 	// in the counters type
@@ -186,9 +189,10 @@ func newBuckets(archive string, t Types) buckets {
 	p := archive + "."
 	return buckets{
 		archive: archive, types: t,
-		meta: p + "meta", runs: p + "runs", log: p + "log",
-		packs: p + "packs", large: p + "large", dicts: p + "dicts", digests: p + "digests",
-		counts: p + "counts",
+		meta: p + "meta", runs: p + "runs", log: p + "log", removed: p + "removed",
+		packs: p + "packs", large: p + "large", dicts: p + "dicts", removals: p + "removals",
+		digests: p + "digests",
+		counts:  p + "counts",
 	}
 }
 
@@ -272,8 +276,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, log: opts.Logger, cluster: cluster,
-		b:     newBuckets(opts.Archive, opts.Types),
-		known: make(map[uint32]bool),
+		b:            newBuckets(opts.Archive, opts.Types),
+		known:        make(map[uint32]bool),
+		removalsPage: removalsPage,
 	}
 	rand.Read(s.writer[:])
 	s.entries.init(256)
@@ -438,7 +443,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// at runs the test hook at a named point of Put.
+// at runs the test hook at a named point of Put or Remove.
 func (s *Store) at(point string) error {
 	if s.hook == nil {
 		return nil

@@ -48,8 +48,8 @@ func (t tamper) Record(ctx context.Context, n callnumber.Number) ([]byte, error)
 		return nil, err
 	}
 	e, ok := p.entries[seq]
-	if !ok {
-		return nil, fmt.Errorf("%w: no entry %d in pack %s", store.ErrNotFound, seq, key)
+	if !ok || e.removed {
+		return nil, fmt.Errorf("%w: no message entry %d in pack %s", store.ErrNotFound, seq, key)
 	}
 	if !e.large {
 		return e.rec, nil
@@ -68,7 +68,7 @@ func (t tamper) SetRecord(ctx context.Context, n callnumber.Number, v []byte) er
 		return err
 	}
 	e, ok := p.entries[seq]
-	if !ok || e.large {
+	if !ok || e.large || e.removed {
 		return fmt.Errorf("pack %s: no inline entry %d", key, seq)
 	}
 	e.rec = bytes.Clone(v)

@@ -21,16 +21,6 @@ var removalTests = []struct {
 	{"RecordRemoval", testRecordRemoval},
 }
 
-// remover returns s as a store.Remover, or skips the test.
-func remover(t *testing.T, s store.Store) store.Remover {
-	t.Helper()
-	r, ok := s.(store.Remover)
-	if !ok {
-		t.Skipf("%T cannot remove messages (store.Remover) yet", s)
-	}
-	return r
-}
-
 // checkRemoved checks that Get of n answers the removal r.
 func checkRemoved(t *testing.T, s store.Store, r store.Removal) {
 	t.Helper()
@@ -50,7 +40,7 @@ func sameRemoval(a, b store.Removal) bool {
 
 func checkRemovals(t *testing.T, s store.Store, want ...store.Removal) {
 	t.Helper()
-	got, err := remover(t, s).Removals(t.Context())
+	got, err := s.Removals(t.Context())
 	if err != nil {
 		t.Fatalf("Removals() = %v", err)
 	}
@@ -75,7 +65,7 @@ func testRemove(t *testing.T, open Opener) {
 	c := Message(f.auth.Number(t, 1, 2), Mail("", "no Message-ID"), "", "")
 	mustPut(t, f.s, a, b, c)
 	before := time.Now().Add(-time.Second)
-	r, err := remover(t, f.s).Remove(t.Context(), a.Number, "at the author's request")
+	r, err := f.s.Remove(t.Context(), a.Number, "at the author's request")
 	if err != nil {
 		t.Fatalf("Remove(%v) = %v", a.Number, err)
 	}
@@ -84,10 +74,10 @@ func testRemove(t *testing.T, open Opener) {
 		t.Errorf("Remove(%v) = %+v, want %+v removed about now", a.Number, r, want)
 	}
 	// Removing it again changes nothing.
-	if again, err := remover(t, f.s).Remove(t.Context(), a.Number, "another reason"); err != nil || !sameRemoval(again, r) {
+	if again, err := f.s.Remove(t.Context(), a.Number, "another reason"); err != nil || !sameRemoval(again, r) {
 		t.Errorf("Remove(removed %v) = %+v, %v; want the first record %+v", a.Number, again, err, r)
 	}
-	rc, err := remover(t, f.s).Remove(t.Context(), c.Number, "")
+	rc, err := f.s.Remove(t.Context(), c.Number, "")
 	if err != nil || rc.MessageIDSum != ([32]byte{}) || rc.Digest != c.Digest {
 		t.Errorf("Remove(%v, no reason, no Message-ID) = %+v, %v", c.Number, rc, err)
 	}
@@ -126,7 +116,7 @@ func testRemoveRefusesNumber(t *testing.T, open Opener) {
 	f := setup(t, open)
 	a := Message(f.auth.Number(t, 1, 0), Mail("a@example.org", "a"), "a@example.org", "")
 	mustPut(t, f.s, a)
-	if _, err := remover(t, f.s).Remove(t.Context(), a.Number, "spam"); err != nil {
+	if _, err := f.s.Remove(t.Context(), a.Number, "spam"); err != nil {
 		t.Fatal(err)
 	}
 	other := Message(a.Number, Mail("other@example.org", "other bytes"), "other@example.org", "")
@@ -146,14 +136,14 @@ func testRemoveErrors(t *testing.T, open Opener) {
 	f := setup(t, open)
 	a := Message(f.auth.Number(t, 1, 0), Mail("a@example.org", "a"), "a@example.org", "")
 	mustPut(t, f.s, a)
-	if r, err := remover(t, f.s).Remove(t.Context(), f.auth.Number(t, 1, 1), ""); !errors.Is(err, store.ErrNotFound) {
+	if r, err := f.s.Remove(t.Context(), f.auth.Number(t, 1, 1), ""); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Remove(never stored) = %+v, %v; want %v", r, err, store.ErrNotFound)
 	}
-	if r, err := remover(t, f.s).Remove(t.Context(), f.auth.Number(t, 5, 0), ""); !errors.Is(err, store.ErrNotFound) {
+	if r, err := f.s.Remove(t.Context(), f.auth.Number(t, 5, 0), ""); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Remove(a run never leased) = %+v, %v; want %v", r, err, store.ErrNotFound)
 	}
 	for _, reason := range []string{"two\nlines", strings.Repeat("x", store.MaxReason+1), "bad \xff utf-8", "a\x00nul"} {
-		if r, err := remover(t, f.s).Remove(t.Context(), a.Number, reason); !errors.Is(err, store.ErrBadReason) {
+		if r, err := f.s.Remove(t.Context(), a.Number, reason); !errors.Is(err, store.ErrBadReason) {
 			t.Errorf("Remove(reason %q) = %+v, %v; want %v", reason, r, err, store.ErrBadReason)
 		}
 	}
@@ -173,11 +163,11 @@ func testRemoveChanges(t *testing.T, open Opener) {
 	mustPut(t, f.s, msgs...)
 	early := newFollower(t, f.s, 2)
 	early.await(msgs)
-	r1, err := remover(t, f.s).Remove(t.Context(), msgs[1].Number, "one")
+	r1, err := f.s.Remove(t.Context(), msgs[1].Number, "one")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r3, err := remover(t, f.s).Remove(t.Context(), msgs[3].Number, "three")
+	r3, err := f.s.Remove(t.Context(), msgs[3].Number, "three")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +199,7 @@ func testRemoveLarge(t *testing.T, open Opener) {
 	m := Message(f.auth.Number(t, 1, 0), raw, "large@example.org", "")
 	small := Message(f.auth.Number(t, 1, 1), Mail("small@example.org", "small"), "small@example.org", "")
 	mustPut(t, f.s, m, small)
-	r, err := remover(t, f.s).Remove(t.Context(), m.Number, "too large")
+	r, err := f.s.Remove(t.Context(), m.Number, "too large")
 	if err != nil {
 		t.Fatal(err)
 	}

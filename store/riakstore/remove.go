@@ -1,0 +1,530 @@
+package riakstore
+
+// Removals (store.Store.Remove). Riak has no transactions: a removal is a
+// sequence of steps, each of which a second Remove of the same number
+// does again or finds done, so that a remover killed at any point leaves
+// either no removal or one that a second Remove completes. The steps, in
+// order (the package doc says what each guarantees):
+//
+//  1. Read the message's pack (every replica) for its digest and
+//     Message-ID; a number neither stored nor removed is ErrNotFound.
+//  2. Create the removal's state under the number in ARCHIVE.removed, in
+//     the consistent bucket type, create-if-absent: of two removers at
+//     once one creates it, and both go on with the winner's record. From
+//     here on the removal is begun: a second Remove finds the state and
+//     completes what it says is left.
+//  3. Write a copy of the record to ARCHIVE.removals (the kv type, every
+//     replica), under the number, with the secondary index removed_int
+//     (when, in Unix seconds): Removals queries that index, and lists no
+//     keys.
+//  4. Append a removal entry to the ledger, then note its slot in the
+//     state (compare-and-set). The change feed hands out the entry the
+//     state names, skips any other (two removers, or a remover killed
+//     between the two), and keeps an entry pending while the state names
+//     none. The message's own entry is always in an earlier slot: it was
+//     claimed before it was stored.
+//  5. Rewrite the pack with a removal entry in place of the message's
+//     entry (its record, or a large message's stub) and without its
+//     Message-ID's index term, with the causal context of a read of
+//     every replica, until one value, without the message, is left.
+//  6. Delete a large message's own object.
+//  7. Mark the state done (compare-and-set); the remover that does takes
+//     one from the message count, once for every removal. (Killed
+//     between the two, the count stays one too high: an estimate, as
+//     Count says.)
+//
+// The digest index entry stays, naming the number: a Put of the same
+// bytes reads the pack's removal entry and reports them Removed.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/internal/record"
+)
+
+// indexRemoved is the secondary index of the copies of removal records:
+// when the message was removed, in Unix seconds.
+const indexRemoved = "removed_int"
+
+// removalState is a removal as kept in ARCHIVE.removed: its record, and
+// how far the removal got.
+type removalState struct {
+	removal store.Removal
+	// Slot is the ledger slot of the removal's entry in the change feed,
+	// 0 until it is appended and noted (step 4).
+	Slot uint64
+	// Done is set once every step is done (step 7).
+	Done bool
+}
+
+type removalJSON struct {
+	Record json.RawMessage `json:"record"`
+	Slot   uint64          `json:"slot,omitempty"`
+	Done   bool            `json:"done,omitempty"`
+}
+
+func (st removalState) marshal() []byte {
+	b, err := json.Marshal(removalJSON{Record: record.MarshalRemoval(st.removal), Slot: st.Slot, Done: st.Done})
+	if err != nil {
+		panic(err) // plain data
+	}
+	return b
+}
+
+func unmarshalRemovalState(n callnumber.Number, b []byte) (*removalState, error) {
+	var j removalJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("%w: removal state of %v: %w", record.ErrCorrupt, n, err)
+	}
+	r, err := record.UnmarshalRemoval(n, j.Record)
+	if err != nil {
+		return nil, err
+	}
+	return &removalState{removal: r, Slot: j.Slot, Done: j.Done}, nil
+}
+
+// removalState reads the state of n's removal, or nil, and the causal
+// context to update it with.
+func (s *Store) removalState(ctx context.Context, n callnumber.Number) (*removalState, []byte, error) {
+	v, vclock, err := s.fetchClaimContext(ctx, s.b.removed, n.String())
+	if err != nil || v == nil {
+		return nil, nil, err
+	}
+	st, err := unmarshalRemovalState(n, v)
+	return st, vclock, err
+}
+
+// removalStates reads the states of the removals of numbers, in
+// parallel; numbers without one are left out.
+func (s *Store) removalStates(ctx context.Context, numbers []callnumber.Number) (map[callnumber.Number]*removalState, error) {
+	out := make(map[callnumber.Number]*removalState, len(numbers))
+	var mu sync.Mutex
+	err := parallel(ctx, len(numbers), s.opts.Parallel, func(ctx context.Context, i int) error {
+		st, _, err := s.removalState(ctx, numbers[i])
+		if err != nil || st == nil {
+			return err
+		}
+		mu.Lock()
+		out[numbers[i]] = st
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Remove implements store.Store; see the package doc for what a removal
+// guarantees on Riak, and the top of this file for its steps.
+func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
+	if err := s.begin(); err != nil {
+		return store.Removal{}, err
+	}
+	defer s.end()
+	r, err := s.remove(ctx, n, reason)
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("cannot remove message %v from archive %q: %w", n, s.b.archive, err)
+	}
+	return r, nil
+}
+
+func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
+	if err := store.CheckReason(reason); err != nil {
+		return store.Removal{}, err
+	}
+	bd, err := s.binding(ctx)
+	if err != nil {
+		return store.Removal{}, err
+	}
+	if bd == nil {
+		return store.Removal{}, store.ErrNotFound
+	}
+	f, err := bd.codec.Decode(n)
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	st, vclock, err := s.removalState(ctx, n)
+	if err != nil {
+		return store.Removal{}, err
+	}
+	if st == nil {
+		// Step 1.
+		r, err := s.removalOf(ctx, n, f, reason)
+		if err != nil {
+			return store.Removal{}, err
+		}
+		// Step 2: won, lost to another remover, or won with a lost reply;
+		// the state read next says which record holds.
+		if _, err := s.create(ctx, s.b.removed, n.String(), removalState{removal: r}.marshal()); err != nil {
+			return store.Removal{}, err
+		}
+		if st, vclock, err = s.removalState(ctx, n); err == nil && st == nil {
+			err = fmt.Errorf("the removal state of %v was created, yet is not found", n)
+		}
+		if err != nil {
+			return store.Removal{}, err
+		}
+		if err := s.at("remove: begun"); err != nil {
+			return store.Removal{}, err
+		}
+	}
+	if err := s.completeRemoval(ctx, n, f, st, vclock); err != nil {
+		return store.Removal{}, err
+	}
+	return st.removal, nil
+}
+
+// removalOf reads the message stored under n (step 1) and returns the
+// record its removal leaves.
+func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber.Fields, reason string) (store.Removal, error) {
+	key := packKey(f)
+	got, err := s.fetch(ctx, s.b.types.KV, s.b.packs, key, all)
+	if err != nil {
+		return store.Removal{}, err
+	}
+	p, err := mergePack(got.values, s.decoder(ctx))
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("pack %s: %w", key, err)
+	}
+	e, ok := p.entries[f.Sequence]
+	if !ok {
+		return store.Removal{}, store.ErrNotFound
+	}
+	if e.removed {
+		return store.Removal{}, fmt.Errorf("%w: pack %s holds a removal of %v that %s/%s does not record", record.ErrCorrupt, key, n, s.b.types.Claims, s.b.removed)
+	}
+	// The digest and Message-ID are in a large message's stub, and in an
+	// inline message's record: its bytes need not be read.
+	var m record.Message
+	if e.large {
+		m, err = record.DecodeMessage(e.rec)
+	} else {
+		m, err = s.decoder(ctx)(e.rec)
+	}
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("message %v: %w", n, err)
+	}
+	return store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
+		Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}, nil
+}
+
+// maxNote bounds the compare-and-set rounds of a step: each lost round
+// reads a state another remover changed, and there are two changes.
+const maxNote = 8
+
+// completeRemoval does steps 3 to 7 of the removal st, or finds them
+// done.
+func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f callnumber.Fields, st *removalState, vclock []byte) error {
+	if !st.Done {
+		if err := s.putRemovalCopy(ctx, st.removal); err != nil {
+			return err
+		}
+		if err := s.at("remove: listed"); err != nil {
+			return err
+		}
+	}
+	for round := 0; st.Slot == 0; round++ {
+		if round == maxNote {
+			return fmt.Errorf("the removal state of %v keeps changing", n)
+		}
+		slot, err := s.appendRemoval(ctx, n)
+		if err != nil {
+			return err
+		}
+		if err := s.at("remove: logged"); err != nil {
+			return err
+		}
+		next := *st
+		next.Slot = slot
+		if _, err := s.update(ctx, s.b.removed, n.String(), next.marshal(), vclock); err != nil {
+			return err
+		}
+		// Noted, or another remover noted its own entry first (this one
+		// is then left out of the feed), or a reply was lost: read again.
+		if st, vclock, err = s.removalState(ctx, n); err == nil && st == nil {
+			err = fmt.Errorf("the removal state of %v is gone", n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.at("remove: noted"); err != nil {
+		return err
+	}
+	if err := s.removeFromPack(ctx, packKey(f), f.Sequence, st.removal); err != nil {
+		return err
+	}
+	if err := s.at("remove: packed"); err != nil {
+		return err
+	}
+	if err := s.deleteLarge(ctx, n); err != nil {
+		return err
+	}
+	if err := s.at("remove: deleted"); err != nil {
+		return err
+	}
+	for round := 0; !st.Done; round++ {
+		if round == maxNote {
+			return fmt.Errorf("the removal state of %v keeps changing", n)
+		}
+		next := *st
+		next.Done = true
+		won, err := s.update(ctx, s.b.removed, n.String(), next.marshal(), vclock)
+		if err != nil {
+			return err
+		}
+		if won {
+			if err := s.at("remove: done"); err != nil {
+				return err
+			}
+			if _, err := s.addCount(ctx, -1); err != nil {
+				return err
+			}
+			return nil
+		}
+		if st, vclock, err = s.removalState(ctx, n); err == nil && st == nil {
+			err = fmt.Errorf("the removal state of %v is gone", n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putRemovalCopy writes the copy of r that Removals finds (step 3),
+// unless it is there.
+func (s *Store) putRemovalCopy(ctx context.Context, r store.Removal) error {
+	v := record.MarshalRemoval(r)
+	f, err := s.fetch(ctx, s.b.types.KV, s.b.removals, r.Number.String(), sure)
+	if err != nil {
+		return err
+	}
+	if len(f.values) == 1 && string(f.values[0].Value) == string(v) {
+		return nil
+	}
+	obj := &riak.Object{ContentType: "application/json", Value: v}
+	obj.AddToIntIndex(indexRemoved, int(r.Removed.Unix()))
+	_, err = s.do(ctx, func() (riak.Command, error) {
+		o := *obj
+		o.VClock = f.vclock
+		return riak.NewStoreValueCommandBuilder().
+			WithBucketType(s.b.types.KV).WithBucket(s.b.removals).WithKey(r.Number.String()).
+			WithContent(&o).WithW(rAll).WithTimeout(s.opts.Timeout).Build()
+	})
+	if err != nil {
+		return fmt.Errorf("cannot store %s/%s/%s: %w", s.b.types.KV, s.b.removals, r.Number, err)
+	}
+	s.written.Add(int64(len(v)))
+	return nil
+}
+
+// appendRemoval appends a removal entry for n to the ledger and returns
+// its slot.
+func (s *Store) appendRemoval(ctx context.Context, n callnumber.Number) (uint64, error) {
+	lg := &s.ledger
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	e := &entry{time: time.Now(), writer: s.writer, removal: n}
+	rand.Read(e.nonce[:])
+	for {
+		if err := s.syncLedger(ctx); err != nil {
+			return 0, err
+		}
+		slot := lg.end + 1
+		created, err := s.create(ctx, s.b.log, slotKey(slot), appendEntry(nil, e))
+		if err != nil {
+			return 0, err
+		}
+		if !created {
+			// Another writer's, or this one's with the reply lost.
+			got, err := s.entry(ctx, slot)
+			if err != nil {
+				return 0, err
+			}
+			if got == nil {
+				return 0, fmt.Errorf("ledger slot %d: create refused, yet not found", slot)
+			}
+			if got.nonce != e.nonce {
+				continue // the next sync folds it
+			}
+			e = got
+		} else {
+			e.time = e.time.Truncate(time.Millisecond)
+			s.entries.add(slot, e)
+		}
+		lg.end = slot
+		lg.fold(slot, e)
+		return slot, nil
+	}
+}
+
+// removeFromPack writes the pack key with a removal entry of r in place
+// of sequence seq's entry, and without the removed message's index term
+// (step 5), with the causal context of a read of every replica, until
+// the pack is one value holding nothing of the message.
+func (s *Store) removeFromPack(ctx context.Context, key string, seq uint16, r store.Removal) error {
+	rec := record.MarshalRemoval(r)
+	decode := s.decoder(ctx)
+	for attempt := 0; ; attempt++ {
+		f, err := s.fetch(ctx, s.b.types.KV, s.b.packs, key, all)
+		if err != nil {
+			return err
+		}
+		p, err := mergePack(f.values, decode)
+		if err != nil {
+			return fmt.Errorf("pack %s: %w", key, err)
+		}
+		e, ok := p.entries[seq]
+		clean := len(f.values) == 1 && ok && e.removed && !p.stale
+		if !ok || !e.removed {
+			p.entries[seq] = packEntry{seq: seq, removed: true, rec: rec}
+		}
+		terms, err := s.cleanTerms(ctx, p)
+		if err != nil {
+			return fmt.Errorf("pack %s: %w", key, err)
+		}
+		if clean && maps.Equal(terms, p.terms) {
+			return nil
+		}
+		if attempt == maxSettle {
+			return fmt.Errorf("%w: %s/%s/%s after %d writes", errUnsettled, s.b.types.KV, s.b.packs, key, attempt)
+		}
+		if err := s.at("remove: pack read"); err != nil {
+			return err
+		}
+		vclock, _, err := s.putPack(ctx, key, p.entries, terms, f.vclock)
+		if err != nil {
+			return err
+		}
+		if vclock != nil {
+			return nil // one value: this one
+		}
+		// Another write went in beside this one (a Put into the pack):
+		// read both, and write their union without the message again.
+	}
+}
+
+// deleteLarge deletes the object of n if it is a large message's (step
+// 6), with the causal context of a read of every replica, which replaces
+// every sibling.
+func (s *Store) deleteLarge(ctx context.Context, n callnumber.Number) error {
+	for attempt := 0; ; attempt++ {
+		f, err := s.fetch(ctx, s.b.types.KV, s.b.large, n.String(), all)
+		if err != nil || !f.found() {
+			return err
+		}
+		if attempt == maxSettle {
+			return fmt.Errorf("%w: %s/%s/%s is still there after %d deletes", errUnsettled, s.b.types.KV, s.b.large, n, attempt)
+		}
+		_, err = s.do(ctx, func() (riak.Command, error) {
+			return riak.NewDeleteValueCommandBuilder().
+				WithBucketType(s.b.types.KV).WithBucket(s.b.large).WithKey(n.String()).
+				WithVClock(f.vclock).WithW(rAll).WithTimeout(s.opts.Timeout).Build()
+		})
+		if err != nil {
+			return fmt.Errorf("cannot delete %s/%s/%s: %w", s.b.types.KV, s.b.large, n, err)
+		}
+	}
+}
+
+// removalsPage is how many numbers one query of the removal index
+// returns.
+const removalsPage = 1000
+
+// Removals implements store.Store: the records in the order they were
+// made (by time, then call number, as the bolt store), found through the
+// secondary index of their copies, a page at a time.
+func (s *Store) Removals(ctx context.Context) ([]store.Removal, error) {
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	out, err := s.removals(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the removals of archive %q: %w", s.b.archive, err)
+	}
+	return out, nil
+}
+
+func (s *Store) removals(ctx context.Context) ([]store.Removal, error) {
+	out := []store.Removal{}
+	bd, err := s.binding(ctx)
+	if err != nil || bd == nil {
+		return out, err
+	}
+	var (
+		numbers []callnumber.Number
+		cont    []byte
+	)
+	for {
+		cmd, err := s.do(ctx, func() (riak.Command, error) {
+			b := riak.NewSecondaryIndexQueryCommandBuilder().
+				WithBucketType(s.b.types.KV).WithBucket(s.b.removals).
+				WithIndexName(indexRemoved).WithIntRange(0, math.MaxInt64).
+				WithMaxResults(s.removalsPage).WithTimeout(s.opts.Timeout)
+			if cont != nil {
+				b = b.WithContinuation(cont)
+			}
+			return b.Build()
+		})
+		if err != nil {
+			return nil, err
+		}
+		r := cmd.(*riak.SecondaryIndexQueryCommand).Response
+		if r == nil {
+			break
+		}
+		for _, res := range r.Results {
+			n, err := callnumber.Parse(string(res.ObjectKey))
+			if err != nil {
+				return nil, fmt.Errorf("%w: removal copy %q: %w", record.ErrCorrupt, res.ObjectKey, err)
+			}
+			numbers = append(numbers, n)
+		}
+		if len(r.Continuation) == 0 {
+			break
+		}
+		cont = r.Continuation
+	}
+	slices.Sort(numbers)
+	numbers = slices.Compact(numbers)
+	out = make([]store.Removal, len(numbers))
+	err = parallel(ctx, len(numbers), s.opts.Parallel, func(ctx context.Context, i int) error {
+		n := numbers[i]
+		f, err := s.fetch(ctx, s.b.types.KV, s.b.removals, n.String(), sure)
+		if err != nil {
+			return err
+		}
+		if !f.found() {
+			return fmt.Errorf("%w: the removal index names %v, whose record copy is not found", record.ErrCorrupt, n)
+		}
+		// Siblings are copies of one record (each remover writes the
+		// state's).
+		out[i], err = record.UnmarshalRemoval(n, f.values[0].Value)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b store.Removal) int {
+		if c := a.Removed.Compare(b.Removed); c != 0 {
+			return c
+		}
+		return int(int64(a.Number) - int64(b.Number))
+	})
+	return out, nil
+}
