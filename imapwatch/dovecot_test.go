@@ -309,7 +309,7 @@ func TestDovecotNoArchiveAndRemoved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.st.(store.Remover).Remove(ctx, rn, "test"); err != nil {
+			if _, err := a.st.Remove(ctx, rn, "test"); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := srv.Append(ctx, "INBOX", message(0)); err != nil {

@@ -24,7 +24,7 @@ const (
 	Duplicate Status = "duplicate"
 	Failed    Status = "failed"
 	// Removed: the same bytes were archived once and removed since
-	// (store.Remover); the archive does not take them again. Number is
+	// (store.Store.Remove); the archive does not take them again. Number is
 	// the removed message's.
 	Removed Status = "removed"
 )

@@ -71,8 +71,7 @@ type Options struct {
 	// Token, if set, is sent as a bearer token (an origin that keeps its
 	// feed for its mirrors).
 	Token string
-	// Store receives the messages. Required. It must be a store.Remover
-	// for the origin's removals to reach it.
+	// Store receives the messages and the removals. Required.
 	Store store.Store
 	// StatePath is the file that keeps the cursor. Required.
 	StatePath string
@@ -493,11 +492,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			m.opts.Metrics.stored(len(st.batch), st.size)
 		}
 		if r := st.removal; r != nil {
-			rm, ok := m.opts.Store.(store.Remover)
-			if !ok {
-				return false, fmt.Errorf("the origin removed message %v, and this store cannot remove messages", r.Number)
-			}
-			if _, err := rm.RecordRemoval(ctx, *r); err != nil {
+			if _, err := m.opts.Store.RecordRemoval(ctx, *r); err != nil {
 				return false, fmt.Errorf("cannot apply the origin's removal of %v: %w", r.Number, err)
 			}
 			m.stats.Removals++

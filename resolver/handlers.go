@@ -107,15 +107,13 @@ type removalJSON struct {
 // removals lists the removals: what was taken down, when and why.
 func (s *Server) removals(w http.ResponseWriter, r *http.Request) {
 	out := []removalJSON{}
-	if rm, ok := s.st.(store.Remover); ok {
-		list, err := rm.Removals(r.Context())
-		if err != nil {
-			s.failStore(w, r, err)
-			return
-		}
-		for _, x := range list {
-			out = append(out, removalJSON{CallNumber: x.Number.String(), RemovedAt: x.Removed.UTC(), Reason: x.Reason})
-		}
+	list, err := s.st.Removals(r.Context())
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
+	for _, x := range list {
+		out = append(out, removalJSON{CallNumber: x.Number.String(), RemovedAt: x.Removed.UTC(), Reason: x.Reason})
 	}
 	w.Header().Set("Cache-Control", "no-cache")
 	writeJSON(w, http.StatusOK, out)

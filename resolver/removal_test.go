@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/store"
 )
 
 // TestRemoved: a removed message's page, raw bytes, attachments and JSON
@@ -17,7 +16,7 @@ func TestRemoved(t *testing.T) {
 	ca := newCatalogArchive(t)
 	b, c := ca.cn(t, "b"), ca.cn(t, "c") // c answers b, which answers a
 	att := ca.cn(t, "attachments-1")
-	var rm store.Remover = ca.st
+	rm := ca.st
 	for _, cn := range []string{b, att} {
 		n, _, err := Resolve(t.Context(), ca.st, cn)
 		if err != nil {

@@ -99,10 +99,7 @@ func remove(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return err
 	}
 	defer db.Close()
-	rm, ok := db.(store.Remover)
-	if !ok {
-		return fmt.Errorf("this store (%s) cannot remove messages yet", st.URL())
-	}
+	rm := db
 
 	// What is to be removed, in the order named, each once.
 	var (
@@ -243,11 +240,9 @@ func removals(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	defer db.Close()
-	var list []store.Removal
-	if rm, ok := db.(store.Remover); ok {
-		if list, err = rm.Removals(ctx); err != nil {
-			return err
-		}
+	list, err := db.Removals(ctx)
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		type removal struct {

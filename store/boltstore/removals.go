@@ -62,7 +62,7 @@ func removed(tx *bolt.Tx, key []byte) bool {
 	return b != nil && b.Get(key) != nil
 }
 
-// Remove implements store.Remover.
+// Remove implements store.Store.
 func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
 	r, err := s.remove(ctx, store.Removal{Number: n, Reason: reason}, false)
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) 
 	return r, nil
 }
 
-// RecordRemoval implements store.Remover.
+// RecordRemoval implements store.Store.
 func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Removal, error) {
 	got, err := s.remove(ctx, r, true)
 	if err != nil {

@@ -40,6 +40,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -67,16 +68,20 @@ type removalState struct {
 	Slot uint64
 	// Done is set once every step is done (step 7).
 	Done bool
+	// Reserved: a removal recorded from another store (RecordRemoval) of
+	// a message never stored here: nothing to count out.
+	Reserved bool
 }
 
 type removalJSON struct {
-	Record json.RawMessage `json:"record"`
-	Slot   uint64          `json:"slot,omitempty"`
-	Done   bool            `json:"done,omitempty"`
+	Record   json.RawMessage `json:"record"`
+	Slot     uint64          `json:"slot,omitempty"`
+	Done     bool            `json:"done,omitempty"`
+	Reserved bool            `json:"reserved,omitempty"`
 }
 
 func (st removalState) marshal() []byte {
-	b, err := json.Marshal(removalJSON{Record: record.MarshalRemoval(st.removal), Slot: st.Slot, Done: st.Done})
+	b, err := json.Marshal(removalJSON{Record: record.MarshalRemoval(st.removal), Slot: st.Slot, Done: st.Done, Reserved: st.Reserved})
 	if err != nil {
 		panic(err) // plain data
 	}
@@ -92,7 +97,7 @@ func unmarshalRemovalState(n callnumber.Number, b []byte) (*removalState, error)
 	if err != nil {
 		return nil, err
 	}
-	return &removalState{removal: r, Slot: j.Slot, Done: j.Done}, nil
+	return &removalState{removal: r, Slot: j.Slot, Done: j.Done, Reserved: j.Reserved}, nil
 }
 
 // removalState reads the state of n's removal, or nil, and the causal
@@ -178,6 +183,92 @@ func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) 
 			return store.Removal{}, err
 		}
 		if err := s.at("remove: begun"); err != nil {
+			return store.Removal{}, err
+		}
+	}
+	if err := s.completeRemoval(ctx, n, f, st, vclock); err != nil {
+		return store.Removal{}, err
+	}
+	return st.removal, nil
+}
+
+// RecordRemoval implements store.Store: the removal r, made in another
+// store (a mirror's origin), by the same steps as Remove; for a number
+// never stored here, step 1 reserves the digest instead (its index entry,
+// naming the number), and step 7 counts nothing out.
+func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Removal, error) {
+	if err := s.begin(); err != nil {
+		return store.Removal{}, err
+	}
+	defer s.end()
+	got, err := s.recordRemoval(ctx, r)
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("cannot record the removal of message %v in archive %q: %w", r.Number, s.b.archive, err)
+	}
+	return got, nil
+}
+
+func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Removal, error) {
+	if err := store.CheckReason(want.Reason); err != nil {
+		return store.Removal{}, err
+	}
+	if want.Removed.IsZero() {
+		return store.Removal{}, fmt.Errorf("%w: a removal without its date", store.ErrInvalidMessage)
+	}
+	n := want.Number
+	bd, err := s.binding(ctx)
+	if err != nil {
+		return store.Removal{}, err
+	}
+	if bd == nil {
+		return store.Removal{}, fmt.Errorf("%w: this archive has no lease recorded at all", store.ErrUnknownRun)
+	}
+	f, err := bd.codec.Decode(n)
+	if err != nil {
+		return store.Removal{}, fmt.Errorf("%w: call number %v does not decode under the archive's authority: %w", store.ErrInvalidMessage, n, err)
+	}
+	if l, err := s.lease(ctx, f.Run); err != nil {
+		return store.Removal{}, err
+	} else if l == nil {
+		return store.Removal{}, fmt.Errorf("%w: run %d of %v", store.ErrUnknownRun, f.Run, n)
+	}
+	st, vclock, err := s.removalState(ctx, n)
+	if err != nil {
+		return store.Removal{}, err
+	}
+	if st == nil {
+		r := want
+		r.Removed = want.Removed.UTC()
+		stored, err := s.removalOf(ctx, n, f, want.Reason)
+		reserved := errors.Is(err, store.ErrNotFound)
+		switch {
+		case reserved:
+			// Never stored here: the digest must be free, or this
+			// number's; reserve it.
+			ds, err := s.lookupDigests(ctx, bd.codec, []store.Digest{want.Digest})
+			if err != nil {
+				return store.Removal{}, err
+			}
+			if other := ds[0].stored; other != 0 && other != n {
+				return store.Removal{}, fmt.Errorf("%w: the removed bytes (digest %v) are stored here under %v, not %v", store.ErrNumberTaken, want.Digest, other, n)
+			}
+			if ds[0].stored == 0 {
+				if err := s.putDigest(ctx, want.Digest, n, ds[0].gen); err != nil {
+					return store.Removal{}, err
+				}
+			}
+		case err != nil:
+			return store.Removal{}, err
+		case stored.Digest != want.Digest:
+			return store.Removal{}, fmt.Errorf("%w: the removal names digest %v, and %v holds a message of digest %v", store.ErrNumberTaken, want.Digest, n, stored.Digest)
+		}
+		if _, err := s.create(ctx, s.b.removed, n.String(), removalState{removal: r, Reserved: reserved}.marshal()); err != nil {
+			return store.Removal{}, err
+		}
+		if st, vclock, err = s.removalState(ctx, n); err == nil && st == nil {
+			err = fmt.Errorf("the removal state of %v was created, yet is not found", n)
+		}
+		if err != nil {
 			return store.Removal{}, err
 		}
 	}
@@ -289,6 +380,9 @@ func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f call
 		if won {
 			if err := s.at("remove: done"); err != nil {
 				return err
+			}
+			if st.Reserved {
+				return nil
 			}
 			if _, err := s.addCount(ctx, -1); err != nil {
 				return err

@@ -218,7 +218,7 @@ func testRecordRemoval(t *testing.T, open Opener) {
 	b := Message(f.auth.Number(t, 1, 1), Mail("b@example.org", "b"), "b@example.org", "l")
 	mustPut(t, f.s, a, b)
 	when := time.Date(2024, 3, 4, 5, 6, 7, 0, time.UTC)
-	rm := remover(t, f.s)
+	rm := f.s
 	ra := store.Removal{Number: a.Number, Digest: a.Digest, MessageIDSum: store.MessageIDSum("a@example.org"), Removed: when, Reason: "spam"}
 	if got, err := rm.RecordRemoval(t.Context(), ra); err != nil || !sameRemoval(got, ra) {
 		t.Fatalf("RecordRemoval(stored message) = %+v, %v; want %+v", got, err, ra)
