@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // TestRemoved: a removed message's page, raw bytes, attachments and JSON
