@@ -121,6 +121,30 @@ func (e *ParseError) Error() string {
 
 func (e *ParseError) Unwrap() error { return e.Err }
 
+// Explain says what is wrong in one sentence for a reader, without the
+// package's prefix: "\"3kTMd2\" is 6 characters long; a call number is
+// 8 letters and digits, like 3kTMd2xB".
+func (e *ParseError) Explain() string {
+	in := e.Input
+	if len(in) > 32 {
+		in = in[:32] + "..."
+	}
+	const shape = "a call number is 8 letters and digits, like 3kTMd2xB"
+	switch {
+	case errors.Is(e.Err, ErrCharacter):
+		c := strconv.Quote(e.Input[e.Pos : e.Pos+1])
+		if r, size := utf8.DecodeRuneInString(e.Input[e.Pos:]); size > 1 {
+			c = strconv.Quote(string(r))
+		}
+		return fmt.Sprintf("%q has %s at position %d; %s (0-9, A-Z, a-z)", in, c, e.Pos+1, shape)
+	case errors.Is(e.Err, ErrLength):
+		return fmt.Sprintf("%q is %d characters long; %s", in, utf8.RuneCountInString(e.Input), shape)
+	case errors.Is(e.Err, ErrRange):
+		return fmt.Sprintf("%q is beyond the last call number (zzzz is never reached: a call number is below 2^47)", in)
+	}
+	return fmt.Sprintf("%q is not a call number", in)
+}
+
 // Parse reads the 8 base62 characters of a call number. It checks syntax
 // and range only (exactly 8 alphabet characters, a value below 2^47); a
 // Codec's Parse also checks the version and run. Errors are *ParseError

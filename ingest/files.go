@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"io"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,6 +24,10 @@ func (e nothingFound) Error() string {
 }
 
 func (e nothingFound) Unwrap() error { return ErrNothingFound }
+
+// NothingFound is the error of paths that hold no message: it wraps
+// ErrNothingFound and names them.
+func NothingFound(paths []string) error { return nothingFound{paths} }
 
 // CheckPaths checks that every input exists ("-", standard input, always
 // does), so that a mistyped path is reported before anything is done.
@@ -86,6 +91,31 @@ func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats,
 		return total, nothingFound{paths}
 	}
 	return total, nil
+}
+
+// HasMessages reports whether the inputs hold a message at all, reading
+// files up to their first message (standard input, "-", is taken to hold
+// one: it cannot be read twice). The importer asks before it creates an
+// archive, so that an empty or mistyped input leaves none behind.
+func HasMessages(ctx context.Context, paths []string, opts mailsource.Options) (bool, error) {
+	for _, path := range paths {
+		if path == "-" {
+			return true, nil
+		}
+		src, err := mailsource.Open(ctx, path, opts)
+		if err != nil {
+			return false, err
+		}
+		_, err = src.Next()
+		src.Close()
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, io.EOF) {
+			return true, nil // a message that breaks: the import says how
+		}
+	}
+	return false, nil
 }
 
 // importFile imports one input; it returns how many messages it found

@@ -147,7 +147,7 @@ func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := CheckSyntax(text); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": ")+". Type a call number (2UrKPuW8), a Message-ID (<x@example.org>) or the URL of a message.")
+		s.fail(w, r, http.StatusBadRequest, malformed(err)+" Type a call number (2UrKPuW8), a Message-ID (<x@example.org>) or the URL of a message.")
 		return
 	}
 	s.fail(w, r, http.StatusNotFound, "There is no such message: no message in this archive has that call number.")

@@ -130,7 +130,7 @@ func busy(err error) bool {
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request, text string) (store.Stored, callnumber.Fields, bool) {
 	n, f, err := s.codecs.resolve(r.Context(), text)
 	if errors.Is(err, ErrMalformed) {
-		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		s.fail(w, r, http.StatusBadRequest, malformed(err))
 		return store.Stored{}, f, false
 	}
 	if err != nil {

@@ -30,6 +30,15 @@ func CheckSyntax(s string) error {
 	return nil
 }
 
+// malformed says to a reader why err's text is not a call number.
+func malformed(err error) string {
+	var pe *callnumber.ParseError
+	if errors.As(err, &pe) {
+		return "Not a call number: " + pe.Explain() + "."
+	}
+	return "Not a call number."
+}
+
 // Resolve parses s as a call number of st's archive. An s that is not 8
 // base62 characters gives an error wrapping ErrMalformed (and the
 // *callnumber.ParseError saying why). One that is, but that this archive

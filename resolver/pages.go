@@ -341,7 +341,7 @@ type threadEntry struct {
 func (s *Server) thread(w http.ResponseWriter, r *http.Request, text string) (*catalog.Thread, string, bool) {
 	n, _, err := s.codecs.resolve(r.Context(), text)
 	if errors.Is(err, ErrMalformed) {
-		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		s.fail(w, r, http.StatusBadRequest, malformed(err))
 		return nil, "", false
 	}
 	if err != nil {
@@ -470,7 +470,7 @@ func (s *Server) threadFile(w http.ResponseWriter, r *http.Request) {
 	}
 	httpserve.SetRoute(w, "GET /t/{callnumber}")
 	if err := CheckSyntax(file); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "Not a call number: "+strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		s.fail(w, r, http.StatusBadRequest, malformed(err))
 		return
 	}
 	http.Redirect(w, r, "/t/"+file+"/", http.StatusMovedPermanently)

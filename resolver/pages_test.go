@@ -63,10 +63,10 @@ func TestPageRoutes(t *testing.T) {
 		}, nil},
 		{"thread JSON", "/api/v1/threads/" + t1r, 200, js, "", []string{`"callnumber":"` + t1r + `"`, `"list":"demo"`, `"messages":5`, `"nodes":[{"message":{"callnumber":"` + t1 + `"`}, nil},
 		{"thread without slash", "/t/" + t1, 301, "", "/t/" + t1 + "/", nil, nil},
-		{"thread malformed", "/t/abcdefg-/", 400, html, "", []string{"bad character"}, nil},
+		{"thread malformed", "/t/abcdefg-/", 400, html, "", []string{"at position 8; a call number is 8 letters and digits"}, nil},
 		{"thread out of range", "/t/zzzzzzzz/", 404, html, "", []string{"No message in this archive has that call number."}, nil},
-		{"thread without slash malformed", "/t/abc", 400, html, "", []string{"wrong length"}, nil},
-		{"thread malformed JSON", "/api/v1/threads/abc", 400, js, "", []string{"wrong length"}, nil},
+		{"thread without slash malformed", "/t/abc", 400, html, "", []string{"is 3 characters long; a call number is 8 letters and digits"}, nil},
+		{"thread malformed JSON", "/api/v1/threads/abc", 400, js, "", []string{"is 3 characters long; a call number is 8 letters and digits"}, nil},
 		{"thread unknown", "/t/" + ca.number(t, 1, 9999).String() + "/", 404, html, "", []string{"No message in this archive has that call number."}, nil},
 		{"thread page past the end", "/t/" + t1 + "/?page=2", 404, html, "", []string{"This thread has 1 pages"}, nil},
 

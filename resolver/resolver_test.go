@@ -40,7 +40,7 @@ func TestRoutes(t *testing.T) {
 		{"healthz", "/healthz", 200, "text/plain; charset=utf-8", []string{"ok"}},
 		{"stylesheet", "/static/style.css", 200, "text/css; charset=utf-8", []string{"div.text pre"}},
 		{"go", "/go?n=" + signed, 302, "", nil},
-		{"go malformed", "/go?n=nope", 400, "text/html; charset=utf-8", []string{"wrong length"}},
+		{"go malformed", "/go?n=nope", 400, "text/html; charset=utf-8", []string{"is 4 characters long; a call number is 8 letters and digits"}},
 		{"nothing there", "/" + signed + "/cooked", 404, "text/html; charset=utf-8", nil},
 		{"deeper nothing", "/a/b/c/d/e", 404, "text/html; charset=utf-8", nil},
 	}
@@ -115,10 +115,10 @@ func TestMalformedAndUnknown(t *testing.T) {
 		status int
 		says   string
 	}{
-		{"too short", "abc", 400, "wrong length"},
-		{"too long", "abcdefghi", 400, "wrong length"},
-		{"bad character", "abcdefg-", 400, "bad character"},
-		{"non-ASCII", url.PathEscape("abcdefgé"), 400, "wrong length"},
+		{"too short", "abc", 400, "is 3 characters long; a call number is 8 letters and digits, like 3kTMd2xB"},
+		{"too long", "abcdefghi", 400, "is 9 characters long"},
+		{"bad character", "abcdefg-", 400, "at position 8; a call number is 8 letters and digits"},
+		{"non-ASCII", url.PathEscape("abcdefgé"), 400, "is 8 characters long"},
 		// 8 alphabet characters are a call number to a reader: one that
 		// is not stored is no such message (a typo, most likely), 404.
 		{"out of range", "zzzzzzzz", 404, "no such message"},

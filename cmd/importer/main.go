@@ -91,6 +91,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(paths) == 0 {
 		return cli.Usagef("no PATH to import")
 	}
+	if len(paths) == 1 && paths[0] == "help" {
+		if _, err := os.Stat("help"); err != nil {
+			// "importer help", as one would type "go help": there
+			// is no such file, so this is a request for the help.
+			fs.PrintHelp(stdout)
+			return nil
+		}
+	}
 	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
@@ -109,6 +117,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	total, err := importAll(ctx, paths, manifest, st, runs, list, opts, stderr)
 	if errors.Is(err, cli.ErrUsage) {
 		return err // the usage hint is the last line
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = errors.New("interrupted: what was stored is kept; run the same command again to import the rest (what is stored already comes again as duplicates)")
 	}
 	// Every run that got past its usage ends with the summary, below the
 	// error that ended it (even before anything was read: imported 0),
@@ -142,6 +153,12 @@ func importAll(ctx context.Context, paths []string, manifest string, st setup.St
 	log := opts.Logger
 	if err := ingest.CheckPaths(paths); err != nil {
 		return ingest.Stats{}, err // before anything is created
+	}
+	// An empty input creates no archive.
+	if ok, err := ingest.HasMessages(ctx, paths, opts.Source); err != nil {
+		return ingest.Stats{}, err
+	} else if !ok {
+		return ingest.Stats{}, ingest.NothingFound(paths)
 	}
 	var out *os.File
 	var err error

@@ -517,3 +517,28 @@ func TestReimportRemoved(t *testing.T) {
 		t.Errorf("the store counts %d messages, want 19", n)
 	}
 }
+
+// TestNewcomerMistakes: an empty input creates no archive; "importer
+// help" is the help; a mistyped flag is named with the flag meant.
+func TestNewcomerMistakes(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "archive")
+	empty := filepath.Join(dir, "empty.mbox")
+	if err := os.WriteFile(empty, []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, stderr := importer(t, "", "--data", data, empty); status != 1 || !strings.Contains(stderr, "no message found in "+empty) {
+		t.Errorf("an empty input: status %d\n%s", status, stderr)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("an empty input left %s behind (%v)", data, err)
+	}
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"help"}, strings.NewReader(""), &out, io.Discard)
+	if err != nil || !strings.Contains(out.String(), "Usage: importer") {
+		t.Errorf("importer help = %v, %q; want the help", err, out.String())
+	}
+	if status, _, stderr := importer(t, "", "--data", data, "--lsit", "x", empty); status != 2 || !strings.Contains(stderr, "unknown flag --lsit (did you mean --list?)") {
+		t.Errorf("--lsit: status %d\n%s", status, stderr)
+	}
+}

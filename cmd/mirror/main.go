@@ -86,6 +86,11 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if err := cli.NoArgs(rest); err != nil {
 		return err
 	}
+	if metrics != "" {
+		if err := cli.CheckListen("metrics-listen", metrics); err != nil {
+			return err
+		}
+	}
 	if o.From == "" {
 		return cli.Usagef("--from is required: the origin's URL")
 	}

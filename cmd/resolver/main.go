@@ -130,6 +130,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	if err := cli.NoArgs(rest); err != nil {
 		return err
 	}
+	if err := cli.CheckListen("listen", listen); err != nil {
+		return err
+	}
 	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
@@ -269,7 +272,7 @@ func lookupError(text string, err error) error {
 	case errors.Is(err, resolver.ErrMalformed):
 		var pe *callnumber.ParseError
 		if errors.As(err, &pe) {
-			return cli.Usagef("%v", pe)
+			return cli.Usagef("%s", pe.Explain())
 		}
 		return cli.Usagef("%v", err)
 	case errors.Is(err, store.ErrNotFound):

@@ -82,8 +82,8 @@ func TestGetAndInspect(t *testing.T) {
 	}{
 		{"get", []string{"get", "--data", dir, n.String()}, 0, string(raw), nil, ""},
 		{"get via --store", []string{"get", "--store", "bolt:" + filepath.Join(dir, "messages.db"), n.String()}, 0, string(raw), nil, ""},
-		{"get wrong length", []string{"get", "--data", dir, "abc"}, 2, "", nil, "wrong length"},
-		{"get bad character", []string{"get", "--data", dir, "abcdefg!"}, 2, "", nil, "bad character"},
+		{"get wrong length", []string{"get", "--data", dir, "abc"}, 2, "", nil, `"abc" is 3 characters long; a call number is 8 letters and digits`},
+		{"get bad character", []string{"get", "--data", dir, "abcdefg!"}, 2, "", nil, `has "!" at position 8`},
 		// 8 letters and digits not stored: no such message (a typo), not bad usage.
 		{"get out of range", []string{"get", "--data", dir, "zzzzzzzz"}, 1, "", nil, "no message in this archive has call number zzzzzzzz"},
 		{"get unknown version", []string{"get", "--data", dir, v1}, 1, "", nil, "no message in this archive has call number " + v1},
@@ -110,15 +110,15 @@ func TestGetAndInspect(t *testing.T) {
 		{"compact usage hint", []string{"compact", "--nope"}, 2, "", nil, "Run 'resolver compact --help' for usage."},
 		{"help get", []string{"help", "get"}, 0, "", []string{"Usage: resolver get"}, ""},
 		{"inspect --json after", []string{"inspect", n.String(), "--data", dir, "--json"}, 0, "", []string{`"callnumber":"` + n.String() + `"`}, ""},
-		{"get, -- ends the flags", []string{"get", "--data", dir, "--", "--json"}, 2, "", nil, "wrong length"},
-		{"inspect malformed", []string{"inspect", "--json", "--data", dir, "0000000"}, 2, "", nil, "wrong length"},
+		{"get, -- ends the flags", []string{"get", "--data", dir, "--", "--json"}, 2, "", nil, "is 6 characters long"},
+		{"inspect malformed", []string{"inspect", "--json", "--data", dir, "0000000"}, 2, "", nil, "is 7 characters long"},
 		{"no command", nil, 2, "", nil, "missing command"},
 		{"unknown command", []string{"frobnicate"}, 2, "", nil, "unknown command"},
 		{"help", []string{"--help"}, 0, "", []string{"Examples:"}, ""},
 		{"get help", []string{"get", "--help"}, 0, "", []string{"resolver get --data", "[$CHIBRARY_DATA]"}, ""},
 		{"version", []string{"--version"}, 0, "", []string{"resolver "}, ""},
 		{"get version", []string{"get", "--version"}, 0, "", []string{"resolver "}, ""},
-		{"bad flag", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "flag provided but not defined"},
+		{"bad flag", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "unknown flag --jsn (did you mean --json?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func TestRemoveCommand(t *testing.T) {
 	}{
 		{"no message named", []string{"remove", "--data", dir}, 2, nil, []string{"name the messages to remove"}},
 		{"bad reason", []string{"remove", "--data", dir, "--reason", "two\nlines", n.String()}, 2, nil, []string{"--reason"}},
-		{"malformed", []string{"remove", "--data", dir, "nope"}, 2, nil, []string{"wrong length"}},
+		{"malformed", []string{"remove", "--data", dir, "nope"}, 2, nil, []string{"is 4 characters long"}},
 		{"unknown", []string{"remove", "--data", dir, unknown.String()}, 1, nil, []string{"no message in this archive has call number " + unknown.String(), "1 of 1 messages not removed"}},
 		{"unknown Message-ID", []string{"remove", "--data", dir, "--message-id", "<nobody@example.com>"}, 1, nil, []string{"no message in this archive has Message-ID <nobody@example.com>"}},
 		{"removals before", []string{"removals", "--data", dir}, 0, nil, []string{"No message was removed"}},

@@ -113,6 +113,11 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if o.After.Action == imapwatch.Move && o.After.Folder == target.Mailbox {
 		return cli.Usagef("--after: cannot move messages to the mailbox they are in (%s)", target.Mailbox)
 	}
+	if metrics != "" {
+		if err := cli.CheckListen("metrics-listen", metrics); err != nil {
+			return err
+		}
+	}
 	if o.BatchMessages < 1 {
 		return cli.Usagef("--batch-messages must be at least 1")
 	}

@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -169,4 +171,16 @@ func Hostname() string {
 		return "unknown"
 	}
 	return h
+}
+
+// CheckListen checks a listening address given to flag: HOST:PORT, or
+// :PORT for every address. "8080" alone is bad usage, with the fix.
+func CheckListen(flag, addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		if _, err := strconv.Atoi(addr); err == nil {
+			return Usagef("--%s %s: want HOST:PORT: 127.0.0.1:%s (loopback), or :%s (every address)", flag, addr, addr, addr)
+		}
+		return Usagef("--%s %q: want HOST:PORT, e.g. 127.0.0.1:8080", flag, addr)
+	}
+	return nil
 }

@@ -100,6 +100,40 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestUnknownFlag: an unknown flag is named with two dashes, and a flag
+// a typo away is suggested.
+func TestUnknownFlag(t *testing.T) {
+	tests := []struct{ arg, want string }{
+		{"--nmae", "unknown flag --nmae (did you mean --name?)"},
+		{"--cont", "unknown flag --cont (did you mean --count?)"},
+		{"-loudd", "unknown flag --loudd (did you mean --loud?)"},
+		{"--verbose", "unknown flag --verbose"},
+		{"--x", "unknown flag --x"},
+	}
+	for _, tt := range tests {
+		fs, _ := newFlags()
+		_, err := fs.Parse([]string{tt.arg}, io.Discard)
+		if !errors.Is(err, ErrUsage) || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want a usage error ending %q", tt.arg, err, tt.want)
+		}
+	}
+}
+
+func TestDistance(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"list", "list", 0}, {"lsit", "list", 1}, {"lis", "list", 1}, {"lists", "list", 1}, {"lust", "list", 1},
+		{"data", "store", 5}, {"", "abc", 3}, {"café", "cafe", 1},
+	}
+	for _, tt := range tests {
+		if got := distance(tt.a, tt.b); got != tt.want {
+			t.Errorf("distance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
 func TestCommands(t *testing.T) {
 	var ran string
 	var gotArgs []string
@@ -270,6 +304,19 @@ func TestLogger(t *testing.T) {
 	for _, bad := range []LogOptions{{Format: "xml"}, {Level: "loud"}} {
 		if _, err := bad.Logger(&w); !errors.Is(err, ErrUsage) {
 			t.Errorf("Logger(%+v) error = %v, want ErrUsage", bad, err)
+		}
+	}
+}
+
+func TestCheckListen(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:8080", ":8080", "[::1]:0", "localhost:80"} {
+		if err := CheckListen("listen", ok); err != nil {
+			t.Errorf("CheckListen(%q) = %v", ok, err)
+		}
+	}
+	for addr, says := range map[string]string{"8080": "127.0.0.1:8080 (loopback), or :8080", "localhost": "want HOST:PORT", "": "want HOST:PORT", "1.2.3.4:": "want HOST:PORT"} {
+		if err := CheckListen("listen", addr); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), says) {
+			t.Errorf("CheckListen(%q) = %v, want a usage error saying %q", addr, err, says)
 		}
 	}
 }

@@ -105,6 +105,12 @@ func (f *FlagSet) Parse(args []string, stdout io.Writer) ([]string, error) {
 		}
 		// Package flag names flags with one dash; the help uses two.
 		msg := strings.NewReplacer(": -", ": --", "flag -", "flag --").Replace(err.Error())
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			msg = "unknown flag --" + name
+			if near := f.nearest(name); near != "" {
+				msg += " (did you mean --" + near + "?)"
+			}
+		}
 		return nil, fmt.Errorf("%w: %s", ErrUsage, msg)
 	}
 	if f.version {
@@ -159,6 +165,50 @@ func (f *FlagSet) split(args []string) (flags, rest []string) {
 		flags = append(flags, args[i])
 	}
 	return flags, rest
+}
+
+// nearest returns the defined flag closest to name, when one is close
+// enough to be what was meant (a typo: an edit or two, a swapped pair),
+// or "".
+func (f *FlagSet) nearest(name string) string {
+	best, bestD := "", 3
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		if d := distance(name, fl.Name); d < bestD || d == bestD && best != "" && fl.Name < best {
+			best, bestD = fl.Name, d
+		}
+	})
+	if bestD > 2 || bestD >= len(name) {
+		return ""
+	}
+	return best
+}
+
+// distance is the optimal string alignment distance of a and b: the
+// insertions, deletions, substitutions and swaps of neighbours that make
+// one the other.
+func distance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
 }
 
 func isBool(fl *flag.Flag) bool {
