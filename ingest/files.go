@@ -3,8 +3,8 @@ package ingest
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
