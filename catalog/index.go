@@ -52,6 +52,7 @@ type indexer struct {
 	newThread, addToThread                      *sql.Stmt
 	moveMessages, dropThread, recount           *sql.Stmt
 	list, month, fts                            *sql.Stmt
+	wire                                        *sql.Stmt
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
@@ -91,6 +92,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
 		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted) VALUES (?, ?, ?, ?, ?)`},
+		{&ix.wire, `INSERT INTO wire (msg, size, lines) VALUES (?, ?, ?)`},
 	}
 	for _, s := range stmts {
 		st, err := tx.PrepareContext(ctx, s.sql)
@@ -137,6 +139,9 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
+		return false, err
+	}
+	if _, err := ix.wire.ExecContext(ix.ctx, id, d.wireSize, d.lines); err != nil {
 		return false, err
 	}
 	for i, r := range d.refs {
