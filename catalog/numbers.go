@@ -299,9 +299,10 @@ func (c *Catalog) Mailbox(ctx context.Context, list string) (Mailbox, error) {
 	return b, nil
 }
 
-// Numbers returns the numbers of a list's messages, in order.
-func (c *Catalog) Numbers(ctx context.Context, list string) ([]uint32, error) {
-	return c.nums(ctx, "the numbers of "+list, `SELECT num FROM numbers WHERE list = ? ORDER BY num`, list)
+// Numbers returns the numbers of a list's messages from from on, in
+// order.
+func (c *Catalog) Numbers(ctx context.Context, list string, from uint32) ([]uint32, error) {
+	return c.nums(ctx, "the numbers of "+list, `SELECT num FROM numbers WHERE list = ? AND num >= ? ORDER BY num`, list, from)
 }
 
 func (c *Catalog) nums(ctx context.Context, what, query string, args ...any) ([]uint32, error) {
@@ -345,10 +346,16 @@ type Entry struct {
 	Archived       time.Time
 }
 
-// From returns the sender as "Name <address>", or the address alone.
+// From returns the sender as "Name <address>", or the address alone,
+// decoded.
 func (e *Entry) From() string {
-	m := Message{FromName: e.FromName, FromAddr: e.FromAddr}
-	return m.From()
+	if e.FromName == "" {
+		return e.FromAddr
+	}
+	if e.FromAddr == "" {
+		return e.FromName
+	}
+	return e.FromName + " <" + e.FromAddr + ">"
 }
 
 const entryColumns = `n.num, m.cn, m.list, m.date, m.from_name, m.from_addr, m.subject, m.msgid, m.size, w.size, w.lines, m.added`

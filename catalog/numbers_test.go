@@ -58,7 +58,7 @@ func TestNumbersGiven(t *testing.T) {
 	if bb := mailbox(t, c, "b"); bb.Validity != b.Validity || bb.Messages != len(other) || bb.Low != 1 {
 		t.Errorf("Mailbox(b) = %+v, want validity %d, %d messages from 1", bb, b.Validity, len(other))
 	}
-	nums, err := c.Numbers(t.Context(), "a")
+	nums, err := c.Numbers(t.Context(), "a", 1)
 	if err != nil || len(nums) != len(cns) || nums[0] != 1 || nums[len(nums)-1] != uint32(len(cns)) {
 		t.Errorf("Numbers(a) = %v, %v", nums, err)
 	}
