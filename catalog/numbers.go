@@ -305,6 +305,20 @@ func (c *Catalog) Numbers(ctx context.Context, list string, from uint32) ([]uint
 	return c.nums(ctx, "the numbers of "+list, `SELECT num FROM numbers WHERE list = ? AND num >= ? ORDER BY num`, list, from)
 }
 
+// Neighbour returns the number of list's message after n (or, with
+// before, before n), and false when there is none.
+func (c *Catalog) Neighbour(ctx context.Context, list string, n uint32, before bool) (uint32, bool, error) {
+	q := `SELECT min(num) FROM numbers WHERE list = ? AND num > ?`
+	if before {
+		q = `SELECT max(num) FROM numbers WHERE list = ? AND num < ?`
+	}
+	var num sql.NullInt64
+	if err := c.r.QueryRowContext(ctx, q, list, n).Scan(&num); err != nil {
+		return 0, false, c.readErr("the numbers of "+list, err)
+	}
+	return uint32(num.Int64), num.Valid, nil
+}
+
 func (c *Catalog) nums(ctx context.Context, what, query string, args ...any) ([]uint32, error) {
 	rows, err := c.r.QueryContext(ctx, query, args...)
 	if err != nil {
