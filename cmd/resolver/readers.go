@@ -43,7 +43,9 @@ func (f *readerFlags) AddFlags(fs *cli.FlagSet) {
 }
 
 // any reports whether a reader protocol is asked for.
-func (f *readerFlags) any() bool { return f.imap != "" || f.imaps != "" || f.nntp != "" || f.nntps != "" }
+func (f *readerFlags) any() bool {
+	return f.imap != "" || f.imaps != "" || f.nntp != "" || f.nntps != ""
+}
 
 // check refuses contradictory flags (bad usage): TLS listeners without a
 // certificate, a plain listener off loopback without one (its clients
