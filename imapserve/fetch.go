@@ -64,7 +64,7 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *im
 					return err
 				}
 			}
-			if err := ss.fetchOne(w, seqs[i], &es[i], raw, opts); err != nil {
+			if err := ss.fetchOne(w, v, seqs[i], &es[i], raw, opts); err != nil {
 				return err
 			}
 		}
@@ -114,13 +114,27 @@ func (ss *session) eachEntry(v *view, spans []span, fn func(es []catalog.Entry, 
 }
 
 // fetchOne writes the FETCH response of one message.
-func (ss *session) fetchOne(w *imapserver.FetchWriter, seq uint32, e *catalog.Entry, raw []byte, opts *imap.FetchOptions) error {
+func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *catalog.Entry, raw []byte, opts *imap.FetchOptions) error {
 	rw := w.CreateMessage(seq)
 	if opts.UID {
 		rw.WriteUID(imap.UID(e.Num))
 	}
-	if opts.Flags {
-		rw.WriteFlags(nil)
+	// A body fetched without PEEK is \Seen from now on, in this session
+	// (RFC 3501 section 6.4.5), and the client told so.
+	seen := false
+	if !v.readOnly && !v.hasFlag(e.Num, imap.FlagSeen) {
+		for _, sec := range opts.BodySection {
+			seen = seen || !sec.Peek
+		}
+		for _, sec := range opts.BinarySection {
+			seen = seen || !sec.Peek
+		}
+		if seen {
+			v.setFlags(e.Num, imap.StoreFlagsAdd, []imap.Flag{imap.FlagSeen})
+		}
+	}
+	if opts.Flags || seen {
+		rw.WriteFlags(v.flagsOf(e.Num))
 	}
 	if opts.InternalDate {
 		rw.WriteInternalDate(e.Date)

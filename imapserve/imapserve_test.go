@@ -200,8 +200,8 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("%s = %v, want NO", what, err)
 		}
 	}
-	_, err := c.Store(imap.SeqSetNum(1), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagSeen}}, nil).Collect()
-	no("STORE", err)
+	_, err := c.Store(imap.SeqSetNum(1), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagDeleted}}, nil).Collect()
+	no("STORE +FLAGS \\Deleted", err)
 	_, err = c.Copy(imap.SeqSetNum(1), "b").Wait()
 	no("COPY", err)
 	_, err = c.Move(imap.SeqSetNum(1), "b").Wait()
@@ -227,6 +227,50 @@ func TestReadOnly(t *testing.T) {
 	}
 	if sel, _ := c.Select("b", nil).Wait(); sel == nil || sel.NumMessages != 1 {
 		t.Errorf("SELECT b = %+v, want 1 message", sel)
+	}
+}
+
+// TestSessionFlags: flags other than \Deleted are kept for the session:
+// STORE, FETCH without PEEK, SEARCH see them; another session does not.
+func TestSessionFlags(t *testing.T) {
+	a, _ := smallArchive(t, 3)
+	addr := serve(t, a, Options{})
+	c := login(t, addr)
+	if _, err := c.Select("a", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Store(imap.UIDSetNum(2), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Flags: []imap.Flag{imap.FlagFlagged, imap.FlagSeen}}, nil).Collect()
+	if err != nil || len(msgs) != 1 || msgs[0].UID != 2 || !slices.Equal(msgs[0].Flags, []imap.Flag{imap.FlagFlagged, imap.FlagSeen}) {
+		t.Fatalf("UID STORE 2 +FLAGS = %+v, %v", msgs, err)
+	}
+	if _, err := c.Store(imap.SeqSetNum(2), &imap.StoreFlags{Op: imap.StoreFlagsDel, Silent: true, Flags: []imap.Flag{imap.FlagFlagged}}, nil).Collect(); err != nil {
+		t.Fatal(err)
+	}
+	// BODY[] without PEEK sets \Seen.
+	msgs, err = c.Fetch(imap.SeqSetNum(3), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{{}}}).Collect()
+	if err != nil || len(msgs) != 1 || !slices.Equal(msgs[0].Flags, []imap.Flag{imap.FlagSeen}) {
+		t.Fatalf("FETCH 3 BODY[] = %+v, %v; want FLAGS (\\Seen)", msgs, err)
+	}
+	data, err := c.UIDSearch(&imap.SearchCriteria{Flag: []imap.Flag{imap.FlagSeen}}, nil).Wait()
+	if err != nil || !slices.Equal(data.AllUIDs(), []imap.UID{2, 3}) {
+		t.Errorf("UID SEARCH SEEN = %v, %v; want [2 3]", data.AllUIDs(), err)
+	}
+	data, err = c.UIDSearch(&imap.SearchCriteria{NotFlag: []imap.Flag{imap.FlagSeen}}, nil).Wait()
+	if err != nil || !slices.Equal(data.AllUIDs(), []imap.UID{1}) {
+		t.Errorf("UID SEARCH UNSEEN = %v, %v; want [1]", data.AllUIDs(), err)
+	}
+	other := login(t, addr)
+	if _, err := other.Select("a", &imap.SelectOptions{ReadOnly: true}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err = other.Fetch(imap.SeqSetNum(1, 2, 3), &imap.FetchOptions{Flags: true, BodySection: []*imap.FetchItemBodySection{{}}}).Collect()
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("FETCH in another session = %v", err)
+	}
+	for _, m := range msgs {
+		if len(m.Flags) != 0 {
+			t.Errorf("another session (EXAMINE) sees flags %v on %d", m.Flags, m.SeqNum)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ var errSearchTooLong = &imap.Error{
 // the catalog: dates, sizes, UIDs and sequence numbers, Subject, From
 // and Message-ID from each message's catalog row; TEXT and BODY from the
 // full-text index (words and phrases, the last word a prefix: not the
-// substrings IMAP describes); flags as none set. Other headers (To, Cc,
+// substrings IMAP describes); flags as this session set them. Other headers (To, Cc,
 // HEADER ...) read the message from the store, within
 // Options.SearchTimeout.
 func (ss *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria, options *imap.SearchOptions) (*imap.SearchData, error) {
@@ -207,8 +207,15 @@ func (sr *searcher) match(m *candidate, c *imap.SearchCriteria) (bool, error) {
 	if c.Larger > 0 && e.WireSize <= c.Larger || c.Smaller > 0 && e.WireSize >= c.Smaller {
 		return false, nil
 	}
-	if len(c.Flag) > 0 {
-		return false, nil // no message has a flag
+	for _, f := range c.Flag {
+		if !sr.v.hasFlag(e.Num, f) {
+			return false, nil
+		}
+	}
+	for _, f := range c.NotFlag {
+		if sr.v.hasFlag(e.Num, f) {
+			return false, nil
+		}
 	}
 	for _, s := range c.Text {
 		if !has(sr.texts["T:"+s], e.Num) {

@@ -19,12 +19,14 @@
 // a time, so a FETCH 1:* of a list of any size holds one chunk's
 // catalog rows and one message in memory, never the whole list.
 //
-// Nothing can be changed: STORE, COPY, MOVE, APPEND, CREATE, DELETE,
-// RENAME and UNSUBSCRIBE answer NO; EXPUNGE and CLOSE have nothing to
-// expunge (no message can be flagged \Deleted); SUBSCRIBE is accepted,
-// every mailbox being subscribed. Messages have no flags. SELECT's tagged
-// answer says READ-WRITE, as go-imap v2.0.0-beta.8 always writes it;
-// PERMANENTFLAGS is empty and EXAMINE says READ-ONLY.
+// Nothing can be changed: COPY, MOVE, APPEND, CREATE, DELETE, RENAME and
+// UNSUBSCRIBE answer NO, and so does a STORE of \Deleted; EXPUNGE and
+// CLOSE have nothing to expunge; SUBSCRIBE is accepted, every mailbox
+// being subscribed. Other flags (\Seen...) are kept for the session only,
+// as RFC 3501 section 7.1 allows for flags outside PERMANENTFLAGS, which
+// is empty: clients that mark what they fetched (fetchmail) need STORE to
+// succeed. SELECT's tagged answer says READ-WRITE, as go-imap
+// v2.0.0-beta.8 always writes it; EXAMINE says READ-ONLY.
 package imapserve
 
 import (

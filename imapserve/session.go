@@ -3,6 +3,7 @@ package imapserve
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 
@@ -156,6 +157,7 @@ func (ss *session) Select(name string, options *imap.SelectOptions) (*imap.Selec
 	if err != nil {
 		return nil, ss.count("SELECT", ss.storeErr("read mailbox "+name, err))
 	}
+	v.readOnly = options.ReadOnly
 	ss.mbox = v
 	return &imap.SelectData{
 		Flags:          flags,
@@ -189,8 +191,39 @@ func (ss *session) Unsubscribe(string) error {
 func (ss *session) Append(string, imap.LiteralReader, *imap.AppendOptions) (*imap.AppendData, error) {
 	return nil, ss.count("APPEND", errReadOnly)
 }
-func (ss *session) Store(*imapserver.FetchWriter, imap.NumSet, *imap.StoreFlags, *imap.StoreOptions) error {
-	return ss.count("STORE", errReadOnly)
+// Store changes flags for this session only: nothing is written, and
+// PERMANENTFLAGS, empty, says so (RFC 3501 section 7.1), as clients
+// that mark what they fetched as \Seen (fetchmail) need it to succeed.
+// \Deleted is refused: no message can be expunged.
+func (ss *session) Store(w *imapserver.FetchWriter, numSet imap.NumSet, flags *imap.StoreFlags, _ *imap.StoreOptions) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	v := ss.mbox
+	if v == nil {
+		return nil
+	}
+	if flags.Op != imap.StoreFlagsDel && slices.ContainsFunc(flags.Flags, func(f imap.Flag) bool { return strings.EqualFold(string(f), string(imap.FlagDeleted)) }) {
+		return ss.count("STORE", &imap.Error{Type: imap.StatusResponseTypeNo, Code: imap.ResponseCodeNoPerm, Text: "This archive is read-only: no message can be deleted"})
+	}
+	_, isUID := numSet.(imap.UIDSet)
+	for _, sp := range v.spans(numSet) {
+		for seq := sp.lo; seq <= sp.hi; seq++ {
+			uid := v.uids[seq-1]
+			v.setFlags(uid, flags.Op, flags.Flags)
+			if flags.Silent {
+				continue
+			}
+			rw := w.CreateMessage(seq)
+			if isUID {
+				rw.WriteUID(imap.UID(uid))
+			}
+			rw.WriteFlags(v.flagsOf(uid))
+			if err := rw.Close(); err != nil {
+				return err
+			}
+		}
+	}
+	return ss.count("STORE", nil)
 }
 func (ss *session) Copy(imap.NumSet, string) (*imap.CopyData, error) {
 	return nil, ss.count("COPY", errReadOnly)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -27,6 +28,63 @@ type view struct {
 	// state is the hub's state when the view was last brought up to
 	// date.
 	state string
+	// readOnly: EXAMINE, where FETCH does not set \Seen.
+	readOnly bool
+	// flags are the flags the client set with STORE (or FETCH set), by
+	// UID: kept for the session only (PERMANENTFLAGS is empty, RFC 3501
+	// section 7.1).
+	flags map[uint32][]imap.Flag
+}
+
+// flagsOf returns a message's flags in this session.
+func (v *view) flagsOf(uid uint32) []imap.Flag { return v.flags[uid] }
+
+// hasFlag reports whether the message has flag f in this session.
+func (v *view) hasFlag(uid uint32, f imap.Flag) bool {
+	for _, g := range v.flags[uid] {
+		if strings.EqualFold(string(g), string(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+// setFlags changes a message's flags and reports whether they changed.
+func (v *view) setFlags(uid uint32, op imap.StoreFlagsOp, fs []imap.Flag) bool {
+	old := v.flags[uid]
+	var next []imap.Flag
+	switch op {
+	case imap.StoreFlagsSet:
+		next = nil
+		for _, f := range fs {
+			next = addFlag(next, f)
+		}
+	case imap.StoreFlagsAdd:
+		next = slices.Clone(old)
+		for _, f := range fs {
+			next = addFlag(next, f)
+		}
+	case imap.StoreFlagsDel:
+		next = slices.DeleteFunc(slices.Clone(old), func(g imap.Flag) bool {
+			return slices.ContainsFunc(fs, func(f imap.Flag) bool { return strings.EqualFold(string(f), string(g)) })
+		})
+	}
+	if len(next) == 0 {
+		delete(v.flags, uid)
+	} else {
+		if v.flags == nil {
+			v.flags = map[uint32][]imap.Flag{}
+		}
+		v.flags[uid] = next
+	}
+	return !slices.Equal(old, next)
+}
+
+func addFlag(fs []imap.Flag, f imap.Flag) []imap.Flag {
+	if slices.ContainsFunc(fs, func(g imap.Flag) bool { return strings.EqualFold(string(f), string(g)) }) {
+		return fs
+	}
+	return append(fs, f)
 }
 
 // load reads the view of a list: the gone log's end first, then the
