@@ -191,6 +191,7 @@ func (ss *session) Unsubscribe(string) error {
 func (ss *session) Append(string, imap.LiteralReader, *imap.AppendOptions) (*imap.AppendData, error) {
 	return nil, ss.count("APPEND", errReadOnly)
 }
+
 // Store changes flags for this session only: nothing is written, and
 // PERMANENTFLAGS, empty, says so (RFC 3501 section 7.1), as clients
 // that mark what they fetched as \Seen (fetchmail) need it to succeed.
