@@ -45,11 +45,11 @@ func serve(t testing.TB, a *archivetest.Archive, opts Options) string {
 
 // session is a scripted NNTP client.
 type session struct {
-	t *testing.T
+	t testing.TB
 	c *textproto.Conn
 }
 
-func dial(t *testing.T, addr string) *session {
+func dial(t testing.TB, addr string) *session {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -47,13 +47,20 @@ func New(tb testing.TB) *Archive {
 // at the end of the test.
 func Open(tb testing.TB, dir string) *Archive {
 	tb.Helper()
+	a := openStore(tb, dir)
+	a.Catalog = a.OpenCatalog()
+	return a
+}
+
+// openStore opens the archive's store only.
+func openStore(tb testing.TB, dir string) *Archive {
+	tb.Helper()
 	st, err := boltstore.Open(tb.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	a := &Archive{Dir: dir, Store: st, tb: tb}
 	tb.Cleanup(func() { a.Close() })
-	a.Catalog = a.OpenCatalog()
 	return a
 }
 
@@ -214,12 +221,16 @@ func Scaled(tb testing.TB) *Archive {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
+	// The catalog is made last, complete (catalog.Rebuild renames it into
+	// place): with it, the archive was built.
 	_, err := os.Stat(filepath.Join(dir, "catalog.db"))
 	if built := err == nil; built {
 		return Open(tb, dir)
 	}
-	os.Remove(filepath.Join(dir, "messages.db"))
-	a := Open(tb, dir)
+	for _, name := range []string{"messages.db", "messages.packs"} {
+		os.RemoveAll(filepath.Join(dir, name))
+	}
+	a := openStore(tb, dir)
 	start := time.Now()
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(testcorpus.WriteScaled(pw, corpus, testcorpus.ScaledCopies)) }()
@@ -227,7 +238,6 @@ func Scaled(tb testing.TB) *Archive {
 	pr.Close()
 	tb.Logf("stored %d messages in %v", n, time.Since(start).Round(time.Millisecond))
 	// Built as resolver reindex builds it.
-	a.Catalog.Close()
 	start = time.Now()
 	if _, err := catalog.Rebuild(tb.Context(), a.CatalogPath(), a.Store, catalog.SyncOptions{}, catalog.Options{}); err != nil {
 		tb.Fatal(err)
