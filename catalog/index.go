@@ -53,6 +53,8 @@ type indexer struct {
 	moveMessages, dropThread, recount           *sql.Stmt
 	list, month, fts                            *sql.Stmt
 	wire                                        *sql.Stmt
+	newMailbox, numberFor, addNumber            *sql.Stmt
+	countNumber, dropCarried                    *sql.Stmt
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
@@ -93,6 +95,11 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
 		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted) VALUES (?, ?, ?, ?, ?)`},
 		{&ix.wire, `INSERT INTO wire (msg, size, lines) VALUES (?, ?, ?)`},
+		{&ix.newMailbox, newMailboxSQL},
+		{&ix.numberFor, numberForSQL},
+		{&ix.addNumber, addNumberSQL},
+		{&ix.countNumber, countNumberSQL},
+		{&ix.dropCarried, dropCarriedSQL},
 	}
 	for _, s := range stmts {
 		st, err := tx.PrepareContext(ctx, s.sql)
@@ -142,6 +149,9 @@ func (ix *indexer) add(d *doc) (bool, error) {
 		return false, err
 	}
 	if _, err := ix.wire.ExecContext(ix.ctx, id, d.wireSize, d.lines); err != nil {
+		return false, err
+	}
+	if err := ix.number(d, id); err != nil {
 		return false, err
 	}
 	for i, r := range d.refs {

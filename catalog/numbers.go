@@ -10,13 +10,16 @@ package catalog
 // never given twice in a list, even once its message has left the list;
 // a message that leaves and comes back gets a new one.
 //
-// The numbers are kept by triggers on the messages table, so that any
-// writer of that table keeps them right without knowing of them: a row
-// inserted gets a number in its list; a row deleted (a removed message)
-// loses its number, which the gone log records; a row whose list changes
-// (a moved message) loses its number in the old list and gets a new one
-// in the new. Clients that have the mailbox selected learn of gone
-// numbers from the log (IMAP EXPUNGE).
+// The indexer numbers the messages it inserts (index.go); triggers on the
+// messages table keep the numbers right for any other writer of it,
+// without it knowing of them: a row deleted (a removed message) loses its
+// number, which the gone log records; a row whose list changes (a moved
+// message) loses its number in the old list and gets a new one in the
+// new. Clients that have the mailbox selected learn of gone numbers from
+// the log (IMAP EXPUNGE). Inserts are not numbered by a trigger: a
+// statement with a trigger opens a savepoint, and FTS5 writes its pending
+// terms out at every savepoint, which made a segment per message and a
+// rebuild a third slower, its file a third larger.
 //
 // Numbers must outlive the catalog file they are in: the catalog is
 // derived data, rebuilt from the store by `resolver reindex` and after a
@@ -91,8 +94,6 @@ CREATE TABLE carried (
 	PRIMARY KEY (cn, list)
 ) WITHOUT ROWID;
 
-CREATE TRIGGER number_new AFTER INSERT ON messages BEGIN` + numberMessage + `END;
-
 CREATE TRIGGER number_moved AFTER UPDATE OF list ON messages WHEN NEW.list IS NOT OLD.list BEGIN
 	DELETE FROM numbers WHERE msg = OLD.id;` + numberMessage + `END;
 
@@ -101,18 +102,15 @@ CREATE TRIGGER number_removed AFTER DELETE ON messages BEGIN
 	DELETE FROM wire WHERE msg = OLD.id;
 END;
 
-CREATE TRIGGER numbers_in AFTER INSERT ON numbers BEGIN
-	UPDATE mailboxes SET messages = messages + 1, next = max(next, NEW.num + 1) WHERE list = NEW.list;
-END;
-
 CREATE TRIGGER numbers_out AFTER DELETE ON numbers BEGIN
 	UPDATE mailboxes SET messages = messages - 1 WHERE list = OLD.list;
 	INSERT INTO gone (list, num) VALUES (OLD.list, OLD.num);
 END;
 `
 
-// numberMessage gives the message NEW a number in its list: the one
-// carried over for it if that is free, else the list's next.
+// numberMessage gives the message NEW a number in its list, in a
+// trigger: the one carried over for it if that is free, else the list's
+// next (the indexer does the same with the statements below).
 const numberMessage = `
 	INSERT OR IGNORE INTO mailboxes (list, validity, next, messages)
 		VALUES (NEW.list, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'uidvalidity'), 1, 0);
@@ -120,8 +118,51 @@ const numberMessage = `
 		(SELECT c.num FROM carried c WHERE c.cn = NEW.cn AND c.list = NEW.list
 			AND NOT EXISTS (SELECT 1 FROM numbers n WHERE n.list = c.list AND n.num = c.num)),
 		(SELECT next FROM mailboxes WHERE list = NEW.list)), NEW.id);
+	UPDATE mailboxes SET messages = messages + 1,
+		next = max(next, (SELECT num FROM numbers WHERE msg = NEW.id) + 1) WHERE list = NEW.list;
 	DELETE FROM carried WHERE cn = NEW.cn AND list = NEW.list;
 `
+
+// The indexer's statements that number a message: newMailbox makes its
+// list's mailbox if there is none; numberFor finds its number (1: call
+// number, 2: list); addNumber records it (1: list, 2: number, 3:
+// messages.id) and counts it; dropCarried uses up a carried number (1:
+// call number, 2: list).
+const (
+	newMailboxSQL = `INSERT INTO mailboxes (list, validity, next, messages)
+		VALUES (?, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'uidvalidity'), 1, 0) ON CONFLICT (list) DO NOTHING`
+	numberForSQL = `SELECT coalesce(
+		(SELECT c.num FROM carried c WHERE c.cn = ?1 AND c.list = ?2
+			AND NOT EXISTS (SELECT 1 FROM numbers n WHERE n.list = c.list AND n.num = c.num)),
+		(SELECT next FROM mailboxes WHERE list = ?2)), (SELECT next FROM mailboxes WHERE list = ?2)`
+	addNumberSQL   = `INSERT INTO numbers (list, num, msg) VALUES (?, ?, ?)`
+	countNumberSQL = `UPDATE mailboxes SET messages = messages + 1, next = max(next, ?2 + 1) WHERE list = ?1`
+	dropCarriedSQL = `DELETE FROM carried WHERE cn = ? AND list = ?`
+)
+
+// number gives the message just inserted (its messages.id id) its
+// number in its list.
+func (ix *indexer) number(d *doc, id int64) error {
+	if _, err := ix.newMailbox.ExecContext(ix.ctx, d.list); err != nil {
+		return err
+	}
+	var num, next int64
+	if err := ix.numberFor.QueryRowContext(ix.ctx, d.cn, d.list).Scan(&num, &next); err != nil {
+		return err
+	}
+	if _, err := ix.addNumber.ExecContext(ix.ctx, d.list, num, id); err != nil {
+		return err
+	}
+	if _, err := ix.countNumber.ExecContext(ix.ctx, d.list, num); err != nil {
+		return err
+	}
+	if num < next { // a carried number
+		if _, err := ix.dropCarried.ExecContext(ix.ctx, d.cn, d.list); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // initNumbers records a new catalog's UIDVALIDITY. Called in create's
 // transaction.
