@@ -54,7 +54,10 @@ type indexer struct {
 	list, month, fts                            *sql.Stmt
 	wire                                        *sql.Stmt
 	newMailbox, numberFor, addNumber            *sql.Stmt
-	countNumber, dropCarried                    *sql.Stmt
+	countNumber, dropCarried, takeNext          *sql.Stmt
+	// carried: numbers carried over from an old catalog wait for their
+	// messages (numbers.go).
+	carried bool
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
@@ -100,6 +103,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.addNumber, addNumberSQL},
 		{&ix.countNumber, countNumberSQL},
 		{&ix.dropCarried, dropCarriedSQL},
+		{&ix.takeNext, takeNextSQL},
 	}
 	for _, s := range stmts {
 		st, err := tx.PrepareContext(ctx, s.sql)
@@ -107,6 +111,9 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 			return nil, fmt.Errorf("cannot prepare %q: %w", s.sql, err)
 		}
 		*s.s = st
+	}
+	if err := tx.QueryRowContext(ctx, hasCarriedSQL).Scan(&ix.carried); err != nil {
+		return nil, fmt.Errorf("cannot read the numbers carried over: %w", err)
 	}
 	return ix, nil
 }

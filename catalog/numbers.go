@@ -123,12 +123,16 @@ const numberMessage = `
 	DELETE FROM carried WHERE cn = NEW.cn AND list = NEW.list;
 `
 
-// The indexer's statements that number a message: newMailbox makes its
-// list's mailbox if there is none; numberFor finds its number (1: call
-// number, 2: list); addNumber records it (1: list, 2: number, 3:
-// messages.id) and counts it; dropCarried uses up a carried number (1:
-// call number, 2: list).
+// The indexer's statements that number a message: takeNext reads its
+// list's next number (1: list), when no number is carried over;
+// newMailbox makes its list's mailbox if there is none; numberFor finds
+// its number when some are carried over (1: call number, 2: list);
+// addNumber records it (1: list, 2: number, 3: messages.id) and
+// countNumber counts it; dropCarried uses up a carried number (1: call
+// number, 2: list).
 const (
+	takeNextSQL   = `SELECT next FROM mailboxes WHERE list = ?`
+	hasCarriedSQL = `SELECT EXISTS (SELECT 1 FROM carried)`
 	newMailboxSQL = `INSERT INTO mailboxes (list, validity, next, messages)
 		VALUES (?, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'uidvalidity'), 1, 0) ON CONFLICT (list) DO NOTHING`
 	numberForSQL = `SELECT coalesce(
@@ -141,8 +145,28 @@ const (
 )
 
 // number gives the message just inserted (its messages.id id) its
-// number in its list.
+// number in its list. Without numbers carried over (but in a rebuild),
+// that is three statements, none of which opens a savepoint (an UPDATE
+// ... RETURNING would, see the top of this file).
 func (ix *indexer) number(d *doc, id int64) error {
+	if !ix.carried {
+		var num int64
+		err := ix.takeNext.QueryRowContext(ix.ctx, d.list).Scan(&num)
+		if errors.Is(err, sql.ErrNoRows) { // a new list
+			if _, err := ix.newMailbox.ExecContext(ix.ctx, d.list); err != nil {
+				return err
+			}
+			err = ix.takeNext.QueryRowContext(ix.ctx, d.list).Scan(&num)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := ix.addNumber.ExecContext(ix.ctx, d.list, num, id); err != nil {
+			return err
+		}
+		_, err = ix.countNumber.ExecContext(ix.ctx, d.list, num)
+		return err
+	}
 	if _, err := ix.newMailbox.ExecContext(ix.ctx, d.list); err != nil {
 		return err
 	}
