@@ -3,9 +3,11 @@ package imapserve
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -83,7 +85,7 @@ func (ss *session) count(command string, err error) error {
 // storeErr turns a catalog or store error into the client's answer: NO
 // [UNAVAILABLE] (the cause logged) unless the session is ending.
 func (ss *session) storeErr(what string, err error) error {
-	if err == nil || ss.ctx.Err() != nil {
+	if err == nil || ss.ctx.Err() != nil || isWriteErr(err) {
 		return err
 	}
 	var ie *imap.Error
@@ -289,11 +291,23 @@ func (ss *session) Status(name string, options *imap.StatusOptions) (*imap.Statu
 }
 
 // Poll tells the client what changed in its mailbox (after every
-// command).
+// command). A catalog that cannot be read now is tried again at the
+// next command: an error here would end the connection (imapserver).
 func (ss *session) Poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.refresh(w, allowExpunge)
+	err := ss.refresh(w, allowExpunge)
+	if err != nil && !errors.Is(err, errRenumbered) && !isWriteErr(err) {
+		return nil // logged by refresh
+	}
+	return err
+}
+
+// isWriteErr reports an error writing to the client, which ends the
+// connection anyway.
+func isWriteErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed)
 }
 
 // refresh brings the selected mailbox's view up to date. Called with mu
@@ -323,8 +337,14 @@ func (ss *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error 
 		}
 		err := ss.refresh(w, true)
 		ss.mu.Unlock()
-		if err != nil {
+		var retry <-chan time.Time
+		switch {
+		case errors.Is(err, errRenumbered) || isWriteErr(err):
 			return err
+		case err != nil:
+			// The catalog cannot be read now (logged): again in a
+			// second.
+			retry = time.After(time.Second)
 		}
 		select {
 		case <-stop:
@@ -332,6 +352,7 @@ func (ss *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error 
 		case <-ss.ctx.Done():
 			return nil
 		case <-changed:
+		case <-retry:
 		}
 	}
 }
