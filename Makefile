@@ -73,7 +73,7 @@ bench: build
 	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkFullSyncScaled -benchtime 1x -timeout 30m ./imapserve/; \
 	status=$$?; rm -rf $$scaled; exit $$status
 	$(GO) test -run '^$$' -bench 'BenchmarkFetchHeaders1000|BenchmarkIdleLatency' -benchtime 10x ./imapserve/
-	$(GO) test -run '^$$' -bench BenchmarkOver -benchtime 10x ./nntpserve/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./nntpserve/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
