@@ -66,11 +66,14 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkCorpusSearchCounts -benchtime 20x ./catalog/
 	CHIBRARY_BENCH_SCALED=1 $(GO) test -run '^$$' -bench BenchmarkScaled -benchtime 1x -timeout 30m ./catalog/
-	@# One archive the size of the whole list for both, built once.
+	@# One archive the size of the whole list for all three, built once.
 	scaled=$$(mktemp -d) && \
 	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkSearchScaled -benchtime 400x -timeout 30m ./resolver/ && \
-	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkPagesScaled -benchtime 10000x -timeout 30m ./resolver/; \
+	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkPagesScaled -benchtime 10000x -timeout 30m ./resolver/ && \
+	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkFullSyncScaled -benchtime 1x -timeout 30m ./imapserve/; \
 	status=$$?; rm -rf $$scaled; exit $$status
+	$(GO) test -run '^$$' -bench 'BenchmarkFetchHeaders1000|BenchmarkIdleLatency' -benchtime 10x ./imapserve/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./nntpserve/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 	@echo "== mirrors: the corpus through the change feed in one process, then the whole list's size between processes"
 	$(GO) test -run '^$$' -bench BenchmarkMirror -benchtime 3x ./mirror/

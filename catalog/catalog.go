@@ -21,9 +21,10 @@ import (
 // SchemaVersion is the layout of the catalog this package writes, or what
 // goes into it: a catalog of another version is rebuilt by its writer,
 // and refused by a reader (ErrSchema). 3: the text of enclosed messages
-// (message/rfc822 parts) is searched. 4: removals (the removed table; the
-// search index deletes by rowid).
-const SchemaVersion = 4
+// (message/rfc822 parts) is searched. 4: the numbers of IMAP and NNTP
+// (numbers.go). 5: removals (the removed table; the search index deletes
+// by rowid).
+const SchemaVersion = 5
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -130,18 +131,48 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 		c.w.Close()
 		return err
 	case v != 0 && v != SchemaVersion:
-		// Derived data: start again rather than migrate.
+		// Derived data: start again rather than migrate, keeping only
+		// the numbers IMAP and NNTP clients know (numbers.go).
 		c.log.Warn("catalog written with another schema: rebuilding it from the store", "schema", v, "want", SchemaVersion)
+		keep, err := hasNumbers(ctx, c.w)
 		c.w.Close()
+		if err != nil {
+			return err
+		}
+		old := c.path + ".old"
 		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Remove(c.path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := os.Remove(old + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("cannot remove the out-of-date catalog: %w", err)
+			}
+		}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			var err error
+			if keep && suffix != "-shm" {
+				err = os.Rename(c.path+suffix, old+suffix)
+			} else {
+				err = os.Remove(c.path + suffix)
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("cannot remove the out-of-date catalog: %w", err)
 			}
 		}
 		if c.w, err = openDB(c.path, false, 1); err != nil {
 			return err
 		}
-		fallthrough
+		if err := c.create(ctx); err != nil {
+			c.w.Close()
+			return err
+		}
+		if keep {
+			if kept, err := carry(ctx, c, old); err != nil {
+				c.log.Warn("cannot read the IMAP and NNTP numbers of the out-of-date catalog: the new one numbers its messages anew, under a new UIDVALIDITY (IMAP clients download their mailboxes again)", "err", err)
+			} else {
+				c.log.Info("kept the IMAP and NNTP numbers of the out-of-date catalog", "uidvalidity", kept.Validity, "mailboxes", kept.Lists, "numbers", kept.Numbers)
+			}
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				os.Remove(old + suffix)
+			}
+		}
 	case v == 0:
 		if err := c.create(ctx); err != nil {
 			c.w.Close()
@@ -317,7 +348,10 @@ func (c *Catalog) create(ctx context.Context) error {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema+searchSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+searchSchema+numbersSchema); err != nil {
+		return fmt.Errorf("cannot create catalog: %w", err)
+	}
+	if err := initNumbers(ctx, tx); err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema', ?)`, strconv.Itoa(SchemaVersion)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/mailwire"
 	"github.com/chibrary/chibrary/store"
 )
 
@@ -58,6 +59,8 @@ type doc struct {
 	msgid       string
 	refs        []string // the IDs it names, parent last (see references)
 	size        int
+	wireSize    int64 // with CRLF line ends (mailwire)
+	lines       int   // of the body
 	attachments int
 	added       time.Time
 	// body and quoted are the text the search index keeps (indexText).
@@ -80,6 +83,7 @@ func extract(m store.Stored, opts mailview.Options) doc {
 		added:       m.Added.UTC(),
 	}
 	d.body, d.quoted = indexText(v)
+	d.wireSize, d.lines = mailwire.Size(m.Raw)
 	if d.msgid == "" {
 		d.msgid = m.MessageID
 	}

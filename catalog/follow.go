@@ -346,6 +346,18 @@ func Rebuild(ctx context.Context, path string, st store.Store, opts SyncOptions,
 	// CPU for the whole linux-mips archive (33.5 -> 28.8 s; the file is
 	// 5% larger, the pages of the unmerged segments left free).
 	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
+	if err == nil {
+		// The IMAP and NNTP numbers of the catalog it replaces are kept
+		// (numbers.go). One that cannot be read (a damaged catalog is a
+		// reason to rebuild) is replaced all the same, with new numbers.
+		kept, cerr := carry(ctx, nc, path)
+		switch {
+		case cerr != nil:
+			nc.log.Warn("cannot read the IMAP and NNTP numbers of the old catalog: the new one numbers its messages anew, under a new UIDVALIDITY (IMAP clients download their mailboxes again)", "catalog", path, "err", cerr)
+		case kept.Validity != 0:
+			nc.log.Info("kept the IMAP and NNTP numbers of the old catalog", "uidvalidity", kept.Validity, "mailboxes", kept.Lists, "numbers", kept.Numbers)
+		}
+	}
 	var n int
 	if err == nil {
 		n, err = nc.Sync(ctx, st, opts)

@@ -52,6 +52,12 @@ type indexer struct {
 	newThread, addToThread                      *sql.Stmt
 	moveMessages, dropThread, recount           *sql.Stmt
 	list, month, fts                            *sql.Stmt
+	wire                                        *sql.Stmt
+	newMailbox, numberFor, addNumber            *sql.Stmt
+	countNumber, dropCarried, takeNext          *sql.Stmt
+	// carried: numbers carried over from an old catalog wait for their
+	// messages (numbers.go).
+	carried bool
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
@@ -91,6 +97,13 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
 		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted) VALUES (?, ?, ?, ?, ?)`},
+		{&ix.wire, `INSERT INTO wire (msg, size, lines) VALUES (?, ?, ?)`},
+		{&ix.newMailbox, newMailboxSQL},
+		{&ix.numberFor, numberForSQL},
+		{&ix.addNumber, addNumberSQL},
+		{&ix.countNumber, countNumberSQL},
+		{&ix.dropCarried, dropCarriedSQL},
+		{&ix.takeNext, takeNextSQL},
 	}
 	for _, s := range stmts {
 		st, err := tx.PrepareContext(ctx, s.sql)
@@ -98,6 +111,9 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 			return nil, fmt.Errorf("cannot prepare %q: %w", s.sql, err)
 		}
 		*s.s = st
+	}
+	if err := tx.QueryRowContext(ctx, hasCarriedSQL).Scan(&ix.carried); err != nil {
+		return nil, fmt.Errorf("cannot read the numbers carried over: %w", err)
 	}
 	return ix, nil
 }
@@ -137,6 +153,12 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
+		return false, err
+	}
+	if _, err := ix.wire.ExecContext(ix.ctx, id, d.wireSize, d.lines); err != nil {
+		return false, err
+	}
+	if err := ix.number(d, id); err != nil {
 		return false, err
 	}
 	for i, r := range d.refs {

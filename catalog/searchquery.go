@@ -25,7 +25,9 @@ type Term struct {
 	Text string
 	// Phrase is set when it was typed in double quotes.
 	Phrase bool
-	// Field limits it to "subject" or "from"; "" is anywhere.
+	// Field limits it to "subject", "from" or "body" (the text and its
+	// quoted lines: no search typed asks for it, IMAP's BODY does); "" is
+	// anywhere.
 	Field   string
 	Negated bool
 	// Prefix: its last word is the start of words (typed word*).
@@ -346,6 +348,8 @@ func (t Term) fts() string {
 		e = "subject : " + e
 	case "from":
 		e = "sender : " + e
+	case "body":
+		e = "{body quoted} : " + e
 	}
 	return e
 }

@@ -251,6 +251,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return httpserve.Serve(ctx, srv, ln, orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout), s.log)
 }
 
+// Registerer is the registry of the server's /metrics, for the metrics
+// of what serves beside it (IMAP, NNTP).
+func (s *Server) Registerer() prometheus.Registerer { return s.reg }
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
 		return d

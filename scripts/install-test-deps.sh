@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real IMAP server (Dovecot) for
-# the watcher's tests, Chromium for the resolver's browser test, and what
+# the watcher's tests, a real IMAP client (fetchmail) for the IMAP
+# server's, Chromium for the resolver's browser test, and what
 # the Riak test kit (../shared/riak, when it is there) needs to unpack and
 # start its nodes: tar, xz, and curl (or python3).
 #
@@ -11,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 command -v dovecot >/dev/null 2>&1 || need+=(dovecot-imapd)
+command -v fetchmail >/dev/null 2>&1 || need+=(fetchmail)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bzip2 >/dev/null 2>&1 || need+=(bzip2)
 if [ -e ../shared/riak/riak-node ] || [ -n "${CHIBRARY_RIAK_KIT:-}" ]; then

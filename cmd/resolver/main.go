@@ -63,6 +63,8 @@ Examples:
 const serveUsage = `
 Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
                       [--listen 127.0.0.1:8080] [--base-url URL]
+                      [--imap ADDR] [--nntp ADDR] [--nntp-prefix PREFIX]
+                      [--imaps ADDR] [--nntps ADDR] [--tls-cert FILE --tls-key FILE]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
 requests in flight. The archive must exist (import into it first): serve
@@ -102,12 +104,28 @@ Routes:
                                     unless --changes-token-file; it carries the shuffle key
   /healthz, /metrics, /robots.txt, /favicon.ico
 
+Mail and news readers (read-only; docs/imap-nntp.md):
+  --imap ADDR   IMAP: every list is a mailbox named as the list; any user
+                name and password log in, or AUTHENTICATE ANONYMOUS. UIDs
+                survive restarts and reindex; messages removed or moved
+                are expunged, new ones announced (IDLE).
+  --nntp ADDR   NNTP: every list is the newsgroup PREFIX.LIST
+                (--nntp-prefix); article numbers are the IMAP UIDs.
+  Plain text is for loopback: off it, give --tls-cert and --tls-key
+  (STARTTLS), or use --imaps and --nntps (TLS from the first byte).
+  Connections are bounded (--max-connections, --max-connections-per-ip)
+  and closed after --idle-timeout of silence; their metrics are on
+  /metrics (chibrary_imap_*, chibrary_nntp_*).
+
 Examples:
   resolver serve --data /var/lib/chibrary
   resolver serve --data /var/lib/chibrary --base-url https://lists.example.org
   resolver serve --store bolt:/srv/archive/messages.db --listen 127.0.0.1:9000
   resolver serve --store riak://r1:8087/lists --catalog /var/lib/chibrary/catalog.db
   CHIBRARY_DATA=/var/lib/chibrary CHIBRARY_LISTEN=127.0.0.1:8080 resolver serve
+  resolver serve --data /var/lib/chibrary --imap 127.0.0.1:1143 --nntp 127.0.0.1:1119
+  resolver serve --data /var/lib/chibrary --imaps :993 --nntps :563 --nntp-prefix org.example \
+      --tls-cert /etc/chibrary/fullchain.pem --tls-key /etc/chibrary/key.pem
 `
 
 func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -115,10 +133,12 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		st                                 setup.StoreFlags
 		logs                               cli.LogOptions
 		listen, cat, baseURL, changesToken string
+		rf                                 readerFlags
 	)
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
+	rf.AddFlags(fs)
 	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
 	fs.String(&cat, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
 	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
@@ -133,6 +153,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	if err := cli.CheckListen("listen", listen); err != nil {
 		return err
 	}
+	if err := rf.check(); err != nil {
+		return err
+	}
 	log, err := logs.Logger(stderr)
 	if err != nil {
 		return err
@@ -142,6 +165,13 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		return fmt.Errorf("cannot listen: %w", err)
 	}
 	defer ln.Close()
+	var rd *readers
+	if rf.any() {
+		if rd, err = rf.listen(ctx); err != nil {
+			return err
+		}
+		defer rd.close()
+	}
 	// A reader never creates an archive: a typo in --data is said, not
 	// served as an empty archive.
 	db, err := st.OpenReader(ctx, log, true)
@@ -158,7 +188,13 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	if opts.Catalog = serveCatalog(ctx, catalogPath(st, cat), log); opts.Catalog != nil {
 		defer opts.Catalog.Close()
 	}
-	return resolver.New(db, opts).Serve(ctx, ln)
+	srv := resolver.New(db, opts)
+	if rd == nil {
+		return srv.Serve(ctx, ln)
+	}
+	return runAll(ctx,
+		func(ctx context.Context) error { return srv.Serve(ctx, ln) },
+		func(ctx context.Context) error { return rd.serve(ctx, &rf, opts.Catalog, db, srv.Registerer(), log) })
 }
 
 const getUsage = `

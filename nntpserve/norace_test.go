@@ -1,0 +1,9 @@
+//go:build !race
+
+package nntpserve
+
+import "github.com/chibrary/chibrary/internal/testcorpus"
+
+// corpusLimit is how many corpus messages the tests with real clients
+// serve: all of them (see race_test.go).
+const corpusLimit = testcorpus.Messages
