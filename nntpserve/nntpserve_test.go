@@ -276,7 +276,8 @@ func contains(lines []string, s string) bool {
 func TestGaps(t *testing.T) {
 	a, cns := testArchive(t)
 	addr := serve(t, a, Options{Prefix: "org.example"})
-	execCatalog(t, a, `DELETE FROM messages WHERE cn = ?`, cns[1])
+	a.Remove(cns[1]) // as resolver remove does
+	a.Sync()
 	execCatalog(t, a, `UPDATE messages SET list = 'other' WHERE cn = ?`, cns[0])
 	s := dial(t, addr)
 	if msg := s.expect(211, "GROUP org.example.linux-mips"); msg != "1 3 3 org.example.linux-mips" {

@@ -187,6 +187,19 @@ func (a *Archive) Sync() int {
 	return n
 }
 
+// Remove removes a message from the store (as resolver remove does); a
+// Sync then takes it out of the catalog.
+func (a *Archive) Remove(cn string) {
+	a.tb.Helper()
+	n, err := callnumber.Parse(cn)
+	if err != nil {
+		a.tb.Fatal(err)
+	}
+	if _, err := a.Store.Remove(a.tb.Context(), n, "test"); err != nil {
+		a.tb.Fatalf("Remove(%s) = %v", cn, err)
+	}
+}
+
 // Get returns the stored bytes of a call number.
 func (a *Archive) Get(cn string) []byte {
 	a.tb.Helper()
