@@ -143,6 +143,9 @@ type Target struct {
 // defaults to INBOX and may contain the server's hierarchy separator. A
 // password in the URL is refused: it would show in process listings.
 func ParseURL(s string) (Target, error) {
+	if !strings.Contains(s, "://") {
+		return Target{}, fmt.Errorf("%w: %q has no scheme: want imaps://USER@HOST[:PORT]/MAILBOX (TLS), or imap://... (STARTTLS, or plain text on loopback), e.g. imaps://%s", ErrBadURL, s, strings.TrimPrefix(s, "//"))
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return Target{}, fmt.Errorf("%w: %v", ErrBadURL, err)

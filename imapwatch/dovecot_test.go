@@ -3,9 +3,11 @@ package imapwatch
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,5 +338,36 @@ func TestDovecotNoArchiveAndRemoved(t *testing.T) {
 				t.Errorf("Get(removed) = %v, want it still removed", err)
 			}
 		})
+	}
+}
+
+// TestCheck: Check logs in and finds the mailbox, or says plainly what is
+// wrong: the password, the mailbox, the port.
+func TestCheck(t *testing.T) {
+	srv := dovecottest.Start(t, dovecottest.Options{})
+	base := Options{Addr: srv.Addr, Security: StartTLS, User: srv.User, Password: srv.Password, Mailbox: "INBOX", CommandTimeout: 10 * time.Second}
+	if err := Check(t.Context(), base); err != nil {
+		t.Fatalf("Check = %v", err)
+	}
+	wrong := base
+	wrong.Password = "not the password"
+	if err := Check(t.Context(), wrong); !errors.Is(err, ErrAuth) {
+		t.Errorf("Check(wrong password) = %v, want %v", err, ErrAuth)
+	}
+	missing := base
+	missing.Mailbox = "Nowhere"
+	if err := Check(t.Context(), missing); !errors.Is(err, ErrNoMailbox) {
+		t.Errorf("Check(missing mailbox) = %v, want %v", err, ErrNoMailbox)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	port := base
+	port.Addr = closed
+	if err := Check(t.Context(), port); err == nil || !strings.Contains(err.Error(), "is the host and port of --imap right?") {
+		t.Errorf("Check(a closed port) = %v, want it to say the port may be wrong", err)
 	}
 }

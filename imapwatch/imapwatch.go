@@ -150,9 +150,48 @@ type Watcher struct {
 
 // New checks opts, fills in defaults and returns a Watcher.
 func New(opts Options) (*Watcher, error) {
-	switch {
-	case opts.Archiver == nil:
+	if opts.Archiver == nil {
 		return nil, fmt.Errorf("%w: Archiver is required", ErrOptions)
+	}
+	return newWatcher(opts)
+}
+
+// Check connects to the server as opts say, logs in and looks the
+// mailbox up, then logs out: what a watcher does first, for a program to
+// learn that the server, the password or the mailbox is wrong before it
+// opens (creates) an archive. opts.Archiver and StatePath may be unset.
+// A refused login or a missing mailbox is ErrAuth or ErrNoMailbox; a
+// server that cannot be reached says so, naming the address.
+func Check(ctx context.Context, opts Options) error {
+	if opts.StatePath == "" {
+		opts.StatePath = "-"
+	}
+	w, err := newWatcher(opts)
+	if err != nil {
+		return err
+	}
+	c, _, err := w.connect(ctx)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return fmt.Errorf("%w (is the host and port of --imap right?)", err)
+		}
+		return err
+	}
+	defer w.logout(c)
+	g := w.guard(c)
+	defer g.stop()
+	if _, err := c.Status(w.opts.Mailbox, &imap.StatusOptions{NumMessages: true}).Wait(); err != nil {
+		if ie, ok := imapError(err); ok && ie.Type == imap.StatusResponseTypeNo {
+			return fmt.Errorf("%w: %s on %s: %s", ErrNoMailbox, w.opts.Mailbox, w.opts.Addr, ie.Text)
+		}
+		return fmt.Errorf("cannot look up mailbox %s on %s: %w", w.opts.Mailbox, w.opts.Addr, err)
+	}
+	return nil
+}
+
+func newWatcher(opts Options) (*Watcher, error) {
+	switch {
 	case opts.Addr == "":
 		return nil, fmt.Errorf("%w: Addr is required", ErrOptions)
 	case opts.User == "" || opts.Password == "":

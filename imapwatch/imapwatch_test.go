@@ -60,6 +60,7 @@ func TestParseURL(t *testing.T) {
 		{"imaps://u@h/INBOX?x=1", Target{}, ErrBadURL},
 		{"imaps:u@h", Target{}, ErrBadURL},
 		{"mail.example.org", Target{}, ErrBadURL},
+		{"archive@127.0.0.1:11143", Target{}, ErrBadURL},
 	}
 	for _, tt := range tests {
 		got, err := ParseURL(tt.in)
@@ -69,6 +70,14 @@ func TestParseURL(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "secret") {
 			t.Errorf("ParseURL(%q) error %q shows the password", tt.in, err)
 		}
+	}
+}
+
+// TestParseURLNoScheme: a URL without its scheme is told what to type.
+func TestParseURLNoScheme(t *testing.T) {
+	_, err := ParseURL("archive@127.0.0.1:11143")
+	if err == nil || !strings.Contains(err.Error(), "has no scheme") || !strings.Contains(err.Error(), "imaps://archive@127.0.0.1:11143") {
+		t.Errorf("ParseURL(no scheme) = %v, want it to say what to type", err)
 	}
 }
 

@@ -140,6 +140,11 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if o.Logger, err = logs.Logger(stderr); err != nil {
 		return err
 	}
+	// The server, the password and the mailbox are checked before the
+	// archive is opened: a mistake creates nothing.
+	if err := imapwatch.Check(ctx, o); err != nil {
+		return err
+	}
 
 	db, err := st.Open(ctx, o.Logger)
 	if err != nil {

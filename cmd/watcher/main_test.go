@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +77,11 @@ func TestUsage(t *testing.T) {
 		{"flags after a stray argument", []string{"extra", "--imap", "imaps://u@h/INBOX", "--password-file", pw}, nil, 2, "unexpected argument \"extra\""},
 		{"a bad flag last", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--aftr", "seen"}, nil, 2, "aftr"},
 		{"version", []string{"--version"}, nil, 0, "watcher "},
+		{"no scheme", []string{"--imap", "archive@127.0.0.1:11143", "--password-file", pw}, nil, 2, "has no scheme"},
+		{"listen without a host", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--metrics-listen", "9101"}, nil, 2, "127.0.0.1:9101"},
+		// What the server says is wrong is said before any archive is
+		// created: nothing listens on a closed port.
+		{"nothing at that port", []string{"--imap", "imap://u@127.0.0.1:" + closedPort(t) + "/INBOX", "--password-file", pw}, nil, 1, "is the host and port of --imap right?"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +110,41 @@ func TestUsage(t *testing.T) {
 				t.Errorf("watcher %q created the data directory before failing", tt.args)
 			}
 		})
+	}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// TestWrongPassword: a refused login stops the watcher with exit status 1
+// before it creates the archive.
+func TestWrongPassword(t *testing.T) {
+	bin := build(t)
+	srv := dovecottest.Start(t, dovecottest.Options{})
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("not the password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "archive")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--imap", "imap://"+srv.User+"@"+srv.Addr+"/INBOX", "--password-file", pw, "--data", data)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "login refused") {
+		t.Errorf("a wrong password: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("a wrong password left %s behind (%v)", data, err)
 	}
 }
 

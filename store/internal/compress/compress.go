@@ -423,7 +423,7 @@ func (c *Compressor) train(ctx context.Context, count, sampleBytes int64) {
 		c.mu.Unlock()
 		return
 	}
-	c.log.Info("trained a compression dictionary", "dict", d.ID.String(), "bytes", len(d.Bytes), "samples", samples, "messages", count, "took", time.Since(start).Round(time.Millisecond))
+	c.log.Debug("trained a compression dictionary", "dict", d.ID.String(), "bytes", len(d.Bytes), "samples", samples, "messages", count, "took", time.Since(start).Round(time.Millisecond))
 }
 
 func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*record.Dictionary, int, error) {
