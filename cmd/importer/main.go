@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -183,7 +184,11 @@ func importAll(ctx context.Context, paths []string, manifest string, st setup.St
 	}
 	bar := cli.NewProgress(stderr, log)
 	opts.Progress = func(path string, done, total int64, s ingest.Stats) {
-		bar.Update(path, fmt.Sprintf("%s: %d msgs (%d new, %d dup, %d failed)", path, s.Messages(), s.Imported, s.Duplicates, s.Failed),
+		desc := fmt.Sprintf("%s: %d new, %d dup", filepath.Base(path), s.Imported, s.Duplicates)
+		if s.Failed > 0 {
+			desc += fmt.Sprintf(", %d failed", s.Failed)
+		}
+		bar.Update(path, desc,
 			done, total, "messages", s.Messages(), "imported", s.Imported, "duplicates", s.Duplicates, "failed", s.Failed)
 	}
 	total, err := ingest.ImportFiles(ctx, paths, opts)

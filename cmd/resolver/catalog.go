@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/setup"
@@ -57,7 +55,7 @@ func serveCatalog(ctx context.Context, path string, log *slog.Logger) *catalog.C
 }
 
 // reindex rebuilds the catalog at path from st (catalog.Rebuild): a
-// progress bar on a terminal, a log line every few seconds otherwise.
+// progress bar on a terminal, a log line every 10 seconds otherwise.
 func reindex(ctx context.Context, st store.Store, path string, stderr io.Writer, log *slog.Logger) error {
 	if path == "" {
 		return cli.Usagef("a Riak store has no default catalog: give --catalog PATH")
@@ -67,33 +65,10 @@ func reindex(ctx context.Context, st store.Store, path string, stderr io.Writer,
 		return fmt.Errorf("cannot count the archive's messages: %w", err)
 	}
 	start := time.Now()
-	var progress func(int)
-	var bar *progressbar.ProgressBar
-	if cli.IsTerminal(stderr) {
-		bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetDescription("indexing"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("msg"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(200*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-		progress = func(read int) { bar.Set64(int64(read)) }
-	} else {
-		last := start
-		progress = func(read int) {
-			if time.Since(last) >= 5*time.Second {
-				last = time.Now()
-				log.Info("indexing", "read", read, "of", total, "elapsed", time.Since(start).Round(time.Second))
-			}
-		}
-	}
+	bar := cli.NewCountProgress(stderr, log, "msgs")
+	progress := func(read int) { bar.Update("catalog", "indexing", int64(read), total, "elapsed", time.Since(start).Round(time.Second)) }
 	n, err := catalog.Rebuild(ctx, path, st, catalog.SyncOptions{Progress: progress}, catalog.Options{Logger: log})
-	if bar != nil {
-		bar.Finish()
-	}
+	bar.Finish()
 	if errors.Is(err, catalog.ErrLocked) {
 		return fmt.Errorf("%w\n(a running resolver keeps its catalog current by itself; to have it build the catalog anew instead, stop it, delete %s and start it again)", err, path)
 	}
@@ -115,7 +90,7 @@ itself, builds it when it is missing and rebuilds it after an upgrade
 that changes its layout; reindex is for a catalog that is damaged, or to
 build one before the resolver starts (with progress, and without pages
 answering 503 meanwhile). It refuses while a resolver follows the
-catalog. Shows a progress bar on a terminal, a log line every 5 seconds
+catalog. Shows a progress bar on a terminal, a log line every 10 seconds
 otherwise.
 
 The catalog is DATA/catalog.db with --data, the catalog.db beside the

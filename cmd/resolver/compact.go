@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -121,46 +119,21 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	return nil
 }
 
-// compactProgress returns the progress callback: a bar on a terminal, a
-// log line every 10 seconds otherwise; and a function that ends it.
+// compactProgress returns the progress callback (a bar on a terminal, a
+// log line every 10 seconds otherwise) and a function that ends it. The
+// compaction calls it from its workers.
 func compactProgress(stderr io.Writer, log *slog.Logger) (func(done, total int64), func()) {
-	var (
-		mu   sync.Mutex
-		bar  *progressbar.ProgressBar
-		last time.Time
-	)
-	term := cli.IsTerminal(stderr)
+	var mu sync.Mutex
+	p := cli.NewCountProgress(stderr, log, "msgs")
 	update := func(done, total int64) {
 		mu.Lock()
 		defer mu.Unlock()
-		if !term {
-			if time.Since(last) >= 10*time.Second {
-				last = time.Now()
-				log.Info("compacting", "messages", done, "of", total)
-			}
-			return
-		}
-		if bar == nil {
-			bar = progressbar.NewOptions64(total,
-				progressbar.OptionSetWriter(stderr),
-				progressbar.OptionSetDescription("compacting"),
-				progressbar.OptionShowCount(),
-				progressbar.OptionShowIts(),
-				progressbar.OptionSetItsString("msgs"),
-				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionThrottle(200*time.Millisecond),
-				progressbar.OptionClearOnFinish(),
-			)
-		}
-		bar.ChangeMax64(total)
-		bar.Set64(done)
+		p.Update("compaction", "compacting", done, total)
 	}
 	finish := func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if bar != nil {
-			bar.Finish()
-		}
+		p.Finish()
 	}
 	return update, finish
 }

@@ -61,6 +61,7 @@ func (p *Progress) Update(name, desc string, done, total int64, attrs ...any) {
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionThrottle(200 * time.Millisecond),
 			progressbar.OptionClearOnFinish(),
+			progressbar.OptionFullWidth(), // the bar fits the terminal's line
 		}
 		if p.unit != "" {
 			opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString(p.unit))
