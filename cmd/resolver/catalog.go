@@ -66,7 +66,9 @@ func reindex(ctx context.Context, st store.Store, path string, stderr io.Writer,
 	}
 	start := time.Now()
 	bar := cli.NewCountProgress(stderr, log, "msgs")
-	progress := func(read int) { bar.Update("catalog", "indexing", int64(read), total, "elapsed", time.Since(start).Round(time.Second)) }
+	progress := func(read int) {
+		bar.Update("catalog", "indexing", int64(read), total, "elapsed", time.Since(start).Round(time.Second))
+	}
 	n, err := catalog.Rebuild(ctx, path, st, catalog.SyncOptions{Progress: progress}, catalog.Options{Logger: log})
 	bar.Finish()
 	if errors.Is(err, catalog.ErrLocked) {
