@@ -79,7 +79,8 @@ func (s *Server) failCatalog(w http.ResponseWriter, r *http.Request, err error, 
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, notFound)
-	case errors.Is(err, context.Canceled), busy(err):
+	case errors.Is(err, context.Canceled), busy(err), r.Context().Err() != nil:
+		// Busy, or the reader went away (SQLite says "interrupted").
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
 	default:
 		s.log.Error("catalog error", "path", r.URL.EscapedPath(), "err", err)

@@ -63,7 +63,7 @@ func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 	case busy(err):
 		s.log.Warn("store busy", "path", r.URL.EscapedPath(), "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 		s.fail(w, r, http.StatusServiceUnavailable, "cancelled")
 	default:
