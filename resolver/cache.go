@@ -129,7 +129,11 @@ func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		key := r.URL.EscapedPath() + "?" + r.URL.RawQuery
+		// Keyed by all that changes the page's bytes: the feed's links
+		// name the archive's address, which without Options.BaseURL is
+		// the request's own Host (a reader must never get a page made
+		// for another's).
+		key := s.baseURL(r) + r.URL.EscapedPath() + "?" + r.URL.RawQuery
 		p, done := s.cache.lookup(r.Context(), key, gen)
 		if p != nil {
 			s.cacheHits.WithLabelValues("hit").Inc()
