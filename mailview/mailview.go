@@ -369,7 +369,13 @@ func (p *parser) header(h message.Header) {
 // line, skipping lines that are neither; the body is shown as text.
 func (p *parser) lenient(raw []byte) {
 	rest := raw
-	var fields []Field
+	// A field's value is gathered as bytes: appending a continuation
+	// line to a string copied the field for each of 100,000 of them.
+	type field struct {
+		name  string
+		value []byte
+	}
+	var fields []field
 	for len(rest) > 0 && len(raw)-len(rest) < p.opts.MaxHeaderBytes {
 		line := rest
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -382,18 +388,19 @@ func (p *parser) lenient(raw []byte) {
 			break
 		}
 		if (line[0] == ' ' || line[0] == '\t') && len(fields) > 0 {
-			fields[len(fields)-1].Value += " " + string(bytes.TrimSpace(line))
+			f := &fields[len(fields)-1]
+			f.value = append(append(f.value, ' '), bytes.TrimSpace(line)...)
 			continue
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok || len(bytes.TrimSpace(name)) == 0 || bytes.ContainsAny(name, " \t") {
 			continue
 		}
-		fields = append(fields, Field{Name: string(name), Value: string(bytes.TrimSpace(value))})
+		fields = append(fields, field{name: string(name), value: slices.Clip(bytes.TrimSpace(value))})
 	}
 	var h message.Header
 	for i := len(fields) - 1; i >= 0; i-- { // Add prepends
-		h.Add(fields[i].Name, fields[i].Value)
+		h.Add(fields[i].name, string(fields[i].value))
 	}
 	p.header(h)
 	if !p.headerOnly {
