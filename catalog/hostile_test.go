@@ -1,0 +1,192 @@
+package catalog
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/internal/hostile"
+)
+
+// A message naming 100,000 Message-IDs: the catalog keeps the last
+// MaxReferences of them, and its thread's tree is built in a number of
+// steps linear in its size however many it names.
+func TestManyReferences(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	m := hostile.ManyReferences(hostile.ManyReferencesCount)
+	cn := a.put(m.Raw(), "hostile")
+	mustSync(t, c, a.st)
+	var n int
+	if err := c.r.QueryRowContext(t.Context(), `SELECT count(*) FROM refs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != MaxReferences {
+		t.Errorf("the catalog keeps %d references of the message, want the last %d", n, MaxReferences)
+	}
+	// The header is longer than mailview reads (MaxHeaderBytes): the
+	// parent is the last reference read.
+	th := threadOf(t, c, cn)
+	if len(th.Nodes) != 1 || !strings.HasPrefix(th.Nodes[0].MissingParent, "ref-") {
+		t.Errorf("thread:\n%s\nwant the message alone, its parent missing", shape(t, th))
+	}
+}
+
+// buildTree takes a number of steps linear in what it is given, however
+// it is given it: one message naming a chain of 100,000 IDs (each link's
+// loop check used to walk the chain above it), or many messages whose
+// checks each walk a deep chain.
+func TestTreeLinear(t *testing.T) {
+	var chain []string
+	for i := range 100_000 {
+		chain = append(chain, fmt.Sprintf("r%d@x", i))
+	}
+	b := newTreeBuilder()
+	nodes := b.build([]*Message{{MessageID: "m@x", Date: day(1), id: 1}}, [][]string{chain})
+	if len(nodes) != 1 || nodes[0].MissingParent != "r99999@x" {
+		t.Errorf("one message under a chain of placeholders: %d nodes, want 1 missing its parent", len(nodes))
+	}
+	if limit := 8 * len(chain); b.steps > limit {
+		t.Errorf("a chain of %d IDs took %d steps, want at most %d", len(chain), b.steps, limit)
+	}
+
+	// A chain of 2,000 placeholders named by one message, then 2,000
+	// messages, each dated before a reply that names it (so that it has
+	// a child when its turn comes), whose parent is the chain's end: each
+	// check walks the whole chain unless bounded.
+	var msgs []*Message
+	var refs [][]string
+	msgs = append(msgs, &Message{MessageID: "top@x", Date: day(1), id: 1})
+	refs = append(refs, chain[:2000])
+	for i := range 2000 {
+		id := int64(2 + 2*i)
+		msgs = append(msgs,
+			&Message{MessageID: fmt.Sprintf("reply%d@x", i), Date: day(2).Add(time.Duration(i) * time.Minute), id: id},
+			&Message{MessageID: fmt.Sprintf("p%d@x", i), Date: day(2).Add(time.Duration(i)*time.Minute + time.Second), id: id + 1})
+		refs = append(refs, []string{fmt.Sprintf("p%d@x", i)}, []string{chain[1999]})
+	}
+	b = newTreeBuilder()
+	nodes = b.build(msgs, refs)
+	if len(nodes) != len(msgs)+1 {
+		t.Errorf("%d nodes, want the %d messages and one placeholder", len(nodes), len(msgs))
+	}
+	if limit := 8 * (len(msgs) + 2000); b.steps > limit {
+		t.Errorf("%d messages under a chain of 2,000 took %d steps, want at most %d", len(msgs), b.steps, limit)
+	}
+}
+
+// threadIDs returns the thread of each message with the given
+// Message-ID labels.
+func threadIDs(t *testing.T, c *Catalog, a *archive, labels ...string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, l := range labels {
+		var id int64
+		if err := c.r.QueryRowContext(t.Context(), `SELECT thread FROM messages WHERE cn=?`, a.cn(l)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// One message whose References name every Message-ID of a list merges
+// no thread: it goes under its parent, in its parent's thread.
+func TestNamesAllMergesNothing(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	threads := hostile.Threads(40, 2)
+	var ids []string
+	for _, m := range threads {
+		a.put(m.Raw(), "list")
+		ids = append(ids, m.MessageID)
+	}
+	mustSync(t, c, a.st)
+	a.put(hostile.NamesAll(ids, 1000).Raw(), "list")
+	mustSync(t, c, a.st)
+	_, total, err := c.Threads(t.Context(), "list", 0, 100)
+	if err != nil || total != 40 {
+		t.Errorf("Threads = %d, %v; want the 40 threads there were", total, err)
+	}
+	if got, want := shape(t, threadOf(t, c, a.cn("names-all"))), lines("thread-39-0", "  thread-39-1", "    thread-39-2", "      names-all"); got != want {
+		t.Errorf("thread of names-all:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The merging rule: a message joins the thread of its parent (or of the
+// nearest ancestor the list has) and the threads of its replies stored
+// before it; it merges them when at most one of them is established
+// (has two messages or more), and otherwise joins its parent's thread
+// only.
+func TestMergeRule(t *testing.T) {
+	msg := func(id, parent string, refs ...string) []byte {
+		h := "Message-ID: <" + id + "@x>\nSubject: s\nDate: Mon, 1 Jan 2001 10:00:00 +0000\n"
+		if len(refs) > 0 {
+			h += "In-Reply-To: <" + parent + "@x>\nReferences:"
+			for _, r := range refs {
+				h += " <" + r + "@x>"
+			}
+			h += "\n"
+		}
+		return []byte(h + "\nbody\n")
+	}
+	tests := []struct {
+		name   string
+		before [][]byte
+		late   []byte
+		same   [][]string // labels whose messages share a thread, group by group
+	}{
+		{
+			name:   "a late parent joins its reply and its own parent",
+			before: [][]byte{msg("a", ""), msg("b", "a", "a"), msg("d", "c", "c")},
+			late:   msg("c", "b", "a", "b"),
+			same:   [][]string{{"a", "b", "c", "d"}},
+		},
+		{
+			name:   "a late parent of an established thread joins its own parent's only",
+			before: [][]byte{msg("a", ""), msg("b", "a", "a"), msg("d", "c", "c"), msg("e", "d", "c", "d")},
+			late:   msg("c", "b", "a", "b"),
+			same:   [][]string{{"a", "b", "c"}, {"d", "e"}},
+		},
+		{
+			name:   "the nearest ancestor the list has, past missing ones",
+			before: [][]byte{msg("a", ""), msg("b", "a", "a")},
+			late:   msg("z", "y", "a", "b", "x", "y"),
+			same:   [][]string{{"a", "b", "z"}},
+		},
+		{
+			name:   "older references join nothing",
+			before: [][]byte{msg("a", ""), msg("b", "a", "a"), msg("p", ""), msg("q", "p", "p")},
+			late:   msg("z", "b", "p", "q", "a", "b"),
+			same:   [][]string{{"a", "b", "z"}, {"p", "q"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newArchive(t)
+			c := openCatalog(t)
+			for _, raw := range tt.before {
+				a.put(raw, "l")
+			}
+			mustSync(t, c, a.st)
+			a.put(tt.late, "l")
+			mustSync(t, c, a.st)
+			var seen []int64
+			for _, group := range tt.same {
+				ids := threadIDs(t, c, a, group...)
+				for _, id := range ids {
+					if id != ids[0] {
+						t.Errorf("%v are in threads %v, want one", group, ids)
+						break
+					}
+				}
+				if slices.Contains(seen, ids[0]) {
+					t.Errorf("%v share a thread with another group", group)
+				}
+				seen = append(seen, ids[0])
+			}
+		})
+	}
+}
