@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
 )
@@ -39,6 +40,8 @@ var (
 	ErrOtherStore = errors.New("catalog: built from another archive")
 	// ErrNotFound: no such list, month, thread or message.
 	ErrNotFound = errors.New("catalog: not found")
+	// ErrSearchCost: a search needed more than Options.SearchTimeout.
+	ErrSearchCost = errors.New("catalog: the search takes more work than one search is given")
 )
 
 // Options configure Open. The zero value opens the catalog for writing,
@@ -54,7 +57,22 @@ type Options struct {
 	Immutable bool
 	// Logger receives notes (a schema rebuild). nil discards them.
 	Logger *slog.Logger
+	// SearchTimeout bounds the time one search may read the index (its
+	// count and its page); a search that needs more is stopped (SQLite is
+	// interrupted) and fails with ErrSearchCost. 0 means
+	// DefaultSearchTimeout.
+	SearchTimeout time.Duration
 }
+
+// DefaultSearchTimeout is Options.SearchTimeout's default: a search runs
+// on one CPU, so it costs at most this much CPU time. A one-word search
+// of an archive of 84,096 messages reads the index in about 5 ms.
+const DefaultSearchTimeout = 150 * time.Millisecond
+
+// searchConns is how many searches read the catalog at once: half the
+// CPUs, at least one, on connections of their own, so that however
+// costly the searches, page reads have their own connections and CPUs.
+func searchConns() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Catalog is an open catalog. Its read methods are safe for concurrent
 // use; its write methods (Add, Sync, Follow, Rebuild) are serialized.
@@ -62,6 +80,7 @@ type Catalog struct {
 	path string
 	log  *slog.Logger
 	r    *sql.DB // readers: a pool, query_only
+	s    *sql.DB // readers for searches: a smaller pool (searchConns)
 	w    *sql.DB // the one writer connection; nil when read-only
 	lock *lockFile
 
@@ -69,6 +88,8 @@ type Catalog struct {
 	st  *writeState
 
 	status atomic.Pointer[Status]
+
+	searchTimeout time.Duration
 
 	pagesMu sync.Mutex
 	pages   map[string]*pageIndex // by list
@@ -87,7 +108,10 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 	}
-	c := &Catalog{path: abs, log: log.With("catalog", path)}
+	c := &Catalog{path: abs, log: log.With("catalog", path), searchTimeout: opts.SearchTimeout}
+	if c.searchTimeout <= 0 {
+		c.searchTimeout = DefaultSearchTimeout
+	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(abs); err != nil {
 			return nil, fmt.Errorf("cannot open catalog %s: %w: %w", path, ErrNoCatalog, err)
@@ -99,8 +123,13 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 		if c.r, err = open(abs, true, 0); err != nil {
 			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 		}
+		if c.s, err = open(abs, true, searchConns()); err != nil {
+			c.r.Close()
+			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
+		}
 		if err := c.checkVersion(ctx); err != nil {
 			c.r.Close()
+			c.s.Close()
 			return nil, err
 		}
 		return c, nil
@@ -149,6 +178,11 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 	}
 	if c.r, err = openDB(c.path, true, 0); err != nil {
 		c.w.Close()
+		return err
+	}
+	if c.s, err = openDB(c.path, true, searchConns()); err != nil {
+		c.w.Close()
+		c.r.Close()
 		return err
 	}
 	return nil
@@ -329,6 +363,10 @@ func (c *Catalog) Close() error {
 	if c.r != nil {
 		errs = append(errs, c.r.Close())
 		c.r = nil
+	}
+	if c.s != nil {
+		errs = append(errs, c.s.Close())
+		c.s = nil
 	}
 	if c.w != nil {
 		// A checkpoint folds the WAL into the file, so that a catalog at

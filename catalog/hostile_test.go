@@ -1,7 +1,12 @@
 package catalog
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +193,73 @@ func TestMergeRule(t *testing.T) {
 				seen = append(seen, ids[0])
 			}
 		})
+	}
+}
+
+// A search reads at most MaxQueryWords words, a phrase's each counted:
+// a phrase of 499 one-letter words is refused, saying why.
+func TestQueryWordsBounded(t *testing.T) {
+	for _, q := range []string{hostile.LongPhrase(hostile.LongPhraseWords), hostile.LongPhrase(MaxQueryWords + 1), "cache " + hostile.LongPhrase(MaxQueryWords)} {
+		if _, err := ParseQuery(q); !errors.Is(err, ErrQuery) || !strings.Contains(err.Error(), fmt.Sprintf("more than %d words", MaxQueryWords)) {
+			t.Errorf("ParseQuery(%.30q...) = %v, want an ErrQuery saying more than %d words", q, err, MaxQueryWords)
+		}
+	}
+	if q, err := ParseQuery(hostile.LongPhrase(MaxQueryWords)); err != nil || len(q.Terms) != 1 {
+		t.Errorf("ParseQuery(a phrase of %d words) = %v, %v; want one term", MaxQueryWords, q, err)
+	}
+}
+
+// A search that outlasts Options.SearchTimeout is stopped (SQLite is
+// interrupted) and answered with ErrSearchCost.
+func TestSearchTimeout(t *testing.T) {
+	a, _ := searchFixture(t)
+	c, err := Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), Options{SearchTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mustSync(t, c, a.st)
+	q, err := ParseQuery("cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Search(t.Context(), q, SearchOptions{Limit: 20}); !errors.Is(err, ErrSearchCost) {
+		t.Errorf("Search with a timeout of 1 ns = %v, want ErrSearchCost", err)
+	}
+}
+
+// Searches run on connections of their own: while every one of them is
+// taken, pages read the catalog as ever, and a search waits for its turn
+// (here: until its reader gives up).
+func TestSearchesCannotStarvePages(t *testing.T) {
+	a, c := searchFixture(t)
+	var held []*sql.Conn
+	for range searchConns() {
+		conn, err := c.s.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, conn)
+	}
+	defer func() {
+		for _, conn := range held {
+			conn.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for range 3 * 2 * runtime.GOMAXPROCS(0) {
+		if _, err := c.Lists(ctx); err != nil {
+			t.Fatalf("Lists while every search connection is taken = %v", err)
+		}
+		if _, err := c.Thread(ctx, a.cn("s1")); err != nil {
+			t.Fatalf("Thread while every search connection is taken = %v", err)
+		}
+	}
+	q, _ := ParseQuery("cache")
+	short, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := c.Search(short, q, SearchOptions{Limit: 20}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Search while every search connection is taken = %v, want it to wait until its context ends", err)
 	}
 }

@@ -3,8 +3,14 @@ package resolver
 import (
 	"io"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/hostile"
 )
 
 // Without a base URL, a feed's links take the request's Host; one
@@ -42,4 +48,31 @@ func getHost(t *testing.T, url, host string) response {
 		t.Fatal(err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// A search that takes more than the catalog gives one search is
+// answered 400 with a page saying to narrow it (not 500, not logged as
+// an error), and a phrase of 499 one-letter words is refused at once.
+func TestSearchCost(t *testing.T) {
+	ca := newCatalogArchive(t)
+	cat, err := catalog.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{SearchTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.Sync(t.Context(), ca.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, logs := serveWith(t, ca.st, Options{Catalog: cat})
+	r := get(t, srv.URL+"/search?q=message")
+	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "narrow") {
+		t.Errorf("a search past its time = %d, want 400 saying to narrow it:\n%s", r.status, r.body)
+	}
+	r = get(t, ca.srv.URL+"/search?q="+url.QueryEscape(hostile.LongPhrase(hostile.LongPhraseWords)))
+	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "more than 32 words") {
+		t.Errorf("a phrase of 499 words = %d, want 400 saying more than 32 words:\n%.400s", r.status, r.body)
+	}
+	if l := logs.String() + ca.log.String(); strings.Contains(l, "level=ERROR") {
+		t.Errorf("logs have ERROR lines:\n%s", l)
+	}
 }

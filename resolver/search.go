@@ -113,6 +113,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		Offset: (v.Page - 1) * resultsPerPage, Limit: resultsPerPage,
 		CountLimit: max(countedResults, v.Page*resultsPerPage),
 	})
+	if errors.Is(err, catalog.ErrSearchCost) {
+		v.Problem = "This search takes more work than the archive gives one search: narrow it (fewer or rarer words, a list:, after: or before:)."
+		return v, true
+	}
 	if err != nil {
 		s.failCatalog(w, r, err, "")
 		return nil, false
