@@ -237,6 +237,8 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func humanSize(n int64) string {
 	switch {
+	case n < 0:
+		return "size not counted"
 	case n < 1<<10:
 		return fmt.Sprintf("%d B", n)
 	case n < 1<<20:
