@@ -149,7 +149,9 @@ type Attachment struct {
 	Name string
 	// Type is the media type, e.g. "application/pdf".
 	Type string
-	// Size is the decoded size in bytes (-1 with Options.SkipAttachments).
+	// Size is the decoded size in bytes; -1 with Options.SkipAttachments,
+	// and for an attachment over 1 MiB whose size cannot be counted
+	// without decoding it (quoted-printable, malformed base64, text/*).
 	Size int64
 
 	// entity is the attachment's place among the message's MIME entities,
