@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -336,23 +337,61 @@ func (s *Server) archived(ctx context.Context, ids []string) map[string][]callnu
 }
 
 func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
+	// A large message is served from a file that its readers share (see
+	// spoolThreshold).
+	sp, first, release := s.spools.join("raw/" + cn)
+	defer release()
+	if !first && sp.wait(r.Context()) && sp.f != nil {
+		if !rawHeader(w, r, sp.digest, sp.info.(string)) {
+			sp.serve(w, r)
+		}
+		return
+	}
 	m, _, ok := s.lookup(w, r, cn)
+	if first && (!ok || len(m.Raw) <= spoolThreshold) {
+		sp.skip()
+	}
 	if !ok {
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", rawCSP)
-	if notModified(w, r, m.Digest, "") {
+	if first && len(m.Raw) > spoolThreshold {
+		name := m.Number.String()
+		err := s.spools.make(r.Context(), sp, m.Digest, func(w io.Writer) (any, error) {
+			_, err := w.Write(m.Raw)
+			return name, err
+		})
+		m = store.Stored{} // the readers share the file
+		if err != nil {
+			s.failStore(w, r, err)
+			return
+		}
+		if !rawHeader(w, r, sp.digest, name) {
+			sp.serve(w, r)
+		}
 		return
 	}
-	h.Set("Content-Type", "message/rfc822")
-	// The name is the call number: nothing from the mail reaches a header.
-	h.Set("Content-Disposition", `inline; filename="`+m.Number.String()+`.eml"`)
-	h.Set("Content-Length", strconv.Itoa(len(m.Raw)))
+	if rawHeader(w, r, m.Digest, m.Number.String()) {
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(m.Raw)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(m.Raw)
 	}
+}
+
+// rawHeader sets the header fields of a raw message named name (its call
+// number), and answers 304 (true) when the reader has it.
+func rawHeader(w http.ResponseWriter, r *http.Request, d store.Digest, name string) bool {
+	h := w.Header()
+	h.Set("Content-Security-Policy", rawCSP)
+	if notModified(w, r, d, "") {
+		return true
+	}
+	h.Set("Content-Type", "message/rfc822")
+	// The name is the call number: nothing from the mail reaches a header.
+	h.Set("Content-Disposition", `inline; filename="`+name+`.eml"`)
+	return false
 }
 
 // messageJSON is the body of GET /api/v1/messages/{callnumber}.

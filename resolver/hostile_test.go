@@ -1,16 +1,20 @@
 package resolver
 
 import (
+	"crypto/sha256"
 	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/hostile"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // Without a base URL, a feed's links take the request's Host; one
@@ -74,5 +78,80 @@ func TestSearchCost(t *testing.T) {
 	}
 	if l := logs.String() + ca.log.String(); strings.Contains(l, "level=ERROR") {
 		t.Errorf("logs have ERROR lines:\n%s", l)
+	}
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// Ten readers of a 44 MB attachment and of its 60 MB message who read
+// slowly hold no copy of it in memory each: the resolver writes what
+// it serves from a file of its own (one for all of them), and its heap
+// grows by far less than one copy per reader.
+func TestSlowReadersOfLargeBodies(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	cn := a.put(t, hostile.BigAttachment(hostile.BigAttachmentSize).Raw(), "l").String()
+	want := hostile.BigAttachment(hostile.BigAttachmentSize).Size()
+	srv, _ := serveWith(t, a.st, Options{SpoolDir: t.TempDir()})
+	att := make([]byte, hostile.BigAttachmentSize)
+	for i := range att {
+		att[i] = hostile.AttachmentByte(int64(i))
+	}
+	for _, tt := range []struct {
+		path string
+		size int64
+		sum  [32]byte
+	}{
+		{"/" + cn + "/attachments/0/big.bin", hostile.BigAttachmentSize, sha256.Sum256(att)},
+		{"/" + cn + "/raw", want, sha256.Sum256(hostile.BigAttachment(hostile.BigAttachmentSize).Raw())},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			before := liveHeap()
+			const readers = 10
+			started := make(chan struct{}, readers)
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			for range readers {
+				wg.Go(func() {
+					resp, err := http.Get(srv.URL + tt.path)
+					if err != nil {
+						t.Error(err)
+						started <- struct{}{}
+						return
+					}
+					defer resp.Body.Close()
+					h := sha256.New()
+					n, err := io.CopyN(h, resp.Body, 1<<20)
+					started <- struct{}{}
+					<-release
+					if err == nil {
+						var m int64
+						m, err = io.Copy(h, resp.Body)
+						n += m
+					}
+					if resp.StatusCode != http.StatusOK || err != nil || n != tt.size || [32]byte(h.Sum(nil)) != tt.sum {
+						t.Errorf("GET %s = %d, %d bytes, %v (the bytes stored: %v); want 200, %d bytes", tt.path, resp.StatusCode, n, err, [32]byte(h.Sum(nil)) == tt.sum, tt.size)
+					}
+				})
+			}
+			for range readers {
+				<-started
+			}
+			grown := int64(liveHeap()) - int64(before)
+			// Meanwhile, a range of it (served from the same file).
+			if r := get(t, srv.URL+tt.path, "Range", "bytes=10-19"); r.status != http.StatusPartialContent || len(r.body) != 10 {
+				t.Errorf("GET %s, bytes 10-19 = %d, %d bytes; want 206, 10 bytes", tt.path, r.status, len(r.body))
+			}
+			close(release)
+			wg.Wait()
+			if grown > 64<<20 {
+				t.Errorf("with %d readers of %s each at its first MiB, the heap grew by %d MiB, want under 64 MiB", readers, tt.path, grown>>20)
+			}
+		})
 	}
 }

@@ -56,6 +56,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,10 @@ type Options struct {
 	// and wait for that on shutdown. nil: the catalog is kept current by
 	// someone else, or not at all.
 	Follow *catalog.FollowOptions
+	// SpoolDir is where a large body (a message or an attachment over
+	// 1 MiB) is written while its readers read it, in a file without a
+	// name; "" is the system's temporary directory.
+	SpoolDir string
 	// BaseURL is the archive's public address (https://archive.example),
 	// used where an absolute URL is needed: the IDs and links of Atom
 	// feeds. "" takes it from each request's Host.
@@ -152,6 +157,8 @@ type Server struct {
 	cacheHits *prometheus.CounterVec
 	// texts keeps the text of messages for search excerpts.
 	texts *textCache
+	// spools are the large bodies being served.
+	spools *spools
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -167,7 +174,7 @@ func New(st store.Store, opts Options) *Server {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes)}
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0))}
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
