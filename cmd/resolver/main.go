@@ -107,6 +107,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		st                   setup.StoreFlags
 		logs                 cli.LogOptions
 		listen, cat, baseURL string
+		spoolDir             string
 	)
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
 	st.AddFlags(fs)
@@ -114,6 +115,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&listen, "listen", "127.0.0.1:8080", "CHIBRARY_LISTEN", "`ADDR` to listen on (host:port; port 0 picks a free one)")
 	fs.String(&cat, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
 	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
+	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files large messages and attachments are served from while read (default: the system's temporary directory)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -137,7 +139,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		return err
 	}
 	defer db.Close()
-	opts := resolver.Options{Logger: log, BaseURL: baseURL, Follow: &catalog.FollowOptions{}}
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}}
 	if opts.Catalog = serveCatalog(ctx, catalogPath(st, cat), log); opts.Catalog != nil {
 		defer opts.Catalog.Close()
 	}
