@@ -426,7 +426,10 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
-			e.View = mailview.Parse(m.Raw, s.opts.View)
+			// The thread shows how many attachments, not their sizes.
+			view := s.opts.View
+			view.SkipAttachments = true
+			e.View = mailview.Parse(m.Raw, view)
 		})
 	}
 	wg.Wait()
