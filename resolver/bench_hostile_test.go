@@ -257,4 +257,3 @@ func BenchmarkHostileSearch(b *testing.B) {
 		})
 	}
 }
-
