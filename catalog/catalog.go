@@ -69,10 +69,10 @@ type Options struct {
 // of an archive of 84,096 messages reads the index in about 5 ms.
 const DefaultSearchTimeout = 150 * time.Millisecond
 
-// searchConns is how many searches read the catalog at once: half the
+// SearchConns is how many searches read the catalog at once: half the
 // CPUs, at least one, on connections of their own, so that however
 // costly the searches, page reads have their own connections and CPUs.
-func searchConns() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+func SearchConns() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Catalog is an open catalog. Its read methods are safe for concurrent
 // use; its write methods (Add, Sync, Follow, Rebuild) are serialized.
@@ -123,7 +123,7 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 		if c.r, err = open(abs, true, 0); err != nil {
 			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 		}
-		if c.s, err = open(abs, true, searchConns()); err != nil {
+		if c.s, err = open(abs, true, SearchConns()); err != nil {
 			c.r.Close()
 			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 		}
@@ -180,7 +180,7 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 		c.w.Close()
 		return err
 	}
-	if c.s, err = openDB(c.path, true, searchConns()); err != nil {
+	if c.s, err = openDB(c.path, true, SearchConns()); err != nil {
 		c.w.Close()
 		c.r.Close()
 		return err

@@ -234,7 +234,7 @@ func TestSearchTimeout(t *testing.T) {
 func TestSearchesCannotStarvePages(t *testing.T) {
 	a, c := searchFixture(t)
 	var held []*sql.Conn
-	for range searchConns() {
+	for range SearchConns() {
 		conn, err := c.s.Conn(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -159,6 +159,8 @@ type Server struct {
 	texts *textCache
 	// spools are the large bodies being served.
 	spools *spools
+	// searching holds a token per search running (catalog.SearchConns).
+	searching chan struct{}
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -174,7 +176,7 @@ func New(st store.Store, opts Options) *Server {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0))}
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns())}
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
