@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/internal/hostile"
+	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
 )
 
 // A message naming 100,000 Message-IDs: the catalog keeps the last
@@ -261,5 +264,71 @@ func TestSearchesCannotStarvePages(t *testing.T) {
 	defer cancel2()
 	if _, err := c.Search(short, q, SearchOptions{Limit: 20}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Search while every search connection is taken = %v, want it to wait until its context ends", err)
+	}
+}
+
+// BenchmarkHostileThreads measures, beside an ordinary reply, what the
+// messages of package hostile that name many Message-IDs cost the
+// catalog: indexing one (into a list of 200 threads of 5), and reading
+// its thread (Thread: the tree built), in CPU time.
+func BenchmarkHostileThreads(b *testing.B) {
+	threads := hostile.Threads(200, 4)
+	var ids []string
+	for _, m := range threads {
+		ids = append(ids, m.MessageID)
+	}
+	for _, m := range []hostile.Message{
+		hostile.Ordinary("ordinary", "thread-0-4@hostile.test", 2000),
+		hostile.ManyReferences(hostile.ManyReferencesCount),
+		hostile.NamesAll(ids, 2001),
+	} {
+		raw := m.Raw()
+		b.Run(m.Name+"/index", func(b *testing.B) {
+			var cpu time.Duration
+			for range b.N {
+				b.StopTimer()
+				a := newArchive(b)
+				c := openCatalog(b)
+				a.putAll(threads, "l")
+				mustSync(b, c, a.st)
+				a.put(raw, "l")
+				b.StartTimer()
+				cpu0 := cpuTime()
+				mustSync(b, c, a.st)
+				cpu += cpuTime() - cpu0
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+		b.Run(m.Name+"/thread", func(b *testing.B) {
+			a := newArchive(b)
+			c := openCatalog(b)
+			a.putAll(threads, "l")
+			cn := a.put(raw, "l")
+			mustSync(b, c, a.st)
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Thread(b.Context(), cn); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// putAll stores msgs in one batch, as put does one.
+func (a *archive) putAll(msgs []hostile.Message, list string) {
+	a.t.Helper()
+	var batch []store.Message
+	for _, m := range msgs {
+		raw := m.Raw()
+		meta, _ := mailmsg.Parse(raw)
+		batch = append(batch, storetest.Message(a.auth.Number(a.t, a.run, a.seq), raw, meta.MessageID, list))
+		a.seq++
+	}
+	if _, err := a.st.Put(a.t.Context(), batch); err != nil {
+		a.t.Fatalf("Put = %v", err)
 	}
 }
