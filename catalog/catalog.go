@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
+	"modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
 )
 
 // SchemaVersion is the layout of the catalog this package writes, or what
@@ -40,6 +40,11 @@ var (
 	ErrOtherStore = errors.New("catalog: built from another archive")
 	// ErrNotFound: no such list, month, thread or message.
 	ErrNotFound = errors.New("catalog: not found")
+	// ErrDamaged: the catalog file is not a database, or is corrupt (a
+	// file cut short, pages overwritten): SQLite's SQLITE_NOTADB or
+	// SQLITE_CORRUPT. Derived, it is rebuilt from the store (RebuildOpen,
+	// Catalog.RebuildFrom, Rebuild).
+	ErrDamaged = errors.New("catalog: the catalog file is damaged")
 	// ErrSearchCost: a search needed more than Options.SearchTimeout.
 	ErrSearchCost = errors.New("catalog: the search takes more work than one search is given")
 )
@@ -57,6 +62,9 @@ type Options struct {
 	Immutable bool
 	// Logger receives notes (a schema rebuild). nil discards them.
 	Logger *slog.Logger
+	// step, if set, is called at each step of a rebuild, for tests that
+	// stop a rebuild there.
+	step func(string)
 	// SearchTimeout bounds the time one search may read the index (its
 	// count and its page); a search that needs more is stopped (SQLite is
 	// interrupted) and fails with ErrSearchCost. 0 means
@@ -90,6 +98,9 @@ type Catalog struct {
 	status atomic.Pointer[Status]
 
 	searchTimeout time.Duration
+	// file is the catalog file as opened, to tell when it is deleted or
+	// replaced (Replaced).
+	file os.FileInfo
 
 	pagesMu sync.Mutex
 	pages   map[string]*pageIndex // by list
@@ -132,6 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 			c.s.Close()
 			return nil, err
 		}
+		c.file, _ = os.Stat(abs)
 		return c, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
@@ -145,6 +157,20 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 		return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// markDamaged wraps err with ErrDamaged when SQLite says the file is not
+// a database or is corrupt (https://sqlite.org/rescode.html: the primary
+// codes SQLITE_CORRUPT, 11, and SQLITE_NOTADB, 26).
+func markDamaged(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case 11, 26:
+			return fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
+	}
+	return err
 }
 
 func (c *Catalog) openWritable(ctx context.Context) error {
@@ -185,6 +211,7 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 		c.r.Close()
 		return err
 	}
+	c.file, _ = os.Stat(c.path)
 	return nil
 }
 
@@ -236,7 +263,7 @@ func openImmutable(path string, _ bool, conns int) (*sql.DB, error) {
 func (c *Catalog) version(ctx context.Context, db *sql.DB) (int, error) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='meta'`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("cannot read catalog: %w", err)
+		return 0, fmt.Errorf("cannot read catalog: %w", markDamaged(err))
 	}
 	if n == 0 {
 		return 0, nil
@@ -247,7 +274,7 @@ func (c *Catalog) version(ctx context.Context, db *sql.DB) (int, error) {
 		return -1, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cannot read the catalog's schema version: %w", err)
+		return 0, fmt.Errorf("cannot read the catalog's schema version: %w", markDamaged(err))
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil || v <= 0 {
@@ -395,7 +422,7 @@ func meta(ctx context.Context, q interface {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("cannot read catalog meta %s: %w", key, err)
+		return "", fmt.Errorf("cannot read catalog meta %s: %w", key, markDamaged(err))
 	}
 	return v, nil
 }

@@ -290,7 +290,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, auth
 	}
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("cannot index messages: %w", err)
+		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	defer tx.Rollback()
 	// The statements run under a context that cannot end: with one that
@@ -298,7 +298,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, auth
 	// dozen per message. Cancellation is checked between messages.
 	ix, err := c.newIndexer(context.WithoutCancel(ctx), tx)
 	if err != nil {
-		return 0, fmt.Errorf("cannot index messages: %w", err)
+		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	added := 0
 	for i := range docs {
@@ -307,7 +307,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, auth
 		}
 		ok, err := ix.add(&docs[i])
 		if err != nil {
-			return 0, fmt.Errorf("cannot index message %s: %w", docs[i].cn, err)
+			return 0, fmt.Errorf("cannot index message %s: %w", docs[i].cn, markDamaged(err))
 		}
 		if ok {
 			added++
@@ -324,7 +324,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, next store.Cursor, auth
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("cannot index messages: %w", err)
+		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	st.authority, st.cursor = authority, next
 	return added, nil

@@ -133,7 +133,7 @@ func (c *Catalog) readErr(what string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %s", ErrNotFound, what)
 	}
-	return fmt.Errorf("cannot read %s from the catalog: %w", what, err)
+	return fmt.Errorf("cannot read %s from the catalog: %w", what, markDamaged(err))
 }
 
 // Lists returns the archive's lists, by name.
