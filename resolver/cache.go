@@ -119,7 +119,7 @@ func (c *pageCache) lookup(ctx context.Context, key, gen string) (*cached, func(
 // changed since it was rendered, and keeps what h renders otherwise.
 func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := s.opts.Catalog
+		c := s.catalog()
 		if s.cache == nil || c == nil || r.Method != http.MethodGet || s.building.Load() || s.catalogBroken.Load() != nil {
 			h(w, r)
 			return

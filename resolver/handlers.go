@@ -263,7 +263,7 @@ func (s *Server) label(ctx context.Context, ls []link) {
 	var wg sync.WaitGroup
 	for i := range ls {
 		l := &ls[i]
-		if c := s.opts.Catalog; c != nil && s.catalogBroken.Load() == nil {
+		if c := s.catalog(); c != nil && s.catalogBroken.Load() == nil {
 			if m, err := c.Message(ctx, l.CallNumber); err == nil {
 				l.Subject, l.From, l.Date = m.Subject, m.From(), m.Date.Format(dateTimeLayout)
 				continue
@@ -548,7 +548,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := statsJSON{Messages: n}
-	if c := s.opts.Catalog; c != nil {
+	if c := s.catalog(); c != nil {
 		if st, err := c.Stats(r.Context()); err == nil {
 			out.Catalog = &st
 		} else {

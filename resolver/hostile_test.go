@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"runtime"
@@ -153,5 +154,34 @@ func TestSlowReadersOfLargeBodies(t *testing.T) {
 				t.Errorf("with %d readers of %s each at its first MiB, the heap grew by %d MiB, want under 64 MiB", readers, tt.path, grown>>20)
 			}
 		})
+	}
+}
+
+// While the catalog is rebuilt, its pages answer 503 with the progress
+// and Retry-After, and message pages work.
+func TestRebuildProgress(t *testing.T) {
+	ca := newCatalogArchive(t)
+	s := New(ca.st, Options{CatalogPath: filepath.Join(t.TempDir(), "catalog.db"), Follow: &catalog.FollowOptions{}})
+	b := &rebuild{total: 97}
+	b.read.Store(40)
+	s.rebuilding.Store(b)
+	for _, path := range []string{"/l/demo/", "/api/v1/lists", "/"} {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		want := http.StatusServiceUnavailable
+		if path == "/" {
+			want = http.StatusOK
+		}
+		if w.Code != want || !strings.Contains(w.Body.String(), "40 of 97 messages indexed") {
+			t.Errorf("GET %s while rebuilding = %d:\n%s\nwant %d with the progress", path, w.Code, w.Body.String(), want)
+		}
+		if want == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+			t.Errorf("GET %s while rebuilding: no Retry-After", path)
+		}
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("GET", "/"+ca.cn(t, "t1.1"), nil))
+	if w.Code != http.StatusOK {
+		t.Errorf("a message page while rebuilding = %d, want 200", w.Code)
 	}
 }

@@ -140,7 +140,10 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	defer db.Close()
 	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}}
-	if opts.Catalog = serveCatalog(ctx, catalogPath(st, cat), log); opts.Catalog != nil {
+	// The server keeps the catalog: it rebuilds it when damaged or
+	// deleted, and opens a new one another resolver made.
+	opts.CatalogPath = catalogPath(st, cat)
+	if opts.Catalog = serveCatalog(ctx, opts.CatalogPath, log); opts.Catalog != nil {
 		defer opts.Catalog.Close()
 	}
 	return resolver.New(db, opts).Serve(ctx, ln)
