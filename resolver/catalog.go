@@ -202,6 +202,9 @@ type keeper struct {
 	failures int                // in a row, for the backoff
 	next     time.Time          // no attempt to open before
 	said     string             // the last problem logged, not repeated
+	// stale is a catalog another process writes, dropped: opened again
+	// once that process has replaced its file.
+	stale *catalog.Catalog
 }
 
 func (k *keeper) run(ctx context.Context) {
@@ -257,9 +260,10 @@ func (k *keeper) check(ctx context.Context) {
 	c := s.catalog()
 	switch {
 	case c == nil:
-		if time.Now().Before(k.next) {
+		if time.Now().Before(k.next) || k.stale != nil && !k.stale.Replaced() {
 			return
 		}
+		k.stale = nil
 		k.open(ctx)
 	case s.damaged.Load() == c:
 		k.replace(ctx, c, "the catalog is damaged")
@@ -274,9 +278,9 @@ func (k *keeper) replace(ctx context.Context, c *catalog.Catalog, why string) {
 	s := k.s
 	k.drop()
 	if !c.Writable() {
-		s.log.Warn(why+": opening it again (the process that writes it rebuilds it)", "catalog", k.path)
+		s.log.Warn(why+": it is opened again once the process that writes it has replaced it", "catalog", k.path)
 		k.opened = append(k.opened, c) // closed at the end: requests may still read it
-		k.next = time.Now().Add(keepInterval)
+		k.stale = c
 		return
 	}
 	s.log.Warn(why+": building it again from the store, beside it; message pages are served meanwhile, the catalog's pages answer 503", "catalog", k.path)

@@ -552,6 +552,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		if st, err := c.Stats(r.Context()); err == nil {
 			out.Catalog = &st
 		} else {
+			s.noticeDamage(c, err)
 			s.log.Warn("cannot read the catalog's totals", "err", err)
 		}
 	}

@@ -126,6 +126,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	default:
 		lists, err := c.Lists(r.Context())
 		if err != nil {
+			s.noticeDamage(c, err)
 			s.log.Warn("cannot read the lists", "err", err)
 			d.NoCatalog = "The lists of this archive cannot be shown right now."
 		}
