@@ -46,8 +46,9 @@ check:
 # RSS, bytes on disk, store bytes per input byte, then the same store
 # after resolver compact), the importer into a Riak node (started from the
 # Riak test kit, ../shared/riak; msg/s and requests per message beside
-# bbolt's), then the packages' Go benchmarks, and the resolver's raw reads
-# before and after. The corpus benchmarks skip when $(CORPUS) is absent.
+# bbolt's), then the packages' Go benchmarks, the resolver's raw reads
+# before and after, and the cost of hostile mail and requests beside
+# ordinary ones. The corpus benchmarks skip when $(CORPUS) is absent.
 # Takes a few minutes.
 bench: build
 	scripts/before.sh $(BEFORE) $(BIN)/before
@@ -62,6 +63,11 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
+	@echo "== hostile mail and requests, each beside an ordinary one (README: Reliability, hostile input)"
+	$(GO) test -run '^$$' -bench 'BenchmarkHostile$$' -benchtime 10x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkHostileSearch -benchtime 2000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkSlowReaders -benchtime 1x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkHostileThreads -benchtime 3x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkRebuild -benchtime 3x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkCorpusSearchCounts -benchtime 20x ./catalog/

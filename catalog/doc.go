@@ -28,16 +28,30 @@
 // # Threads
 //
 // A thread is a set of messages of one list connected by Message-IDs, as
-// in JWZ's algorithm (https://www.jwz.org/doc/threading.html): two
-// messages are in the same thread when one names the other in References
-// or In-Reply-To (RFC 5322 section 3.6.4), when they share a Message-ID,
-// or when both name the same message, archived or not. Membership is kept
-// incrementally (index.go): each new message looks up, for each
-// Message-ID it names and for its own, one archived message with that ID
-// or one message naming it; every thread it meets is merged into one.
-// Since every message naming an ID sits in one thread, one row per ID is
-// enough (LIMIT 1), and a reply stored before its parent is joined to the
-// parent's thread when the parent arrives.
+// in JWZ's algorithm (https://www.jwz.org/doc/threading.html), with rules
+// that keep one message from joining everything (anyone can write
+// References naming every message of a list):
+//
+//   - The catalog keeps the last MaxReferences IDs a message names: of
+//     References (RFC 5322 section 3.6.4: its last ID is the parent), or
+//     without References the first of In-Reply-To.
+//   - A message joins the thread of its parent: of an archived message
+//     with that ID, else of a message naming it. Where the list knows
+//     neither, the ID before it, and so on: its nearest ancestor the list
+//     knows. Older references join nothing.
+//   - It joins the threads of its replies stored before it (messages
+//     naming its ID) and of messages sharing its ID.
+//   - When that is more than one thread, they are merged only if at most
+//     one of them is established (two messages or more); else the message
+//     joins its parent's thread alone (without one, its replies'), and
+//     the threads stay apart. A message naming every ID of a list merges
+//     no established thread, nor does a late parent whose replies, stored
+//     before it, already make a thread of their own (that thread's tree
+//     then shows their parent as missing from it).
+//
+// Membership is kept incrementally (index.go: connected), with one
+// lookup per kind of message and ID (LIMIT 1), and a reply stored before
+// its parent is joined to the parent's thread when the parent arrives.
 //
 // Old lists (pipermail, before clients wrote References) have no
 // threading headers at all. A message without References and In-Reply-To
@@ -48,8 +62,10 @@
 //
 // The tree of a thread is computed when it is read (tree.go), from its
 // messages and their references: JWZ's containers, with a placeholder for
-// each named message that was never archived, loops broken, and messages
-// that share a Message-ID kept side by side. A message whose parent was
+// each named message that was never archived, loops broken (the link
+// made last goes), and messages that share a Message-ID kept side by
+// side; each link is made once, so the work is linear in the messages
+// and references however they name each other. A message whose parent was
 // never archived says so. Building threads in feed order, the same for a
 // follower and for a rebuild, makes a rebuilt catalog's threads the same.
 //

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -117,8 +118,12 @@ func extract(m store.Stored, opts mailview.Options) doc {
 	return d
 }
 
+// MaxReferences is how many of the IDs a message names the catalog
+// keeps: the last ones, its nearest ancestors.
+const MaxReferences = 50
+
 // references returns the IDs a message names, parent last, without the
-// message's own ID and without repeats. As JWZ advises, References wins
+// message's own ID and without repeats, at most MaxReferences of them. As JWZ advises, References wins
 // (RFC 5322 section 3.6.4: its last ID is the parent); In-Reply-To is
 // used only without it, and only its first ID: old mailers wrote
 // "In-Reply-To: <user@host>'s message of ..." with an address in the
@@ -127,14 +132,17 @@ func references(refs, inReplyTo []string, own string) []string {
 	if len(refs) == 0 && len(inReplyTo) > 0 {
 		refs = inReplyTo[:1]
 	}
+	// The last MaxReferences, read from the end: the nearest ancestors
+	// (a message naming 100,000 IDs costs no more than one naming ten).
 	seen := map[string]bool{own: true, "": true}
 	var out []string
-	for _, id := range refs {
-		if !seen[id] {
+	for i := len(refs) - 1; i >= 0 && len(out) < MaxReferences; i-- {
+		if id := refs[i]; !seen[id] {
 			seen[id] = true
 			out = append(out, id)
 		}
 	}
+	slices.Reverse(out)
 	return out
 }
 

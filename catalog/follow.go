@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -199,7 +198,8 @@ func parseAll(msgs []store.Stored, workers int, view mailview.Options) []doc {
 // it reads the feed to its end, waits Interval, and again. Store errors
 // are logged and retried with backoff; a cursor the store no longer knows
 // (a store restored or converted) restarts the feed from its beginning,
-// which only re-reads. It returns nil when ctx is done, or ErrOtherStore.
+// which only re-reads. It returns nil when ctx is done, or ErrOtherStore,
+// or ErrDamaged (the catalog must be rebuilt).
 func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions) error {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -220,7 +220,7 @@ func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions
 		}
 		wait := opts.Interval
 		switch {
-		case errors.Is(err, ErrOtherStore):
+		case errors.Is(err, ErrOtherStore), errors.Is(err, ErrDamaged):
 			return err
 		case errors.Is(err, store.ErrBadCursor):
 			c.log.Warn("the store does not know the catalog's cursor: reading its feed again from the beginning", "err", err)
@@ -331,61 +331,5 @@ func Rebuild(ctx context.Context, path string, st store.Store, opts SyncOptions,
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w: stop the resolver that follows it first", path, err)
 	}
 	defer lock.release()
-	tmp := path + ".rebuild"
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(tmp + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
-		}
-	}
-	nc, err := Open(ctx, tmp, o)
-	if err != nil {
-		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
-	}
-	// FTS5 merges its index's segments as it goes; a rebuild merges them
-	// all once at the end instead (compact), which takes a seventh less
-	// CPU for the whole linux-mips archive (33.5 -> 28.8 s; the file is
-	// 5% larger, the pages of the unmerged segments left free).
-	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
-	if err == nil {
-		// The IMAP and NNTP numbers of the catalog it replaces are kept
-		// (numbers.go). One that cannot be read (a damaged catalog is a
-		// reason to rebuild) is replaced all the same, with new numbers.
-		kept, cerr := carry(ctx, nc, path)
-		switch {
-		case cerr != nil:
-			nc.log.Warn("cannot read the IMAP and NNTP numbers of the old catalog: the new one numbers its messages anew, under a new UIDVALIDITY (IMAP clients download their mailboxes again)", "catalog", path, "err", cerr)
-		case kept.Validity != 0:
-			nc.log.Info("kept the IMAP and NNTP numbers of the old catalog", "uidvalidity", kept.Validity, "mailboxes", kept.Lists, "numbers", kept.Numbers)
-		}
-	}
-	var n int
-	if err == nil {
-		n, err = nc.Sync(ctx, st, opts)
-	}
-	if err == nil {
-		err = nc.compact(ctx)
-	}
-	if err == nil {
-		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', ?)`, ftsAutomerge)
-	}
-	if cerr := nc.Close(); err == nil {
-		err = cerr
-	}
-	os.Remove(tmp + ".lock")
-	if err != nil {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			os.Remove(tmp + suffix)
-		}
-		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
-	}
-	// The old catalog's WAL must not be applied to the new file.
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)
-		}
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)
-	}
-	return n, nil
+	return rebuildLocked(ctx, path, st, opts, o)
 }

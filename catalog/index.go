@@ -49,7 +49,7 @@ type indexer struct {
 
 	exists, insertMsg, insertRef                *sql.Stmt
 	threadByMsgID, threadByRef, threadBySubject *sql.Stmt
-	newThread, addToThread                      *sql.Stmt
+	newThread, addToThread, threadSize          *sql.Stmt
 	moveMessages, dropThread, recount           *sql.Stmt
 	list, month, fts                            *sql.Stmt
 	wire                                        *sql.Stmt
@@ -73,6 +73,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid=? AND list=? LIMIT 1`},
 		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.msgid=? AND m.list=? LIMIT 1`},
 		{&ix.threadBySubject, `SELECT id FROM threads WHERE list=? AND base=? AND last>=? AND first<=? AND (? OR root_reply) ORDER BY last DESC, id DESC LIMIT 1`},
+		{&ix.threadSize, `SELECT messages FROM threads WHERE id=?`},
 		{&ix.newThread, `INSERT INTO threads (list, root, base, root_reply, messages, first, last) VALUES (?, 0, '', 0, 0, ?, ?)`},
 		// SQLite evaluates every SET expression on the row as it was, so
 		// first and messages here are the old values.
@@ -182,32 +183,55 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	return true, nil
 }
 
-// connected returns the threads of d's list that d belongs to (see the
-// package doc), without repeats.
+// establishedThread is how many messages make a thread established: no
+// message merges two established threads.
+const establishedThread = 2
+
+// connected returns the threads of d's list that d joins, without
+// repeats (see the package doc: Threads). It looks up the threads of
+// two kinds of message: those near d's parent (d's nearest ancestor the
+// list knows: an archived message with that ID, else one naming it),
+// and its replies stored before it (those naming d's own ID, or sharing
+// it). Several threads are merged only when at most one of them is
+// established; otherwise d joins its parent's thread alone, or without
+// one, its replies'. A message without references joins a thread by
+// subject.
 func (ix *indexer) connected(d *doc) ([]int64, error) {
-	var threads []int64
-	add := func(t int64) {
-		if !slices.Contains(threads, t) {
-			threads = append(threads, t)
-		}
-	}
-	ids := d.refs
-	if d.msgid != "" {
-		ids = append(slices.Clip(ids), d.msgid)
-	}
-	for _, id := range ids {
-		// Every message naming id is in one thread already, so one row
-		// answers for all: an archived message with that ID, or else one
-		// that names it.
-		t, ok, err := ix.one(ix.threadByMsgID, id, d.list)
-		if err == nil && !ok {
-			t, ok, err = ix.one(ix.threadByRef, id, d.list)
-		}
-		if err != nil {
+	var parent, replies []int64
+	for i := len(d.refs) - 1; i >= 0 && len(parent) == 0; i-- {
+		var err error
+		if parent, err = ix.threadsOf(d.refs[i], d.list); err != nil {
 			return nil, err
 		}
-		if ok {
-			add(t)
+	}
+	if d.msgid != "" {
+		var err error
+		if replies, err = ix.threadsOf(d.msgid, d.list); err != nil {
+			return nil, err
+		}
+	}
+	threads := parent
+	for _, t := range replies {
+		if !slices.Contains(threads, t) {
+			threads = append(slices.Clip(threads), t)
+		}
+	}
+	if len(threads) > 1 {
+		established := 0
+		for _, t := range threads {
+			n, _, err := ix.one(ix.threadSize, t)
+			if err != nil {
+				return nil, err
+			}
+			if n >= establishedThread {
+				established++
+			}
+		}
+		if established > 1 {
+			if len(parent) > 0 {
+				return parent[:1], nil
+			}
+			return replies[:1], nil
 		}
 	}
 	if len(threads) == 0 && len(d.refs) == 0 && d.base != "" {
@@ -218,10 +242,27 @@ func (ix *indexer) connected(d *doc) ([]int64, error) {
 			return nil, err
 		}
 		if ok {
-			add(t)
+			threads = append(threads, t)
 		}
 	}
 	return threads, nil
+}
+
+// threadsOf returns the threads of id in list: that of an archived
+// message with that Message-ID, and that of a message naming it (one
+// each: they are nearly always one thread), the first first.
+func (ix *indexer) threadsOf(id, list string) ([]int64, error) {
+	var out []int64
+	for _, st := range []*sql.Stmt{ix.threadByMsgID, ix.threadByRef} {
+		t, ok, err := ix.one(st, id, list)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 func (ix *indexer) one(st *sql.Stmt, args ...any) (int64, bool, error) {
@@ -271,7 +312,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Remova
 	}
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("cannot index messages: %w", err)
+		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	defer tx.Rollback()
 	// The statements run under a context that cannot end: with one that
@@ -279,7 +320,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Remova
 	// dozen per message. Cancellation is checked between messages.
 	ix, err := c.newIndexer(context.WithoutCancel(ctx), tx)
 	if err != nil {
-		return 0, fmt.Errorf("cannot index messages: %w", err)
+		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	added := 0
 	for i := range docs {
@@ -288,7 +329,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Remova
 		}
 		ok, err := ix.add(&docs[i])
 		if err != nil {
-			return 0, fmt.Errorf("cannot index message %s: %w", docs[i].cn, err)
+			return 0, fmt.Errorf("cannot index message %s: %w", docs[i].cn, markDamaged(err))
 		}
 		if ok {
 			added++
@@ -310,7 +351,7 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Remova
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("cannot index messages: %w", err)
+		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	st.authority, st.cursor = authority, next
 	return added, nil

@@ -32,7 +32,7 @@ func mailbox(t testing.TB, c *Catalog, list string) Mailbox {
 	return b
 }
 
-func exec(t testing.TB, c *Catalog, q string, args ...any) {
+func execSQL(t testing.TB, c *Catalog, q string, args ...any) {
 	t.Helper()
 	if _, err := c.w.ExecContext(t.Context(), q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -102,9 +102,9 @@ func TestNumbersKept(t *testing.T) {
 	// A history the feed alone would not give: numbers that are not
 	// 1..n, as after removals and moves, and a UIDVALIDITY that a new
 	// catalog made in this second would not have.
-	exec(t, c, `UPDATE numbers SET num = num * 10 + 7`)
-	exec(t, c, `UPDATE mailboxes SET next = next * 10 + 100, validity = 12345`)
-	exec(t, c, `UPDATE meta SET value = '12345' WHERE key = 'uidvalidity'`)
+	execSQL(t, c, `UPDATE numbers SET num = num * 10 + 7`)
+	execSQL(t, c, `UPDATE mailboxes SET next = next * 10 + 100, validity = 12345`)
+	execSQL(t, c, `UPDATE meta SET value = '12345' WHERE key = 'uidvalidity'`)
 	wantA, wantB := numbersOf(t, c, "a"), numbersOf(t, c, "b")
 	nextA := mailbox(t, c, "a").Next
 	check := func(what string, c *Catalog) {
@@ -158,7 +158,7 @@ func TestNumbersKept(t *testing.T) {
 
 	// A catalog of another schema (as after an upgrade) is rebuilt by
 	// its writer, keeping the numbers.
-	exec(t, c, `UPDATE meta SET value = '3' WHERE key = 'schema'`)
+	execSQL(t, c, `UPDATE meta SET value = '3' WHERE key = 'schema'`)
 	c.Close()
 	c, err = Open(t.Context(), path, Options{})
 	if err != nil {
@@ -226,7 +226,7 @@ func TestNumbersRemovedAndMoved(t *testing.T) {
 	before := mailbox(t, c, "a")
 
 	// Removal: the lowest-level hook, the row deleted.
-	exec(t, c, `DELETE FROM messages WHERE cn = ?`, cns[1])
+	execSQL(t, c, `DELETE FROM messages WHERE cn = ?`, cns[1])
 	if s := state(); s == s0 {
 		t.Error("NumbersState did not change when a message was removed")
 	}
@@ -249,7 +249,7 @@ func TestNumbersRemovedAndMoved(t *testing.T) {
 
 	// Move: to b, where it is numbered after b's last.
 	nextB := mailbox(t, c, "b").Next
-	exec(t, c, `UPDATE messages SET list = 'b' WHERE cn = ?`, cns[0])
+	execSQL(t, c, `UPDATE messages SET list = 'b' WHERE cn = ?`, cns[0])
 	if got := numbersOf(t, c, "b")[nextB]; got != cns[0] {
 		t.Errorf("the moved message is not b's number %d: %q", nextB, got)
 	}
@@ -258,7 +258,7 @@ func TestNumbersRemovedAndMoved(t *testing.T) {
 		t.Errorf("GoneSince after the move = %+v, want a's number 1", gone)
 	}
 	// And back: a new number in a, above every one a gave.
-	exec(t, c, `UPDATE messages SET list = 'a' WHERE cn = ?`, cns[0])
+	execSQL(t, c, `UPDATE messages SET list = 'a' WHERE cn = ?`, cns[0])
 	if got := numbersOf(t, c, "a")[before.Next]; got != cns[0] {
 		t.Errorf("the message moved back is not a's number %d: %v", before.Next, numbersOf(t, c, "a"))
 	}
@@ -266,7 +266,7 @@ func TestNumbersRemovedAndMoved(t *testing.T) {
 		t.Errorf("Mailbox(b) after the message left = %+v, want next %d, highest %d", b, nextB+1, nextB-1)
 	}
 	// A list emptied keeps its mailbox, and its next number.
-	exec(t, c, `DELETE FROM messages WHERE list = 'b'`)
+	execSQL(t, c, `DELETE FROM messages WHERE list = 'b'`)
 	if b := mailbox(t, c, "b"); b.Messages != 0 || b.Next != nextB+1 || b.Low != 0 || b.High != 0 {
 		t.Errorf("Mailbox(b) emptied = %+v, want 0 messages, next %d", b, nextB+1)
 	}
@@ -285,7 +285,7 @@ func TestNumbersCarriedMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSync(t, c, a.st)
-	exec(t, c, `UPDATE messages SET list = 'b' WHERE cn = ?`, cns[2])
+	execSQL(t, c, `UPDATE messages SET list = 'b' WHERE cn = ?`, cns[2])
 	want := numbersOf(t, c, "b")
 	c.Close()
 	if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{}, Options{}); err != nil {
@@ -298,7 +298,7 @@ func TestNumbersCarriedMove(t *testing.T) {
 	defer c.Close()
 	// The store still says list a: this branch's moves live in the
 	// catalog only.
-	exec(t, c, `UPDATE messages SET list = 'b' WHERE cn = ?`, cns[2])
+	execSQL(t, c, `UPDATE messages SET list = 'b' WHERE cn = ?`, cns[2])
 	if got := numbersOf(t, c, "b"); !mapsEqual(got, want) {
 		t.Errorf("numbers of b = %v, want %v", got, want)
 	}

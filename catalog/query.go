@@ -133,7 +133,7 @@ func (c *Catalog) readErr(what string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %s", ErrNotFound, what)
 	}
-	return fmt.Errorf("cannot read %s from the catalog: %w", what, err)
+	return fmt.Errorf("cannot read %s from the catalog: %w", what, markDamaged(err))
 }
 
 // Lists returns the archive's lists, by name.
@@ -456,6 +456,10 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
+	}
+	for i, r := range refs {
+		// A catalog written before references were cut keeps them all.
+		refs[i] = r[max(0, len(r)-MaxReferences):]
 	}
 	removed, err := removedIn(ctx, tx, msgs, refs)
 	if err != nil {

@@ -241,33 +241,48 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
 		pageArgs = append(append([]any{}, args...), opts.Limit, opts.Offset)
 	}
-	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// Searches wait for one of their own connections (page reads have
+	// theirs), then have SearchTimeout to read.
+	conn, err := c.s.Conn(ctx)
 	if err != nil {
 		return SearchResult{}, c.readErr(what, err)
 	}
+	defer conn.Close()
+	qctx, cancel := context.WithTimeout(ctx, c.searchTimeout)
+	defer cancel()
+	fail := func(err error) (SearchResult, error) {
+		if ctx.Err() == nil && qctx.Err() != nil {
+			return SearchResult{}, fmt.Errorf("%w (%v): %w", ErrSearchCost, c.searchTimeout, err)
+		}
+		return SearchResult{}, c.readErr(what, err)
+	}
+	tx, err := conn.BeginTx(qctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fail(err)
+	}
 	defer tx.Rollback()
 	var res SearchResult
-	if err := tx.QueryRowContext(ctx, count, countArgs...).Scan(&res.Total); err != nil {
-		return SearchResult{}, c.readErr(what, err)
+	if err := tx.QueryRowContext(qctx, count, countArgs...).Scan(&res.Total); err != nil {
+		return fail(err)
 	}
 	if opts.CountLimit > 0 && res.Total > opts.CountLimit {
 		res.Total, res.More = opts.CountLimit, true
 	}
-	rows, err := tx.QueryContext(ctx, page, pageArgs...)
+	rows, err := tx.QueryContext(qctx, page, pageArgs...)
 	if err != nil {
-		return SearchResult{}, c.readErr(what, err)
+		return fail(err)
 	}
 	defer rows.Close()
 	res.Messages = []Message{}
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
-			return SearchResult{}, c.readErr(what, err)
+			return fail(err)
 		}
 		res.Messages = append(res.Messages, m)
 	}
 	if err := rows.Err(); err != nil {
-		return SearchResult{}, c.readErr(what, err)
+		return fail(err)
 	}
 	return res, nil
 }

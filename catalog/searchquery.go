@@ -9,10 +9,13 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of a search query.
+// Limits of a search query: its length, and its words, those of a
+// phrase each counted (FTS5 reads a list of places for each word of a
+// phrase: a phrase of 499 one-letter words read the whole index 499
+// times).
 const (
 	MaxQueryBytes = 1000
-	MaxQueryTerms = 32
+	MaxQueryWords = 32
 )
 
 // ErrQuery: a search query that cannot be run. The error's text says why,
@@ -110,6 +113,7 @@ func ParseQuery(s string) (*Query, error) {
 	q := &Query{}
 	p := &queryParser{s: s}
 	var afterText, beforeText string
+	words := 0
 	for {
 		p.skipSpace()
 		if p.i >= len(p.s) {
@@ -176,8 +180,8 @@ func ParseQuery(s string) (*Query, error) {
 			}
 		}
 		q.Terms = append(q.Terms, Term{Text: text, Phrase: phrase, Field: field, Negated: neg, Prefix: prefix})
-		if len(q.Terms) > MaxQueryTerms {
-			return nil, fmt.Errorf("%w: more than %d words; leave some out", ErrQuery, MaxQueryTerms)
+		if words += len(wordSpans(text)); words > MaxQueryWords {
+			return nil, fmt.Errorf("%w: more than %d words (those of a phrase each count); leave some out", ErrQuery, MaxQueryWords)
 		}
 	}
 	if len(q.Terms) == 0 && len(q.Lists) == 0 && q.After == nil && q.Before == nil {

@@ -36,31 +36,28 @@ type container struct {
 	parent   *container
 	children []*container
 	first    *Message // the earliest message in the subtree, for ordering
+	// link orders the link to parent among all links made (the later
+	// one of a loop is undone); mark is used by the loop search.
+	link int
+	mark int
 }
 
-// maxDepthWalk bounds the walks up a chain of parents; a thread deeper
-// than this is cut there rather than walked forever.
-const maxDepthWalk = 100000
-
-// isAncestor reports whether a is b or one of b's ancestors.
-func isAncestor(a, b *container) bool {
-	for i := 0; b != nil && i < maxDepthWalk; i++ {
-		if a == b {
-			return true
-		}
-		b = b.parent
-	}
-	return false
+// treeBuilder builds a thread's tree; steps counts the parent links it
+// follows, which tests hold to a number linear in its input.
+type treeBuilder struct {
+	byID  map[string]*container
+	steps int
 }
 
-func (c *container) setParent(p *container) {
-	if c.parent != nil {
-		c.parent.children = slices.DeleteFunc(c.parent.children, func(x *container) bool { return x == c })
+func newTreeBuilder() *treeBuilder { return &treeBuilder{byID: map[string]*container{}} }
+
+func (b *treeBuilder) get(id string) *container {
+	c := b.byID[id]
+	if c == nil {
+		c = &container{id: id}
+		b.byID[id] = c
 	}
-	c.parent = p
-	if p != nil {
-		p.children = append(p.children, c)
-	}
+	return c
 }
 
 // buildTree arranges a thread's messages (oldest first) as JWZ does,
@@ -70,21 +67,19 @@ func (c *container) setParent(p *container) {
 // put them, like messages (a message removed from the archive keeps its
 // place); other placeholders are pruned as JWZ prunes them.
 func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
-	byID := map[string]*container{}
-	get := func(id string) *container {
-		c := byID[id]
-		if c == nil {
-			c = &container{id: id}
-			byID[id] = c
-		}
-		return c
-	}
+	return newTreeBuilder().build(msgs, refs, keep)
+}
+
+// build is buildTree. Every link is made once and loops are undone
+// afterwards, in one pass: the work is linear in the number of messages
+// and references, however they name each other.
+func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	own := make([]*container, len(msgs))
 	var all []*container
 	for i, m := range msgs {
 		var c *container
 		if m.MessageID != "" {
-			if c = get(m.MessageID); c.msg != nil {
+			if c = b.get(m.MessageID); c.msg != nil {
 				// Several messages share this Message-ID: the first keeps
 				// it; the others stand beside it, under their own parents.
 				c = &container{id: m.MessageID}
@@ -96,30 +91,38 @@ func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 		own[i] = c
 		all = append(all, c)
 	}
+	// JWZ step 1, in the messages' order. A message's parent is its last
+	// reference (step 1C); a message without references, and a
+	// placeholder, take the first parent that another message's
+	// References give them (step 1A: links made before are kept); a
+	// message's own references, read before it, do not bind it.
+	links := 0
+	link := func(c, p *container) {
+		c.parent, c.link = p, links
+		links++
+	}
 	for i := range msgs {
-		// Link the references in their order, keeping links made before
-		// and never making a loop (JWZ step 1A).
 		var prev *container
 		for _, id := range refs[i] {
-			c := get(id)
-			if prev != nil && c.parent == nil && !isAncestor(c, prev) {
-				c.setParent(prev)
+			c := b.get(id)
+			if prev != nil && c.parent == nil && c != prev && (c.msg == nil || c.idx < i && len(refs[c.idx]) == 0) {
+				link(c, prev)
 			}
 			prev = c
 		}
-		// The message's own parent is its last reference, which overrides
-		// a link made by another message's References (step 1C).
-		c := own[i]
-		switch {
-		case prev == nil:
-			c.setParent(nil)
-		case !isAncestor(c, prev):
-			c.setParent(prev)
+		if c := own[i]; prev != nil && c != prev {
+			link(c, prev)
 		}
 	}
-	for _, c := range byID {
+	for _, c := range b.byID {
 		if c.msg == nil {
 			all = append(all, c)
+		}
+	}
+	b.breakLoops(all)
+	for _, c := range all {
+		if c.parent != nil {
+			c.parent.children = append(c.parent.children, c)
 		}
 	}
 	var roots []*container
@@ -140,7 +143,8 @@ func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 		var rest []*container
 		for _, r := range roots[1:] {
 			if r.msg != nil && len(refs[r.idx]) == 0 {
-				r.setParent(main)
+				r.parent = main
+				main.children = append(main.children, r)
 				continue
 			}
 			rest = append(rest, r)
@@ -181,6 +185,34 @@ func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 		walk(r, 0, -1)
 	}
 	return nodes
+}
+
+// breakLoops undoes, in every loop of parent links (broken or hostile
+// References: a names b, b names a), the link made last: the link JWZ's
+// step 1A would not have made. Each container's chain of parents is
+// followed once: up to a container already done, or round a loop.
+func (b *treeBuilder) breakLoops(all []*container) {
+	for i, start := range all {
+		stamp := i + 1
+		c := start
+		for c != nil && c.mark == 0 {
+			c.mark = stamp
+			c = c.parent
+			b.steps++
+		}
+		if c == nil || c.mark != stamp {
+			continue // reached a root, or a chain seen before
+		}
+		// c is on a loop met in this walk: find its last link.
+		last := c
+		for x := c.parent; x != c; x = x.parent {
+			if x.link > last.link {
+				last = x
+			}
+			b.steps++
+		}
+		last.parent = nil
+	}
 }
 
 // prune removes placeholders without replies, and replaces a placeholder

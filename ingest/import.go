@@ -129,7 +129,8 @@ const (
 // src (after everything read before it was stored) or a store error (which
 // stops the import: messages of earlier batches are stored, the failed
 // batch and everything after it are not). Messages that could not be
-// stored individually are counted as Failed, not returned as an error.
+// stored individually are counted as Failed, not returned as an error;
+// so are the messages of a batch the store refused as a whole.
 func Import(ctx context.Context, src Source, opts ImportOptions) (Stats, error) {
 	if opts.Archiver == nil {
 		return Stats{}, errors.New("ingest: ImportOptions.Archiver is required")
@@ -255,11 +256,15 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 		}
 		out, err := opts.Archiver.Archive(ctx, batch)
 		if err != nil {
+			// The whole batch failed: its messages are failed, in the
+			// totals as in the manifest.
 			if enc != nil {
 				for _, p := range batch {
 					enc.Encode(ManifestEntry{MessageID: bracket(p.Meta.MessageID), Status: Failed, Error: err.Error()})
 				}
 			}
+			total.Failed += int64(len(batch))
+			batch, size = batch[:0], 0
 			return err
 		}
 		var s Stats

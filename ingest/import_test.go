@@ -240,8 +240,8 @@ func TestImportStoreErrorStops(t *testing.T) {
 	if !errors.Is(err, errFull) {
 		t.Fatalf("Import() error = %v, want %v", err, errFull)
 	}
-	if s.Imported != 10 {
-		t.Errorf("Import() imported %d, want 10 (the first batch)", s.Imported)
+	if s.Imported != 10 || s.Failed != 10 {
+		t.Errorf("Import() imported %d, failed %d; want 10 (the first batch), 10 (the batch the store refused)", s.Imported, s.Failed)
 	}
 	m := readManifest(t, manifest.Bytes())
 	if len(m) != 20 || m[9].Status != ingest.Imported || m[10].Status != ingest.Failed || !strings.Contains(m[10].Error, errFull.Error()) {

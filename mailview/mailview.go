@@ -149,7 +149,9 @@ type Attachment struct {
 	Name string
 	// Type is the media type, e.g. "application/pdf".
 	Type string
-	// Size is the decoded size in bytes (-1 with Options.SkipAttachments).
+	// Size is the decoded size in bytes; -1 with Options.SkipAttachments,
+	// and for an attachment over 1 MiB whose size cannot be counted
+	// without decoding it (quoted-printable, malformed base64, text/*).
 	Size int64
 
 	// entity is the attachment's place among the message's MIME entities,
@@ -237,13 +239,23 @@ type parser struct {
 	parts      int
 	textLeft   int
 
-	// capture is the entity whose decoded body AttachmentData wants (0:
-	// none); captured holds it, and tooLarge says it exceeded
-	// MaxAttachmentBytes.
+	// capture is the entity whose decoded body WriteAttachment wants (0:
+	// none), written to sink; tooLarge says it exceeded
+	// MaxAttachmentBytes, sinkErr that sink failed.
 	capture  int
-	captured []byte
+	sink     io.Writer
+	written  int64
 	found    bool
 	tooLarge bool
+	sinkErr  error
+
+	// raw counts the undecoded bytes of the entity made last (newEntity),
+	// which entity takes over.
+	raw *rawCounter
+	// textRaw and textOut are the undecoded bytes of text parts read so
+	// far and the text they gave, which bound the reading of text (see
+	// readText).
+	textRaw, textOut int64
 }
 
 // AttachmentData returns the attachment numbered n (an index into Parse's
@@ -252,29 +264,41 @@ type parser struct {
 // ErrAttachmentTooLarge when it decodes to more than
 // Options.MaxAttachmentBytes.
 func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error) {
+	var b bytes.Buffer
+	a, err := WriteAttachment(raw, n, opts, &b)
+	if err != nil {
+		return a, nil, err
+	}
+	return a, b.Bytes(), nil
+}
+
+// WriteAttachment writes the decoded bytes of the attachment numbered n
+// to w as it decodes them, and returns it with its Size: what it wrote.
+// Its errors are AttachmentData's, and w's. After an error w may have
+// been written to in part.
+func WriteAttachment(raw []byte, n int, opts Options, w io.Writer) (Attachment, error) {
 	// Neither walk decodes the other attachments.
 	opts.SkipAttachments = true
 	m := Parse(raw, opts)
 	if n < 0 || n >= len(m.Attachments) {
-		return Attachment{}, nil, fmt.Errorf("%w: %d of %d", ErrNoAttachment, n, len(m.Attachments))
+		return Attachment{}, fmt.Errorf("%w: %d of %d", ErrNoAttachment, n, len(m.Attachments))
 	}
 	a := m.Attachments[n]
-	// The same walk again, keeping the bytes of that one entity: parsing
+	// The same walk again, writing the bytes of that one entity: parsing
 	// is deterministic, so the entity numbers agree.
-	p := &parser{opts: opts.withDefaults(), m: &Message{}, capture: a.entity}
+	p := &parser{opts: opts.withDefaults(), m: &Message{}, capture: a.entity, sink: w}
 	p.textLeft = p.opts.MaxTextBytes
 	p.parse(raw)
 	switch {
+	case p.sinkErr != nil:
+		return a, fmt.Errorf("cannot write attachment %d: %w", n, p.sinkErr)
 	case p.tooLarge:
-		return a, nil, fmt.Errorf("%w: more than %d bytes", ErrAttachmentTooLarge, p.opts.MaxAttachmentBytes)
+		return a, fmt.Errorf("%w: more than %d bytes", ErrAttachmentTooLarge, p.opts.MaxAttachmentBytes)
 	case !p.found:
-		return a, nil, fmt.Errorf("%w: %d not found again", ErrNoAttachment, n)
+		return a, fmt.Errorf("%w: %d not found again", ErrNoAttachment, n)
 	}
-	if p.captured == nil {
-		p.captured = []byte{}
-	}
-	a.Size = int64(len(p.captured))
-	return a, p.captured, nil
+	a.Size = p.written
+	return a, nil
 }
 
 func (p *parser) problem(format string, args ...any) {
@@ -305,7 +329,7 @@ func (p *parser) parse(raw []byte) {
 	if p.headerOnly {
 		return
 	}
-	e, err := message.New(message.Header{Header: th}, br)
+	e, err := p.newEntity(message.Header{Header: th}, br)
 	if err != nil && e == nil {
 		p.problem("%v", err)
 		return
@@ -315,6 +339,63 @@ func (p *parser) parse(raw []byte) {
 	}
 	p.entity(e, 0)
 }
+
+// rawCounter counts the undecoded bytes of an entity's body as its
+// decoder reads them.
+type rawCounter struct {
+	r io.Reader
+	n int64
+	// limit, if bounded, is where reading stops with errTooSparse.
+	limit   int64
+	bounded bool
+}
+
+// errTooSparse stops a decoder that reads far more than it gives: a
+// decoder may consume any number of bytes in one Read (quoted-printable
+// soft line breaks give nothing).
+var errTooSparse = errors.New("too little text for its encoded size")
+
+func (c *rawCounter) Read(b []byte) (int, error) {
+	if c.bounded {
+		if c.n >= c.limit {
+			return 0, errTooSparse
+		}
+		if int64(len(b)) > c.limit-c.n {
+			b = b[:c.limit-c.n]
+		}
+	}
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// newEntity is message.New, counting the undecoded bytes read (p.raw).
+func (p *parser) newEntity(h message.Header, body io.Reader) (*message.Entity, error) {
+	p.raw = &rawCounter{r: body}
+	return message.New(h, p.raw)
+}
+
+// multipartReader is message's reader of the parts of a multipart
+// entity, making each part with newEntity.
+type multipartReader struct {
+	p *parser
+	r *textproto.MultipartReader
+}
+
+func (p *parser) multipart(e *message.Entity) message.MultipartReader {
+	_, params, _ := e.Header.ContentType()
+	return &multipartReader{p: p, r: textproto.NewMultipartReader(e.Body, params["boundary"])}
+}
+
+func (r *multipartReader) NextPart() (*message.Entity, error) {
+	part, err := r.r.NextPart()
+	if err != nil {
+		return nil, err
+	}
+	return r.p.newEntity(message.Header{Header: part.Header}, part)
+}
+
+func (r *multipartReader) Close() error { return nil }
 
 // limitedReader reads at most n bytes of r, then fails with
 // errHeaderTooBig (an io.LimitReader would look like a clean end).
@@ -369,7 +450,13 @@ func (p *parser) header(h message.Header) {
 // line, skipping lines that are neither; the body is shown as text.
 func (p *parser) lenient(raw []byte) {
 	rest := raw
-	var fields []Field
+	// A field's value is gathered as bytes: appending a continuation
+	// line to a string copied the field for each of 100,000 of them.
+	type field struct {
+		name  string
+		value []byte
+	}
+	var fields []field
 	for len(rest) > 0 && len(raw)-len(rest) < p.opts.MaxHeaderBytes {
 		line := rest
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -382,27 +469,30 @@ func (p *parser) lenient(raw []byte) {
 			break
 		}
 		if (line[0] == ' ' || line[0] == '\t') && len(fields) > 0 {
-			fields[len(fields)-1].Value += " " + string(bytes.TrimSpace(line))
+			f := &fields[len(fields)-1]
+			f.value = append(append(f.value, ' '), bytes.TrimSpace(line)...)
 			continue
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok || len(bytes.TrimSpace(name)) == 0 || bytes.ContainsAny(name, " \t") {
 			continue
 		}
-		fields = append(fields, Field{Name: string(name), Value: string(bytes.TrimSpace(value))})
+		fields = append(fields, field{name: string(name), value: slices.Clip(bytes.TrimSpace(value))})
 	}
 	var h message.Header
 	for i := len(fields) - 1; i >= 0; i-- { // Add prepends
-		h.Add(fields[i].Name, fields[i].Value)
+		h.Add(fields[i].name, string(fields[i].value))
 	}
 	p.header(h)
 	if !p.headerOnly {
-		p.text(bytes.NewReader(rest))
+		p.text(bytes.NewReader(rest), nil)
 	}
 }
 
 // entity shows one MIME entity (RFC 2045, RFC 2046).
 func (p *parser) entity(e *message.Entity, depth int) {
+	raw := p.raw
+	p.raw = nil
 	p.parts++
 	if p.parts > p.opts.MaxParts {
 		if p.parts == p.opts.MaxParts+1 {
@@ -431,7 +521,7 @@ func (p *parser) entity(e *message.Entity, depth int) {
 			p.m.Truncated = true
 			return
 		}
-		mr := e.MultipartReader()
+		mr := p.multipart(e)
 		if mediaType == "multipart/alternative" {
 			p.alternative(mr, depth+1)
 			return
@@ -442,9 +532,9 @@ func (p *parser) entity(e *message.Entity, depth int) {
 		p.eachPart(mr, depth+1, func(part *message.Entity) { p.entity(part, depth+1) })
 	case mediaType == "text/plain" && !attachment, mediaType == "text/html" && !attachment && name == "":
 		if mediaType == "text/html" {
-			p.html(e.Body)
+			p.html(e.Body, raw)
 		} else {
-			p.text(e.Body)
+			p.text(e.Body, raw)
 		}
 	case (mediaType == "message/rfc822" || mediaType == "message/global") && depth < p.opts.MaxDepth:
 		// RFC 6532 section 3.5: message/global is message/rfc822 with
@@ -460,14 +550,168 @@ func (p *parser) entity(e *message.Entity, depth int) {
 		// The multipart reader skips the undecoded bytes to the next
 		// boundary.
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: -1, entity: entity})
-	default:
+	case entity == p.capture:
 		body := p.attachmentBody(e.Body, entity)
 		if _, err := io.Copy(io.Discard, body); err != nil {
 			p.problem("attachment %q: %v", name, err)
 		}
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: body.n, entity: entity})
+	default:
+		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: p.attachmentSize(e, raw, name), entity: entity})
 	}
 }
+
+// decodedSizeLimit is the largest attachment (undecoded) whose size is
+// counted by decoding it. A larger one is counted without decoding
+// where its encoding allows: base64 that is well formed, or no encoding
+// (not text/*, whose charset is converted); else its size is unknown
+// (-1). Decoding 44 MB of base64 only to say its size cost a page view
+// a third of a second.
+const decodedSizeLimit = 1 << 20
+
+// attachmentSize returns the decoded size of the attachment e, whose
+// undecoded body raw has not been read.
+func (p *parser) attachmentSize(e *message.Entity, raw *rawCounter, name string) int64 {
+	if raw == nil {
+		return p.decodedSize(e.Body, name)
+	}
+	buf, err := io.ReadAll(io.LimitReader(raw.r, decodedSizeLimit+1))
+	if err != nil {
+		p.problem("attachment %q: %v", name, err)
+	}
+	if len(buf) <= decodedSizeLimit {
+		// Decoded as e.Body would have been, from the bytes read.
+		small, _ := message.New(e.Header, bytes.NewReader(buf))
+		return p.decodedSize(small.Body, name)
+	}
+	mediaType, _, _ := e.Header.ContentType()
+	text := strings.HasPrefix(strings.ToLower(mediaType), "text/")
+	rest := io.MultiReader(bytes.NewReader(buf), raw.r)
+	switch enc := strings.ToLower(strings.TrimSpace(e.Header.Get("Content-Transfer-Encoding"))); {
+	case !text && (enc == "" || enc == "7bit" || enc == "8bit" || enc == "binary"):
+		n, err := io.Copy(io.Discard, rest)
+		if err != nil {
+			p.problem("attachment %q: %v", name, err)
+		}
+		return n
+	case !text && enc == "base64":
+		n, err := base64Size(rest)
+		if err != nil {
+			p.problem("attachment %q: %v", name, err)
+		}
+		return n
+	}
+	if _, err := io.Copy(io.Discard, rest); err != nil {
+		p.problem("attachment %q: %v", name, err)
+	}
+	return -1
+}
+
+// decodedSize reads body to its end and returns how long it was.
+func (p *parser) decodedSize(body io.Reader, name string) int64 {
+	n, err := io.Copy(io.Discard, body)
+	if err != nil {
+		p.problem("attachment %q: %v", name, err)
+	}
+	return n
+}
+
+// base64Size returns the decoded size of a base64 body (RFC 2045 section
+// 6.8) read from r, counted, not decoded: the letters of the alphabet,
+// with white space anywhere and "=" padding at the end. A body that is
+// not that (which a decoder would reject somewhere) has no size: -1.
+func base64Size(r io.Reader) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var letters, pad int64
+	valid := true
+	for {
+		n, err := r.Read(buf)
+		chunk := buf[:n]
+		seen := classes(chunk)
+		// The letters are what is not white space (nor "=", which only
+		// the padding branch below counts): a count of each kind of white
+		// space seen is much faster than a count of letters.
+		l := int64(len(chunk))
+		for _, ws := range []byte(" \t\r\n") {
+			if seen&base64Class[ws] != 0 {
+				l -= int64(bytes.Count(chunk, []byte{ws}))
+			}
+		}
+		switch {
+		case seen&b64Other != 0:
+			valid = false
+		case pad > 0 && seen&b64Letter != 0:
+			valid = false // letters after the padding
+		case seen&b64Pad != 0:
+			// Padding: nothing but white space and at most two "=" from
+			// the first on.
+			i := bytes.IndexByte(chunk, '=')
+			for _, c := range chunk[i:] {
+				switch base64Class[c] {
+				case b64Pad:
+					pad++
+					l--
+				case b64Letter:
+					valid = false
+				}
+			}
+			letters += l
+		default:
+			letters += l
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return -1, err
+		}
+	}
+	if !valid || pad > 2 || (letters+pad)%4 != 0 || (pad > 0 && letters%4 == 0) {
+		return -1, nil
+	}
+	return (letters+pad)/4*3 - pad, nil
+}
+
+// classes returns the base64Class bits of the bytes of b, eight at a
+// time (the loop that also counted letters took three times as long).
+func classes(b []byte) byte {
+	var seen byte
+	for len(b) >= 8 {
+		seen |= base64Class[b[0]] | base64Class[b[1]] | base64Class[b[2]] | base64Class[b[3]] |
+			base64Class[b[4]] | base64Class[b[5]] | base64Class[b[6]] | base64Class[b[7]]
+		b = b[8:]
+	}
+	for _, c := range b {
+		seen |= base64Class[c]
+	}
+	return seen
+}
+
+// Classes of the bytes of a base64 body, bits of base64Class: a letter
+// of the alphabet, "=", another byte, and each kind of white space.
+const (
+	b64Letter = 1 << iota
+	b64Pad
+	b64Other
+	b64Space
+	b64Tab
+	b64CR
+	b64LF
+)
+
+// base64Class classifies the bytes of a base64 body (as go-message
+// decodes it: white space, tabs and spaces too, is skipped).
+var base64Class = func() (t [256]byte) {
+	for i := range t {
+		t[i] = b64Other
+	}
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") {
+		t[c] = b64Letter
+	}
+	t[' '], t['\t'], t['\r'], t['\n'] = b64Space, b64Tab, b64CR, b64LF
+	t['='] = b64Pad
+	return t
+}()
 
 // attachmentBody wraps the body of entity number entity: it counts the
 // bytes read, and keeps them when AttachmentData wants this entity.
@@ -475,33 +719,30 @@ func (p *parser) attachmentBody(r io.Reader, entity int) *countingReader {
 	c := &countingReader{r: r}
 	if entity == p.capture && p.capture > 0 {
 		p.found = true
-		c.keep = &p.captured
-		c.limit = p.opts.MaxAttachmentBytes
-		c.over = &p.tooLarge
+		c.p = p
 	}
 	return c
 }
 
-// countingReader counts what is read through it and, if keep is set,
-// appends it there up to limit bytes (setting *over beyond).
+// countingReader counts what is read through it and, for the entity
+// WriteAttachment wants (p set), writes it to p.sink up to
+// MaxAttachmentBytes (setting p.tooLarge beyond).
 type countingReader struct {
-	r     io.Reader
-	n     int64
-	keep  *[]byte
-	limit int
-	over  *bool
+	r io.Reader
+	n int64
+	p *parser
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n += int64(n)
-	if c.keep != nil && n > 0 {
-		if len(*c.keep)+n > c.limit {
-			*c.over = true
-			*c.keep = nil
-			c.keep = nil
+	if p := c.p; p != nil && n > 0 && !p.tooLarge && p.sinkErr == nil {
+		if p.written+int64(n) > int64(p.opts.MaxAttachmentBytes) {
+			p.tooLarge = true
+		} else if _, werr := p.sink.Write(b[:n]); werr != nil {
+			p.sinkErr = werr
 		} else {
-			*c.keep = append(*c.keep, b[:n]...)
+			p.written += int64(n)
 		}
 	}
 	return n, err
@@ -530,7 +771,7 @@ func (p *parser) embedded(r io.Reader, depth int) {
 	lr.n = math.MaxInt
 	if err != nil {
 		p.problem("malformed header: %v", err)
-		p.text(br)
+		p.text(br, nil)
 		return
 	}
 	h := message.Header{Header: th}
@@ -538,7 +779,7 @@ func (p *parser) embedded(r io.Reader, depth int) {
 	if !p.opts.TextOnly {
 		inner.MessageID = clean(mailmsg.NormalizeMessageID(h.Get("Message-Id")))
 	}
-	e, err := message.New(h, br)
+	e, err := p.newEntity(h, br)
 	if err != nil && e == nil {
 		p.problem("%v", err)
 		return
@@ -609,14 +850,12 @@ func (p *parser) alternative(mr message.MultipartReader, depth int) {
 
 // readText reads at most what is left of MaxTextBytes from r, as UTF-8;
 // plain text with Options.Enough asked as it is read.
-func (p *parser) readText(r io.Reader, plain bool) string {
-	var b []byte
-	var err error
-	if plain && p.opts.Enough != nil {
-		b, err = p.readUntilEnough(r)
-	} else {
-		b, err = io.ReadAll(io.LimitReader(r, int64(p.textLeft)+1))
+func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
+	var enough func([]byte, int) bool
+	if plain {
+		enough = p.opts.Enough
 	}
+	b, err := p.readChunks(r, raw, enough)
 	if err != nil {
 		p.problem("cannot read body: %v", err)
 	}
@@ -632,13 +871,36 @@ func (p *parser) readText(r io.Reader, plain bool) string {
 	return toUTF8(string(b))
 }
 
-// readUntilEnough reads at most one byte more than what is left of
-// MaxTextBytes from r, EnoughStep bytes at a time, until Options.Enough
-// says that what it read is enough: then nothing more of the text is read,
-// and Truncated is set.
-func (p *parser) readUntilEnough(r io.Reader) ([]byte, error) {
+// Bounds of the reading of text against its undecoded size: text parts
+// are read while their undecoded bytes stay within textRawFloor plus
+// textRawRatio times the text they gave (every byte of a text escaped
+// in quoted-printable is three; base64 is 4/3), all text parts of the
+// message together. Past that the text is cut: a part of soft line
+// breaks, which decode to nothing, cost 1.7 s for 40 MB.
+const (
+	textRawFloor = 64 << 10
+	textRawRatio = 4
+)
+
+// readChunks reads at most one byte more than what is left of
+// MaxTextBytes from r, EnoughStep bytes at a time. It stops early, with
+// Truncated set, when enough (if set) says that what it read is enough,
+// or when raw (the undecoded bytes of r, if known) outgrows the text it
+// gave (textRawFloor, textRawRatio).
+func (p *parser) readChunks(r io.Reader, raw *rawCounter, enough func([]byte, int) bool) ([]byte, error) {
 	limit := p.textLeft + 1
+	var start int64
+	if raw != nil {
+		start = raw.n
+	}
 	var b []byte
+	defer func() {
+		if raw != nil {
+			p.textRaw += raw.n - start
+			raw.bounded = false
+		}
+		p.textOut += int64(len(b))
+	}()
 	for len(b) < limit {
 		step := min(EnoughStep, limit-len(b))
 		b = slices.Grow(b, step)
@@ -648,18 +910,31 @@ func (p *parser) readUntilEnough(r io.Reader) ([]byte, error) {
 		n := 0
 		var err error
 		for n < len(chunk) && err == nil {
+			if raw != nil {
+				// As far as the text could go if this read gave all it
+				// may.
+				raw.limit = start - p.textRaw + textRawFloor + textRawRatio*(p.textOut+int64(len(b)+len(chunk)))
+				raw.bounded = true
+			}
 			var k int
 			k, err = r.Read(chunk[n:])
 			n += k
 		}
 		b = b[:len(b)+n]
+		if errors.Is(err, errTooSparse) {
+			// The rest is left unread, as past MaxTextBytes.
+			p.problem("a text part gives too little text for its encoded size; the rest is not shown")
+			p.m.Truncated = true
+			p.textLeft = len(b)
+			return b, nil
+		}
 		if err == io.EOF {
 			return b, nil
 		}
 		if err != nil {
 			return b, err
 		}
-		if len(b) < limit && p.opts.Enough(b, n) {
+		if len(b) < limit && enough != nil && enough(b, n) {
 			// The rest is left unread, as past MaxTextBytes.
 			p.m.Truncated = true
 			p.textLeft = len(b)
@@ -669,17 +944,17 @@ func (p *parser) readUntilEnough(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
-func (p *parser) text(r io.Reader) {
-	s := cleanBody(p.readText(r, true))
+func (p *parser) text(r io.Reader, raw *rawCounter) {
+	s := cleanBody(p.readText(r, raw, true))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{Text: s})
 	}
 }
 
-func (p *parser) html(r io.Reader) {
+func (p *parser) html(r io.Reader, raw *rawCounter) {
 	// The sanitizer keeps control characters in text (a NUL: found by
 	// the CI fuzz run), which the page must not show.
-	s := policy.Sanitize(cleanBody(p.readText(r, false)))
+	s := policy.Sanitize(cleanBody(p.readText(r, raw, false)))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{HTML: template.HTML(s)})
 	}

@@ -119,7 +119,7 @@ func (c *pageCache) lookup(ctx context.Context, key, gen string) (*cached, func(
 // changed since it was rendered, and keeps what h renders otherwise.
 func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := s.opts.Catalog
+		c := s.catalog()
 		if s.cache == nil || c == nil || r.Method != http.MethodGet || s.building.Load() || s.catalogBroken.Load() != nil {
 			h(w, r)
 			return
@@ -129,20 +129,30 @@ func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		key := r.URL.EscapedPath() + "?" + r.URL.RawQuery
+		// Keyed by all that changes the page's bytes: the feed's links
+		// name the archive's address, which without Options.BaseURL is
+		// the request's own Host (a reader must never get a page made
+		// for another's).
+		key := s.baseURL(r) + r.URL.EscapedPath() + "?" + r.URL.RawQuery
 		p, done := s.cache.lookup(r.Context(), key, gen)
 		if p != nil {
 			s.cacheHits.WithLabelValues("hit").Inc()
 			s.writeCached(w, r, p)
 			return
 		}
-		defer done()
+		// The page is rendered into memory and kept, and only then
+		// written: a reader who does not read must hold up no one else
+		// waiting for this rendering.
 		s.cacheHits.WithLabelValues("miss").Inc()
 		cw := &captureWriter{ResponseWriter: w}
-		h(cw, r)
-		if cw.status == http.StatusOK && cw.fresh && !cw.skip {
-			s.cache.put(&cached{key: key, gen: gen, contentType: w.Header().Get("Content-Type"), etag: w.Header().Get("ETag"), body: cw.body.Bytes()})
-		}
+		func() {
+			defer done() // also if h panics
+			h(cw, r)
+			if cw.status == http.StatusOK && cw.fresh && !cw.skip {
+				s.cache.put(&cached{key: key, gen: gen, contentType: w.Header().Get("Content-Type"), etag: w.Header().Get("ETag"), body: cw.body.Bytes()})
+			}
+		}()
+		cw.flush()
 	}
 }
 
@@ -160,7 +170,9 @@ func (s *Server) writeCached(w http.ResponseWriter, r *http.Request, p *cached) 
 	w.Write(p.body)
 }
 
-// captureWriter keeps a copy of what a handler writes, for the cache.
+// captureWriter holds what a handler writes (its status and body; the
+// header fields go to the ResponseWriter's, unsent until flush), for the
+// cache and to be written once the rendering is over.
 type captureWriter struct {
 	http.ResponseWriter
 	status int
@@ -192,17 +204,24 @@ func (c *captureWriter) WriteHeader(code int) {
 	if c.status == 0 {
 		c.status = code
 	}
-	c.ResponseWriter.WriteHeader(code)
 }
 
 func (c *captureWriter) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	if c.body.Len() <= cacheLargest {
-		c.body.Write(b)
+	return c.body.Write(b)
+}
+
+// flush sends what the handler wrote.
+func (c *captureWriter) flush() {
+	if c.status == 0 {
+		return // nothing written: net/http answers 200 with no body
 	}
-	return c.ResponseWriter.Write(b)
+	c.ResponseWriter.WriteHeader(c.status)
+	if c.body.Len() > 0 {
+		c.ResponseWriter.Write(c.body.Bytes())
+	}
 }
 
 func (c *captureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

@@ -3,10 +3,13 @@ package resolver
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/store"
@@ -129,5 +132,51 @@ func TestPageCacheSkipsGaps(t *testing.T) {
 	fs.fail.Store(false)
 	if r := get(t, srv.URL+path); strings.Contains(r.body, "cannot be read right now") || !strings.Contains(r.body, "Yes, and it must never change") {
 		t.Errorf("the thread page with a gap was kept in the cache:\n%s", r.body)
+	}
+}
+
+// stalledWriter is a reader who never reads: its Write blocks until
+// released.
+type stalledWriter struct {
+	*httptest.ResponseRecorder
+	writing chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stalledWriter) Write(b []byte) (int, error) {
+	s.once.Do(func() { close(s.writing) })
+	<-s.release
+	return s.ResponseRecorder.Write(b)
+}
+
+// TestPageCacheStalledReader: a reader who does not read the page he
+// asked for holds up no one else asking for it: the page is rendered
+// into the cache, then written outside the lock that makes the others
+// wait for the rendering.
+func TestPageCacheStalledReader(t *testing.T) {
+	ca := newCatalogArchive(t)
+	s := New(ca.st, Options{Catalog: ca.cat})
+	stalled := &stalledWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.ServeHTTP(stalled, httptest.NewRequest("GET", "/l/demo/", nil))
+	}()
+	defer func() { close(stalled.release); <-done }()
+	<-stalled.writing
+	other := make(chan int, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", "/l/demo/", nil))
+		other <- w.Code
+	}()
+	select {
+	case code := <-other:
+		if code != http.StatusOK {
+			t.Errorf("another reader's /l/demo/ = %d, want 200", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("another reader of /l/demo/ waits for the one who does not read")
 	}
 }

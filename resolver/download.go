@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/mail"
@@ -177,35 +178,86 @@ func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest str
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
 		return
 	}
+	// A large attachment is served from a file that its readers share
+	// (see spoolThreshold).
+	sp, first, release := s.spools.join("attachment/" + cn + "/" + num)
+	defer release()
+	if !first && sp.wait(r.Context()) && (sp.f != nil || sp.err != nil) {
+		if s.attachmentFailed(w, r, sp.err) || attachmentHeader(w, r, sp.digest, n, sp.info.(mailview.Attachment)) {
+			return
+		}
+		sp.serve(w, r)
+		return
+	}
 	m, _, ok := s.lookup(w, r, cn)
+	if first && (!ok || len(m.Raw) <= spoolThreshold) {
+		sp.skip()
+	}
 	if !ok {
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", rawCSP)
+	if first && len(m.Raw) > spoolThreshold {
+		if notModified(w, r, m.Digest, "a"+strconv.Itoa(n)) {
+			w.Header().Set("Content-Security-Policy", rawCSP)
+			sp.skip()
+			return
+		}
+		view := s.opts.View
+		err := s.spools.make(r.Context(), sp, m.Digest, func(w io.Writer) (any, error) {
+			return mailview.WriteAttachment(m.Raw, n, view, w)
+		})
+		m = store.Stored{} // the readers share the file
+		if s.attachmentFailed(w, r, err) || attachmentHeader(w, r, sp.digest, n, sp.info.(mailview.Attachment)) {
+			return
+		}
+		sp.serve(w, r)
+		return
+	}
 	if notModified(w, r, m.Digest, "a"+strconv.Itoa(n)) {
+		w.Header().Set("Content-Security-Policy", rawCSP)
 		return
 	}
 	a, data, err := mailview.AttachmentData(m.Raw, n, s.opts.View)
-	switch {
-	case errors.Is(err, mailview.ErrNoAttachment):
-		s.fail(w, r, http.StatusNotFound, "This message has no such attachment.")
-		return
-	case errors.Is(err, mailview.ErrAttachmentTooLarge):
-		s.fail(w, r, http.StatusForbidden, "This attachment is larger than the archive serves on its own; it is in the raw message.")
-		return
-	case err != nil:
-		s.log.Error("cannot take out an attachment", "path", r.URL.EscapedPath(), "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "The archive could not read that attachment.")
+	if s.attachmentFailed(w, r, err) || attachmentHeader(w, r, m.Digest, n, a) {
 		return
 	}
-	h.Set("Content-Type", safeType(a.Type))
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": attachmentName(a, n)}))
-	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(data)
 	}
+}
+
+// attachmentFailed answers for an error of taking out an attachment, and
+// says whether there was one.
+func (s *Server) attachmentFailed(w http.ResponseWriter, r *http.Request, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, mailview.ErrNoAttachment):
+		s.fail(w, r, http.StatusNotFound, "This message has no such attachment.")
+	case errors.Is(err, mailview.ErrAttachmentTooLarge):
+		s.fail(w, r, http.StatusForbidden, "This attachment is larger than the archive serves on its own; it is in the raw message.")
+	case r.Context().Err() != nil:
+		s.fail(w, r, http.StatusServiceUnavailable, "cancelled")
+	default:
+		s.log.Error("cannot take out an attachment", "path", r.URL.EscapedPath(), "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "The archive could not read that attachment.")
+	}
+	return true
+}
+
+// attachmentHeader sets the header fields of attachment n, a, of the
+// message of digest d, and answers 304 (true) when the reader has it.
+func attachmentHeader(w http.ResponseWriter, r *http.Request, d store.Digest, n int, a mailview.Attachment) bool {
+	h := w.Header()
+	h.Set("Content-Security-Policy", rawCSP)
+	if notModified(w, r, d, "a"+strconv.Itoa(n)) {
+		return true
+	}
+	h.Set("Content-Type", safeType(a.Type))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": attachmentName(a, n)}))
+	return false
 }
 
 // attachmentName is the file name an attachment is offered under: the

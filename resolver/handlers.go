@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -66,7 +67,7 @@ func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 	case busy(err):
 		s.log.Warn("store busy", "path", r.URL.EscapedPath(), "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 		s.fail(w, r, http.StatusServiceUnavailable, "cancelled")
 	default:
@@ -309,7 +310,7 @@ func (s *Server) label(ctx context.Context, ls []link) {
 	var wg sync.WaitGroup
 	for i := range ls {
 		l := &ls[i]
-		if c := s.opts.Catalog; c != nil && s.catalogBroken.Load() == nil {
+		if c := s.catalog(); c != nil && s.catalogBroken.Load() == nil {
 			if m, err := c.Message(ctx, l.CallNumber); err == nil {
 				l.Subject, l.From, l.Date = m.Subject, m.From(), m.Date.Format(dateTimeLayout)
 				continue
@@ -383,23 +384,61 @@ func (s *Server) archived(ctx context.Context, ids []string) map[string][]callnu
 }
 
 func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
+	// A large message is served from a file that its readers share (see
+	// spoolThreshold).
+	sp, first, release := s.spools.join("raw/" + cn)
+	defer release()
+	if !first && sp.wait(r.Context()) && sp.f != nil {
+		if !rawHeader(w, r, sp.digest, sp.info.(string)) {
+			sp.serve(w, r)
+		}
+		return
+	}
 	m, _, ok := s.lookup(w, r, cn)
+	if first && (!ok || len(m.Raw) <= spoolThreshold) {
+		sp.skip()
+	}
 	if !ok {
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", rawCSP)
-	if notModified(w, r, m.Digest, "") {
+	if first && len(m.Raw) > spoolThreshold {
+		name := m.Number.String()
+		err := s.spools.make(r.Context(), sp, m.Digest, func(w io.Writer) (any, error) {
+			_, err := w.Write(m.Raw)
+			return name, err
+		})
+		m = store.Stored{} // the readers share the file
+		if err != nil {
+			s.failStore(w, r, err)
+			return
+		}
+		if !rawHeader(w, r, sp.digest, name) {
+			sp.serve(w, r)
+		}
 		return
 	}
-	h.Set("Content-Type", "message/rfc822")
-	// The name is the call number: nothing from the mail reaches a header.
-	h.Set("Content-Disposition", `inline; filename="`+m.Number.String()+`.eml"`)
-	h.Set("Content-Length", strconv.Itoa(len(m.Raw)))
+	if rawHeader(w, r, m.Digest, m.Number.String()) {
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(m.Raw)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(m.Raw)
 	}
+}
+
+// rawHeader sets the header fields of a raw message named name (its call
+// number), and answers 304 (true) when the reader has it.
+func rawHeader(w http.ResponseWriter, r *http.Request, d store.Digest, name string) bool {
+	h := w.Header()
+	h.Set("Content-Security-Policy", rawCSP)
+	if notModified(w, r, d, "") {
+		return true
+	}
+	h.Set("Content-Type", "message/rfc822")
+	// The name is the call number: nothing from the mail reaches a header.
+	h.Set("Content-Disposition", `inline; filename="`+name+`.eml"`)
+	return false
 }
 
 // messageJSON is the body of GET /api/v1/messages/{callnumber}.
@@ -556,10 +595,11 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := statsJSON{Messages: n}
-	if c := s.opts.Catalog; c != nil {
+	if c := s.catalog(); c != nil {
 		if st, err := c.Stats(r.Context()); err == nil {
 			out.Catalog = &st
 		} else {
+			s.noticeDamage(c, err)
 			s.log.Warn("cannot read the catalog's totals", "err", err)
 		}
 	}

@@ -116,7 +116,9 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.log.Warn("cannot count messages", "err", err)
 	}
-	switch c := s.opts.Catalog; {
+	switch c := s.catalog(); {
+	case c == nil && s.rebuilding.Load() != nil:
+		d.NoCatalog = s.rebuilding.Load().String() + "; its lists will be here when it is done. Every message can still be opened by its call number or Message-ID."
 	case c == nil || s.catalogBroken.Load() != nil:
 		d.NoCatalog = "The lists of this archive cannot be shown right now; every message can still be opened by its call number or Message-ID."
 	case s.building.Load() && c.Status().Synced.IsZero():
@@ -124,6 +126,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	default:
 		lists, err := c.Lists(r.Context())
 		if err != nil {
+			s.noticeDamage(c, err)
 			s.log.Warn("cannot read the lists", "err", err)
 			d.NoCatalog = "The lists of this archive cannot be shown right now."
 		}
@@ -426,7 +429,10 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
-			e.View = mailview.Parse(m.Raw, s.opts.View)
+			// The thread shows how many attachments, not their sizes.
+			view := s.opts.View
+			view.SkipAttachments = true
+			e.View = mailview.Parse(m.Raw, view)
 		})
 	}
 	wg.Wait()
@@ -535,12 +541,13 @@ type navigation struct {
 // navigate returns the navigation of message cn, or nil when the catalog
 // cannot say (none, not ready, not indexed yet, or an error, logged).
 func (s *Server) navigate(ctx context.Context, cn string) *navigation {
-	c := s.opts.Catalog
+	c := s.catalog()
 	if c == nil || s.catalogBroken.Load() != nil || s.building.Load() && c.Status().Synced.IsZero() {
 		return nil
 	}
 	th, err := c.Thread(ctx, cn)
 	if err != nil {
+		s.noticeDamage(c, err)
 		if !errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, context.Canceled) {
 			s.log.Warn("cannot read a message's thread", "callnumber", cn, "err", err)
 		}

@@ -60,6 +60,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,14 @@ type Options struct {
 	// pages with 503 (message pages work without it). The caller opens
 	// and closes it (OpenCatalog), after Serve returns.
 	Catalog *catalog.Catalog
+	// CatalogPath, when set with Follow, is the catalog's file, which
+	// Serve then keeps by itself: it opens it when it can (for writing,
+	// else read-only), rebuilds it from the store when it finds it
+	// damaged, deleted or replaced (writing; its pages answer 503 with
+	// the progress meanwhile), opens the new file when another process
+	// replaced it (read-only), and closes what it opened when it
+	// returns. Catalog is then the one opened first, or nil.
+	CatalogPath string
 	// Follow, when set and Catalog is writable, makes Serve follow the
 	// store into the catalog while it serves (catalog.Follow), and stop
 	// and wait for that on shutdown. nil: the catalog is kept current by
@@ -122,6 +131,10 @@ type Options struct {
 	// MaxChangesClients bounds the change feed answers written at once;
 	// 0 means DefaultChangesClients.
 	MaxChangesClients int
+	// SpoolDir is where a large body (a message or an attachment over
+	// 1 MiB) is written while its readers read it, in a file without a
+	// name; "" is the system's temporary directory.
+	SpoolDir string
 	// BaseURL is the archive's public address (https://archive.example),
 	// used where an absolute URL is needed: the IDs and links of Atom
 	// feeds. "" takes it from each request's Host.
@@ -155,6 +168,14 @@ type Server struct {
 	reg     *prometheus.Registry
 	style   []byte
 
+	// cat is the catalog served now (Options.Catalog, or the one the
+	// keeper opened last); nil for none.
+	cat atomic.Pointer[catalog.Catalog]
+	// rebuilding is set while the keeper rebuilds the catalog.
+	rebuilding atomic.Pointer[rebuild]
+	// damaged is the catalog found damaged, and wake tells the keeper.
+	damaged atomic.Pointer[catalog.Catalog]
+	wake    chan struct{}
 	// building is set while a catalog that started empty is first built.
 	building atomic.Bool
 	// catalogBroken says why the catalog cannot be used any more.
@@ -169,6 +190,10 @@ type Server struct {
 	unhealthy atomic.Pointer[string]
 	// changesSlots holds a token per change feed answer being written.
 	changesSlots chan struct{}
+	// spools are the large bodies being served.
+	spools *spools
+	// searching holds a token per search running (catalog.SearchConns).
+	searching chan struct{}
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -187,8 +212,10 @@ func New(st store.Store, opts Options) *Server {
 	if opts.MaxChangesClients <= 0 {
 		opts.MaxChangesClients = DefaultChangesClients
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes),
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns()),
 		changesSlots: make(chan struct{}, opts.MaxChangesClients)}
+	s.cat.Store(opts.Catalog)
+	s.wake = make(chan struct{}, 1)
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
@@ -245,7 +272,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	// Requests in flight may read the catalog: the follower stops after
 	// them.
-	stopFollowing := s.follow(ctx)
+	var stopFollowing func()
+	if s.opts.CatalogPath != "" && s.opts.Follow != nil {
+		stopFollowing = s.keep(ctx)
+	} else {
+		stopFollowing = s.follow(ctx)
+	}
 	defer stopFollowing()
 	s.log.Info("serving", "addr", ln.Addr().String())
 	return httpserve.Serve(ctx, srv, ln, orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout), s.log)
@@ -264,6 +296,8 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func humanSize(n int64) string {
 	switch {
+	case n < 0:
+		return "size not counted"
 	case n < 1<<10:
 		return fmt.Sprintf("%d B", n)
 	case n < 1<<20:

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/mailview"
@@ -108,11 +109,30 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		s.fail(w, r, http.StatusNotFound, "Only the first "+strconv.Itoa(maxResultPages)+" pages of results are shown: narrow the search.")
 		return nil, false
 	}
+	// Searches take turns on half the CPUs (their catalog connections
+	// are as many), and each turn is followed by a rest as long: pages
+	// have the rest of the machine, however costly and many the
+	// searches.
+	select {
+	case s.searching <- struct{}{}:
+		start := time.Now()
+		defer func() {
+			rest := time.Since(start)
+			time.AfterFunc(rest, func() { <-s.searching })
+		}()
+	case <-r.Context().Done():
+		s.fail(w, r, http.StatusServiceUnavailable, "cancelled")
+		return nil, false
+	}
 	res, err := c.Search(r.Context(), q, catalog.SearchOptions{
 		Sort:   sort,
 		Offset: (v.Page - 1) * resultsPerPage, Limit: resultsPerPage,
 		CountLimit: max(countedResults, v.Page*resultsPerPage),
 	})
+	if errors.Is(err, catalog.ErrSearchCost) {
+		v.Problem = "This search takes more work than the archive gives one search: narrow it (fewer or rarer words, a list:, after: or before:)."
+		return v, true
+	}
 	if err != nil {
 		s.failCatalog(w, r, err, "")
 		return nil, false

@@ -542,3 +542,34 @@ func TestNewcomerMistakes(t *testing.T) {
 		t.Errorf("--lsit: status %d\n%s", status, stderr)
 	}
 }
+
+// A batch the store refuses as a whole (here: an authority restored from
+// a backup hands out a run the store has seen) is counted failed in the
+// summary, as the manifest lists it, and the status is 1.
+func TestSummaryCountsFailedBatches(t *testing.T) {
+	data := t.TempDir()
+	runs := filepath.Join(data, "runs.db")
+	if status, _, stderr := importer(t, "", "--data", data, "../../fixtures/mbox/mboxrd.mbox"); status != 0 {
+		t.Fatalf("first import: %d\n%s", status, stderr)
+	}
+	backup, err := os.ReadFile(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, stderr := importer(t, "", "--data", data, "../../fixtures/mbox/mboxo.mbox"); status != 0 {
+		t.Fatalf("second import: %d\n%s", status, stderr)
+	}
+	if err := os.WriteFile(runs, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "m.jsonl")
+	status, got, stderr := importer(t, "", "--data", data, "--manifest", manifest, "../../fixtures/mbox/demo.mbox")
+	m, _ := os.ReadFile(manifest)
+	failed := strings.Count(string(m), `"status":"failed"`)
+	if failed == 0 {
+		t.Fatalf("manifest lists no failed message after the store refused a reused run:\n%s\n%s", m, stderr)
+	}
+	if status != cli.ExitFailure || got[2] != failed {
+		t.Errorf("importer after the restore = %d, summary %v; want 1 and failed %d as in the manifest\n%s", status, got, failed, stderr)
+	}
+}

@@ -44,6 +44,10 @@ func serveCatalog(ctx context.Context, path string, log *slog.Logger) *catalog.C
 		return nil
 	}
 	c, err := resolver.OpenCatalog(ctx, path, log)
+	if errors.Is(err, catalog.ErrDamaged) {
+		log.Warn("the catalog is damaged: it is built again from the store; meanwhile lists, months and threads answer 503, message pages work", "catalog", path, "err", err)
+		return nil
+	}
 	if err != nil {
 		log.Warn("no catalog: lists, months and threads answer 503, message pages work", "catalog", path, "err", err)
 		return nil

@@ -364,3 +364,118 @@ func TestServeSearch(t *testing.T) {
 		t.Errorf("searches after reindex:\n%s\nwant as before:\n%s", strings.Join(rebuilt, "\n"), strings.Join(followed, "\n"))
 	}
 }
+
+// damageCatalog spoils a catalog file (not in use) the ways a disk or an
+// operator does.
+func damageCatalog(t *testing.T, path, how string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch how {
+	case "truncated":
+		b = b[:len(b)/3+100]
+	case "header":
+		copy(b, strings.Repeat("not a database at all. ", 5))
+	case "middle":
+		for i := 8192; i < len(b); i++ { // every page but the header's and the schema's
+			b[i] = byte(i * 7)
+		}
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pollUntil200 polls url until it answers 200 and returns the other
+// statuses it answered before.
+func pollUntil200(t *testing.T, url string) []int {
+	t.Helper()
+	var seen []int
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return seen
+			}
+			if !slices.Contains(seen, resp.StatusCode) {
+				seen = append(seen, resp.StatusCode)
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("GET %s: no 200 within 60 s (answered %v)", url, seen)
+	return nil
+}
+
+// TestServeCatalogDamaged: resolver serve finds a damaged catalog (cut
+// short, its header or its pages overwritten) and one deleted while it
+// serves, says so, rebuilds it from the store (its pages answer 503, not
+// 500, meanwhile; message pages 200) and serves it again; a resolver
+// that serves it read-only meanwhile opens the rebuilt file.
+func TestServeCatalogDamaged(t *testing.T) {
+	dir, codec, n, _ := testArchive(t)
+	putSearchFixture(t, dir, codec)
+	path := filepath.Join(dir, "catalog.db")
+	base, stop := startServe(t, "--data", dir)
+	waitGet(t, base+"/l/test/", 200)
+	stop()
+	for _, how := range []string{"truncated", "header", "middle"} {
+		t.Run(how, func(t *testing.T) {
+			damageCatalog(t, path, how)
+			base, stop := startServe(t, "--data", dir)
+			waitGet(t, base+"/"+n.String(), 200)
+			for _, page := range []string{"/l/test/", "/search?q=signed", "/t/" + n.String() + "/"} {
+				if seen := pollUntil200(t, base+page); slices.Contains(seen, 500) {
+					t.Errorf("GET %s answered %v before 200, want no 500", page, seen)
+				}
+			}
+			logs := stop()
+			if !strings.Contains(logs, "damaged") || !strings.Contains(logs, "catalog rebuilt") {
+				t.Errorf("serve logs do not say the catalog was damaged and rebuilt:\n%s", logs)
+			}
+		})
+	}
+	t.Run("deleted while serving", func(t *testing.T) {
+		base, stop := startServe(t, "--data", dir)
+		waitGet(t, base+"/l/test/", 200)
+		reader, stopReader := startServe(t, "--data", dir) // read-only: the first writes it
+		waitGet(t, reader+"/l/test/", 200)
+		old, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(path + suffix)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if fi, err := os.Stat(path); err == nil && !os.SameFile(fi, old) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the deleted catalog is not built again within 60 s")
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		for _, b := range []string{base, reader} {
+			pollUntil200(t, b+"/search?q=signed")
+			pollUntil200(t, b+"/l/test/")
+		}
+		readerLogs := stopReader()
+		logs := stop()
+		if !strings.Contains(logs, "deleted or replaced") || !strings.Contains(logs, "catalog rebuilt") {
+			t.Errorf("serve logs do not say the catalog was deleted and rebuilt:\n%s", logs)
+		}
+		if !strings.Contains(readerLogs, "deleted or replaced") || strings.Count(readerLogs, "read-only") < 2 {
+			t.Errorf("the read-only resolver's logs do not say it opened the new catalog:\n%s", readerLogs)
+		}
+	})
+}

@@ -133,6 +133,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		st                                 setup.StoreFlags
 		logs                               cli.LogOptions
 		listen, cat, baseURL, changesToken string
+		spoolDir                           string
 		rf                                 readerFlags
 	)
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
@@ -143,6 +144,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&cat, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
 	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
 	fs.String(&changesToken, "changes-token-file", "", "CHIBRARY_CHANGES_TOKEN_FILE", "`FILE` holding a token the change feed (/api/v1/changes) asks of mirrors (default: the feed is public)")
+	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files large messages and attachments are served from while read (default: the system's temporary directory)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -179,13 +181,16 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		return err
 	}
 	defer db.Close()
-	opts := resolver.Options{Logger: log, BaseURL: baseURL, Follow: &catalog.FollowOptions{}}
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}}
 	if changesToken != "" {
 		if opts.ChangesToken, err = cli.ReadSecret(changesToken); err != nil {
 			return err
 		}
 	}
-	if opts.Catalog = serveCatalog(ctx, catalogPath(st, cat), log); opts.Catalog != nil {
+	// The server keeps the catalog: it rebuilds it when damaged or
+	// deleted, and opens a new one another resolver made.
+	opts.CatalogPath = catalogPath(st, cat)
+	if opts.Catalog = serveCatalog(ctx, opts.CatalogPath, log); opts.Catalog != nil {
 		defer opts.Catalog.Close()
 	}
 	srv := resolver.New(db, opts)

@@ -229,3 +229,47 @@ func TestOutcomeString(t *testing.T) {
 		}
 	}
 }
+
+// The costly cases have the properties of every message, and the sizes
+// they say.
+func TestCostly(t *testing.T) {
+	threads := Threads(3, 2)
+	var ids []string
+	for _, m := range threads {
+		ids = append(ids, m.MessageID)
+	}
+	msgs := append([]Message{Ordinary("ordinary", "parent@hostile.test", 1), ManyReferences(1000), NamesAll(ids, 10),
+		SoftBreaks(1<<20 + 1), BigAttachment(1<<20 + 5)}, threads...)
+	for _, m := range msgs {
+		t.Run(m.Name, func(t *testing.T) {
+			raw := m.Raw()
+			if got := int64(len(raw)); got != m.Size() {
+				t.Errorf("Size() = %d, want len(Raw()) = %d", m.Size(), got)
+			}
+			if !bytes.HasSuffix(raw, []byte("\n")) || m.Why == "" {
+				t.Errorf("Raw() does not end in a line feed, or Why is empty")
+			}
+			if got, want := m.Digest(), store.DigestOf(raw); got != want {
+				t.Errorf("Digest() = %v, want %v", got, want)
+			}
+			if !bytes.Contains(raw, []byte("Message-ID: <"+m.MessageID+">\n")) {
+				t.Errorf("MessageID %q is not in the header", m.MessageID)
+			}
+			if !bytes.Contains(raw, []byte("\nDate: ")) {
+				t.Errorf("no Date")
+			}
+		})
+	}
+	if n := bytes.Count(ManyReferences(1000).Raw(), []byte("@hostile.test>")); n != 1000+2 {
+		t.Errorf("many-references names %d IDs, want 1000, In-Reply-To and its own", n)
+	}
+	if got := SoftBreaks(1 << 20).Size(); got != 1<<20 {
+		t.Errorf("SoftBreaks(1 MiB).Size() = %d", got)
+	}
+	if !strings.Contains(string(threads[2].Raw()), "References: <thread-0-0@hostile.test> <thread-0-1@hostile.test>\n") {
+		t.Errorf("the third message of a thread does not name the two before it:\n%s", threads[2].Raw())
+	}
+	if p := LongPhrase(LongPhraseWords); strings.Count(p, " ") != LongPhraseWords-1 || !strings.HasPrefix(p, `"a b c`) {
+		t.Errorf("LongPhrase = %.40q...", p)
+	}
+}

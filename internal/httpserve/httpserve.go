@@ -21,8 +21,8 @@ import (
 // no metrics.
 type Options struct {
 	// Logger receives one line per request: method, path, status, bytes,
-	// duration and remote address, at Error level for a 5xx status and
-	// Info otherwise. nil discards them.
+	// duration and remote address, at the Level of its status. nil
+	// discards them.
 	Logger *slog.Logger
 	// Registerer receives the metrics <Namespace>_requests_total{route,code}
 	// and <Namespace>_request_duration_seconds{route}; nil keeps none.
@@ -150,19 +150,35 @@ func (m *Middleware) Wrap(h http.Handler) http.Handler {
 		if m.done != nil {
 			m.done(r, route, rec.status)
 		}
-		level := slog.LevelInfo
-		if rec.status >= 500 {
-			level = slog.LevelError
-		}
-		m.log.LogAttrs(r.Context(), level, "request",
+		attrs := []slog.Attr{
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.EscapedPath()),
 			slog.Int("status", rec.status),
 			slog.Int64("bytes", rec.bytes),
 			slog.Duration("duration", elapsed),
 			slog.String("remote", r.RemoteAddr),
-		)
+		}
+		gone := r.Context().Err() != nil
+		if gone {
+			attrs = append(attrs, slog.Bool("client_gone", true))
+		}
+		m.log.LogAttrs(r.Context(), Level(rec.status, gone), "request", attrs...)
 	})
+}
+
+// Level is the level of a request's log line: Error for a server error,
+// Warn for 503 (the server cannot answer now: busy, or an index being
+// built; it says when to come back), Info otherwise, and Info too for
+// any status when the client went away before the answer (gone): what
+// the server answered then was read by nobody, and is no error of its.
+func Level(status int, gone bool) slog.Level {
+	switch {
+	case gone || status < 500:
+		return slog.LevelInfo
+	case status == http.StatusServiceUnavailable:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }
 
 // Serve serves srv on ln until ctx is done, then shuts down gracefully:

@@ -103,6 +103,42 @@ func TestMiddleware(t *testing.T) {
 	}
 }
 
+// A 503 is a warning, a server error an error, and nothing is an error
+// when the client went away before the answer.
+func TestLevel(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		gone   bool
+		want   slog.Level
+	}{
+		{200, false, slog.LevelInfo},
+		{404, false, slog.LevelInfo},
+		{500, false, slog.LevelError},
+		{503, false, slog.LevelWarn},
+		{500, true, slog.LevelInfo},
+		{503, true, slog.LevelInfo},
+	} {
+		if got := Level(tt.status, tt.gone); got != tt.want {
+			t.Errorf("Level(%d, %v) = %v, want %v", tt.status, tt.gone, got, tt.want)
+		}
+	}
+	var logs bytes.Buffer
+	m, err := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/busy", nil))
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/gone", nil).WithContext(gone))
+	for _, s := range []string{"level=WARN msg=request method=GET path=/busy status=503", "level=INFO msg=request method=GET path=/gone status=503", "client_gone=true"} {
+		if !strings.Contains(logs.String(), s) {
+			t.Errorf("logs lack %q:\n%s", s, logs.String())
+		}
+	}
+}
+
 // SetRoute outside the middleware does nothing, and without a registry the
 // middleware only logs.
 func TestWithoutMetrics(t *testing.T) {

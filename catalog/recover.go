@@ -1,0 +1,174 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/chibrary/chibrary/store"
+)
+
+// A catalog is derived: damaged (ErrDamaged), deleted or replaced while
+// a resolver serves it, it is built again from the store, beside the old
+// file, and renamed over it once complete. Whoever rebuilds holds the
+// lock file from start to end (no other writer comes between), and a
+// rebuild stopped at any point leaves the old file or the new one, each
+// of which a writable Open either uses (and follows the store from its
+// cursor) or finds damaged (and the rebuild is done again); never a mix.
+
+// Steps of a rebuild, as Options.step hears them.
+const (
+	stepStarted = "started"  // the new catalog is begun beside the old
+	stepBuilt   = "built"    // the new catalog is complete beside the old
+	stepCleared = "cleared"  // the old catalog's WAL is removed
+	stepRenamed = "renamed"  // the new catalog is in place
+	stepOpened  = "reopened" // the new catalog is open (RebuildOpen, RebuildFrom)
+)
+
+func (o Options) at(step string) {
+	if o.step != nil {
+		o.step(step)
+	}
+}
+
+// rebuildLocked builds a catalog of st beside path and renames it over
+// path; the caller holds path's lock.
+func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (int, error) {
+	tmp := path + ".rebuild"
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(tmp + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
+		}
+	}
+	nc, err := Open(ctx, tmp, Options{Logger: o.Logger, SearchTimeout: o.SearchTimeout})
+	if err != nil {
+		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
+	}
+	// FTS5 merges its index's segments as it goes; a rebuild merges them
+	// all once at the end instead (compact), which takes a seventh less
+	// CPU for the whole linux-mips archive (33.5 -> 28.8 s; the file is
+	// 5% larger, the pages of the unmerged segments left free).
+	o.at(stepStarted)
+	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
+	if err == nil {
+		// The IMAP and NNTP numbers of the catalog it replaces are kept
+		// (numbers.go). One that cannot be read (a damaged catalog is a
+		// reason to rebuild) is replaced all the same, with new numbers.
+		kept, cerr := carry(ctx, nc, path)
+		switch {
+		case cerr != nil:
+			nc.log.Warn("cannot read the IMAP and NNTP numbers of the old catalog: the new one numbers its messages anew, under a new UIDVALIDITY (IMAP clients download their mailboxes again)", "catalog", path, "err", cerr)
+		case kept.Validity != 0:
+			nc.log.Info("kept the IMAP and NNTP numbers of the old catalog", "uidvalidity", kept.Validity, "mailboxes", kept.Lists, "numbers", kept.Numbers)
+		}
+	}
+	var n int
+	if err == nil {
+		n, err = nc.Sync(ctx, st, opts)
+	}
+	if err == nil {
+		err = nc.compact(ctx)
+	}
+	if err == nil {
+		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', ?)`, ftsAutomerge)
+	}
+	if cerr := nc.Close(); err == nil {
+		err = cerr
+	}
+	os.Remove(tmp + ".lock")
+	if err != nil {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(tmp + suffix)
+		}
+		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
+	}
+	o.at(stepBuilt)
+	// The old catalog's WAL must not be applied to the new file. Stopped
+	// here, the old file is left without it: as it was at its last
+	// checkpoint, or damaged, which the next writer finds.
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)
+		}
+	}
+	o.at(stepCleared)
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)
+	}
+	o.at(stepRenamed)
+	// What Close left of the new catalog's WAL (empty) goes too.
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Remove(tmp + suffix)
+	}
+	return n, nil
+}
+
+// RebuildOpen rebuilds the catalog at path from st, as Rebuild does, and
+// opens the new one for writing, holding the lock throughout: for a
+// writer whose Open found the catalog damaged (ErrDamaged). It refuses
+// (ErrLocked) while another process writes the catalog.
+func RebuildOpen(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (*Catalog, int, error) {
+	if o.ReadOnly {
+		return nil, 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, ErrReadOnly)
+	}
+	lock, err := takeLock(path + ".lock")
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
+	}
+	return openRebuilt(ctx, path, lock, st, opts, o)
+}
+
+// RebuildFrom rebuilds c's file from st, as RebuildOpen does, keeping
+// c's lock: it returns the new catalog, open for writing, which holds
+// it. c must be writable and no longer followed; it is left open for
+// reading only (of the old file, or what is left of it) for the readers
+// still at it: close it once they are done. On an error the lock is let
+// go, and c is left read-only.
+func (c *Catalog) RebuildFrom(ctx context.Context, st store.Store, opts SyncOptions) (*Catalog, int, error) {
+	c.wmu.Lock()
+	lock, w := c.lock, c.w
+	c.lock, c.w, c.st = nil, nil, nil
+	c.wmu.Unlock()
+	if lock == nil {
+		return nil, 0, fmt.Errorf("cannot rebuild catalog %s: %w", c.path, ErrReadOnly)
+	}
+	w.Close()
+	return openRebuilt(ctx, c.path, lock, st, opts, Options{Logger: c.log, SearchTimeout: c.searchTimeout})
+}
+
+func openRebuilt(ctx context.Context, path string, lock *lockFile, st store.Store, opts SyncOptions, o Options) (*Catalog, int, error) {
+	n, err := rebuildLocked(ctx, path, st, opts, o)
+	if err != nil {
+		lock.release()
+		return nil, 0, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Catalog{path: path, log: log.With("catalog", path), lock: lock, searchTimeout: o.SearchTimeout}
+	if c.searchTimeout <= 0 {
+		c.searchTimeout = DefaultSearchTimeout
+	}
+	if err := c.openWritable(ctx); err != nil {
+		lock.release()
+		return nil, 0, fmt.Errorf("cannot open the rebuilt catalog %s: %w", path, err)
+	}
+	o.at(stepOpened)
+	return c, n, nil
+}
+
+// Replaced reports whether the catalog file was deleted or replaced by
+// another since c opened it (its device and inode are not the file's at
+// its path any more): a writer then rebuilds it, a reader opens the new
+// one.
+func (c *Catalog) Replaced() bool {
+	fi, err := os.Stat(c.path)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	return c.file != nil && !os.SameFile(c.file, fi)
+}
