@@ -228,7 +228,9 @@ func (tt *torture) round(r int) {
 	serving := rng.IntN(4) > 0
 	if serving {
 		jobs = append(jobs, &job{name: fmt.Sprintf("resolver serve %d", r), stop: true,
-			args: append(append([]string{"serve"}, tt.catalogFlags()...), "--listen", "127.0.0.1:0", "--log-format", "json")})
+			args: append(append([]string{"serve"}, tt.catalogFlags()...), "--listen", "127.0.0.1:0", "--log-format", "json"),
+			// Before the first import there is no archive to serve.
+			ok1: []string{"no archive in"}})
 	}
 	// Maintenance: compactions (bolt), a rebuild of the catalog.
 	if !tt.riak {
