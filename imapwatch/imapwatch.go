@@ -146,6 +146,8 @@ type Watcher struct {
 	// onIdle, when set (tests), is called each time the watcher is caught
 	// up and starts waiting for new messages.
 	onIdle func()
+	// unsaved: the last write of the state file failed for a full disk.
+	unsaved bool
 }
 
 // New checks opts, fills in defaults and returns a Watcher.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -262,5 +263,55 @@ func TestNewOptions(t *testing.T) {
 		if _, err := New(o); !errors.Is(err, tt.want) {
 			t.Errorf("%s: New = %v, want %v", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestStateDiskFull: a full disk where the state file is kept does not
+// stop the watcher (it did: exit 1 from one failed write): it goes on
+// trying, and saves the state once there is room.
+func TestStateDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs for a full disk: %v: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	// Fill it.
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 64<<10))
+	f.Close()
+	addr, _ := memServer(t, nil, message(1), message(2))
+	a := newArchive(t)
+	state := filepath.Join(dir, "state.json")
+	w := newTestWatcher(t, a, addr, func(o *Options) { o.StatePath = state })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	a.waitCount(t, 2)
+	select {
+	case err := <-done:
+		t.Fatalf("Run on a full disk returned %v; want it to go on", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	os.Remove(filler)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, err := LoadState(state); err == nil && st.LastUID >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the state was not saved once there was room")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v after cancel", err)
+	}
+	if n := a.count(t); n != 2 {
+		t.Errorf("the store counts %d messages, want 2 (each once)", n)
 	}
 }

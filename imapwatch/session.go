@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -62,8 +63,8 @@ func (w *Watcher) session(ctx context.Context, st *State, first bool) (reached b
 		}
 		st.UIDValidity, st.LastUID, st.Retry = sel.UIDValidity, 0, nil
 		st.Updated = time.Now().UTC()
-		if err := saveState(w.opts.StatePath, *st); err != nil {
-			return true, fatalError{err}
+		if err := w.save(st); err != nil {
+			return true, err
 		}
 	}
 	w.log.Info("connected", "tls", encrypted, "messages", sel.NumMessages, "uidvalidity", sel.UIDValidity, "uidnext", sel.UIDNext,
@@ -72,6 +73,11 @@ func (w *Watcher) session(ctx context.Context, st *State, first bool) (reached b
 	for {
 		if err := w.catchUp(ctx, c, st); err != nil {
 			return true, err
+		}
+		if w.unsaved {
+			if err := w.save(st); err != nil {
+				return true, err
+			}
 		}
 		if ctx.Err() != nil {
 			w.logout(c)
@@ -460,12 +466,36 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 		st.LastUID = uint32(uids[len(uids)-1])
 	}
 	st.Updated = time.Now().UTC()
-	if err := saveState(w.opts.StatePath, *st); err != nil {
-		return fatalError{err}
+	if err := w.save(st); err != nil {
+		return err
 	}
 	w.log.Info("archived batch", "imported", imported, "duplicates", dups, "removed", removed, "skipped", skipped, "failed", failed,
 		"first_uid", uids[0], "last_uid", st.LastUID)
 	return nil
+}
+
+// save writes the state file. A full disk is not the end: the watcher
+// goes on with the state it holds, and writes it again at the next
+// batch; killed meanwhile, it would only fetch again what it archived
+// (duplicates). Any other failure (the file's permissions, its folder
+// gone) is the operator's to mend: fatal.
+func (w *Watcher) save(st *State) error {
+	err := saveState(w.opts.StatePath, *st)
+	switch {
+	case err == nil:
+		if w.unsaved {
+			w.log.Info("the state file is written again", "path", w.opts.StatePath)
+			w.unsaved = false
+		}
+		return nil
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		if !w.unsaved {
+			w.log.Error("cannot write the state file: the disk is full; going on, and trying again at every batch", "path", w.opts.StatePath, "err", err)
+			w.unsaved = true
+		}
+		return nil
+	}
+	return fatalError{err}
 }
 
 // fetch reads the raw messages uids with UID FETCH BODY.PEEK[] (RFC 9051
@@ -556,7 +586,11 @@ func (w *Watcher) idle(ctx context.Context, c *imapclient.Client) error {
 	if err != nil {
 		return fmt.Errorf("cannot start IDLE: %w", err)
 	}
-	t := time.NewTimer(w.opts.IdleRefresh)
+	refresh := w.opts.IdleRefresh
+	if w.unsaved {
+		refresh = min(refresh, 10*w.opts.MinBackoff) // to write the state again soon
+	}
+	t := time.NewTimer(refresh)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
