@@ -143,7 +143,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	// The server, the password and the mailbox are checked before the
 	// archive is opened: a mistake creates nothing.
 	if err := imapwatch.Check(ctx, o); err != nil {
-		return err
+		return explainTLS(err, tlsCA)
 	}
 
 	db, err := st.Open(ctx, o.Logger)
@@ -173,7 +173,12 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	} else if err != nil {
 		return err
 	}
-	err = w.Run(ctx)
+	return explainTLS(w.Run(ctx), tlsCA)
+}
+
+// explainTLS adds to a certificate the watcher could not verify what to
+// do about it.
+func explainTLS(err error, tlsCA string) error {
 	if ua := (x509.UnknownAuthorityError{}); errors.As(err, &ua) && tlsCA == "" {
 		return fmt.Errorf("%w (if the server's certificate comes from a private CA, trust it with --tls-ca FILE)", err)
 	} else if errors.As(err, &ua) {
