@@ -1,0 +1,742 @@
+// Package riakauthority is a run authority whose state lives in a Riak
+// cluster's strongly consistent buckets, beside the archive it numbers:
+// any number of coordinators may serve it, and programs on any host may
+// take runs from it directly, with no single machine that everything
+// depends on.
+//
+// # Layout
+//
+// Everything is in the strongly consistent bucket type (chibrary_claims
+// by default, the one the Riak store keeps its claims in), in two buckets
+// of the archive:
+//
+//	ARCHIVE.authority/meta   {"format","id","scheme","key","created_at","state","migrated_from"}
+//	ARCHIVE.authority/next   {"next":N}: where allocators start looking
+//	ARCHIVE.issued/RUN       one lease record per issued run (RUN in decimal):
+//	                         {"run","program","host","pid","note","issued_at","nonce"}
+//
+// # Safety
+//
+// On a consistent bucket a write without a causal context creates the
+// key only if it is absent: of any number of writers racing for one key,
+// on any hosts, exactly one succeeds, and the others are answered
+// "failed". So a run is issued by creating its lease record: Issue returns
+// run N only once the create of ARCHIVE.issued/N has been acknowledged by
+// a majority of the key's replicas, and a run whose record exists is never
+// issued again. Nothing else is needed for uniqueness: the next key is a
+// hint, moved forward by compare-and-set after each run issued, so that
+// allocators seldom try a run already taken. A create whose reply was
+// lost and that was tried again finds the key taken: Issue reads it back
+// and takes it as its own only if the nonce is its own. A run may be
+// skipped (a create that timed out, then given up on), never issued twice.
+// After run 2^30-1 Issue fails with authority.ErrExhausted.
+//
+// The metadata is created once, also by a create-if-absent: two programs
+// creating the authority at once agree on one ID and key. An authority
+// moved here from a runs.db (Migrate) is in state "migrating" until every
+// lease of the file is copied and the next key is past the file's next
+// run; until then no run is issued, so that none below it can be.
+package riakauthority
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riakconn"
+	"github.com/chibrary/chibrary/shuffle"
+)
+
+// Defaults.
+const (
+	// DefaultType is the strongly consistent bucket type.
+	DefaultType = "chibrary_claims"
+	// DefaultArchive is the archive name when Options.Archive is empty
+	// (the Riak store's default too).
+	DefaultArchive = "chibrary"
+)
+
+// States of the metadata.
+const (
+	stateReady     = "ready"
+	stateMigrating = "migrating"
+)
+
+// Sentinel errors. The errors of the authority package's contract
+// (ErrExhausted, ErrNotIssued, ErrClosed, ErrScheme, ErrInconsistent) are
+// returned as they are.
+var (
+	// ErrNoAuthority: Open found no authority in the archive.
+	ErrNoAuthority = errors.New("riakauthority: no run authority in this archive")
+	// ErrMigrating: the authority is being moved into the archive
+	// (Migrate) and is not ready to issue runs.
+	ErrMigrating = errors.New("riakauthority: the run authority is being moved here and is not ready")
+	// ErrOther: Migrate found another authority in the archive.
+	ErrOther = errors.New("riakauthority: the archive holds another run authority")
+	// ErrSetup: the cluster cannot hold an authority (the bucket type is
+	// missing or not consistent, strong consistency is off).
+	ErrSetup = errors.New("riakauthority: cluster not set up for a run authority")
+)
+
+var archiveName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// Options configure Open and OpenOrCreate. Nodes is required; the zero
+// values of the others are documented defaults.
+type Options struct {
+	// Nodes are the protocol buffers addresses of Riak nodes, host:port.
+	Nodes []string
+	// Archive names the archive whose authority this is ([a-z0-9_-],
+	// 1 to 64); "" means DefaultArchive.
+	Archive string
+	// Type is the strongly consistent bucket type; "" means DefaultType.
+	Type string
+	// Scheme is the shuffle scheme of a new authority; "" means
+	// authority.DefaultScheme. Given for an existing authority of another
+	// scheme, opening fails with authority.ErrScheme.
+	Scheme shuffle.Scheme
+	// Timeout bounds every request to Riak; 0 means 10 seconds.
+	Timeout time.Duration
+	// RetryFor is how long a request the cluster could not serve (a node
+	// down, a consensus group electing a leader) is tried again; 0 means
+	// 60 seconds.
+	RetryFor time.Duration
+	// Logger receives notes; nil discards them.
+	Logger *slog.Logger
+	// Rand is the source of the ID, key and nonces; nil means crypto/rand.
+	Rand io.Reader
+}
+
+// URL returns the authority's URL, riak://NODES/ARCHIVE, as the
+// programs' --authority flag takes it.
+func (o Options) URL() string {
+	archive := o.Archive
+	if archive == "" {
+		archive = DefaultArchive
+	}
+	return "riak://" + strings.Join(o.Nodes, ",") + "/" + archive
+}
+
+func (o Options) rand() io.Reader {
+	if o.Rand == nil {
+		return rand.Reader
+	}
+	return o.Rand
+}
+
+// consensusWait is how long opening waits for a first strongly consistent
+// request to be served before it says that strong consistency is off.
+const consensusWait = 15 * time.Second
+
+// Authority is a run authority in a Riak cluster. It is safe for
+// concurrent use, and any number of Authority values, in any processes
+// on any hosts, may issue runs of one authority at once.
+type Authority struct {
+	conn *riakconn.Conn
+	opts Options
+	url  string
+	log  *slog.Logger
+	now  func() time.Time
+
+	// The buckets.
+	metaBucket, issued string
+
+	m meta
+
+	mu sync.Mutex
+	// next is the lowest run this handle tries next.
+	next uint64
+	// hint is the next key as last read or written, with its causal
+	// context (nil while the key does not exist).
+	hint   uint64
+	hintVC []byte
+	// want is the value this handle wants the next key to have.
+	want   uint64
+	closed bool
+
+	kick    chan struct{}
+	stop    chan struct{}
+	updater sync.WaitGroup
+}
+
+var _ authority.Issuer = (*Authority)(nil)
+
+// meta is the authority's metadata record.
+type meta struct {
+	Format    string    `json:"format"`
+	ID        string    `json:"id"`
+	Scheme    string    `json:"scheme"`
+	Key       string    `json:"key"`
+	CreatedAt time.Time `json:"created_at"`
+	State     string    `json:"state"`
+	// MigratedFrom names the runs.db it was moved from.
+	MigratedFrom string `json:"migrated_from,omitempty"`
+
+	scheme shuffle.Scheme
+	key    shuffle.Key
+}
+
+// record is a lease record, as the bbolt authority keeps it.
+type record struct {
+	Run      uint32    `json:"run"`
+	Program  string    `json:"program"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Note     string    `json:"note"`
+	IssuedAt time.Time `json:"issued_at"`
+	Nonce    string    `json:"nonce"`
+}
+
+type hintValue struct {
+	Next uint64 `json:"next"`
+}
+
+const (
+	keyMeta = "meta"
+	keyNext = "next"
+)
+
+// Open opens the authority of the archive in the cluster: ErrNoAuthority
+// if there is none, ErrMigrating while one is being moved there.
+func Open(ctx context.Context, opts Options) (*Authority, error) {
+	a, _, err := open(ctx, opts, nil, false)
+	return a, err
+}
+
+// OpenOrCreate opens the authority of the archive in the cluster,
+// creating it first (a random ID and key, the scheme of opts) if there is
+// none; created reports whether it did. Of several processes creating it
+// at once, one creates it and the others open that one.
+func OpenOrCreate(ctx context.Context, opts Options) (a *Authority, created bool, err error) {
+	return open(ctx, opts, func(now time.Time) (meta, error) { return newMeta(opts.Scheme, opts.rand(), now) }, false)
+}
+
+// open opens the authority; when there is none, it creates the one
+// create makes (if create is not nil). With migrating, an authority in
+// state migrating opens (for Migrate).
+func open(ctx context.Context, opts Options, create func(time.Time) (meta, error), migrating bool) (*Authority, bool, error) {
+	if opts.Archive == "" {
+		opts.Archive = DefaultArchive
+	}
+	if !archiveName.MatchString(opts.Archive) {
+		return nil, false, fmt.Errorf("cannot open the run authority: bad archive name %q: want 1 to 64 of a-z, 0-9, _ and -", opts.Archive)
+	}
+	if opts.Type == "" {
+		opts.Type = DefaultType
+	}
+	if opts.Scheme != "" {
+		if _, err := shuffle.ParseScheme(string(opts.Scheme)); err != nil {
+			return nil, false, fmt.Errorf("cannot open the run authority: %w", err)
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	conn, err := riakconn.Dial(riakconn.Options{Nodes: opts.Nodes, Timeout: opts.Timeout, RetryFor: opts.RetryFor, Logger: opts.Logger})
+	if err != nil {
+		return nil, false, err
+	}
+	a := &Authority{
+		conn: conn, opts: opts, url: opts.URL(), log: opts.Logger, now: time.Now,
+		metaBucket: opts.Archive + ".authority", issued: opts.Archive + ".issued",
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	created, err := a.load(ctx, create, migrating)
+	if err != nil {
+		conn.Close()
+		return nil, false, fmt.Errorf("cannot open the run authority %s: %w", a.url, err)
+	}
+	a.updater.Add(1)
+	go a.updateHint()
+	return a, created, nil
+}
+
+// load checks the cluster, reads (or creates) the metadata and the hint.
+func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, error), migrating bool) (created bool, err error) {
+	if err := a.checkType(ctx); err != nil {
+		return false, err
+	}
+	m, _, err := a.fetchMeta(ctx, consensusWait)
+	if err != nil {
+		return false, err
+	}
+	if m == nil {
+		if create == nil {
+			return false, ErrNoAuthority
+		}
+		nm, err := create(a.now())
+		if err != nil {
+			return false, err
+		}
+		v, _ := json.Marshal(nm)
+		ok, err := a.create(ctx, a.metaBucket, keyMeta, v)
+		if err != nil {
+			return false, err
+		}
+		if m, _, err = a.fetchMeta(ctx, a.opts.RetryFor); err != nil {
+			return false, err
+		}
+		if m == nil {
+			return false, fmt.Errorf("%w: the metadata created is not there", authority.ErrInconsistent)
+		}
+		// A create whose reply was lost and that was tried again is
+		// refused: it was ours if the ID is.
+		created = ok || m.ID == nm.ID
+		if created && m.State == stateReady {
+			a.log.Info("created a new run authority", "authority", m.ID, "scheme", m.Scheme, "url", a.url)
+		}
+	}
+	if m.State == stateMigrating && !migrating {
+		return false, migratingError(a.url, m.MigratedFrom)
+	}
+	if a.opts.Scheme != "" && m.scheme != a.opts.Scheme {
+		return false, authority.SchemeError(a.url, m.scheme, a.opts.Scheme)
+	}
+	a.m = *m
+	h, vc, err := a.fetchHint(ctx)
+	if err != nil {
+		return false, err
+	}
+	a.hint, a.hintVC, a.want = h, vc, h
+	a.next = max(h, 1)
+	return created, nil
+}
+
+func migratingError(url, from string) error {
+	return fmt.Errorf("%w: coordinator migrate is moving the authority of %s into %s and has not finished; if it was interrupted, run it again (coordinator migrate --db %s --to %s)", ErrMigrating, from, url, from, url)
+}
+
+func newMeta(scheme shuffle.Scheme, r io.Reader, now time.Time) (meta, error) {
+	if scheme == "" {
+		scheme = authority.DefaultScheme
+	}
+	var id [16]byte
+	var key shuffle.Key
+	if _, err := io.ReadFull(r, id[:]); err != nil {
+		return meta{}, fmt.Errorf("cannot draw the authority ID: %w", err)
+	}
+	if _, err := io.ReadFull(r, key[:]); err != nil {
+		return meta{}, fmt.Errorf("cannot draw the key: %w", err)
+	}
+	return meta{
+		Format: authority.Format, ID: hex.EncodeToString(id[:]), Scheme: string(scheme),
+		Key: hex.EncodeToString(key[:]), CreatedAt: now.UTC(), State: stateReady,
+	}, nil
+}
+
+// checkType checks that the bucket type exists and is consistent: on any
+// other, a create is not a claim (two writers can both succeed).
+func (a *Authority) checkType(ctx context.Context) error {
+	cmd, err := a.conn.DoFor(ctx, min(a.opts.RetryFor, 5*time.Second)+time.Second, func() (riak.Command, error) {
+		return riak.NewFetchBucketTypePropsCommandBuilder().WithBucketType(a.opts.Type).Build()
+	})
+	if err != nil {
+		if re, ok := riakconn.RiakError(err); ok && !riakconn.IsTransient(re) {
+			return fmt.Errorf("%w: bucket type %s is missing (Riak says %q): create it once per cluster, on one node: riak eval 'riak_kv_console:bucket_type_create([\"%s\", \"{\\\"props\\\":{\\\"consistent\\\":true}}\"]).' then riak eval 'riak_core_bucket_type:activate(<<\"%s\">>).'", ErrSetup, a.opts.Type, re.Errmsg, a.opts.Type, a.opts.Type)
+		}
+		return fmt.Errorf("no node answers: %w", err)
+	}
+	p := cmd.(*riak.FetchBucketTypePropsCommand).Response
+	if p == nil || !p.Consistent {
+		return fmt.Errorf("%w: bucket type %s is not consistent: the authority needs the conditional creates that only a strongly consistent bucket type gives (consistent cannot be changed once a type exists: create one with {\"props\":{\"consistent\":true}})", ErrSetup, a.opts.Type)
+	}
+	if p.NVal < 3 {
+		a.log.Warn("the authority's bucket type keeps fewer than 3 replicas: a node lost stops the issuing of runs", "type", a.opts.Type, "n_val", p.NVal)
+	}
+	return nil
+}
+
+// fetch reads a key of the consistent type: its value and causal
+// context, or a nil value.
+func (a *Authority) fetch(ctx context.Context, retryFor time.Duration, bucket, key string) ([]byte, []byte, error) {
+	cmd, err := a.conn.DoFor(ctx, retryFor, func() (riak.Command, error) {
+		return riak.NewFetchValueCommandBuilder().
+			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
+			WithTimeout(a.conn.Timeout()).Build()
+	})
+	if err != nil {
+		return nil, nil, mapClosed(fmt.Errorf("cannot fetch %s/%s/%s: %w", a.opts.Type, bucket, key, err))
+	}
+	r := cmd.(*riak.FetchValueCommand).Response
+	if r == nil || r.IsNotFound || len(r.Values) == 0 {
+		return nil, nil, nil
+	}
+	var live []*riak.Object
+	for _, v := range r.Values {
+		if v != nil && !v.IsTombstone {
+			live = append(live, v)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return nil, r.Values[0].VClock, nil
+	case 1:
+		return live[0].Value, live[0].VClock, nil
+	}
+	return nil, nil, fmt.Errorf("%w: %s/%s/%s has %d siblings: is bucket type %s consistent?", authority.ErrInconsistent, a.opts.Type, bucket, key, len(live), a.opts.Type)
+}
+
+// create writes a new key of the consistent type, or reports false if
+// the key exists. A create whose reply was lost and that was tried again
+// also gets false: callers read the key back to tell their own value from
+// another writer's.
+func (a *Authority) create(ctx context.Context, bucket, key string, value []byte) (bool, error) {
+	ok, _, err := a.put(ctx, bucket, key, value, nil)
+	return ok, err
+}
+
+// put writes a key of the consistent type with vclock as its causal
+// context (nil: create if absent). It reports false when Riak refused
+// (the key exists, or changed since vclock), and returns the new causal
+// context.
+func (a *Authority) put(ctx context.Context, bucket, key string, value, vclock []byte) (bool, []byte, error) {
+	cmd, err := a.conn.Do(ctx, func() (riak.Command, error) {
+		b := riak.NewStoreValueCommandBuilder().
+			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
+			WithContent(&riak.Object{ContentType: "application/json", Value: value}).
+			WithReturnHead(true).WithTimeout(a.conn.Timeout())
+		if vclock != nil {
+			b = b.WithVClock(vclock)
+		}
+		return b.Build()
+	})
+	if riakconn.IsFailed(err) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, mapClosed(fmt.Errorf("cannot store %s/%s/%s: %w", a.opts.Type, bucket, key, err))
+	}
+	var vc []byte
+	if r := cmd.(*riak.StoreValueCommand).Response; r != nil {
+		vc = r.VClock
+		if vc == nil && len(r.Values) > 0 {
+			vc = r.Values[0].VClock
+		}
+	}
+	return true, vc, nil
+}
+
+func mapClosed(err error) error {
+	if errors.Is(err, riakconn.ErrClosed) {
+		return fmt.Errorf("%w: %w", authority.ErrClosed, err)
+	}
+	return err
+}
+
+// fetchMeta reads and checks the metadata; nil if there is none.
+func (a *Authority) fetchMeta(ctx context.Context, retryFor time.Duration) (*meta, []byte, error) {
+	v, vc, err := a.fetch(ctx, retryFor, a.metaBucket, keyMeta)
+	if err != nil {
+		if errors.Is(err, riakconn.ErrUnavailable) && retryFor == consensusWait {
+			return nil, nil, fmt.Errorf("%w: bucket type %s is consistent, but the cluster served no strongly consistent request for %v: strong consistency is off, or its consensus subsystem has not started (set strong_consistency = on in riak.conf of every node; the subsystem starts by itself once the cluster has 3 nodes): %w", ErrSetup, a.opts.Type, retryFor, err)
+		}
+		return nil, nil, err
+	}
+	if v == nil {
+		return nil, vc, nil
+	}
+	m, err := parseMeta(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, vc, nil
+}
+
+func parseMeta(v []byte) (*meta, error) {
+	var m meta
+	if err := json.Unmarshal(v, &m); err != nil {
+		return nil, fmt.Errorf("%w: the metadata is not JSON: %v", authority.ErrNotAuthority, err)
+	}
+	if m.Format != authority.Format {
+		return nil, fmt.Errorf("%w: metadata of format %q, want %q", authority.ErrNotAuthority, m.Format, authority.Format)
+	}
+	if b, err := hex.DecodeString(m.ID); err != nil || len(b) != 16 {
+		return nil, fmt.Errorf("%w: bad authority ID %q", authority.ErrInconsistent, m.ID)
+	}
+	s, err := shuffle.ParseScheme(m.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", authority.ErrInconsistent, err)
+	}
+	k, err := hex.DecodeString(m.Key)
+	if err != nil || len(k) != shuffle.KeySize {
+		return nil, fmt.Errorf("%w: bad key", authority.ErrInconsistent)
+	}
+	if m.State != stateReady && m.State != stateMigrating {
+		return nil, fmt.Errorf("%w: state %q", authority.ErrInconsistent, m.State)
+	}
+	m.scheme = s
+	copy(m.key[:], k)
+	return &m, nil
+}
+
+// fetchHint reads the next key: 1 if it does not exist yet.
+func (a *Authority) fetchHint(ctx context.Context) (uint64, []byte, error) {
+	v, vc, err := a.fetch(ctx, a.opts.RetryFor, a.metaBucket, keyNext)
+	if err != nil {
+		return 0, nil, err
+	}
+	if v == nil {
+		return 1, vc, nil
+	}
+	var h hintValue
+	if err := json.Unmarshal(v, &h); err != nil || h.Next < 1 || h.Next > callnumber.MaxRun+1 {
+		return 0, nil, fmt.Errorf("%w: next run %q", authority.ErrInconsistent, v)
+	}
+	return h.Next, vc, nil
+}
+
+// ID returns the authority ID (32 hex digits).
+func (a *Authority) ID() string { return a.m.ID }
+
+// Scheme returns the shuffle scheme chosen at creation.
+func (a *Authority) Scheme() shuffle.Scheme { return a.m.scheme }
+
+// Key returns the shuffle key.
+func (a *Authority) Key() shuffle.Key { return a.m.key }
+
+// URL returns the authority's URL, riak://NODES/ARCHIVE.
+func (a *Authority) URL() string { return a.url }
+
+// Requests returns how many requests this handle has sent to Riak.
+func (a *Authority) Requests() int64 { return a.conn.Requests() }
+
+// reserve returns the next run for this handle to try, at least from,
+// and moves the handle's cursor past it, so that concurrent issues of one
+// handle try different runs.
+func (a *Authority) reserve(from uint64) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := max(a.next, from)
+	a.next = c + 1
+	return c
+}
+
+// Issue issues a run to h: it creates the run's lease record, trying the
+// runs from this handle's cursor upwards and jumping to the next key when
+// another allocator has taken one. See the package doc.
+func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.Lease, error) {
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", authority.ErrClosed)
+	}
+	var nonce [16]byte
+	if _, err := io.ReadFull(a.opts.rand(), nonce[:]); err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: cannot draw a nonce: %w", err)
+	}
+	rec := record{Program: h.Program, Host: h.Host, PID: h.PID, Note: h.Note, Nonce: hex.EncodeToString(nonce[:])}
+	c := a.reserve(0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+		}
+		if c > callnumber.MaxRun {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", authority.ErrExhausted)
+		}
+		rec.Run = uint32(c)
+		rec.IssuedAt = a.now().UTC()
+		v, err := json.Marshal(rec)
+		if err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+		}
+		key := strconv.FormatUint(c, 10)
+		ok, err := a.create(ctx, a.issued, key, v)
+		if err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+		}
+		if !ok {
+			// Taken: by another allocator, or by this very create, tried
+			// again after its reply was lost.
+			got, _, err := a.fetch(ctx, a.opts.RetryFor, a.issued, key)
+			if err != nil {
+				return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+			}
+			var other record
+			if got != nil && json.Unmarshal(got, &other) == nil && other.Nonce == rec.Nonce && other.Run == rec.Run {
+				rec = other
+				ok = true
+			}
+		}
+		if ok {
+			a.advance(c + 1)
+			return a.lease(rec), nil
+		}
+		hint, err := a.readHint(ctx)
+		if err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+		}
+		c = a.reserve(max(hint, c+1))
+	}
+}
+
+// readHint reads the next key and remembers it.
+func (a *Authority) readHint(ctx context.Context) (uint64, error) {
+	h, vc, err := a.fetchHint(ctx)
+	if err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	if h >= a.hint {
+		a.hint, a.hintVC = h, vc
+	}
+	a.mu.Unlock()
+	return h, nil
+}
+
+// advance asks for the next key to be moved to at least n, by the
+// handle's updater, so that Issue does not wait for it.
+func (a *Authority) advance(n uint64) {
+	a.mu.Lock()
+	if n > a.want {
+		a.want = n
+	}
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// updateHint is the handle's updater: it moves the next key forward when
+// advance asks, until Close.
+func (a *Authority) updateHint() {
+	defer a.updater.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		select {
+		case <-a.kick:
+			if err := a.flush(ctx); err != nil {
+				a.log.Warn("cannot move the next run forward (it is a hint: runs stay unique)", "err", err)
+			}
+		case <-a.stop:
+			return
+		}
+	}
+}
+
+// flush moves the next key forward to what the handle wants, by
+// compare-and-set: never backwards, whatever other handles write.
+func (a *Authority) flush(ctx context.Context) error {
+	for range 8 {
+		a.mu.Lock()
+		want, have, vc := a.want, a.hint, a.hintVC
+		a.mu.Unlock()
+		if want <= have {
+			return nil
+		}
+		v, _ := json.Marshal(hintValue{Next: want})
+		ok, nvc, err := a.put(ctx, a.metaBucket, keyNext, v, vc)
+		if err != nil {
+			return err
+		}
+		if ok && nvc != nil {
+			a.mu.Lock()
+			if want > a.hint {
+				a.hint, a.hintVC = want, nvc
+			}
+			a.mu.Unlock()
+			continue
+		}
+		// Another handle moved it (or the reply had no causal context):
+		// read it and go on from there.
+		h, nvc, err := a.fetchHint(ctx)
+		if err != nil {
+			return err
+		}
+		a.mu.Lock()
+		a.hint, a.hintVC = h, nvc
+		a.mu.Unlock()
+	}
+	return errors.New("the next run kept changing under us")
+}
+
+func (a *Authority) lease(r record) callnumber.Lease {
+	return callnumber.Lease{
+		Run: r.Run, Version: callnumber.CurrentVersion,
+		Authority: a.m.ID, Scheme: a.m.scheme, Key: a.m.key,
+		Nonce: r.Nonce, Program: r.Program, Host: r.Host, PID: r.PID, Note: r.Note,
+		IssuedAt: r.IssuedAt,
+	}
+}
+
+// Lease returns the lease issued for run, or authority.ErrNotIssued.
+func (a *Authority) Lease(ctx context.Context, run uint32) (callnumber.Lease, error) {
+	v, _, err := a.fetch(ctx, a.opts.RetryFor, a.issued, strconv.FormatUint(uint64(run), 10))
+	if err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot read lease %d: %w", run, err)
+	}
+	if v == nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot read lease %d: %w", run, authority.ErrNotIssued)
+	}
+	var rec record
+	if err := json.Unmarshal(v, &rec); err != nil || rec.Run != run {
+		return callnumber.Lease{}, fmt.Errorf("cannot read lease %d: %w: %q", run, authority.ErrInconsistent, v)
+	}
+	return a.lease(rec), nil
+}
+
+// NextRun returns the next key, once this handle's own runs are written
+// into it: every run this handle issued is below it. Other handles may be
+// ahead of it (their updates under way), so it is where the search for a
+// free run starts, not a promise that runs above it are free.
+func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
+	if err := a.flush(ctx); err != nil {
+		return 0, fmt.Errorf("cannot read the next run: %w", err)
+	}
+	h, err := a.readHint(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the next run: %w", err)
+	}
+	return h, nil
+}
+
+// Check reports whether the authority is usable: its metadata reads
+// back, the same. It tries for a few seconds, not RetryFor: it answers a
+// health check.
+func (a *Authority) Check(ctx context.Context) error {
+	m, _, err := a.fetchMeta(ctx, 5*time.Second)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cannot read the run authority %s: %w", a.url, err)
+	case m == nil || m.ID != a.m.ID:
+		return fmt.Errorf("%w: the authority's metadata changed or vanished under us", authority.ErrInconsistent)
+	case m.State != stateReady:
+		return migratingError(a.url, m.MigratedFrom)
+	}
+	return nil
+}
+
+// Close writes the next key one last time (for a few seconds at most)
+// and closes the connection.
+func (a *Authority) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	a.mu.Unlock()
+	close(a.stop)
+	a.updater.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := a.flush(ctx); err != nil {
+		a.log.Warn("cannot move the next run forward (it is a hint: runs stay unique)", "err", err)
+	}
+	cancel()
+	return a.conn.Close()
+}
