@@ -524,6 +524,16 @@ func (a *Authority) reserve(from uint64) uint64 {
 	return c
 }
 
+// unreserve gives c back when Issue gave up on it before any create of
+// it could have been applied, unless the cursor moved on since.
+func (a *Authority) unreserve(c uint64) {
+	a.mu.Lock()
+	if a.next == c+1 {
+		a.next = c
+	}
+	a.mu.Unlock()
+}
+
 // Issue issues a run to h: it creates the run's lease record, trying the
 // runs from this handle's cursor upwards and jumping to the next key when
 // another allocator has taken one. See the package doc.
@@ -534,6 +544,9 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 	if closed {
 		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", authority.ErrClosed)
 	}
+	if err := ctx.Err(); err != nil {
+		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
+	}
 	var nonce [16]byte
 	if _, err := io.ReadFull(a.opts.rand(), nonce[:]); err != nil {
 		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: cannot draw a nonce: %w", err)
@@ -542,6 +555,7 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 	c := a.reserve(0)
 	for {
 		if err := ctx.Err(); err != nil {
+			a.unreserve(c)
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
 		if c > callnumber.MaxRun {
