@@ -236,4 +236,3 @@ func TestNotConsistent(t *testing.T) {
 		t.Errorf("Open() on a missing bucket type = %v, want ErrSetup", err)
 	}
 }
-
