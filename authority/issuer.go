@@ -34,8 +34,9 @@ type Issuer interface {
 	Issue(ctx context.Context, h Holder) (callnumber.Lease, error)
 	// Lease returns the lease issued for run, or ErrNotIssued.
 	Lease(ctx context.Context, run uint32) (callnumber.Lease, error)
-	// NextRun returns the lowest run the authority may issue next: no
-	// run below it will be issued (2^30 when exhausted).
+	// NextRun returns a run above every run issued so far: none at or
+	// above it has been issued (2^30 when exhausted). A backend may have
+	// reserved runs below it that it has not issued yet.
 	NextRun(ctx context.Context) (uint64, error)
 	// Check reports whether the authority is usable.
 	Check(ctx context.Context) error

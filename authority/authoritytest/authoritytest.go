@@ -132,9 +132,11 @@ func testFirstRuns(t *testing.T, b Backend) {
 			t.Errorf("lease %d has no issued-at", l.Run)
 		}
 	}
+	// A backend may reserve runs ahead (riakauthority does), so the next
+	// run is above the last one issued, not necessarily just above.
 	next, err := a.NextRun(t.Context())
-	if err != nil || next != uint64(last)+1 {
-		t.Errorf("NextRun() after issuing up to %d = %d, %v; want %d", last, next, err, last+1)
+	if err != nil || next <= uint64(last) || next > callnumber.MaxRun {
+		t.Errorf("NextRun() after issuing up to %d = %d, %v; want above it", last, next, err)
 	}
 }
 

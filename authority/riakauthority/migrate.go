@@ -114,11 +114,10 @@ func migrate(ctx context.Context, src *authority.Authority, url string, opts Opt
 	if err := at("copied"); err != nil {
 		return rep, err
 	}
-	a.advance(rep.Next)
-	if err := a.flush(ctx); err != nil {
+	if err := a.raise(ctx, rep.Next); err != nil {
 		return rep, fmt.Errorf("cannot move %s into %s: cannot set the next run: %w", src.Path(), url, err)
 	}
-	if h, err := a.readHint(ctx); err != nil || h < rep.Next {
+	if h, err := a.NextRun(ctx); err != nil || h < rep.Next {
 		return rep, fmt.Errorf("cannot move %s into %s: the next run is %d, want at least %d: %v", src.Path(), url, h, rep.Next, err)
 	}
 	if err := at("next"); err != nil {

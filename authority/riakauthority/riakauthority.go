@@ -11,7 +11,7 @@
 // of the archive:
 //
 //	ARCHIVE.authority/meta   {"format","id","scheme","key","created_at","state","migrated_from"}
-//	ARCHIVE.authority/next   {"next":N}: where allocators start looking
+//	ARCHIVE.authority/next   {"next":N}: no run at or above N has been issued
 //	ARCHIVE.issued/RUN       one lease record per issued run (RUN in decimal):
 //	                         {"run","program","host","pid","note","issued_at","nonce"}
 //
@@ -23,13 +23,23 @@
 // "failed". So a run is issued by creating its lease record: Issue returns
 // run N only once the create of ARCHIVE.issued/N has been acknowledged by
 // a majority of the key's replicas, and a run whose record exists is never
-// issued again. Nothing else is needed for uniqueness: the next key is a
-// hint, moved forward by compare-and-set after each run issued, so that
-// allocators seldom try a run already taken. A create whose reply was
-// lost and that was tried again finds the key taken: Issue reads it back
-// and takes it as its own only if the nonce is its own. A run may be
-// skipped (a create that timed out, then given up on), never issued twice.
-// After run 2^30-1 Issue fails with authority.ErrExhausted.
+// issued again, whatever else happens. A create whose reply was lost and
+// that was tried again finds the key taken: Issue reads it back and takes
+// it as its own only if the nonce is its own. A run may be skipped (a
+// create that timed out, then given up on), never issued twice. After run
+// 2^30-1 Issue fails with authority.ErrExhausted.
+//
+// # Speed
+//
+// So that allocators racing on several hosts do not all try the same run,
+// each handle reserves a block of runs by moving the next key forward by
+// compare-and-set (of two handles reserving at once, one succeeds and the
+// other reads the key again and reserves the next block), and issues the
+// runs of its block, one create each. A block is one run at first and
+// doubles each time one is used up, up to 64: a program that takes one
+// run reserves one, a busy coordinator reserves one block in 64 issues.
+// The runs of a block left when a handle closes are given back if no
+// other handle reserved since, and are otherwise never issued.
 //
 // The metadata is created once, also by a create-if-absent: two programs
 // creating the authority at once agree on one ID and key. An authority
@@ -156,21 +166,30 @@ type Authority struct {
 
 	m meta
 
-	mu sync.Mutex
-	// next is the lowest run this handle tries next.
-	next uint64
+	// mu guards the fields below; reserving serialises this handle's
+	// reservations (a network round trip, which mu is not held over).
+	mu        sync.Mutex
+	reserving sync.Mutex
+	// blk is the block of runs this handle has reserved and not tried
+	// yet: [blk.next, blk.end).
+	blk block
+	// size is the size of the next block reserved: 1 at first, doubled
+	// each time a block is used up, up to maxBlock.
+	size uint64
 	// hint is the next key as last read or written, with its causal
 	// context (nil while the key does not exist).
 	hint   uint64
 	hintVC []byte
-	// want is the value this handle wants the next key to have.
-	want   uint64
 	closed bool
-
-	kick    chan struct{}
-	stop    chan struct{}
-	updater sync.WaitGroup
 }
+
+type block struct{ next, end uint64 }
+
+// maxBlock is the largest block of runs a handle reserves at once. A
+// handle that stops (a program that ends) leaves the rest of its block
+// unissued, unless no other handle reserved since (Close gives it back):
+// a program that takes one run reserves one.
+const maxBlock = 64
 
 var _ authority.Issuer = (*Authority)(nil)
 
@@ -252,15 +271,13 @@ func open(ctx context.Context, opts Options, create func(time.Time) (meta, error
 	a := &Authority{
 		conn: conn, opts: opts, url: opts.URL(), log: opts.Logger, now: time.Now,
 		metaBucket: opts.Archive + ".authority", issued: opts.Archive + ".issued",
-		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		size: 1,
 	}
 	created, err := a.load(ctx, create, migrating)
 	if err != nil {
 		conn.Close()
 		return nil, false, fmt.Errorf("cannot open the run authority %s: %w", a.url, err)
 	}
-	a.updater.Add(1)
-	go a.updateHint()
 	return a, created, nil
 }
 
@@ -310,8 +327,7 @@ func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, erro
 	if err != nil {
 		return false, err
 	}
-	a.hint, a.hintVC, a.want = h, vc, h
-	a.next = max(h, 1)
+	a.hint, a.hintVC = h, vc
 	return created, nil
 }
 
@@ -513,30 +529,112 @@ func (a *Authority) URL() string { return a.url }
 // Requests returns how many requests this handle has sent to Riak.
 func (a *Authority) Requests() int64 { return a.conn.Requests() }
 
-// reserve returns the next run for this handle to try, at least from,
-// and moves the handle's cursor past it, so that concurrent issues of one
-// handle try different runs.
-func (a *Authority) reserve(from uint64) uint64 {
+// take returns the next run of this handle's block, reserving a new
+// block first when it is used up.
+func (a *Authority) take(ctx context.Context) (uint64, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	c := max(a.next, from)
-	a.next = c + 1
-	return c
-}
-
-// unreserve gives c back when Issue gave up on it before any create of
-// it could have been applied, unless the cursor moved on since.
-func (a *Authority) unreserve(c uint64) {
-	a.mu.Lock()
-	if a.next == c+1 {
-		a.next = c
+	if a.blk.next < a.blk.end {
+		c := a.blk.next
+		a.blk.next++
+		a.mu.Unlock()
+		return c, nil
 	}
 	a.mu.Unlock()
+	a.reserving.Lock()
+	defer a.reserving.Unlock()
+	a.mu.Lock()
+	if a.blk.next < a.blk.end { // another goroutine reserved meanwhile
+		c := a.blk.next
+		a.blk.next++
+		a.mu.Unlock()
+		return c, nil
+	}
+	size := a.size
+	a.mu.Unlock()
+	from, end, err := a.reserve(ctx, size)
+	if err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	a.blk = block{next: from + 1, end: end}
+	a.size = min(2*size, maxBlock)
+	a.mu.Unlock()
+	return from, nil
 }
 
-// Issue issues a run to h: it creates the run's lease record, trying the
-// runs from this handle's cursor upwards and jumping to the next key when
-// another allocator has taken one. See the package doc.
+// reserve moves the next key forward by size (at most to 2^30) by
+// compare-and-set and returns the runs it passed over, [from, end): no
+// other handle tries them. It fails with ErrExhausted when the key is at
+// 2^30.
+func (a *Authority) reserve(ctx context.Context, size uint64) (from, end uint64, err error) {
+	for range 100 {
+		a.mu.Lock()
+		h, vc := a.hint, a.hintVC
+		a.mu.Unlock()
+		if h > callnumber.MaxRun {
+			return 0, 0, authority.ErrExhausted
+		}
+		end := min(h+size, callnumber.MaxRun+1)
+		ok, err := a.setHint(ctx, h, end, vc)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			return h, end, nil
+		}
+	}
+	return 0, 0, errors.New("the next run kept changing under us (100 tries)")
+}
+
+// setHint writes the next key to value by compare-and-set against vclock
+// (nil: create it) and reports whether it did; when it did not (another
+// handle wrote it since), the handle's copy of the key is read again.
+// was is the value vclock is of.
+func (a *Authority) setHint(ctx context.Context, was, value uint64, vclock []byte) (bool, error) {
+	v, _ := json.Marshal(hintValue{Next: value})
+	ok, nvc, err := a.put(ctx, a.metaBucket, keyNext, v, vclock)
+	if err != nil {
+		return false, err
+	}
+	if ok && nvc != nil {
+		a.mu.Lock()
+		if a.hint == was {
+			a.hint, a.hintVC = value, nvc
+		}
+		a.mu.Unlock()
+		return true, nil
+	}
+	// Refused, or written without a causal context in the reply: read it.
+	h, nvc, err := a.fetchHint(ctx)
+	if err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	a.hint, a.hintVC = h, nvc
+	a.mu.Unlock()
+	// Written and read back as written, with no one in between that the
+	// value would tell: the write was ours only if the put said so.
+	return ok, nil
+}
+
+// raise moves the next key to at least n (never backwards).
+func (a *Authority) raise(ctx context.Context, n uint64) error {
+	for range 100 {
+		a.mu.Lock()
+		h, vc := a.hint, a.hintVC
+		a.mu.Unlock()
+		if h >= n {
+			return nil
+		}
+		if _, err := a.setHint(ctx, h, n, vc); err != nil {
+			return err
+		}
+	}
+	return errors.New("the next run kept changing under us (100 tries)")
+}
+
+// Issue issues a run to h: it creates the lease record of the next run
+// of this handle's block of reserved runs. See the package doc.
 func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.Lease, error) {
 	a.mu.Lock()
 	closed := a.closed
@@ -552,14 +650,13 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: cannot draw a nonce: %w", err)
 	}
 	rec := record{Program: h.Program, Host: h.Host, PID: h.PID, Note: h.Note, Nonce: hex.EncodeToString(nonce[:])}
-	c := a.reserve(0)
 	for {
 		if err := ctx.Err(); err != nil {
-			a.unreserve(c)
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
-		if c > callnumber.MaxRun {
-			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", authority.ErrExhausted)
+		c, err := a.take(ctx)
+		if err != nil {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", mapClosed(err))
 		}
 		rec.Run = uint32(c)
 		rec.IssuedAt = a.now().UTC()
@@ -568,115 +665,47 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
 		key := strconv.FormatUint(c, 10)
-		ok, err := a.create(ctx, a.issued, key, v)
+		ok, tries, err := a.createCounted(ctx, a.issued, key, v)
 		if err != nil {
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
-		if !ok {
-			// Taken: by another allocator, or by this very create, tried
-			// again after its reply was lost.
+		if !ok && tries > 1 {
+			// Taken: by this very create, tried again after its reply
+			// was lost, or by another writer.
 			got, _, err := a.fetch(ctx, a.opts.RetryFor, a.issued, key)
 			if err != nil {
 				return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 			}
-			var other record
-			if got != nil && json.Unmarshal(got, &other) == nil && other.Nonce == rec.Nonce && other.Run == rec.Run {
-				rec = other
-				ok = true
+			var there record
+			if got != nil && json.Unmarshal(got, &there) == nil && there.Nonce == rec.Nonce && there.Run == rec.Run {
+				rec, ok = there, true
 			}
 		}
 		if ok {
-			a.advance(c + 1)
 			return a.lease(rec), nil
 		}
-		hint, err := a.readHint(ctx)
-		if err != nil {
-			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
-		}
-		c = a.reserve(max(hint, c+1))
+		// Taken by another writer, though reserved by this handle: a
+		// lease copied by a migration, or written by hand. Go on.
+		a.log.Warn("a run reserved by this handle was taken: trying the next", "run", c)
 	}
 }
 
-// readHint reads the next key and remembers it.
-func (a *Authority) readHint(ctx context.Context) (uint64, error) {
-	h, vc, err := a.fetchHint(ctx)
+// createCounted is create, also saying how many attempts it took.
+func (a *Authority) createCounted(ctx context.Context, bucket, key string, value []byte) (ok bool, tries int, err error) {
+	_, err = a.conn.Do(ctx, func() (riak.Command, error) {
+		tries++
+		return riak.NewStoreValueCommandBuilder().
+			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
+			WithContent(&riak.Object{ContentType: "application/json", Value: value}).
+			WithTimeout(a.conn.Timeout()).Build()
+	})
+	if riakconn.IsFailed(err) {
+		return false, tries, nil
+	}
 	if err != nil {
-		return 0, err
+		return false, tries, mapClosed(fmt.Errorf("cannot store %s/%s/%s: %w", a.opts.Type, bucket, key, err))
 	}
-	a.mu.Lock()
-	if h >= a.hint {
-		a.hint, a.hintVC = h, vc
-	}
-	a.mu.Unlock()
-	return h, nil
-}
-
-// advance asks for the next key to be moved to at least n, by the
-// handle's updater, so that Issue does not wait for it.
-func (a *Authority) advance(n uint64) {
-	a.mu.Lock()
-	if n > a.want {
-		a.want = n
-	}
-	a.mu.Unlock()
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-}
-
-// updateHint is the handle's updater: it moves the next key forward when
-// advance asks, until Close.
-func (a *Authority) updateHint() {
-	defer a.updater.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for {
-		select {
-		case <-a.kick:
-			if err := a.flush(ctx); err != nil {
-				a.log.Warn("cannot move the next run forward (it is a hint: runs stay unique)", "err", err)
-			}
-		case <-a.stop:
-			return
-		}
-	}
-}
-
-// flush moves the next key forward to what the handle wants, by
-// compare-and-set: never backwards, whatever other handles write.
-func (a *Authority) flush(ctx context.Context) error {
-	for range 8 {
-		a.mu.Lock()
-		want, have, vc := a.want, a.hint, a.hintVC
-		a.mu.Unlock()
-		if want <= have {
-			return nil
-		}
-		v, _ := json.Marshal(hintValue{Next: want})
-		ok, nvc, err := a.put(ctx, a.metaBucket, keyNext, v, vc)
-		if err != nil {
-			return err
-		}
-		if ok && nvc != nil {
-			a.mu.Lock()
-			if want > a.hint {
-				a.hint, a.hintVC = want, nvc
-			}
-			a.mu.Unlock()
-			continue
-		}
-		// Another handle moved it (or the reply had no causal context):
-		// read it and go on from there.
-		h, nvc, err := a.fetchHint(ctx)
-		if err != nil {
-			return err
-		}
-		a.mu.Lock()
-		a.hint, a.hintVC = h, nvc
-		a.mu.Unlock()
-	}
-	return errors.New("the next run kept changing under us")
+	return true, tries, nil
 }
 
 func (a *Authority) lease(r record) callnumber.Lease {
@@ -704,18 +733,19 @@ func (a *Authority) Lease(ctx context.Context, run uint32) (callnumber.Lease, er
 	return a.lease(rec), nil
 }
 
-// NextRun returns the next key, once this handle's own runs are written
-// into it: every run this handle issued is below it. Other handles may be
-// ahead of it (their updates under way), so it is where the search for a
-// free run starts, not a promise that runs above it are free.
+// NextRun returns the next key: no run at or above it has been issued
+// (runs below it were issued, are reserved by a handle, or were left
+// unissued by one that stopped).
 func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
-	if err := a.flush(ctx); err != nil {
-		return 0, fmt.Errorf("cannot read the next run: %w", err)
-	}
-	h, err := a.readHint(ctx)
+	h, vc, err := a.fetchHint(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the next run: %w", err)
 	}
+	a.mu.Lock()
+	if h >= a.hint {
+		a.hint, a.hintVC = h, vc
+	}
+	a.mu.Unlock()
 	return h, nil
 }
 
@@ -735,22 +765,28 @@ func (a *Authority) Check(ctx context.Context) error {
 	return nil
 }
 
-// Close writes the next key one last time (for a few seconds at most)
-// and closes the connection.
+// Close gives back the runs of its block it has not issued, if no other
+// handle reserved runs since (for a few seconds at most), and closes the
+// connection.
 func (a *Authority) Close() error {
+	a.reserving.Lock()
+	defer a.reserving.Unlock()
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
 		return nil
 	}
 	a.closed = true
+	blk, h, vc := a.blk, a.hint, a.hintVC
+	a.blk = block{}
 	a.mu.Unlock()
-	close(a.stop)
-	a.updater.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := a.flush(ctx); err != nil {
-		a.log.Warn("cannot move the next run forward (it is a hint: runs stay unique)", "err", err)
+	if blk.next < blk.end && h == blk.end && vc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Issues in flight have taken their runs from the block already.
+		if _, err := a.setHint(ctx, h, blk.next, vc); err != nil {
+			a.log.Debug("cannot give back the runs reserved and not issued", "from", blk.next, "to", blk.end, "err", err)
+		}
+		cancel()
 	}
-	cancel()
 	return a.conn.Close()
 }
