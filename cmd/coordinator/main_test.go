@@ -47,7 +47,7 @@ func TestUsage(t *testing.T) {
 		{"flags before the command", []string{"--db", db, "bump", "--to", "5"}, 2, "it comes first: coordinator bump --db " + db + " --to 5)\nRun 'coordinator --help' for usage."},
 		{"bump usage hint", []string{"bump", "--db", db}, 2, "bump wants --db and --to\nRun 'coordinator bump --help' for usage."},
 		{"backup usage hint", []string{"backup", "--db", db}, 2, "backup wants one output file\nRun 'coordinator backup --help' for usage."},
-		{"serve usage hint", []string{"--token-file", token}, 2, "--db is required\nRun 'coordinator --help' for usage."},
+		{"serve usage hint", []string{"--token-file", token}, 2, "--db is required (or --authority)\nRun 'coordinator --help' for usage."},
 		{"stray argument before flags", []string{"extra", "--db", db, "--token-file", token}, 2, "unexpected argument \"extra\""},
 		{"stray argument after flags", []string{"--db", db, "--token-file", token, "extra"}, 2, "unexpected argument \"extra\""},
 		{"bad flag last", []string{"--db", db, "--token-file", token, "--lsten", ":0"}, 2, "lsten"},
