@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -25,6 +26,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// IssueTimeout bounds the issuing of one run (an authority in a cluster
+// that lost a node may wait for it): below Serve's write timeout.
+const IssueTimeout = 25 * time.Second
 
 // MaxBody is the largest request body the server reads; larger ones are
 // refused with 413.
@@ -270,9 +275,16 @@ func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, KindBadRequest, err.Error())
 		return
 	}
-	lease, err := s.a.Issue(r.Context(), authority.Holder(req))
+	// An issue that cannot finish before the server's write timeout is
+	// answered 503, which clients try again, rather than cut off.
+	ctx, cancel := context.WithTimeout(r.Context(), IssueTimeout)
+	defer cancel()
+	lease, err := s.a.Issue(ctx, authority.Holder(req))
 	if err != nil {
 		switch {
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+			s.log.Warn("cannot issue a run in time", "timeout", IssueTimeout, "err", err)
+			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, fmt.Sprintf("the authority could not record a run in %v", IssueTimeout))
 		case errors.Is(err, authority.ErrExhausted):
 			s.fail(w, http.StatusConflict, KindExhausted, authority.ErrExhausted.Error())
 		case errors.Is(err, authority.ErrClosed):

@@ -230,16 +230,18 @@ func (a *Authority) ready(ctx context.Context) error {
 		}
 		if m.State == stateReady {
 			a.m.State = stateReady
+			a.writeCopies(ctx) // an earlier run may have stopped before
 			return nil
 		}
 		m.State = stateReady
 		v, _ := json.Marshal(m)
-		ok, _, err := a.put(ctx, a.metaBucket, keyMeta, v, vc)
+		ok, _, err := a.put(ctx, a.opts.RetryFor, a.metaBucket, keyMeta, v, vc)
 		if err != nil {
 			return err
 		}
 		if ok {
 			a.m.State = stateReady
+			a.writeCopies(ctx)
 			return nil
 		}
 	}

@@ -11,7 +11,9 @@
 // of the archive:
 //
 //	ARCHIVE.authority/meta   {"format","id","scheme","key","created_at","state","migrated_from"}
+//	ARCHIVE.authority/meta.1 ... meta.7   copies of meta, once it is ready
 //	ARCHIVE.authority/next   {"next":N}: no run at or above N has been issued
+//	                         (but for runs taken while it could not be reached)
 //	ARCHIVE.issued/RUN       one lease record per issued run (RUN in decimal):
 //	                         {"run","program","host","pid","note","issued_at","nonce"}
 //
@@ -41,6 +43,22 @@
 // The runs of a block left when a handle closes are given back if no
 // other handle reserved since, and are otherwise never issued.
 //
+// # A node lost
+//
+// Every key belongs to a consensus group of three members, which serves
+// it while two are up. On fewer than 5 nodes some groups keep two members
+// on one node, and losing that node stops them until it is back, while
+// the others go on. So the authority does not wait on one key: a run
+// whose record cannot be created within a few seconds is left (perhaps
+// recorded, then never issued again, never returned) for the next run,
+// whose key is most likely in another group; while the next key cannot be
+// reached, a handle picks runs at random just above it (and above those
+// it picked), creates their records as usual, and moves the next key past
+// them once it can (at its next reservation, or Close). The metadata has
+// copies (meta.1 to meta.7) that programs open the authority from while
+// meta's group cannot serve. Issue gives up after RetryFor without a run
+// recorded.
+//
 // The metadata is created once, also by a create-if-absent: two programs
 // creating the authority at once agree on one ID and key. An authority
 // moved here from a runs.db (Migrate) is in state "migrating" until every
@@ -57,6 +75,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -128,6 +147,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Rand is the source of the ID, key and nonces; nil means crypto/rand.
 	Rand io.Reader
+
+	// fault, set by tests, becomes Authority.fault.
+	fault func(key string) error
 }
 
 // URL returns the authority's URL, riak://NODES/ARCHIVE, as the
@@ -181,6 +203,17 @@ type Authority struct {
 	hint   uint64
 	hintVC []byte
 	closed bool
+	// nextDown is until when the next key is taken to be unreachable
+	// (its consensus group lost its majority): Issue then spills, taking
+	// runs above it directly (see the package doc).
+	nextDown time.Time
+	// spilled is above every run this handle spilled: its next
+	// reservation starts there.
+	spilled uint64
+
+	// fault, set by tests, is asked before every request for a key
+	// (bucket/key); an error it returns is the request's.
+	fault func(key string) error
 }
 
 type block struct{ next, end uint64 }
@@ -190,6 +223,22 @@ type block struct{ next, end uint64 }
 // unissued, unless no other handle reserved since (Close gives it back):
 // a program that takes one run reserves one.
 const maxBlock = 64
+
+// step is how long one request for one key is tried before Issue turns
+// to another key: on a cluster where a node is lost, the consensus groups
+// that kept two of their three members on it (which happens on fewer than
+// 5 nodes) cannot serve until it is back, and other keys can.
+const step = 5 * time.Second
+
+// spillWindow is how far above the next key a handle that cannot reach
+// it picks runs at random.
+const spillWindow = 4096
+
+// metaCopies is how many copies of the metadata of a ready authority are
+// kept besides meta (meta.1 ... meta.N), each likely in another consensus
+// group, so that a program can open the authority while meta's group
+// cannot serve.
+const metaCopies = 7
 
 var _ authority.Issuer = (*Authority)(nil)
 
@@ -264,6 +313,12 @@ func open(ctx context.Context, opts Options, create func(time.Time) (meta, error
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = 60 * time.Second
+	}
 	conn, err := riakconn.Dial(riakconn.Options{Nodes: opts.Nodes, Timeout: opts.Timeout, RetryFor: opts.RetryFor, Logger: opts.Logger})
 	if err != nil {
 		return nil, false, err
@@ -271,7 +326,7 @@ func open(ctx context.Context, opts Options, create func(time.Time) (meta, error
 	a := &Authority{
 		conn: conn, opts: opts, url: opts.URL(), log: opts.Logger, now: time.Now,
 		metaBucket: opts.Archive + ".authority", issued: opts.Archive + ".issued",
-		size: 1,
+		size: 1, fault: opts.fault,
 	}
 	created, err := a.load(ctx, create, migrating)
 	if err != nil {
@@ -286,7 +341,7 @@ func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, erro
 	if err := a.checkType(ctx); err != nil {
 		return false, err
 	}
-	m, _, err := a.fetchMeta(ctx, consensusWait)
+	m, err := a.readMeta(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -323,8 +378,17 @@ func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, erro
 		return false, authority.SchemeError(a.url, m.scheme, a.opts.Scheme)
 	}
 	a.m = *m
-	h, vc, err := a.fetchHint(ctx)
-	if err != nil {
+	if created && m.State == stateReady {
+		a.writeCopies(ctx)
+	}
+	// The next key is read again when it is written: a first look, which
+	// may fail while its consensus group cannot serve.
+	h, vc, err := a.fetchHint(ctx, min(a.opts.RetryFor, step))
+	switch {
+	case errors.Is(err, riakconn.ErrUnavailable):
+		a.log.Debug("cannot read the next run yet", "err", err)
+		h, vc = 1, nil
+	case err != nil:
 		return false, err
 	}
 	a.hint, a.hintVC = h, vc
@@ -378,6 +442,9 @@ func (a *Authority) checkType(ctx context.Context) error {
 // fetch reads a key of the consistent type: its value and causal
 // context, or a nil value.
 func (a *Authority) fetch(ctx context.Context, retryFor time.Duration, bucket, key string) ([]byte, []byte, error) {
+	if err := a.injected(bucket, key); err != nil {
+		return nil, nil, fmt.Errorf("cannot fetch %s/%s/%s: %w", a.opts.Type, bucket, key, err)
+	}
 	cmd, err := a.conn.DoFor(ctx, retryFor, func() (riak.Command, error) {
 		return riak.NewFetchValueCommandBuilder().
 			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
@@ -410,16 +477,27 @@ func (a *Authority) fetch(ctx context.Context, retryFor time.Duration, bucket, k
 // also gets false: callers read the key back to tell their own value from
 // another writer's.
 func (a *Authority) create(ctx context.Context, bucket, key string, value []byte) (bool, error) {
-	ok, _, err := a.put(ctx, bucket, key, value, nil)
+	ok, _, err := a.put(ctx, a.opts.RetryFor, bucket, key, value, nil)
 	return ok, err
+}
+
+// injected returns the test's fault for bucket/key, if any.
+func (a *Authority) injected(bucket, key string) error {
+	if a.fault == nil {
+		return nil
+	}
+	return a.fault(bucket + "/" + key)
 }
 
 // put writes a key of the consistent type with vclock as its causal
 // context (nil: create if absent). It reports false when Riak refused
 // (the key exists, or changed since vclock), and returns the new causal
 // context.
-func (a *Authority) put(ctx context.Context, bucket, key string, value, vclock []byte) (bool, []byte, error) {
-	cmd, err := a.conn.Do(ctx, func() (riak.Command, error) {
+func (a *Authority) put(ctx context.Context, retryFor time.Duration, bucket, key string, value, vclock []byte) (bool, []byte, error) {
+	if err := a.injected(bucket, key); err != nil {
+		return false, nil, fmt.Errorf("cannot store %s/%s/%s: %w", a.opts.Type, bucket, key, err)
+	}
+	cmd, err := a.conn.DoFor(ctx, retryFor, func() (riak.Command, error) {
 		b := riak.NewStoreValueCommandBuilder().
 			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
 			WithContent(&riak.Object{ContentType: "application/json", Value: value}).
@@ -450,6 +528,64 @@ func mapClosed(err error) error {
 		return fmt.Errorf("%w: %w", authority.ErrClosed, err)
 	}
 	return err
+}
+
+// readMeta reads the metadata from meta or, while meta's consensus group
+// cannot serve, from one of its copies (which exist once the authority
+// is ready, and never change): nil if there is none.
+func (a *Authority) readMeta(ctx context.Context) (*meta, error) {
+	type answer struct {
+		copy bool
+		m    *meta
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan answer, metaCopies+1)
+	go func() {
+		m, _, err := a.fetchMeta(ctx, consensusWait)
+		answers <- answer{false, m, err}
+	}()
+	for i := 1; i <= metaCopies; i++ {
+		go func() {
+			v, _, err := a.fetch(ctx, consensusWait, a.metaBucket, keyMeta+"."+strconv.Itoa(i))
+			var m *meta
+			if err == nil && v != nil {
+				m, err = parseMeta(v)
+			}
+			answers <- answer{true, m, err}
+		}()
+	}
+	var primary *answer
+	for range metaCopies + 1 {
+		an := <-answers
+		switch {
+		case !an.copy:
+			// meta answered: found or not, it is the truth.
+			if an.err == nil {
+				return an.m, nil
+			}
+			primary = &an
+		case an.err == nil && an.m != nil && an.m.State == stateReady:
+			return an.m, nil
+		}
+	}
+	return nil, primary.err
+}
+
+// writeCopies writes the copies of the metadata of a ready authority
+// (best effort: a missing copy only makes opening depend more on meta).
+func (a *Authority) writeCopies(ctx context.Context) {
+	v, _ := json.Marshal(a.m)
+	var wg sync.WaitGroup
+	for i := 1; i <= metaCopies; i++ {
+		wg.Go(func() {
+			if _, err := a.create(ctx, a.metaBucket, keyMeta+"."+strconv.Itoa(i), v); err != nil {
+				a.log.Debug("cannot write a copy of the metadata", "copy", i, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // fetchMeta reads and checks the metadata; nil if there is none.
@@ -499,8 +635,8 @@ func parseMeta(v []byte) (*meta, error) {
 }
 
 // fetchHint reads the next key: 1 if it does not exist yet.
-func (a *Authority) fetchHint(ctx context.Context) (uint64, []byte, error) {
-	v, vc, err := a.fetch(ctx, a.opts.RetryFor, a.metaBucket, keyNext)
+func (a *Authority) fetchHint(ctx context.Context, retryFor time.Duration) (uint64, []byte, error) {
+	v, vc, err := a.fetch(ctx, retryFor, a.metaBucket, keyNext)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -530,57 +666,86 @@ func (a *Authority) URL() string { return a.url }
 func (a *Authority) Requests() int64 { return a.conn.Requests() }
 
 // take returns the next run of this handle's block, reserving a new
-// block first when it is used up.
-func (a *Authority) take(ctx context.Context) (uint64, error) {
+// block first when it is used up. While the next key cannot be reached,
+// it returns a run picked at random above it instead (spilled true).
+func (a *Authority) take(ctx context.Context) (c uint64, spilled bool, err error) {
+	if c, ok := a.fromBlock(); ok {
+		return c, false, nil
+	}
+	a.reserving.Lock()
+	defer a.reserving.Unlock()
+	if c, ok := a.fromBlock(); ok { // another goroutine reserved meanwhile
+		return c, false, nil
+	}
 	a.mu.Lock()
+	size, down := a.size, time.Now().Before(a.nextDown)
+	a.mu.Unlock()
+	if !down {
+		from, end, err := a.reserve(ctx, size)
+		switch {
+		case err == nil:
+			a.mu.Lock()
+			a.blk = block{next: from + 1, end: end}
+			a.size = min(2*size, maxBlock)
+			a.mu.Unlock()
+			return from, false, nil
+		case !errors.Is(err, riakconn.ErrUnavailable) || ctx.Err() != nil:
+			return 0, false, err
+		}
+		a.log.Warn("the next run cannot be reached: taking runs above it directly meanwhile", "err", err)
+		a.mu.Lock()
+		a.nextDown = time.Now().Add(2 * step)
+		a.mu.Unlock()
+	}
+	c, err = a.spill()
+	return c, true, err
+}
+
+func (a *Authority) fromBlock() (uint64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.blk.next < a.blk.end {
 		c := a.blk.next
 		a.blk.next++
-		a.mu.Unlock()
-		return c, nil
+		return c, true
 	}
-	a.mu.Unlock()
-	a.reserving.Lock()
-	defer a.reserving.Unlock()
+	return 0, false
+}
+
+// spill picks a run at random in the spillWindow runs above the next
+// key (as last known) and the runs this handle spilled, so that handles
+// spilling at once seldom pick the same. A run may be issued there
+// already: its create fails, and Issue picks again.
+func (a *Authority) spill() (uint64, error) {
 	a.mu.Lock()
-	if a.blk.next < a.blk.end { // another goroutine reserved meanwhile
-		c := a.blk.next
-		a.blk.next++
-		a.mu.Unlock()
-		return c, nil
-	}
-	size := a.size
+	base := max(a.hint, a.spilled, 1)
 	a.mu.Unlock()
-	from, end, err := a.reserve(ctx, size)
-	if err != nil {
-		return 0, err
+	if base > callnumber.MaxRun {
+		return 0, authority.ErrExhausted
 	}
-	a.mu.Lock()
-	a.blk = block{next: from + 1, end: end}
-	a.size = min(2*size, maxBlock)
-	a.mu.Unlock()
-	return from, nil
+	return base + mrand.Uint64N(min(spillWindow, callnumber.MaxRun+1-base)), nil
 }
 
 // reserve moves the next key forward by size (at most to 2^30) by
-// compare-and-set and returns the runs it passed over, [from, end): no
-// other handle tries them. It fails with ErrExhausted when the key is at
-// 2^30.
+// compare-and-set, from the runs this handle spilled if they are above
+// it, and returns the runs it passed over, [from, end): no other handle
+// tries them. It fails with ErrExhausted when the key is at 2^30.
 func (a *Authority) reserve(ctx context.Context, size uint64) (from, end uint64, err error) {
 	for range 100 {
 		a.mu.Lock()
-		h, vc := a.hint, a.hintVC
+		h, vc, spilled := a.hint, a.hintVC, a.spilled
 		a.mu.Unlock()
-		if h > callnumber.MaxRun {
+		from := max(h, spilled)
+		if from > callnumber.MaxRun {
 			return 0, 0, authority.ErrExhausted
 		}
-		end := min(h+size, callnumber.MaxRun+1)
+		end := min(from+size, callnumber.MaxRun+1)
 		ok, err := a.setHint(ctx, h, end, vc)
 		if err != nil {
 			return 0, 0, err
 		}
 		if ok {
-			return h, end, nil
+			return from, end, nil
 		}
 	}
 	return 0, 0, errors.New("the next run kept changing under us (100 tries)")
@@ -592,7 +757,7 @@ func (a *Authority) reserve(ctx context.Context, size uint64) (from, end uint64,
 // was is the value vclock is of.
 func (a *Authority) setHint(ctx context.Context, was, value uint64, vclock []byte) (bool, error) {
 	v, _ := json.Marshal(hintValue{Next: value})
-	ok, nvc, err := a.put(ctx, a.metaBucket, keyNext, v, vclock)
+	ok, nvc, err := a.put(ctx, min(a.opts.RetryFor, step), a.metaBucket, keyNext, v, vclock)
 	if err != nil {
 		return false, err
 	}
@@ -605,7 +770,7 @@ func (a *Authority) setHint(ctx context.Context, was, value uint64, vclock []byt
 		return true, nil
 	}
 	// Refused, or written without a causal context in the reply: read it.
-	h, nvc, err := a.fetchHint(ctx)
+	h, nvc, err := a.fetchHint(ctx, min(a.opts.RetryFor, step))
 	if err != nil {
 		return false, err
 	}
@@ -650,11 +815,19 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: cannot draw a nonce: %w", err)
 	}
 	rec := record{Program: h.Program, Host: h.Host, PID: h.PID, Note: h.Note, Nonce: hex.EncodeToString(nonce[:])}
+	// Each run is tried for a step; one whose consensus group cannot
+	// serve is left (perhaps recorded: never issued again, never
+	// returned) for the next, in another group, for up to RetryFor.
+	deadline := time.Now().Add(a.opts.RetryFor)
+	var lastErr error
 	for {
 		if err := ctx.Err(); err != nil {
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
-		c, err := a.take(ctx)
+		if lastErr != nil && time.Now().After(deadline) {
+			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: none could be recorded for %v: %w", a.opts.RetryFor, lastErr)
+		}
+		c, spilled, err := a.take(ctx)
 		if err != nil {
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", mapClosed(err))
 		}
@@ -665,14 +838,23 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
 		key := strconv.FormatUint(c, 10)
-		ok, tries, err := a.createCounted(ctx, a.issued, key, v)
+		ok, tries, err := a.createCounted(ctx, min(a.opts.RetryFor, step), a.issued, key, v)
+		if errors.Is(err, riakconn.ErrUnavailable) && ctx.Err() == nil {
+			a.log.Debug("cannot record a run now: trying another", "run", c, "err", err)
+			lastErr = err
+			continue
+		}
 		if err != nil {
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
 		if !ok && tries > 1 {
 			// Taken: by this very create, tried again after its reply
 			// was lost, or by another writer.
-			got, _, err := a.fetch(ctx, a.opts.RetryFor, a.issued, key)
+			got, _, err := a.fetch(ctx, min(a.opts.RetryFor, step), a.issued, key)
+			if errors.Is(err, riakconn.ErrUnavailable) && ctx.Err() == nil {
+				lastErr = err
+				continue
+			}
 			if err != nil {
 				return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 			}
@@ -682,17 +864,35 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 			}
 		}
 		if ok {
+			if spilled {
+				a.mu.Lock()
+				a.spilled = max(a.spilled, c+1)
+				a.mu.Unlock()
+			}
 			return a.lease(rec), nil
 		}
-		// Taken by another writer, though reserved by this handle: a
-		// lease copied by a migration, or written by hand. Go on.
-		a.log.Warn("a run reserved by this handle was taken: trying the next", "run", c)
+		if spilled {
+			// Taken: look above it from now on, so that a handle that
+			// knows no next run (it could not read it) climbs past the
+			// runs issued.
+			a.mu.Lock()
+			a.spilled = max(a.spilled, c+1)
+			a.mu.Unlock()
+		} else {
+			// Taken by another writer, though reserved by this handle: a
+			// lease copied by a migration, spilled by a handle that could
+			// not reach the next key, or written by hand. Go on.
+			a.log.Warn("a run reserved by this handle was taken: trying the next", "run", c)
+		}
 	}
 }
 
 // createCounted is create, also saying how many attempts it took.
-func (a *Authority) createCounted(ctx context.Context, bucket, key string, value []byte) (ok bool, tries int, err error) {
-	_, err = a.conn.Do(ctx, func() (riak.Command, error) {
+func (a *Authority) createCounted(ctx context.Context, retryFor time.Duration, bucket, key string, value []byte) (ok bool, tries int, err error) {
+	if err := a.injected(bucket, key); err != nil {
+		return false, 0, fmt.Errorf("cannot store %s/%s/%s: %w", a.opts.Type, bucket, key, err)
+	}
+	_, err = a.conn.DoFor(ctx, retryFor, func() (riak.Command, error) {
 		tries++
 		return riak.NewStoreValueCommandBuilder().
 			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
@@ -735,9 +935,10 @@ func (a *Authority) Lease(ctx context.Context, run uint32) (callnumber.Lease, er
 
 // NextRun returns the next key: no run at or above it has been issued
 // (runs below it were issued, are reserved by a handle, or were left
-// unissued by one that stopped).
+// unissued by one that stopped), except runs taken while the key could
+// not be reached by handles that have not moved it past them yet.
 func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
-	h, vc, err := a.fetchHint(ctx)
+	h, vc, err := a.fetchHint(ctx, a.opts.RetryFor)
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the next run: %w", err)
 	}
@@ -753,7 +954,7 @@ func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
 // back, the same. It tries for a few seconds, not RetryFor: it answers a
 // health check.
 func (a *Authority) Check(ctx context.Context) error {
-	m, _, err := a.fetchMeta(ctx, 5*time.Second)
+	m, err := a.readMeta(ctx)
 	switch {
 	case err != nil:
 		return fmt.Errorf("cannot read the run authority %s: %w", a.url, err)
@@ -777,10 +978,16 @@ func (a *Authority) Close() error {
 		return nil
 	}
 	a.closed = true
-	blk, h, vc := a.blk, a.hint, a.hintVC
+	blk, h, vc, spilled := a.blk, a.hint, a.hintVC, a.spilled
 	a.blk = block{}
 	a.mu.Unlock()
-	if blk.next < blk.end && h == blk.end && vc != nil {
+	if spilled > h {
+		ctx, cancel := context.WithTimeout(context.Background(), step)
+		if err := a.raise(ctx, spilled); err != nil {
+			a.log.Warn("cannot move the next run past the runs taken while it could not be reached (they stay unique)", "to", spilled, "err", err)
+		}
+		cancel()
+	} else if blk.next < blk.end && h == blk.end && vc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// Issues in flight have taken their runs from the block already.
 		if _, err := a.setHint(ctx, h, blk.next, vc); err != nil {
