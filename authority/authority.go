@@ -32,6 +32,16 @@
 // use --coordinator instead. A coordinator started on a file is the same
 // authority as Local on it: same ID, same key, same runs.
 //
+// # Elsewhere: the Riak cluster
+//
+// [Issuer] is what both places an authority can live in provide: this
+// file (*Authority), and a Riak cluster's strongly consistent buckets
+// (package authority/riakauthority), which any number of coordinators and
+// programs on any hosts issue from at once. Package
+// authority/authoritytest is the conformance suite both pass. A file
+// moved into a cluster ([Authority.Retire], by riakauthority.Migrate)
+// refuses to issue from then on ([ErrRetired]), naming where it went.
+//
 // # Backup and restore
 //
 // [Authority.WriteTo] writes a consistent copy of the database while it is
