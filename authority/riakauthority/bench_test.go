@@ -3,6 +3,7 @@ package riakauthority
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,9 +15,17 @@ import (
 
 // BenchmarkRacingAllocators issues b.N runs from 3 allocators racing on
 // a cluster of 3 nodes started from the kit, each its own handle (its own
-// connections, as programs on 3 hosts), each asking for one run at a time.
-// It reports runs/s of the 3 together, and Riak requests per run.
+// connections, as programs on 3 hosts): each asking for one run at a time
+// (as programs do), and each asking for 4 at once (as a coordinator
+// serving several clients does). It reports runs/s of the 3 together,
+// and Riak requests per run.
 func BenchmarkRacingAllocators(b *testing.B) {
+	for _, each := range []int{1, 4} {
+		b.Run(fmt.Sprintf("%d-at-once", each), func(b *testing.B) { benchAllocators(b, each) })
+	}
+}
+
+func benchAllocators(b *testing.B, each int) {
 	nodes := riaktest.SharedCluster(b)
 	var addrs []string
 	for _, n := range nodes {
@@ -49,22 +58,24 @@ func BenchmarkRacingAllocators(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i, a := range handles {
-		wg.Go(func() {
-			h := authority.Holder{Program: "bench", PID: i}
-			for left.Add(-1) >= 0 {
-				l, err := a.Issue(b.Context(), h)
-				if err != nil {
-					b.Error(err)
-					return
+		for range each {
+			wg.Go(func() {
+				h := authority.Holder{Program: "bench", PID: i}
+				for left.Add(-1) >= 0 {
+					l, err := a.Issue(b.Context(), h)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					mu.Lock()
+					if seen[l.Run] {
+						b.Errorf("run %d issued twice", l.Run)
+					}
+					seen[l.Run] = true
+					mu.Unlock()
 				}
-				mu.Lock()
-				if seen[l.Run] {
-					b.Errorf("run %d issued twice", l.Run)
-				}
-				seen[l.Run] = true
-				mu.Unlock()
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	elapsed := time.Since(start)

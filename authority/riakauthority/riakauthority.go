@@ -448,7 +448,7 @@ func (a *Authority) fetch(ctx context.Context, retryFor time.Duration, bucket, k
 	cmd, err := a.conn.DoFor(ctx, retryFor, func() (riak.Command, error) {
 		return riak.NewFetchValueCommandBuilder().
 			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
-			WithTimeout(a.conn.Timeout()).Build()
+			WithTimeout(min(a.conn.Timeout(), retryFor)).Build()
 	})
 	if err != nil {
 		return nil, nil, mapClosed(fmt.Errorf("cannot fetch %s/%s/%s: %w", a.opts.Type, bucket, key, err))
@@ -501,7 +501,7 @@ func (a *Authority) put(ctx context.Context, retryFor time.Duration, bucket, key
 		b := riak.NewStoreValueCommandBuilder().
 			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
 			WithContent(&riak.Object{ContentType: "application/json", Value: value}).
-			WithReturnHead(true).WithTimeout(a.conn.Timeout())
+			WithReturnHead(true).WithTimeout(min(a.conn.Timeout(), retryFor))
 		if vclock != nil {
 			b = b.WithVClock(vclock)
 		}
@@ -897,7 +897,7 @@ func (a *Authority) createCounted(ctx context.Context, retryFor time.Duration, b
 		return riak.NewStoreValueCommandBuilder().
 			WithBucketType(a.opts.Type).WithBucket(bucket).WithKey(key).
 			WithContent(&riak.Object{ContentType: "application/json", Value: value}).
-			WithTimeout(a.conn.Timeout()).Build()
+			WithTimeout(min(a.conn.Timeout(), retryFor)).Build()
 	})
 	if riakconn.IsFailed(err) {
 		return false, tries, nil
