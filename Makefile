@@ -55,6 +55,8 @@ bench: build
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --before $(BIN)/before/importer --resolver $(BIN)/resolver
 	$(GO) test -run '^$$' -bench . -benchmem ./callnumber/ ./shuffle/
 	$(GO) test -run '^$$' -bench . -benchtime 5000x ./authority/ ./coordinator/
+	@# 3 allocators racing on a cluster of 3 Riak nodes from the kit (skips without it).
+	$(GO) test -run '^$$' -bench RacingAllocators -benchtime 2000x ./authority/riakauthority/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./store/boltstore/ ./store/internal/record/ ./ingest/ ./mbox/ ./mailsource/
 	@echo "== resolver raw reads before compression ($(BEFORE))"
 	cd $(BIN)/before/src && CHIBRARY_CORPUS=$(abspath $(CORPUS)) $(GO) test -run '^$$' -bench 'BenchmarkServe/raw$$' -benchtime 20000x ./resolver/

@@ -32,6 +32,16 @@
 // use --coordinator instead. A coordinator started on a file is the same
 // authority as Local on it: same ID, same key, same runs.
 //
+// # Elsewhere: the Riak cluster
+//
+// [Issuer] is what both places an authority can live in provide: this
+// file (*Authority), and a Riak cluster's strongly consistent buckets
+// (package authority/riakauthority), which any number of coordinators and
+// programs on any hosts issue from at once. Package
+// authority/authoritytest is the conformance suite both pass. A file
+// moved into a cluster ([Authority.Retire], by riakauthority.Migrate)
+// refuses to issue from then on ([ErrRetired]), naming where it went.
+//
 // # Backup and restore
 //
 // [Authority.WriteTo] writes a consistent copy of the database while it is
@@ -89,6 +99,9 @@ var (
 	// ErrScheme: an existing authority was asked for another shuffle
 	// scheme than the one it was created with, which it keeps for good.
 	ErrScheme = errors.New("authority: the authority already exists with another scheme")
+	// ErrRetired: the authority was moved elsewhere (coordinator
+	// migrate); this copy of it issues no more runs.
+	ErrRetired = errors.New("authority: this authority has moved")
 )
 
 // Format is the value of the format key of every authority database; a
@@ -108,6 +121,9 @@ var (
 	keyKey     = []byte("key")
 	keyNextRun = []byte("next_run")
 	keyCreated = []byte("created_at")
+	// keyMovedTo, once set, names where the authority went (a riak://
+	// URL): the file then refuses to issue or bump.
+	keyMovedTo = []byte("moved_to")
 )
 
 // FileMode is the mode of a new runs.db: it holds the shuffle key.
@@ -175,6 +191,7 @@ type Authority struct {
 	scheme  shuffle.Scheme
 	key     shuffle.Key
 	created time.Time
+	movedTo string
 	opts    Options
 	now     func() time.Time
 }
@@ -451,6 +468,7 @@ func (a *Authority) load(tx *bolt.Tx) error {
 	a.scheme = scheme
 	copy(a.key[:], k)
 	a.created, _ = time.Parse(time.RFC3339Nano, string(m.Get(keyCreated)))
+	a.movedTo = string(m.Get(keyMovedTo))
 	return nil
 }
 
@@ -495,6 +513,77 @@ func (a *Authority) Key() shuffle.Key { return a.key }
 // Path returns the database file name.
 func (a *Authority) Path() string { return a.path }
 
+// Created returns when the authority was created.
+func (a *Authority) Created() time.Time { return a.created }
+
+// MovedTo returns where the authority was moved to (see Retire) when the
+// database was opened or retired by this handle, or "".
+func (a *Authority) MovedTo() string { return a.movedTo }
+
+// RetiredError is the ErrRetired of the authority at path, moved to url.
+func RetiredError(path, url string) error {
+	return fmt.Errorf("%w: %s was moved to %s by coordinator migrate and issues no more runs; use --authority %s", ErrRetired, path, url, url)
+}
+
+// Retire records that the authority has moved to url (coordinator
+// migrate): from then on Issue and Bump refuse with ErrRetired, naming
+// url, so that a forgotten program or coordinator on this file cannot
+// number again. Retiring again to the same url does nothing; to another
+// one it fails with ErrRetired.
+func (a *Authority) Retire(ctx context.Context, url string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot retire %s: %w", a.path, err)
+	}
+	if url == "" {
+		return fmt.Errorf("cannot retire %s: no destination", a.path)
+	}
+	err := a.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			return fmt.Errorf("%w: buckets missing", ErrInconsistent)
+		}
+		switch was := string(m.Get(keyMovedTo)); was {
+		case url:
+			return nil
+		case "":
+			return m.Put(keyMovedTo, []byte(url))
+		default:
+			return RetiredError(a.path, was)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("cannot retire %s: %w", a.path, mapClosed(err))
+	}
+	a.movedTo = url
+	return nil
+}
+
+// Leases returns every lease the authority has issued, by run.
+func (a *Authority) Leases(ctx context.Context) ([]callnumber.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read the leases: %w", err)
+	}
+	var out []callnumber.Lease
+	err := a.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
+			run, err := decodeRun(k)
+			if err != nil {
+				return err
+			}
+			var rec record
+			if err := json.Unmarshal(v, &rec); err != nil || rec.Run != run {
+				return fmt.Errorf("%w: lease of run %d: %v", ErrInconsistent, run, err)
+			}
+			out = append(out, a.lease(rec))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the leases: %w", mapClosed(err))
+	}
+	return out, nil
+}
+
 // Issue issues the next run to holder and returns its lease once the
 // transaction recording it has committed. Concurrent calls share commits.
 // It fails with ErrExhausted after run 2^30-1. If ctx ends before the
@@ -519,6 +608,9 @@ func (a *Authority) Issue(ctx context.Context, h Holder) (callnumber.Lease, erro
 		m, leases := tx.Bucket(bucketMeta), tx.Bucket(bucketLeases)
 		if m == nil || leases == nil {
 			return fmt.Errorf("%w: buckets missing", ErrInconsistent)
+		}
+		if to := m.Get(keyMovedTo); to != nil {
+			return RetiredError(a.path, string(to))
 		}
 		next, err := decodeNext(m.Get(keyNextRun))
 		if err != nil {
@@ -628,6 +720,9 @@ func (a *Authority) Bump(ctx context.Context, to uint64) error {
 	}
 	err := a.db.Update(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
+		if was := m.Get(keyMovedTo); was != nil {
+			return RetiredError(a.path, string(was))
+		}
 		next, err := decodeNext(m.Get(keyNextRun))
 		if err != nil {
 			return err

@@ -503,13 +503,13 @@ func TestServeRefuses(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no db", Config{Token: "t"}},
+		{"no db", Config{Token: testToken}},
 		{"no token", Config{DB: filepath.Join(dir, "a.db")}},
-		{"cert without key", Config{DB: filepath.Join(dir, "b.db"), Token: "t", TLSCert: "c.pem"}},
-		{"bad scheme", Config{DB: filepath.Join(dir, "c.db"), Token: "t", Scheme: "rot13"}},
-		{"missing cert", Config{DB: filepath.Join(dir, "d.db"), Token: "t", TLSCert: "nope.pem", TLSKey: "nope.key"}},
-		{"not a database", Config{DB: writeTemp(t, "garbage"), Token: "t"}},
-		{"bad address", Config{DB: filepath.Join(dir, "e.db"), Token: "t", Listen: "256.0.0.1:99999"}},
+		{"cert without key", Config{DB: filepath.Join(dir, "b.db"), Token: testToken, TLSCert: "c.pem"}},
+		{"bad scheme", Config{DB: filepath.Join(dir, "c.db"), Token: testToken, Scheme: "rot13"}},
+		{"missing cert", Config{DB: filepath.Join(dir, "d.db"), Token: testToken, TLSCert: "nope.pem", TLSKey: "nope.key"}},
+		{"not a database", Config{DB: writeTemp(t, "garbage"), Token: testToken}},
+		{"bad address", Config{DB: filepath.Join(dir, "e.db"), Token: testToken, Listen: "256.0.0.1:99999"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := Serve(context.Background(), tc.cfg); err == nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/authority/riakauthority"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/shuffle"
@@ -26,13 +27,19 @@ import (
 // documented per field.
 type Config struct {
 	// DB is the authority database; created with a new authority if
-	// missing. Required.
+	// missing. Either DB or Riak is required.
 	DB string
+	// Riak, instead of DB, is an authority in a Riak cluster (created if
+	// the archive has none): any number of coordinators may serve it at
+	// once. Its Scheme and Logger are those of the Config.
+	Riak *riakauthority.Options
 	// Listen is the address to listen on; "" means 127.0.0.1:7070. Port 0
 	// picks a free port (the "listening" log line says which).
 	Listen string
 	// TokenFile holds the bearer token; created (random, mode 0600) if
-	// missing. Either TokenFile or Token is required.
+	// missing. Either TokenFile or Token is required. An existing file
+	// readable by group or others is refused, and so is a token weaker
+	// than CheckToken allows.
 	TokenFile string
 	// Token is the token itself, used when TokenFile is "".
 	Token string
@@ -68,8 +75,8 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.DB == "" {
-		return errors.New("cannot serve: no database (--db)")
+	if (cfg.DB == "") == (cfg.Riak == nil) {
+		return errors.New("cannot serve: want one run authority (--db or --authority)")
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return errors.New("cannot serve: give both --tls-cert and --tls-key, or neither")
@@ -109,19 +116,20 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 		}
 		if created {
 			log.Info("created a token file", "path", cfg.TokenFile)
-		} else if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			log.Warn("the token file is readable by others", "path", cfg.TokenFile, "mode", fi.Mode().Perm())
 		}
 	}
 	if token == "" {
 		return errors.New("cannot serve: no token (--token-file or $CHIBRARY_TOKEN)")
 	}
-
-	a, created, err := authority.OpenOrCreate(ctx, cfg.DB, authority.Options{Scheme: cfg.Scheme, LockTimeout: cfg.LockTimeout})
-	if err != nil {
-		if errors.Is(err, authority.ErrLocked) {
-			return fmt.Errorf("%w (another coordinator on this file, or a long local allocation?)", err)
+	if err := CheckToken(token); err != nil {
+		if cfg.TokenFile != "" {
+			return fmt.Errorf("cannot serve: the token in %s: %w", cfg.TokenFile, err)
 		}
+		return fmt.Errorf("cannot serve: the token of $CHIBRARY_TOKEN: %w", err)
+	}
+
+	a, where, err := openAuthority(ctx, cfg, log)
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -132,9 +140,6 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	next, err := a.NextRun(ctx)
 	if err != nil {
 		return err
-	}
-	if created {
-		log.Info("created a new run authority", "db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme())
 	}
 
 	handler, err := NewServer(a, ServerOptions{Token: token, Logger: log})
@@ -156,19 +161,53 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
-		"db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme(), "next_run", next)
+		"where", where, "authority", a.ID(), "scheme", a.Scheme(), "next_run", next)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
 	if err := httpserve.Serve(ctx, srv, ln, cfg.ShutdownTimeout, log); err != nil {
 		return err
 	}
-	log.Info("stopped; closing the database")
+	log.Info("stopped; closing the authority")
 	return nil
 }
 
+// openAuthority opens (or creates) the authority cfg names, and says
+// where it is.
+func openAuthority(ctx context.Context, cfg Config, log *slog.Logger) (authority.Issuer, string, error) {
+	if cfg.Riak != nil {
+		opts := *cfg.Riak
+		opts.Scheme, opts.Logger = cfg.Scheme, log
+		a, _, err := riakauthority.OpenOrCreate(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return a, a.URL(), nil
+	}
+	a, created, err := authority.OpenOrCreate(ctx, cfg.DB, authority.Options{Scheme: cfg.Scheme, LockTimeout: cfg.LockTimeout})
+	if err != nil {
+		if errors.Is(err, authority.ErrLocked) {
+			return nil, "", fmt.Errorf("%w (another coordinator on this file, or a long local allocation?)", err)
+		}
+		return nil, "", err
+	}
+	if to := a.MovedTo(); to != "" {
+		a.Close()
+		return nil, "", fmt.Errorf("cannot serve: %w", authority.RetiredError(cfg.DB, to))
+	}
+	if created {
+		log.Info("created a new run authority", "db", cfg.DB, "authority", a.ID(), "scheme", a.Scheme())
+	}
+	return a, "bolt:" + cfg.DB, nil
+}
+
+// ErrTokenFileMode: the token file is open to group or others.
+var ErrTokenFileMode = errors.New("coordinator: the token file is readable by group or others")
+
 // EnsureToken returns the token in path, first creating the file with a
-// random token (256 bits, hex, mode 0600) if it does not exist.
+// random token (256 bits, hex, mode 0600) if it does not exist. An
+// existing file that group or others may read (or write) is refused
+// with ErrTokenFileMode, saying the chmod to run.
 func EnsureToken(path string) (token string, created bool, err error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -177,6 +216,13 @@ func EnsureToken(path string) (token string, created bool, err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	switch {
 	case errors.Is(err, fs.ErrExist):
+		fi, err := os.Stat(path)
+		if err != nil {
+			return "", false, fmt.Errorf("cannot read the token file: %w", err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			return "", false, fmt.Errorf("%w: %s has mode %04o, so others on this machine can read the token: run chmod 600 %s", ErrTokenFileMode, path, perm, path)
+		}
 		token, err := cli.ReadSecret(path)
 		return token, false, err
 	case err != nil:

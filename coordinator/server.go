@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +20,16 @@ import (
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/httpserve"
+	"github.com/chibrary/chibrary/internal/riakconn"
 	"github.com/chibrary/chibrary/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// IssueTimeout bounds the issuing of one run (an authority in a cluster
+// that lost a node may wait for it): below Serve's write timeout.
+const IssueTimeout = 25 * time.Second
 
 // MaxBody is the largest request body the server reads; larger ones are
 // refused with 413.
@@ -37,6 +45,7 @@ const (
 	KindMethodNotAllowed = "method_not_allowed"
 	KindExhausted        = "exhausted"
 	KindUnavailable      = "unavailable"
+	KindUnsupported      = "unsupported"
 	KindInternal         = "internal"
 )
 
@@ -69,11 +78,44 @@ type ServerOptions struct {
 	// registry of its own (never the global default), with the Go and
 	// process collectors.
 	Registry *prometheus.Registry
+	// BackupStall is how long a backup client may leave the server unable
+	// to send it anything before the server gives up on it; 0 means 30
+	// seconds.
+	BackupStall time.Duration
+}
+
+// MinTokenLen is the shortest token a coordinator accepts: 32
+// characters, 128 random bits written in hex. The token file the
+// coordinator creates holds 64 hex digits (256 bits).
+const MinTokenLen = 32
+
+// minTokenChars is how many distinct characters a token must have: a
+// random token of MinTokenLen hex digits has about 14, and fewer than 8
+// in a row only about once in 10^9; "aaaa..." or "abab..." have 1 or 2.
+const minTokenChars = 8
+
+// ErrWeakToken: the bearer token is too short or too repetitive to be a
+// random secret.
+var ErrWeakToken = errors.New("coordinator: the token is too weak")
+
+// CheckToken refuses a token that cannot be a random secret of at least
+// 128 bits: shorter than MinTokenLen characters, or of fewer than 8
+// distinct characters. The error never contains the token.
+func CheckToken(token string) error {
+	distinct := map[rune]bool{}
+	for _, c := range token {
+		distinct[c] = true
+	}
+	if len(token) < MinTokenLen || len(distinct) < minTokenChars {
+		return fmt.Errorf("%w: %d characters, %d of them distinct; want at least %d characters of a random secret (128 bits as hex: openssl rand -hex 16), or let the coordinator make one: point --token-file at a file that does not exist yet", ErrWeakToken, len(token), len(distinct), MinTokenLen)
+	}
+	return nil
 }
 
 // Server is the coordinator's HTTP handler: it serves one authority.
 type Server struct {
-	a         *authority.Authority
+	a         authority.Issuer
+	stall     time.Duration
 	tokenHash [sha256.Size]byte
 	log       *slog.Logger
 	reg       *prometheus.Registry
@@ -85,13 +127,21 @@ type Server struct {
 }
 
 // NewServer returns the handler serving a. It does not own a: closing a
-// is the caller's business, after the HTTP server has shut down.
-func NewServer(a *authority.Authority, opts ServerOptions) (*Server, error) {
+// is the caller's business, after the HTTP server has shut down. It
+// refuses a weak token (CheckToken).
+func NewServer(a authority.Issuer, opts ServerOptions) (*Server, error) {
 	if opts.Token == "" {
 		return nil, errors.New("cannot make the coordinator server: no token")
 	}
+	if err := CheckToken(opts.Token); err != nil {
+		return nil, fmt.Errorf("cannot make the coordinator server: %w", err)
+	}
+	if opts.BackupStall <= 0 {
+		opts.BackupStall = 30 * time.Second
+	}
 	s := &Server{
 		a:         a,
+		stall:     opts.BackupStall,
 		tokenHash: sha256.Sum256([]byte(opts.Token)),
 		log:       opts.Logger,
 		reg:       opts.Registry,
@@ -127,7 +177,7 @@ func NewServer(a *authority.Authority, opts ServerOptions) (*Server, error) {
 	}
 	s.handler = mw.Wrap(s.mux)
 	for _, k := range []string{KindUnauthorized, KindBadRequest, KindTooLarge, KindNotFound,
-		KindMethodNotAllowed, KindExhausted, KindUnavailable, KindInternal} {
+		KindMethodNotAllowed, KindExhausted, KindUnavailable, KindUnsupported, KindInternal} {
 		s.errors.WithLabelValues(k) // export zeros, so rates work from the start
 	}
 
@@ -225,13 +275,23 @@ func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, KindBadRequest, err.Error())
 		return
 	}
-	lease, err := s.a.Issue(r.Context(), authority.Holder(req))
+	// An issue that cannot finish before the server's write timeout is
+	// answered 503, which clients try again, rather than cut off.
+	ctx, cancel := context.WithTimeout(r.Context(), IssueTimeout)
+	defer cancel()
+	lease, err := s.a.Issue(ctx, authority.Holder(req))
 	if err != nil {
 		switch {
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+			s.log.Warn("cannot issue a run in time", "timeout", IssueTimeout, "err", err)
+			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, fmt.Sprintf("the authority could not record a run in %v", IssueTimeout))
 		case errors.Is(err, authority.ErrExhausted):
 			s.fail(w, http.StatusConflict, KindExhausted, authority.ErrExhausted.Error())
 		case errors.Is(err, authority.ErrClosed):
 			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "the authority is shutting down")
+		case errors.Is(err, riakconn.ErrUnavailable):
+			s.log.Warn("cannot issue a run: the cluster is unavailable", "err", err)
+			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "the authority's cluster is unavailable")
 		case r.Context().Err() != nil:
 			// The client went away before anything was issued.
 			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "request cancelled")
@@ -289,27 +349,60 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleBackup serves GET /v1/backup: a consistent copy of the database,
-// streamed from one read transaction while issuing goes on.
+// handleBackup serves GET /v1/backup: a consistent copy of the database.
+// The copy is first written to an unlinked temporary file beside the
+// database, inside one read transaction, which so lasts as long as a
+// local copy and not as long as the client takes to read it: a client
+// that stops reading must not hold a transaction open, because bbolt
+// cannot grow the file's memory map under one, and the issuing of runs
+// would wait for it. Then the copy is sent, each 64 KiB given
+// ServerOptions.BackupStall to leave.
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
-	// A large database takes longer than the server's write timeout.
-	http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(HeaderAuthority, s.a.ID())
-	started := false
-	_, err := s.a.Backup(w, func(size int64) {
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		started = true
-	})
+	a, ok := s.a.(*authority.Authority)
+	if !ok {
+		s.fail(w, http.StatusNotImplemented, KindUnsupported, "this authority lives in a Riak cluster: back up the cluster, not the coordinator")
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(a.Path()), "."+filepath.Base(a.Path())+".backup-*")
 	if err != nil {
 		s.log.Error("backup failed", "err", err)
-		if !started {
-			s.fail(w, http.StatusInternalServerError, KindInternal, "cannot copy the database")
-			return
+		s.fail(w, http.StatusInternalServerError, KindInternal, "cannot copy the database")
+		return
+	}
+	os.Remove(f.Name()) // it holds the key: nothing left behind, whatever happens
+	defer f.Close()
+	f.Chmod(authority.FileMode)
+	size, err := a.Backup(f, nil)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		s.log.Error("backup failed", "err", err)
+		s.fail(w, http.StatusInternalServerError, KindInternal, "cannot copy the database")
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.Header().Set(HeaderAuthority, a.ID())
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 64<<10)
+	var sent int64
+	for sent < size {
+		n, rerr := f.Read(buf[:min(int64(len(buf)), size-sent)])
+		if n > 0 {
+			rc.SetWriteDeadline(time.Now().Add(s.stall))
+			if _, err := w.Write(buf[:n]); err != nil {
+				s.log.Warn("backup client gone or stalled: dropped", "sent", sent, "size", size, "err", err)
+				panic(http.ErrAbortHandler)
+			}
+			sent += int64(n)
 		}
-		// Part of the copy was sent: break the connection so that the
-		// client cannot take a truncated copy for a whole one.
-		panic(http.ErrAbortHandler)
+		if rerr != nil && sent < size {
+			s.log.Error("backup failed", "err", rerr)
+			// Part of the copy was sent: break the connection so that
+			// the client cannot take a truncated copy for a whole one.
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 

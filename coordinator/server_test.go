@@ -16,7 +16,8 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-const testToken = "s3cret-t0ken"
+// testToken is a token as strong as CheckToken wants (128 bits in hex).
+const testToken = "5f1c0a7e9b3d4286e0c1a9f7b2d5e843"
 
 type testServer struct {
 	a   *authority.Authority

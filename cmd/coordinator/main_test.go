@@ -47,12 +47,19 @@ func TestUsage(t *testing.T) {
 		{"flags before the command", []string{"--db", db, "bump", "--to", "5"}, 2, "it comes first: coordinator bump --db " + db + " --to 5)\nRun 'coordinator --help' for usage."},
 		{"bump usage hint", []string{"bump", "--db", db}, 2, "bump wants --db and --to\nRun 'coordinator bump --help' for usage."},
 		{"backup usage hint", []string{"backup", "--db", db}, 2, "backup wants one output file\nRun 'coordinator backup --help' for usage."},
-		{"serve usage hint", []string{"--token-file", token}, 2, "--db is required\nRun 'coordinator --help' for usage."},
+		{"serve usage hint", []string{"--token-file", token}, 2, "--db is required (or --authority)\nRun 'coordinator --help' for usage."},
 		{"stray argument before flags", []string{"extra", "--db", db, "--token-file", token}, 2, "unexpected argument \"extra\""},
 		{"stray argument after flags", []string{"--db", db, "--token-file", token, "extra"}, 2, "unexpected argument \"extra\""},
 		{"bad flag last", []string{"--db", db, "--token-file", token, "--lsten", ":0"}, 2, "lsten"},
 		{"bump, a flag without its value", []string{"bump", "--to"}, 2, "flag needs an argument: --to"},
 		{"backup output before flags", []string{"backup", filepath.Join(dir, "out"), "--db"}, 2, "db"},
+		{"migrate help", []string{"migrate", "--help"}, 0, "Usage: coordinator migrate"},
+		{"migrate usage hint", []string{"migrate", "--db", db}, 2, "migrate wants --db and --to\nRun 'coordinator migrate --help' for usage."},
+		{"migrate to a file", []string{"migrate", "--db", db, "--to", "bolt:" + db}, 2, "want riak://"},
+		{"migrate to a bad URL", []string{"migrate", "--db", db, "--to", "riak://"}, 2, "authority URL \"riak://\" names no Riak node"},
+		{"db and authority", []string{"--db", db, "--authority", "riak://r1:8087", "--token-file", token}, 2, "give --db or --authority, not both"},
+		{"bad authority", []string{"--authority", "http://x", "--token-file", token}, 2, "authority URL \"http://x\""},
+		{"help names --authority", []string{"--help"}, 0, "[$CHIBRARY_AUTHORITY]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, stdout, stderr := runCoord(t, t.Context(), tt.args...)

@@ -20,7 +20,8 @@ import (
 )
 
 const usage = `
-Usage: importer [--data DIR | --store URL] [--coordinator URL --token-file F]
+Usage: importer [--data DIR | --store URL]
+                [--coordinator URL --token-file F | --authority URL]
                 [--list NAME] [--format auto|mboxrd|mboxo|mboxcl2]
                 [--manifest FILE] [--partition K/N] PATH...
 
@@ -53,6 +54,13 @@ Examples:
   zcat old.mbox.gz | importer --format mboxo -
   importer --coordinator http://coord:7070 --token-file /etc/chibrary/token \
            --store riak://r1:8087,r2:8087 --partition 1/4 huge.mbox
+  importer --store riak://r1:8087,r2:8087,r3:8087/lists \
+           --authority riak://r1:8087,r2:8087,r3:8087/lists huge.mbox
+
+Runs come from the coordinator (--coordinator), from the authority
+--authority names (bolt:PATH, or riak://... for one in the Riak cluster,
+which needs no coordinator: docs/authority.md), or else from the local
+authority DATA/runs.db.
 `
 
 // memoryLimit is the importer's soft memory limit (runtime/debug), unless
@@ -178,6 +186,9 @@ func importAll(ctx context.Context, paths []string, manifest string, st setup.St
 	src, err := runs.Source(ctx, db, st.Data, "importer", log)
 	if err != nil {
 		return ingest.Stats{}, err
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
 	}
 	if opts.Import.Archiver, err = ingest.NewArchiver(ingest.Options{Store: db, Runs: src, List: list, Logger: log}); err != nil {
 		return ingest.Stats{}, err

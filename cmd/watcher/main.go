@@ -22,7 +22,8 @@ import (
 const usage = `
 Usage: watcher --imap imaps://USER@HOST[:PORT]/MAILBOX --password-file F
                [--after keep|seen|delete|move:FOLDER]
-               [--data DIR | --store URL] [--coordinator URL --token-file F]
+               [--data DIR | --store URL]
+               [--coordinator URL --token-file F | --authority URL]
 
 Archives every message of the mailbox (oldest UID first), then waits with
 IDLE (polling where the server has no IDLE) and archives new messages as
@@ -63,6 +64,13 @@ Examples:
           --store riak://r1:8087 --state /var/lib/chibrary/mips.state \
           --coordinator http://coord:7070 --token-file /etc/chibrary/token \
           --metrics-listen 127.0.0.1:9101
+  watcher --imap imaps://list@mail.example.org/INBOX --password-file pw \
+          --store riak://r1:8087,r2:8087,r3:8087 --authority riak://r1:8087,r2:8087,r3:8087
+
+Runs come from the coordinator (--coordinator), from the authority
+--authority names (bolt:PATH, or riak://... for one in the Riak cluster,
+which needs no coordinator: docs/authority.md), or else from the local
+authority DATA/runs.db.
 `
 
 func main() { cli.Main("watcher", run) }
@@ -154,6 +162,9 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	src, err := runs.Source(ctx, db, st.Data, "watcher", o.Logger)
 	if err != nil {
 		return err
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
 	}
 	if o.Archiver, err = ingest.NewArchiver(ingest.Options{Store: db, Runs: src, List: list, Logger: o.Logger}); err != nil {
 		return err

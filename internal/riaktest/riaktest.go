@@ -95,11 +95,11 @@ func Addr(t testing.TB) string {
 	return shared.addr
 }
 
-// Main runs the tests, then stops and removes the nodes Addr and
-// NoConsensus started.
+// Main runs the tests, then stops and removes the nodes Addr,
+// NoConsensus and SharedCluster started.
 func Main(m *testing.M) int {
 	code := m.Run()
-	for _, n := range []*Node{shared.node, plain.node} {
+	for _, n := range append([]*Node{shared.node, plain.node}, sharedCluster.nodes...) {
 		if n == nil {
 			continue
 		}
@@ -479,7 +479,6 @@ func Cluster(t testing.TB, size int) []*Node {
 	if err != nil {
 		t.Skipf("no Riak test kit to start a cluster with (put it in ../shared/riak next to the repository): %v", err)
 	}
-	sweep(kit)
 	var nodes []*Node
 	t.Cleanup(func() {
 		for _, n := range nodes {
@@ -489,30 +488,71 @@ func Cluster(t testing.TB, size int) []*Node {
 			os.RemoveAll(n.Dir)
 		}
 	})
+	if err := startCluster(kit, size, &nodes, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+var sharedCluster struct {
+	once  sync.Once
+	nodes []*Node
+	err   error
+	skip  string
+}
+
+// SharedCluster is Cluster for a test binary whose tests (or benchmarks,
+// which run their function more than once) share one cluster of three:
+// started on the first call, stopped by Main. Its tests must not stop
+// its nodes.
+func SharedCluster(t testing.TB) []*Node {
+	t.Helper()
+	sharedCluster.once.Do(func() {
+		kit, err := Kit()
+		if err != nil {
+			sharedCluster.skip = fmt.Sprintf("no Riak test kit to start a cluster with (put it in ../shared/riak next to the repository): %v", err)
+			return
+		}
+		sharedCluster.err = startCluster(kit, 3, &sharedCluster.nodes, t.Logf)
+	})
+	if sharedCluster.skip != "" {
+		t.Skip(sharedCluster.skip)
+	}
+	if sharedCluster.err != nil {
+		t.Fatal(sharedCluster.err)
+	}
+	return sharedCluster.nodes
+}
+
+// startCluster starts size nodes into *nodes (so that the caller stops
+// those started, whatever fails).
+func startCluster(kit string, size int, nodes *[]*Node, logf func(string, ...any)) error {
+	sweep(kit)
 	for i := range size {
 		dir, err := NewDir()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		args := []string{"--strong-consistency=cluster"}
 		if i > 0 {
-			args = []string{"--strong-consistency", "--join", nodes[0].Dir}
+			args = []string{"--strong-consistency", "--join", (*nodes)[0].Dir}
 		}
 		start := time.Now()
 		n, err := Start(kit, dir, args...)
 		if err != nil {
+			exec.Command(kit, "stop", dir).Run()
 			os.RemoveAll(dir)
-			t.Fatalf("cannot start Riak node %d of %d: %v", i+1, size, err)
+			return fmt.Errorf("cannot start Riak node %d of %d: %v", i+1, size, err)
 		}
-		t.Logf("riak node %d of %d (%s) ready after %v", i+1, size, n.PB, time.Since(start).Round(time.Second))
-		nodes = append(nodes, n)
+		logf("riak node %d of %d (%s) ready after %v", i+1, size, n.PB, time.Since(start).Round(time.Second))
+		*nodes = append(*nodes, n)
 	}
-	for _, n := range nodes {
+	for _, n := range *nodes {
 		if err := n.waitType(OnceType); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	return nodes
+	return nil
 }
 
 func tail(s string, lines int) string {

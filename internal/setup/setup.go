@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/authority"
+	"github.com/chibrary/chibrary/authority/riakauthority"
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/coordinator"
 	"github.com/chibrary/chibrary/internal/cli"
@@ -170,12 +171,19 @@ type StoreURL struct {
 // ParseStoreURL reads bolt:PATH (or bolt://PATH) and
 // riak://host[:port][,host[:port]...][/ARCHIVE] (port 8087 by default;
 // ARCHIVE is [a-z0-9_-]+, riakstore.DefaultArchive by default).
-func ParseStoreURL(url string) (StoreURL, error) {
+func ParseStoreURL(url string) (StoreURL, error) { return parseURL("store", url) }
+
+// ParseAuthorityURL reads a run authority URL (--authority): bolt:PATH
+// (the file of a local authority) or riak://host[:port][,...][/ARCHIVE],
+// as ParseStoreURL reads a store URL.
+func ParseAuthorityURL(url string) (StoreURL, error) { return parseURL("authority", url) }
+
+func parseURL(kind, url string) (StoreURL, error) {
 	switch {
 	case strings.HasPrefix(url, "bolt:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(url, "bolt:"), "//")
 		if path == "" {
-			return StoreURL{}, cli.Usagef("store URL %q has no path", url)
+			return StoreURL{}, cli.Usagef("%s URL %q has no path", kind, url)
 		}
 		return StoreURL{Bolt: path}, nil
 	case strings.HasPrefix(url, "riak://"):
@@ -184,7 +192,7 @@ func ParseStoreURL(url string) (StoreURL, error) {
 			archive = riakstore.DefaultArchive
 		}
 		if err := riakstore.ValidArchive(archive); err != nil {
-			return StoreURL{}, cli.Usagef("store URL %q: archive name %q: want 1 to 64 of a-z, 0-9, _ and - after the nodes, as in riak://host:8087/%s", url, archive, riakstore.DefaultArchive)
+			return StoreURL{}, cli.Usagef("%s URL %q: archive name %q: want 1 to 64 of a-z, 0-9, _ and - after the nodes, as in riak://host:8087/%s", kind, url, archive, riakstore.DefaultArchive)
 		}
 		var nodes []string
 		for _, n := range strings.Split(hosts, ",") {
@@ -200,19 +208,19 @@ func ParseStoreURL(url string) (StoreURL, error) {
 				}
 			}
 			if !validHost(host) {
-				return StoreURL{}, cli.Usagef("store URL %q: bad Riak node %q (want host:port)", url, n)
+				return StoreURL{}, cli.Usagef("%s URL %q: bad Riak node %q (want host:port)", kind, url, n)
 			}
 			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-				return StoreURL{}, cli.Usagef("store URL %q: bad port in %q", url, n)
+				return StoreURL{}, cli.Usagef("%s URL %q: bad port in %q", kind, url, n)
 			}
 			nodes = append(nodes, net.JoinHostPort(host, port))
 		}
 		if len(nodes) == 0 {
-			return StoreURL{}, cli.Usagef("store URL %q names no Riak node", url)
+			return StoreURL{}, cli.Usagef("%s URL %q names no Riak node", kind, url)
 		}
 		return StoreURL{Riak: nodes, Archive: archive}, nil
 	}
-	return StoreURL{}, cli.Usagef("store URL %q: want bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]", url)
+	return StoreURL{}, cli.Usagef("%s URL %q: want bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]", kind, url)
 }
 
 // validHost accepts an IP address or a DNS name (letters, digits, '-',
@@ -251,26 +259,32 @@ func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, 
 }
 
 // RunFlags select the run authority: a coordinator (--coordinator URL with
-// --token-file or $CHIBRARY_TOKEN), or the local authority DATA/runs.db.
+// --token-file or $CHIBRARY_TOKEN), an authority taken directly
+// (--authority bolt:PATH or riak://...), or by default the local
+// authority DATA/runs.db.
 type RunFlags struct {
 	Coordinator string
+	Authority   string
 	TokenFile   string
 	Note        string
 	// Scheme is the shuffle scheme of a local authority created now.
 	Scheme string
 }
 
-// AddFlags registers --coordinator, --token-file, --note and --scheme.
+// AddFlags registers --coordinator, --authority, --token-file, --note and
+// --scheme.
 func (f *RunFlags) AddFlags(fs *cli.FlagSet) {
-	fs.String(&f.Coordinator, "coordinator", "", "CHIBRARY_COORDINATOR", "run authority `URL` (e.g. http://coord:7070); without it, the local authority DATA/runs.db")
+	fs.String(&f.Coordinator, "coordinator", "", "CHIBRARY_COORDINATOR", "`URL` of a coordinator serving the run authority (e.g. http://coord:7070)")
+	fs.String(&f.Authority, "authority", "", "CHIBRARY_AUTHORITY", "run authority `URL` to take runs from directly, without a coordinator:\nbolt:PATH (default bolt:DATA/runs.db) or riak://host:port[,host:port...][/ARCHIVE],\nan authority in the Riak cluster's consistent buckets (see docs/authority.md)")
 	fs.String(&f.TokenFile, "token-file", "", "CHIBRARY_TOKEN_FILE", "`FILE` holding the coordinator's bearer token ($CHIBRARY_TOKEN holds the token itself)")
 	fs.String(&f.Note, "note", "", "", "`TEXT` recorded with every run this process takes")
-	fs.String(&f.Scheme, "scheme", "", "CHIBRARY_SCHEME", "call-number shuffle, `mix|bits`, of the local authority DATA/runs.db if it is created now\n(default mix; asking an existing authority for another scheme than its own is an error;\na coordinator's is chosen with coordinator --scheme)")
+	fs.String(&f.Scheme, "scheme", "", "CHIBRARY_SCHEME", "call-number shuffle, `mix|bits`, of the authority (DATA/runs.db or --authority) if it is created now\n(default mix; asking an existing authority for another scheme than its own is an error;\na coordinator's is chosen with coordinator --scheme)")
 }
 
 // Source returns the run source the flags select. dataDir is where the
 // local authority lives (its runs.db); program names the caller in lease
-// records; st is the store the runs are for.
+// records; st is the store the runs are for. A source that holds a
+// connection (an authority in Riak) is an io.Closer: close it when done.
 //
 // Before a local authority is used, it checks what would otherwise fail
 // only later, or leave a stray runs.db behind: a store already bound to an
@@ -283,10 +297,10 @@ func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program 
 		log = slog.New(slog.DiscardHandler)
 	}
 	holder := authority.Holder{Program: program, Host: cli.Hostname(), PID: os.Getpid(), Note: f.Note}
+	if f.Coordinator != "" && f.Authority != "" {
+		return nil, cli.Usagef("give --coordinator or --authority, not both")
+	}
 	if f.Coordinator == "" {
-		if dataDir == "" {
-			return nil, cli.Usagef("without --coordinator, the local run authority needs --data")
-		}
 		var scheme shuffle.Scheme
 		if f.Scheme != "" {
 			var err error
@@ -294,14 +308,29 @@ func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program 
 				return nil, cli.Usagef("--scheme: %v", err)
 			}
 		}
-		path := filepath.Join(dataDir, RunsFile)
+		path := ""
+		if f.Authority != "" {
+			u, err := ParseAuthorityURL(f.Authority)
+			if err != nil {
+				return nil, err
+			}
+			if u.Bolt == "" {
+				return riakSource(ctx, st, u, scheme, holder, log)
+			}
+			path = u.Bolt
+		} else {
+			if dataDir == "" {
+				return nil, cli.Usagef("without --coordinator or --authority, the local run authority needs --data")
+			}
+			path = filepath.Join(dataDir, RunsFile)
+		}
 		if err := checkLocal(ctx, st, path, scheme); err != nil {
 			return nil, err
 		}
 		return authority.NewLocal(path, holder, authority.LocalOptions{Scheme: scheme}), nil
 	}
 	if f.Scheme != "" {
-		return nil, cli.Usagef("--scheme applies to a local authority; a coordinator's scheme is chosen with coordinator --scheme")
+		return nil, cli.Usagef("--scheme applies to an authority taken directly (DATA/runs.db or --authority); a coordinator's scheme is chosen with coordinator --scheme")
 	}
 	token, err := cli.Secret(f.TokenFile, "CHIBRARY_TOKEN", "token-file", false)
 	if err != nil {
@@ -319,6 +348,38 @@ func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program 
 		return nil, fmt.Errorf("cannot use coordinator: %w", err)
 	}
 	return c, nil
+}
+
+// riakSource opens the authority in the Riak cluster u names, creating
+// it if the archive has none and the store is not bound to another one.
+// Closing the source closes it.
+func riakSource(ctx context.Context, st store.Store, u StoreURL, scheme shuffle.Scheme, holder authority.Holder, log *slog.Logger) (callnumber.RunSource, error) {
+	opts := riakauthority.Options{Nodes: u.Riak, Archive: u.Archive, Scheme: scheme, Logger: log}
+	url := opts.URL()
+	a, err := riakauthority.Open(ctx, opts)
+	if errors.Is(err, riakauthority.ErrNoAuthority) {
+		b, berr := st.Binding(ctx)
+		switch {
+		case berr == nil:
+			return nil, fmt.Errorf("%w: this archive is bound to the authority %s, and %s has no authority: "+
+				"to move that authority there, stop what issues its runs and run coordinator migrate --db runs.db --to %s; "+
+				"else use --coordinator URL of the coordinator serving it", ErrBoundElsewhere, b.Authority, url, url)
+		case !errors.Is(berr, store.ErrUnbound):
+			return nil, fmt.Errorf("cannot read the store's binding: %w", berr)
+		}
+		a, _, err = riakauthority.OpenOrCreate(ctx, opts)
+	}
+	if err != nil {
+		if errors.Is(err, authority.ErrScheme) {
+			return nil, fmt.Errorf("%w: --scheme: %w", cli.ErrUsage, err)
+		}
+		return nil, err
+	}
+	if b, err := st.Binding(ctx); err == nil && b.Authority != a.ID() {
+		a.Close()
+		return nil, fmt.Errorf("%w: this archive is bound to the authority %s, but %s is the authority %s, whose runs it refuses", ErrBoundElsewhere, b.Authority, url, a.ID())
+	}
+	return authority.Runs(a, holder), nil
 }
 
 // ErrBoundElsewhere: the store is bound to an authority that the data
@@ -350,6 +411,9 @@ func checkLocal(ctx context.Context, st store.Store, path string, scheme shuffle
 		return nil
 	}
 	defer a.Close()
+	if to := a.MovedTo(); to != "" {
+		return authority.RetiredError(path, to)
+	}
 	if scheme != "" && a.Scheme() != scheme {
 		return fmt.Errorf("%w: --scheme: %w", cli.ErrUsage, authority.SchemeError(path, a.Scheme(), scheme))
 	}

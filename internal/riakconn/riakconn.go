@@ -1,0 +1,318 @@
+// Package riakconn is a connection to a Riak cluster for the packages that
+// keep state there: it runs commands on the next node that can take them,
+// tries again what the cluster could not serve (and only that), and tells
+// Riak's refusals from its failures.
+//
+// store/riakstore has the same plumbing of its own, from before this
+// package; the two agree on how Riak's answers are read.
+package riakconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	riak "github.com/basho/riak-go-client"
+)
+
+// ErrUnavailable marks an error of a request the cluster could not serve
+// in time (no node answered, a timeout, an overloaded node, a consensus
+// group without a leader): trying again later may succeed.
+var ErrUnavailable = errors.New("riak: cluster unavailable")
+
+// Options configure Dial. Nodes is required; zero values of the others
+// are documented defaults.
+type Options struct {
+	// Nodes are the protocol buffers addresses of Riak nodes, host:port.
+	Nodes []string
+	// Timeout bounds every request. Zero means 10 seconds.
+	Timeout time.Duration
+	// RetryFor is how long Do tries again a request the cluster could not
+	// serve, on the next node each time, with a growing pause. Zero means
+	// 60 seconds.
+	RetryFor time.Duration
+	// MaxConnections per node. Zero means 64.
+	MaxConnections int
+	// Logger receives the client library's own lines, at debug level.
+	// Nil discards them.
+	Logger *slog.Logger
+}
+
+// Conn is a connection to a cluster. It is safe for concurrent use.
+type Conn struct {
+	opts     Options
+	cluster  *riak.Cluster
+	requests atomic.Int64
+	// inflight counts requests the client library is still running,
+	// including those whose caller gave up waiting: the cluster must not
+	// be stopped under them, or the library panics on a goroutine of its
+	// own.
+	inflight sync.WaitGroup
+	mu       sync.RWMutex
+	closed   bool
+}
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("riak: connection closed")
+
+// Dial sets up the client for the cluster. It sends nothing: the first
+// Do finds out whether a node answers.
+func Dial(opts Options) (*Conn, error) {
+	if len(opts.Nodes) == 0 {
+		return nil, errors.New("cannot connect to riak: no nodes given")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = 60 * time.Second
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = 64
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Timeout < 0 || opts.RetryFor < 0 || opts.MaxConnections < 1 || opts.MaxConnections > 4096 {
+		return nil, fmt.Errorf("cannot connect to riak: bad options (timeout %v, retry for %v, max connections %d)", opts.Timeout, opts.RetryFor, opts.MaxConnections)
+	}
+	RouteClientLogs(opts.Logger)
+	var nodes []*riak.Node
+	for _, addr := range opts.Nodes {
+		n, err := riak.NewNode(&riak.NodeOptions{
+			RemoteAddress:  addr,
+			MinConnections: 1,
+			MaxConnections: uint16(opts.MaxConnections),
+			ConnectTimeout: min(opts.Timeout, 5*time.Second),
+			RequestTimeout: opts.Timeout,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cannot use riak node %s: %w", addr, err)
+		}
+		nodes = append(nodes, n)
+	}
+	// One attempt per command in the client: Do tries again what is
+	// worth it, never a conditional write Riak refused.
+	cluster, err := riak.NewCluster(&riak.ClusterOptions{Nodes: nodes, ExecutionAttempts: 1})
+	if err != nil {
+		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
+	}
+	if err := PrimeNodeManager(cluster); err != nil {
+		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
+	}
+	if err := cluster.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start riak cluster client: %w", err)
+	}
+	return &Conn{opts: opts, cluster: cluster}, nil
+}
+
+// Timeout returns the per-request timeout.
+func (c *Conn) Timeout() time.Duration { return c.opts.Timeout }
+
+// Requests returns how many requests were sent (each attempt counts).
+func (c *Conn) Requests() int64 { return c.requests.Load() }
+
+// Do builds and runs a command, trying again on the next node what could
+// not be served (ErrUnavailable) with a growing pause, for up to
+// Options.RetryFor. Riak's own answers (not found, a refused conditional
+// write) are returned at once.
+func (c *Conn) Do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
+	return c.DoFor(ctx, c.opts.RetryFor, build)
+}
+
+// DoFor is Do, trying again for up to retryFor.
+func (c *Conn) DoFor(ctx context.Context, retryFor time.Duration, build func() (riak.Command, error)) (riak.Command, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	var err error
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			wait := min(25*time.Millisecond<<min(attempt, 6), time.Second)
+			if time.Since(start)+wait > retryFor {
+				return nil, err
+			}
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		cmd, berr := build()
+		if berr != nil {
+			return nil, berr
+		}
+		if err = c.exec(ctx, cmd); err == nil {
+			return cmd, nil
+		}
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+// exec runs cmd once, giving up the wait when ctx ends (the request
+// itself ends at its timeout).
+func (c *Conn) exec(ctx context.Context, cmd riak.Command) error {
+	c.requests.Add(1)
+	a := &riak.Async{Command: cmd, Done: make(chan riak.Command, 1)}
+	c.inflight.Add(1)
+	if err := c.cluster.ExecuteAsync(a); err != nil {
+		c.inflight.Done()
+		return Classify(err)
+	}
+	select {
+	case <-a.Done:
+		c.inflight.Done()
+	case <-ctx.Done():
+		go func() {
+			<-a.Done
+			c.inflight.Done()
+		}()
+		return context.Cause(ctx)
+	}
+	if a.Error != nil {
+		return ClassifyAnswer(cmd, a.Error)
+	}
+	return ClassifyAnswer(cmd, cmd.Error())
+}
+
+// Close waits for the requests in flight, even those whose callers gave
+// up, and stops the client. Do fails with ErrClosed afterwards.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.inflight.Wait()
+	if err := c.cluster.Stop(); err != nil {
+		return fmt.Errorf("cannot stop riak cluster client: %w", err)
+	}
+	return nil
+}
+
+// RiakError returns the error Riak itself answered, looking through the
+// client's ClientError wrapping (which has no Unwrap).
+func RiakError(err error) (riak.RiakError, bool) {
+	for err != nil {
+		var re riak.RiakError
+		if errors.As(err, &re) {
+			return re, true
+		}
+		var ce riak.ClientError
+		if !errors.As(err, &ce) {
+			return riak.RiakError{}, false
+		}
+		err = ce.InnerError
+	}
+	return riak.RiakError{}, false
+}
+
+// IsFailed reports whether err is Riak's answer to a refused write on a
+// consistent bucket: the key exists (a write without a causal context),
+// or it changed since it was read (a write with one).
+func IsFailed(err error) bool {
+	re, ok := RiakError(err)
+	return ok && strings.TrimSpace(re.Errmsg) == "failed"
+}
+
+// Classify marks errors that say the cluster could not serve a request in
+// time as ErrUnavailable; what Riak answered otherwise (a missing bucket
+// type, a refused conditional write) is returned as is.
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if re, ok := RiakError(err); ok && !IsTransient(re) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// ClassifyAnswer is Classify for the answer to cmd. To a read, Riak's
+// "failed" says that a consistent key's ensemble cannot serve it now (a
+// member lost, a leader being elected), where to a write it means
+// refused (IsFailed).
+func ClassifyAnswer(cmd riak.Command, err error) error {
+	if _, read := cmd.(*riak.FetchValueCommand); read && IsFailed(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return Classify(err)
+}
+
+// IsTransient reports whether Riak's answer says it could not serve the
+// request now, rather than refused it. "Unknown message code" is what a
+// node starting up answers while it listens but its services are not
+// registered yet.
+func IsTransient(re riak.RiakError) bool {
+	msg := strings.ToLower(re.Errmsg)
+	for _, s := range []string{"timeout", "overload", "insufficient_vnodes", "r_val_unsatisfied", "w_val_unsatisfied", "pw_val_unsatisfied", "pr_val_unsatisfied", "unavailable", "all_nodes_down", "nodedown", "unknown message code"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// PrimeNodeManager works around a bug of riak-go-client's default node
+// manager: ExecuteOnNode goes round the nodes until its round-robin
+// index, incremented after each try, comes back to the index it started
+// from. An index of 0 never comes back (it is 1 to len(nodes) after an
+// increment), so a command that finds no node able to take it while the
+// index is still at its initial 0 makes the client spin on a goroutine of
+// its own, forever. Setting the index to 1 before the first command makes
+// every call give up after one round. The field is unexported: this
+// reaches it through reflect and unsafe, and refuses (rather than risk a
+// spin) if the library changed shape.
+func PrimeNodeManager(c *riak.Cluster) error {
+	bad := errors.New("riak-go-client's node manager is not the one this package knows (a newer client?): see PrimeNodeManager")
+	m := reflect.ValueOf(c).Elem().FieldByName("nodeManager")
+	if !m.IsValid() || m.Kind() != reflect.Interface || m.IsNil() {
+		return bad
+	}
+	p := m.Elem()
+	if p.Kind() != reflect.Pointer || p.Elem().Kind() != reflect.Struct || p.Elem().Type().Name() != "defaultNodeManager" {
+		return bad
+	}
+	idx := p.Elem().FieldByName("nodeIndex")
+	if !idx.IsValid() || idx.Kind() != reflect.Int {
+		return bad
+	}
+	reflect.NewAt(idx.Type(), unsafe.Pointer(idx.UnsafeAddr())).Elem().SetInt(1)
+	return nil
+}
+
+// The client library logs connection trouble to stderr through package
+// variables of its own; the first Dial routes those lines to its logger
+// at debug level.
+var clientLogs sync.Once
+
+// RouteClientLogs sends the client library's log lines to l, at debug
+// level, unless an earlier call routed them already.
+func RouteClientLogs(l *slog.Logger) {
+	clientLogs.Do(func() {
+		w := &lineLogger{l: l}
+		riak.SetLogger(log.New(w, "", 0))
+		riak.SetErrorLogger(log.New(w, "", 0))
+	})
+}
+
+type lineLogger struct{ l *slog.Logger }
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.l.Debug("riak client", "line", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
