@@ -218,20 +218,7 @@ func (s *Server) fail(w http.ResponseWriter, status int, kind, msg string) {
 		// RFC 6750, section 3.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chibrary"`)
 	}
-	writeJSON(w, status, ErrorBody{Error: msg, Kind: kind})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // cannot happen for the types used here
-		http.Error(w, "cannot encode response", http.StatusInternalServerError)
-		return
-	}
-	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
+	httpserve.WriteJSON(w, status, ErrorBody{Error: msg, Kind: kind})
 }
 
 // auth admits requests bearing the token (RFC 6750, section 2.1). The
@@ -304,7 +291,7 @@ func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
 	s.issued.Inc()
 	s.log.Info("issued", "run", lease.Run, "program", lease.Program, "host", lease.Host, "pid", lease.PID)
 	w.Header().Set("Location", "/v1/runs/"+strconv.FormatUint(uint64(lease.Run), 10))
-	writeJSON(w, http.StatusCreated, lease)
+	httpserve.WriteJSON(w, http.StatusCreated, lease)
 }
 
 // decodeIssue reads exactly one JSON object with only the known fields.
@@ -345,7 +332,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("cannot read a lease", "run", run, "err", err)
 		s.fail(w, http.StatusInternalServerError, KindInternal, "cannot read the lease")
 	default:
-		writeJSON(w, http.StatusOK, lease)
+		httpserve.WriteJSON(w, http.StatusOK, lease)
 	}
 }
 

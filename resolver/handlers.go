@@ -3,7 +3,6 @@ package resolver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +49,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 		h.Set("Retry-After", "1")
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeJSON(w, status, map[string]string{"error": msg})
+		httpserve.WriteJSON(w, status, map[string]string{"error": msg})
 		return
 	}
 	s.render(w, r, status, "error.html", errorPage{Status: status, Title: http.StatusText(status), Message: msg})
@@ -90,7 +89,7 @@ func (s *Server) gone(w http.ResponseWriter, r *http.Request, rm store.Removal) 
 	h.Set("Content-Security-Policy", csp)
 	h.Set("Cache-Control", "public, max-age=86400")
 	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeJSON(w, http.StatusGone, removalJSON{Error: msg, CallNumber: rm.Number.String(), RemovedAt: rm.Removed.UTC(), Reason: rm.Reason})
+		httpserve.WriteJSON(w, http.StatusGone, removalJSON{Error: msg, CallNumber: rm.Number.String(), RemovedAt: rm.Removed.UTC(), Reason: rm.Reason})
 		return
 	}
 	s.render(w, r, http.StatusGone, "error.html", errorPage{Status: http.StatusGone, Title: "Removed", Message: msg})
@@ -117,7 +116,7 @@ func (s *Server) removals(w http.ResponseWriter, r *http.Request) {
 		out = append(out, removalJSON{CallNumber: x.Number.String(), RemovedAt: x.Removed.UTC(), Reason: x.Reason})
 	}
 	w.Header().Set("Cache-Control", "no-cache")
-	writeJSON(w, http.StatusOK, out)
+	httpserve.WriteJSON(w, http.StatusOK, out)
 }
 
 // busy reports a store that could not answer in time: the bolt store could
@@ -191,19 +190,6 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(status)
 	w.Write(b.Bytes())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v) // escapes <, > and & too: safe even if sniffed
-	if err != nil {
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
 }
 
 // twoSegments dispatches /m/{message-id}, /{callnumber}/raw and
@@ -541,7 +527,7 @@ func (s *Server) messageJSON(w http.ResponseWriter, r *http.Request) {
 	if nav != nil {
 		out.Thread = placeOf(nav)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpserve.WriteJSON(w, http.StatusOK, out)
 }
 
 type listData struct {
@@ -604,7 +590,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Cache-Control", "no-cache")
-	writeJSON(w, http.StatusOK, out)
+	httpserve.WriteJSON(w, http.StatusOK, out)
 }
 
 // healthz answers 200 when the store can be read now, 503 otherwise. It

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailview"
 )
 
@@ -190,7 +191,7 @@ func (s *Server) searchJSON(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, v.Problem)
 	default:
 		w.Header().Set("Cache-Control", "no-cache")
-		writeJSON(w, http.StatusOK, v)
+		httpserve.WriteJSON(w, http.StatusOK, v)
 	}
 }
 

@@ -5,6 +5,7 @@ package httpserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -245,4 +246,19 @@ func (m *MetricsServer) Close() error {
 		m.log.Error("metrics server failed", "err", serr)
 	}
 	return err
+}
+
+// WriteJSON answers status with v as JSON (json.Marshal escapes <, > and
+// &: safe even where a browser sniffs it), and its length.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // plain data: cannot happen
+		http.Error(w, "cannot encode the answer", http.StatusInternalServerError)
+		return
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
 }
