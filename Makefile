@@ -25,12 +25,13 @@ LDFLAGS     := -X $(VERSION_PKG).revision=$(GIT_REV) -X $(VERSION_PKG).revisionT
 build:
 	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-# The whole suite: static checks, then every test with the race detector.
-# Installs the real servers the tests use (Dovecot, Chromium) when missing.
-# The output is go test's, then a list of the tests that were skipped and
-# why (internal/tools/testsummary); it fails exactly when go test fails.
-test: test-deps check
-	@bash -o pipefail -c '$(GO) test -json -race -timeout 60m ./... | $(GO) run ./internal/tools/testsummary'
+# The whole suite (scripts/test.sh): the real servers and clients the
+# tests use (Dovecot, Chromium, ...) installed when missing, static
+# checks, then every test with the race detector, each stage said and
+# timed; the output is go test's, then the tests that were skipped and
+# why (internal/tools/testsummary). It fails exactly when a stage fails.
+test:
+	@GO=$(GO) scripts/test.sh
 
 test-deps:
 	@scripts/install-test-deps.sh

@@ -94,7 +94,7 @@ func TestCannotWrite(t *testing.T) {
 		t.Errorf("CannotWrite(a store to create in a writable directory) = %v", err)
 	}
 	if os.Geteuid() == 0 {
-		t.Skip("as root, permission bits do not stop writes: TestReadOnlyFileSystem covers the refusal")
+		t.Skip("running as root, whom file permissions do not stop: TestReadOnlyFileSystem covers a store that cannot be written")
 	}
 	locked := filepath.Join(dir, "locked")
 	if err := os.Mkdir(locked, 0o555); err != nil {

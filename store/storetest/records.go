@@ -95,7 +95,7 @@ func tamperer(t *testing.T, s store.Store) Tamperer {
 	t.Helper()
 	tp, ok := s.(Tamperer)
 	if !ok {
-		t.Skipf("the store under test (%T) is not a storetest.Tamperer: records cannot be planted", s)
+		t.Skipf("the test cannot put damaged records into this store (%T does not implement storetest.Tamperer)", s)
 	}
 	return tp
 }
@@ -430,7 +430,7 @@ func trainings(c store.Compression, n int64) int {
 func testConcurrentTraining(t *testing.T, open Opener) {
 	f := setup(t, open, 1, 2)
 	if tp, ok := f.s.(Tamperer); ok && trainings(tp.Compression(), 1400) == 0 {
-		t.Skip("the store trains no dictionary by 1,400 messages (the other options of its conformance run do)")
+		t.Skip("this configuration trains its first compression dictionary after more messages than this test writes; the other configurations of the conformance run cover it")
 	}
 	other := mustOpen(t, open)
 	a := f.auth
