@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/mailmsg"
@@ -93,7 +94,9 @@ func (ca *catalogArchive) sync(t testing.TB) {
 
 func openTestCatalog(t testing.TB) *catalog.Catalog {
 	t.Helper()
-	c, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{})
+	// Slow under the race detector on a loaded machine: the deadline of a
+	// search is tested where it is the subject (TestSearchCost).
+	c, err := catalog.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{SearchTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
