@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opts.Import.PartitionK, opts.Import.PartitionN, err = ingest.ParsePartition(partName); err != nil {
 		return cli.Usagef("--partition: %v", err)
 	}
-	if _, err := setup.ParseStoreURL(st.URL()); err != nil {
+	if _, err := st.Parse(); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -64,7 +64,7 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if err := cli.NoArgs(rest); err != nil {
 		return err
 	}
-	u, err := setup.ParseStoreURL(st.URL())
+	u, err := st.Parse()
 	if err != nil {
 		return err
 	}

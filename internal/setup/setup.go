@@ -44,6 +44,8 @@ const (
 type StoreFlags struct {
 	Data  string
 	Store string
+
+	parsed *StoreURL // by Parse
 }
 
 // AddFlags registers --data and --store.
@@ -60,9 +62,23 @@ func (f *StoreFlags) URL() string {
 	return "bolt:" + filepath.Join(f.Data, MessagesFile)
 }
 
+// Parse reads the selected store's URL (once: Open and OpenReader use
+// what it read), for a program that checks its flags before it does
+// anything.
+func (f *StoreFlags) Parse() (StoreURL, error) {
+	if f.parsed == nil {
+		u, err := ParseStoreURL(f.URL())
+		if err != nil {
+			return StoreURL{}, err
+		}
+		f.parsed = &u
+	}
+	return *f.parsed, nil
+}
+
 // Open opens the selected store, creating a bolt store if missing.
 func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, error) {
-	u, err := ParseStoreURL(f.URL())
+	u, err := f.Parse()
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +87,7 @@ func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, e
 			return nil, err
 		}
 	}
-	return OpenStore(ctx, f.URL(), log)
+	return openURL(ctx, u, log)
 }
 
 // checkDir says in one plain line when the folder of the bolt store at
@@ -125,12 +141,12 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	u, err := ParseStoreURL(f.URL())
+	u, err := f.Parse()
 	if err != nil {
 		return nil, err
 	}
 	if u.Bolt == "" {
-		return OpenStore(ctx, f.URL(), log)
+		return openURL(ctx, u, log)
 	}
 	if err := f.checkDir(u.Bolt); err != nil {
 		return nil, err
@@ -155,7 +171,7 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 			return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, ReadOnly: true})
 		}
 	}
-	return OpenStore(ctx, f.URL(), log)
+	return openURL(ctx, u, log)
 }
 
 // StoreURL is a parsed store URL.
@@ -252,6 +268,10 @@ func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, 
 	if err != nil {
 		return nil, err
 	}
+	return openURL(ctx, u, log)
+}
+
+func openURL(ctx context.Context, u StoreURL, log *slog.Logger) (store.Store, error) {
 	if u.Bolt != "" {
 		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log})
 	}
