@@ -38,9 +38,9 @@ import (
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/dovecottest"
 	"github.com/chibrary/chibrary/internal/riaktest"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
+	"github.com/chibrary/chibrary/store/riakstore"
 	"github.com/chibrary/chibrary/store/storetest"
 )
 
@@ -446,7 +446,7 @@ func (tt *torture) verify(r int) {
 			st.Close()
 		}
 	}
-	st, err := setup.OpenStore(ctx, tt.storeURL, nil)
+	st, err := tt.openStore(ctx)
 	if err != nil {
 		t.Fatalf("round %d: cannot open the store: %v", r, err)
 	}
@@ -577,7 +577,7 @@ func (tt *torture) drain() {
 		return err == nil && len(left) == 0
 	})
 	w.stop()
-	st, err := setup.OpenStore(t.Context(), tt.storeURL, nil)
+	st, err := tt.openStore(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,6 +587,17 @@ func (tt *torture) drain() {
 			t.Errorf("a message delivered to the inbox (digest %v) is not archived: %v", d, err)
 		}
 	}
+}
+
+// openStore opens the archive's store from the test process, beside the
+// programs.
+func (tt *torture) openStore(ctx context.Context) (store.Store, error) {
+	if !tt.riak {
+		return boltstore.Open(ctx, strings.TrimPrefix(tt.storeURL, "bolt:"), boltstore.Options{})
+	}
+	rest := strings.TrimPrefix(tt.storeURL, "riak://")
+	nodes, archive, _ := strings.Cut(rest, "/")
+	return riakstore.Open(ctx, riakstore.Options{Nodes: strings.Split(nodes, ","), Archive: archive})
 }
 
 // tmpfsDisk is the archive's disk: a tmpfs the harness fills.

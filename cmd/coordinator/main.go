@@ -13,9 +13,9 @@ import (
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/authority/riakauthority"
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/coordinator"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 )

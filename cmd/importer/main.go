@@ -12,9 +12,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/ingest"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/mbox"
 )

@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/httpserve"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/mirror"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/resolver"
 	"github.com/chibrary/chibrary/store"
 )

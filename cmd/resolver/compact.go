@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/resolver"
 	"github.com/chibrary/chibrary/store"
 )

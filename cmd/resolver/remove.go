@@ -15,8 +15,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/setup"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/resolver"
 	"github.com/chibrary/chibrary/store"

@@ -12,11 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/imapwatch"
 	"github.com/chibrary/chibrary/ingest"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/httpserve"
-	"github.com/chibrary/chibrary/internal/setup"
 )
 
 const usage = `

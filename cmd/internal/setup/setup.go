@@ -1,5 +1,6 @@
-// Package setup turns the flags the programs share (--data, --store,
-// --coordinator, --token-file) into a store and a run source.
+// Package setup is the programs' wiring, beside their mains: it turns the
+// flags they share (--data, --store, --coordinator, --authority,
+// --token-file) into a store and a run source.
 package setup
 
 import (
