@@ -25,7 +25,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/chibrary/chibrary/callnumber"
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/storetest"

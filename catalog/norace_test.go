@@ -2,7 +2,7 @@
 
 package catalog
 
-import "github.com/chibrary/chibrary/internal/testcorpus"
+import "github.com/chibrary/chibrary/internal/testkit/testcorpus"
 
 // corpusLimit is how many corpus messages the corpus tests index: all of
 // them (see race_test.go).

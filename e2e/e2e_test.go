@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 )
 
 // poller reads the archive over HTTP while it is written: the stats, and

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/hostile"
-	"github.com/chibrary/chibrary/internal/htmlcheck"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
 	"github.com/chibrary/chibrary/store"
 )
 

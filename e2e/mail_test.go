@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mbox"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 )
 
 // removedWithin is how soon after `resolver remove` returns a running

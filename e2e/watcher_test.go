@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
-	"github.com/chibrary/chibrary/internal/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
 )
 
 // startWatcher follows dove's INBOX into data; coord is nil for the

@@ -19,7 +19,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/internal/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 )
 
 // BenchmarkFetchHeaders1000 is a mail client filling its message list

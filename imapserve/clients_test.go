@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/internal/archivetest"
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailwire"
 	"github.com/chibrary/chibrary/store"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chibrary/chibrary/internal/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 )
 
 // serve serves a over IMAP on a loopback port until the test ends, and

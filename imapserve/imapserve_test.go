@@ -17,8 +17,8 @@ import (
 	"github.com/emersion/go-sasl"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/internal/archivetest"
 	"github.com/chibrary/chibrary/internal/netserve"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 	"github.com/chibrary/chibrary/mailwire"
 )
 

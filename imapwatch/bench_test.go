@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 	"github.com/chibrary/chibrary/mbox"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 )
 
 // tlsPassword is distinctive, so that finding it in a log or an error

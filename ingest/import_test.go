@@ -15,7 +15,7 @@ import (
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/ingest"
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mbox"
 )
 

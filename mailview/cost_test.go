@@ -9,7 +9,7 @@ import (
 
 	"github.com/emersion/go-message"
 
-	"github.com/chibrary/chibrary/internal/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
 )
 
 // allocated returns the bytes fn allocates.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/chibrary/chibrary/internal/htmlcheck"
+	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
 )
 
 func fixture(t testing.TB, name string) []byte {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 )
 
 // corpusMessages is the number of messages in the shared corpus.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/mirror"

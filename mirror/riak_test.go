@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/riaktest"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/riakstore"
 )

@@ -3,7 +3,7 @@ package nntpserve
 import (
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 )
 
 // BenchmarkOver is a news reader's first visit to a group of the shared

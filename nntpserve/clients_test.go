@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 	"github.com/chibrary/chibrary/mailwire"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chibrary/chibrary/internal/archivetest"
 	"github.com/chibrary/chibrary/internal/netserve"
+	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 	"github.com/chibrary/chibrary/mailwire"
 )
 

@@ -2,7 +2,7 @@
 
 package nntpserve
 
-import "github.com/chibrary/chibrary/internal/testcorpus"
+import "github.com/chibrary/chibrary/internal/testkit/testcorpus"
 
 // corpusLimit is how many corpus messages the tests with real clients
 // serve: all of them (see race_test.go).

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/internal/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 

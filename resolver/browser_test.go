@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"

@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailsource"
 )
 

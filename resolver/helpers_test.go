@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
-	"github.com/chibrary/chibrary/internal/htmlcheck"
+	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"

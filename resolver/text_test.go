@@ -7,7 +7,7 @@ import (
 
 	xhtml "golang.org/x/net/html"
 
-	"github.com/chibrary/chibrary/internal/htmlcheck"
+	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
 )
 
 func TestRenderText(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/internal/htmlcheck"
+	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
 )
 
 // threadsTemplate is the thread list as an html/template, whose

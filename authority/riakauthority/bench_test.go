@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/authority"
-	"github.com/chibrary/chibrary/internal/riaktest"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 )
 
 // BenchmarkRacingAllocators issues b.N runs from 3 allocators racing on

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/authority/authoritytest"
-	"github.com/chibrary/chibrary/internal/riaktest"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/shuffle"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/cmd/internal/setup"
-	"github.com/chibrary/chibrary/internal/testmount"
+	"github.com/chibrary/chibrary/internal/testkit/testmount"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store"

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )

@@ -18,7 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/chibrary/chibrary/callnumber"
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/shuffle"

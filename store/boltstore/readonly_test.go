@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/chibrary/chibrary/internal/testmount"
+	"github.com/chibrary/chibrary/internal/testkit/testmount"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"

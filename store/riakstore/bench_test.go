@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/shuffle"

@@ -14,7 +14,7 @@ import (
 	riak "github.com/basho/riak-go-client"
 
 	"github.com/chibrary/chibrary/callnumber"
-	"github.com/chibrary/chibrary/internal/riaktest"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/record"
 	"github.com/chibrary/chibrary/store/storetest"

@@ -15,7 +15,7 @@ import (
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/coordinator"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/internal/testmount"
+	"github.com/chibrary/chibrary/internal/testkit/testmount"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"

@@ -51,7 +51,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/chibrary/chibrary/internal/riaktest"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/mbox"
 )
 

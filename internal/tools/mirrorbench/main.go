@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/testcorpus"
+	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/store"
 )

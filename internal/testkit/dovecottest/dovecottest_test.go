@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 )
 
 func TestAppendRestartMailboxes(t *testing.T) {

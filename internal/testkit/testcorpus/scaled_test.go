@@ -12,7 +12,7 @@ import (
 )
 
 func TestWriteScaled(t *testing.T) {
-	const src = "../../fixtures/mbox/demo.mbox"
+	const src = "../../../fixtures/mbox/demo.mbox"
 	var b bytes.Buffer
 	if err := WriteScaled(&b, src, 3); err != nil {
 		t.Fatal(err)

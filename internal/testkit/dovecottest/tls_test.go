@@ -15,7 +15,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/chibrary/chibrary/internal/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 )
 
 // fromOtherLoopback dials from 127.0.0.2: Dovecot counts a connection
