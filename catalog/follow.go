@@ -42,6 +42,9 @@ type FollowOptions struct {
 	// MaxBackoff bounds the pause after a store error (it doubles from
 	// one second); 0 means DefaultMaxBackoff.
 	MaxBackoff time.Duration
+	// CaughtUp, if set, is called once, when Follow has first read the
+	// feed to its end, with the number of messages that pass indexed.
+	CaughtUp func(indexed int)
 }
 
 // Status is what a follower last did, for /api/v1/stats and logs.
@@ -213,8 +216,10 @@ func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions
 	// its search index merged once it has caught up, as a rebuild's is.
 	fresh := c.fresh(ctx)
 	var backoff time.Duration
+	indexed := 0
 	for {
 		n, err := c.Sync(ctx, st, opts.SyncOptions)
+		indexed += n
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -236,6 +241,10 @@ func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions
 			backoff = 0
 			if n > 0 {
 				c.log.Debug("indexed", "messages", n)
+			}
+			if opts.CaughtUp != nil {
+				opts.CaughtUp(indexed)
+				opts.CaughtUp = nil
 			}
 			if fresh && n > 0 {
 				fresh = false

@@ -120,7 +120,7 @@ func (c *pageCache) lookup(ctx context.Context, key, gen string) (*cached, func(
 func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := s.catalog()
-		if s.cache == nil || c == nil || r.Method != http.MethodGet || s.building.Load() || s.catalogBroken.Load() != nil {
+		if s.cache == nil || c == nil || r.Method != http.MethodGet || s.building.Load() != nil || s.catalogBroken.Load() != nil {
 			h(w, r)
 			return
 		}

@@ -67,17 +67,10 @@ func (s *Server) catalogFor(w http.ResponseWriter, r *http.Request) (*catalog.Ca
 		w.Header().Set("Retry-After", "3600")
 		s.fail(w, r, http.StatusServiceUnavailable, "This archive's catalog cannot be used (the operator has been told why), so its lists, months and threads cannot be shown right now. Every message is still here: open one by its call number or Message-ID.")
 		return nil, false
-	case s.building.Load():
-		if c.Status().Synced.IsZero() {
-			msg := "The catalog of this archive is being built; lists, months and threads will be here shortly."
-			if st, err := c.Stats(r.Context()); err == nil && st.Messages > 0 {
-				msg = fmt.Sprintf("The catalog of this archive is being built (%d messages indexed so far); lists, months and threads will be here shortly.", st.Messages)
-			}
-			w.Header().Set("Retry-After", "5")
-			s.fail(w, r, http.StatusServiceUnavailable, msg)
-			return nil, false
-		}
-		s.building.Store(false)
+	case s.building.Load() != nil:
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, r, http.StatusServiceUnavailable, s.building.Load().String()+"; lists, months and threads will be here when it is done. Every message is already here: open one by its call number or Message-ID.")
+		return nil, false
 	}
 	return c, true
 }
@@ -119,14 +112,20 @@ func (s *Server) noticeDamage(c *catalog.Catalog, err error) {
 	}
 }
 
-// rebuild is the progress of a rebuild of the catalog.
+// rebuild is the progress of a build of the catalog: its first
+// (Server.building), or a rebuild (Server.rebuilding).
 type rebuild struct {
 	read  atomic.Int64
 	total int64
+	first bool
 }
 
 func (b *rebuild) String() string {
-	return fmt.Sprintf("The catalog of this archive is being built again (%d of %d messages indexed)", b.read.Load(), b.total)
+	again := " again"
+	if b.first {
+		again = ""
+	}
+	return fmt.Sprintf("The catalog of this archive is being built%s (%d of %d messages indexed)", again, b.read.Load(), b.total)
 }
 
 // follow runs the catalog's follower until ctx is done, when the catalog
@@ -145,17 +144,26 @@ func (s *Server) follow(ctx context.Context) (stop func()) {
 func (s *Server) followCatalog(ctx context.Context, c *catalog.Catalog) (stop func()) {
 	// A catalog that starts empty is being built: its pages would say
 	// "no such list" until the first pass over the store is done, so they
-	// answer 503 until then instead.
+	// answer 503 with the progress until then instead.
+	opts := *s.opts.Follow
 	if st, err := c.Stats(ctx); err != nil || st.Messages == 0 {
 		if n, err := s.st.Count(ctx); err != nil || n > 0 {
-			s.building.Store(true)
+			b := &rebuild{total: n, first: true}
+			s.building.Store(b)
+			start := time.Now()
+			s.log.Info("building the catalog from the store; its pages answer 503 until it is done", "catalog", c.Path(), "messages", n)
+			opts.Progress = func(read int) { b.read.Store(int64(read)) }
+			opts.CaughtUp = func(indexed int) {
+				s.building.CompareAndSwap(b, nil)
+				s.log.Info("the catalog is ready", "catalog", c.Path(), "messages", indexed, "seconds", time.Since(start).Round(time.Millisecond).Seconds())
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		s.log.Info("following the store into the catalog", "catalog", c.Path())
-		err := c.Follow(ctx, s.st, *s.opts.Follow)
+		err := c.Follow(ctx, s.st, opts)
 		switch {
 		case err == nil:
 		case errors.Is(err, catalog.ErrDamaged) && s.opts.CatalogPath != "":
@@ -251,7 +259,7 @@ func (k *keeper) drop() {
 		k.unfollow = nil
 	}
 	k.s.cat.Store(nil)
-	k.s.building.Store(false)
+	k.s.building.Store(nil)
 }
 
 // check looks at the catalog served, and acts.

@@ -48,7 +48,7 @@ func TestNoErrorLogsForExpectedFailures(t *testing.T) {
 	}
 	// A catalog that started empty, being built.
 	s = New(ca.st, Options{Catalog: openTestCatalog(t), Logger: newTestLogger(&logs)})
-	s.building.Store(true)
+	s.building.Store(&rebuild{total: 1, first: true})
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/l/demo/", nil))
 	if w.Code != http.StatusServiceUnavailable {

@@ -121,8 +121,8 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		d.NoCatalog = s.rebuilding.Load().String() + "; its lists will be here when it is done. Every message can still be opened by its call number or Message-ID."
 	case c == nil || s.catalogBroken.Load() != nil:
 		d.NoCatalog = "The lists of this archive cannot be shown right now; every message can still be opened by its call number or Message-ID."
-	case s.building.Load() && c.Status().Synced.IsZero():
-		d.NoCatalog = "The catalog of this archive is being built; its lists will be here shortly."
+	case s.building.Load() != nil:
+		d.NoCatalog = s.building.Load().String() + "; its lists will be here when it is done. Every message can already be opened by its call number or Message-ID."
 	default:
 		lists, err := c.Lists(r.Context())
 		if err != nil {
@@ -542,7 +542,7 @@ type navigation struct {
 // cannot say (none, not ready, not indexed yet, or an error, logged).
 func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	c := s.catalog()
-	if c == nil || s.catalogBroken.Load() != nil || s.building.Load() && c.Status().Synced.IsZero() {
+	if c == nil || s.catalogBroken.Load() != nil || s.building.Load() != nil {
 		return nil
 	}
 	th, err := c.Thread(ctx, cn)

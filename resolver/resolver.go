@@ -177,7 +177,7 @@ type Server struct {
 	damaged atomic.Pointer[catalog.Catalog]
 	wake    chan struct{}
 	// building is set while a catalog that started empty is first built.
-	building atomic.Bool
+	building atomic.Pointer[rebuild]
 	// catalogBroken says why the catalog cannot be used any more.
 	catalogBroken atomic.Pointer[string]
 	// cache keeps rendered pages of the catalog.

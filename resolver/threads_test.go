@@ -125,18 +125,23 @@ func TestLongThread(t *testing.T) {
 }
 
 // TestCatalogBuilding: while a catalog that started empty is first built,
-// its pages answer 503 with Retry-After; then they work.
+// its pages answer 503 with Retry-After and the progress, and the log says
+// when it starts and when it is ready; then the pages work.
 func TestCatalogBuilding(t *testing.T) {
 	a := newArchive(t, boltstore.Options{})
 	cn := a.put(t, readFixture(t, "signed.eml"), "building").String()
 	gate := &gatedStore{Store: a.st, open: make(chan struct{})}
 	c := openTestCatalog(t)
-	srv := startServer(t, gate, Options{Catalog: c, Follow: &catalog.FollowOptions{Interval: 20 * time.Millisecond}})
+	var logs syncBuffer
+	srv := startLoggedServer(t, gate, Options{Catalog: c, Follow: &catalog.FollowOptions{Interval: 20 * time.Millisecond}}, &logs)
 	for _, path := range []string{"/l/building/", "/api/v1/lists", "/t/" + cn + "/"} {
 		r := get(t, srv+path)
-		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "5" || !strings.Contains(r.body, "being built") {
-			t.Errorf("GET %s while building = %d Retry-After %q %q; want 503, Retry-After 5, being built", path, r.status, r.header.Get("Retry-After"), r.body)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "5" || !strings.Contains(r.body, "being built (0 of 1 messages indexed)") {
+			t.Errorf("GET %s while building = %d Retry-After %q %q; want 503, Retry-After 5, being built (0 of 1 messages indexed)", path, r.status, r.header.Get("Retry-After"), r.body)
 		}
+	}
+	if l := logs.String(); !strings.Contains(l, "level=INFO msg=\"building the catalog from the store") || !strings.Contains(l, "messages=1") {
+		t.Errorf("the log does not say the catalog is being built, of how many messages:\n%s", l)
 	}
 	if r := get(t, srv+"/"+cn); r.status != 200 || strings.Contains(r.body, `class="thread"`) && strings.Contains(r.body, "Message 1 of") {
 		t.Errorf("the message page while building = %d, want 200 without thread navigation", r.status)
@@ -146,6 +151,9 @@ func TestCatalogBuilding(t *testing.T) {
 	}
 	close(gate.open)
 	waitFor(t, "the list page", func() bool { return get(t, srv+"/l/building/").status == 200 })
+	if l := logs.String(); !strings.Contains(l, "msg=\"the catalog is ready\"") {
+		t.Errorf("the log does not say when the catalog is ready:\n%s", l)
+	}
 }
 
 // TestFollowing: a message stored while the server runs is on its list's
@@ -219,15 +227,22 @@ func (g *gatedStore) Changes(ctx context.Context, after store.Cursor, max int) (
 }
 
 // startServer runs Serve (and so the catalog's follower) on loopback
-// until the test ends, and returns its base URL.
+// until the test ends, and returns its base URL. The server's log is
+// shown if the test fails.
 func startServer(t *testing.T, st store.Store, opts Options) string {
+	t.Helper()
+	var logs syncBuffer
+	return startLoggedServer(t, st, opts, &logs)
+}
+
+// startLoggedServer is startServer writing the server's log to logs.
+func startLoggedServer(t *testing.T, st store.Store, opts Options, logs *syncBuffer) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
-	opts.Logger = newTestLogger(&logs)
+	opts.Logger = newTestLogger(logs)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- New(st, opts).Serve(ctx, ln) }()

@@ -18,7 +18,10 @@ if [ -z "$cn" ]; then
 fi
 echo
 echo "Call number $cn resolves:"
-"$bin/resolver" inspect --data "$data" "$cn"
+# The lease lines (which program took the run, where, when) are for
+# operators: the demo shows the message's own fields.
+"$bin/resolver" inspect --data "$data" "$cn" | grep -v '^lease\.'
+echo "(resolver inspect --data $data $cn also shows which program numbered it, where and when)"
 echo
 "$bin/resolver" get --data "$data" "$cn" | sed -n '1,/^\r\?$/p' | grep -iE '^(from|subject|date|message-id):' || true
 
