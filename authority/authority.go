@@ -78,8 +78,7 @@ type Holder struct {
 	Note    string `json:"note"`
 }
 
-// Options configure Open, Create and OpenOrCreate; the zero value is the
-// default for every field.
+// Options configure Open, Create and OpenOrCreate; zero values are defaults.
 type Options struct {
 	// Scheme of a new authority; "" means shuffle.Mix. An existing one
 	// keeps its own, and OpenOrCreate refuses another (ErrScheme).
@@ -175,8 +174,7 @@ func SchemeError(path string, has, asked shuffle.Scheme) error {
 	return fmt.Errorf("%w: %s has scheme %s, not %s (the scheme is chosen once, when an authority is created; drop --scheme, or create a new archive)", ErrScheme, path, has, asked)
 }
 
-// DefaultScheme is mix, since bits lets an outsider who sees a few numbers
-// of a run list the rest.
+// DefaultScheme is mix: with bits, a few numbers of a run reveal the rest.
 const DefaultScheme = shuffle.Mix
 
 func create(path string, opts Options) error {
@@ -390,7 +388,6 @@ func encodeNext(n uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, n)
 }
 
-// decodeNext reads the next run: 1..2^30 (2^30 means exhausted).
 func decodeNext(b []byte) (uint64, error) {
 	if len(b) != 8 {
 		return 0, fmt.Errorf("%w: next run of %d bytes", ErrInconsistent, len(b))

@@ -12,8 +12,7 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-// LocalOptions configure a Local; the zero value is the default for every
-// field.
+// LocalOptions configure a Local; zero values are defaults.
 type LocalOptions struct {
 	// Scheme if Local creates the database; "" means DefaultScheme. An
 	// existing database asked for another fails with ErrScheme.
@@ -25,9 +24,8 @@ type LocalOptions struct {
 }
 
 // Local is a RunSource that holds runs.db (and bbolt's exclusive lock) only
-// for the moment of one allocation, so that several processes on one
-// machine can share it. It creates the authority on first use and is safe
-// for concurrent use.
+// for the moment of one allocation, so that processes on one machine can
+// share it. It is safe for concurrent use.
 type Local struct {
 	path   string
 	holder Holder
@@ -39,8 +37,7 @@ type Local struct {
 
 var _ callnumber.RunSource = (*Local)(nil)
 
-// NewLocal returns the local authority of the database at path, issuing
-// runs to holder.
+// NewLocal returns the local authority at path, issuing runs to holder.
 func NewLocal(path string, holder Holder, opts LocalOptions) *Local {
 	return &Local{path: path, holder: holder, opts: opts, sem: make(chan struct{}, 1)}
 }

@@ -33,9 +33,7 @@ type Meta struct {
 	ListID     string
 	InReplyTo  []string
 	References []string
-	// NoArchive: the sender asked not to be archived, as Mailman reads it
-	// (any X-No-Archive, or "X-Archive: no").
-	NoArchive bool
+	NoArchive  bool // any X-No-Archive, or "X-Archive: no", as Mailman reads them
 }
 
 // Time parses Date (RFC 5322 section 3.3): costly, and off the import path.
@@ -95,8 +93,7 @@ func stripControls(id string) string {
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // scan collects the first occurrence of each wanted field of the header
-// block (RFC 5322 section 2.2), unfolded, reading at most MaxHeaderBytes;
-// a malformed line is skipped and reported.
+// block (RFC 5322 section 2.2), unfolded; a malformed line is reported.
 func scan(raw []byte) (textproto.Header, error) {
 	var h textproto.Header
 	var bad []string

@@ -15,8 +15,7 @@
 // returns it only once a majority of replicas acknowledged the create; a
 // create retried after a lost reply finds the key taken, and takes it as
 // its own only if the nonce is its own. A run may be skipped, never issued
-// twice. The metadata is created the same way, so that two programs
-// creating the authority at once agree on one ID and key.
+// twice.
 //
 // So that handles do not all race for the same run, each reserves a block
 // of runs by compare-and-set on next (one run at first, doubling up to
@@ -27,10 +26,6 @@
 // group); while next cannot be reached, a handle spills: it picks runs at
 // random just above next and moves next past them later. Programs open the
 // authority from the copies of meta while meta's group cannot serve.
-//
-// An authority moved here by Migrate stays in state "migrating", issuing
-// nothing, until every lease of the file is copied and next is past the
-// file's next run.
 package riakauthority
 
 import (
