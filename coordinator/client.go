@@ -39,6 +39,7 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("coordinator answered %d: %s", e.StatusCode, msg)
 }
 
+// Unwrap returns the sentinel matching the response, if any.
 func (e *StatusError) Unwrap() error {
 	switch {
 	case e.StatusCode == http.StatusUnauthorized:
