@@ -1,57 +1,15 @@
 // Package authority is the run authority: it issues each run of the call
-// number space at most once, and remembers to whom.
+// number space at most once, and remembers to whom, in one bbolt file
+// (runs.db). Issue returns a run only once the transaction recording it has
+// committed, so a crash can waste a run but never issue one twice; Open
+// refuses a database whose next run is not above every recorded lease.
 //
-// Its state lives in one bbolt file (runs.db): the authority ID (128
-// random bits, hex), the shuffle scheme and 256-bit key chosen when the
-// authority was created, the next run to issue, and one lease record per
-// issued run (run, program, host, pid, note, issued-at, a random nonce).
-//
-// # Safety
-//
-// A run is returned by [Authority.Issue] only after the bbolt transaction
-// that records it has committed, that is, after fsync: a crash can waste a
-// run (issued and recorded, never delivered), never issue one twice.
-// Concurrent issues share commits (bbolt's DB.Batch), so a burst of
-// requests does not queue behind one fsync each. On top of that the
-// authority is paranoid:
-//
-//   - at open, it refuses a file that is not an authority database, and one
-//     whose next run is not above every recorded lease ([ErrInconsistent]);
-//   - before issuing a run, it checks that no lease of that run exists;
-//   - after run 2^30-1 it refuses with [ErrExhausted]: the run space of
-//     this call-number version is used up.
-//
-// # Local use and the coordinator
-//
-// A program on one machine uses [Local], which opens runs.db only for the
-// moment of one allocation (bbolt holds an exclusive file lock while the
-// file is open), so any number of processes on that machine can allocate
-// from the same file. The coordinator (package coordinator) keeps the file
-// open and serves it over HTTP for processes on other machines; while it
-// runs, [Local] on that file fails with [ErrLocked] and the program must
-// use --coordinator instead. A coordinator started on a file is the same
-// authority as Local on it: same ID, same key, same runs.
-//
-// # Elsewhere: the Riak cluster
-//
-// [Issuer] is what both places an authority can live in provide: this
-// file (*Authority), and a Riak cluster's strongly consistent buckets
-// (package authority/riakauthority), which any number of coordinators and
-// programs on any hosts issue from at once. Package
-// authority/authoritytest is the conformance suite both pass. A file
-// moved into a cluster ([Authority.Retire], by riakauthority.Migrate)
-// refuses to issue from then on ([ErrRetired]), naming where it went.
-//
-// # Backup and restore
-//
-// [Authority.WriteTo] writes a consistent copy of the database while it is
-// in use. Restoring a backup (stop the coordinator, copy the backup over
-// runs.db, start it again) rewinds the next run to what it was when the
-// backup was taken, so the runs issued after the backup would be issued
-// again. The store notices (it remembers every run's nonce and refuses a
-// second lease of a run), but the safe procedure is to move the next run
-// past every run any store has seen right after restoring: see
-// [Authority.Bump] (coordinator bump --db runs.db --to N).
+// [Local] holds runs.db only for the moment of one allocation, so that
+// processes on one machine can share it; while a coordinator holds the file,
+// Local fails with [ErrLocked]. A Riak cluster (package
+// authority/riakauthority) is the other [Issuer]. Restoring a backup rewinds
+// the next run: [Authority.Bump] past every run any store has seen before
+// issuing from it.
 package authority
 
 import (
@@ -78,39 +36,23 @@ import (
 
 // Sentinel errors. Test with errors.Is.
 var (
-	// ErrExhausted: every run of this call-number version was issued.
-	ErrExhausted = errors.New("authority: the run space of this call-number version is exhausted (run 2^30-1 was issued)")
-	// ErrNotAuthority: the file is not a run authority database.
+	ErrExhausted    = errors.New("authority: the run space of this call-number version is exhausted (run 2^30-1 was issued)")
 	ErrNotAuthority = errors.New("authority: not a run authority database")
-	// ErrInconsistent: the database contradicts itself (a recorded lease
-	// at or above the next run); it is refused rather than risk issuing a
-	// run twice.
+	// ErrInconsistent is refused rather than risk issuing a run twice.
 	ErrInconsistent = errors.New("authority: inconsistent database")
-	// ErrNotIssued: no lease of that run was ever issued.
-	ErrNotIssued = errors.New("authority: run never issued")
-	// ErrLocked: another process holds the database open.
-	ErrLocked = errors.New("authority: database held open by another process")
-	// ErrExists: Create found a database already there.
-	ErrExists = errors.New("authority: database already exists")
-	// ErrBackwards: Bump was asked to move the next run backwards.
-	ErrBackwards = errors.New("authority: the next run can only move forwards")
-	// ErrClosed: the authority was closed.
-	ErrClosed = errors.New("authority: closed")
-	// ErrScheme: an existing authority was asked for another shuffle
-	// scheme than the one it was created with, which it keeps for good.
-	ErrScheme = errors.New("authority: the authority already exists with another scheme")
-	// ErrRetired: the authority was moved elsewhere (coordinator
-	// migrate); this copy of it issues no more runs.
-	ErrRetired = errors.New("authority: this authority has moved")
+	ErrNotIssued    = errors.New("authority: run never issued")
+	ErrLocked       = errors.New("authority: database held open by another process")
+	ErrExists       = errors.New("authority: database already exists")
+	ErrBackwards    = errors.New("authority: the next run can only move forwards")
+	ErrClosed       = errors.New("authority: closed")
+	ErrScheme       = errors.New("authority: the authority already exists with another scheme")
+	ErrRetired      = errors.New("authority: this authority has moved") // by coordinator migrate
 )
 
-// Format is the value of the format key of every authority database; a
-// bbolt file without it is not one.
+// Format marks an authority database; a bbolt file without it is not one.
 const Format = "chibrary-authority 1"
 
-// Bucket and key names of the database layout. The leases bucket maps the
-// run as 4 big-endian bytes (so the last key is the highest run) to the
-// lease record as JSON.
+// Leases are keyed by run, big-endian, so that the last is the highest.
 var (
 	bucketMeta   = []byte("authority")
 	bucketLeases = []byte("leases")
@@ -121,8 +63,7 @@ var (
 	keyKey     = []byte("key")
 	keyNextRun = []byte("next_run")
 	keyCreated = []byte("created_at")
-	// keyMovedTo, once set, names where the authority went (a riak://
-	// URL): the file then refuses to issue or bump.
+	// keyMovedTo names where a retired authority went.
 	keyMovedTo = []byte("moved_to")
 )
 
@@ -137,35 +78,25 @@ type Holder struct {
 	Note    string `json:"note"`
 }
 
-// Options configure Open, Create and OpenOrCreate. The zero value is the
-// default for every field.
+// Options configure Open, Create and OpenOrCreate; zero values are defaults.
 type Options struct {
-	// Scheme is the shuffle scheme of a new authority; "" means
-	// shuffle.Mix. It applies only when the database is created: an
-	// existing authority keeps its scheme, and OpenOrCreate refuses to
-	// open one of another scheme than a Scheme given (ErrScheme).
+	// Scheme of a new authority; "" means shuffle.Mix. An existing one
+	// keeps its own, and OpenOrCreate refuses another (ErrScheme).
 	Scheme shuffle.Scheme
 
-	// LockTimeout is how long to wait for another process to release the
-	// file lock before failing with ErrLocked; 0 means 10 seconds.
+	// LockTimeout bounds the wait for another's lock (ErrLocked); 0 means 10s.
 	LockTimeout time.Duration
 
-	// ReadOnly opens the database for reading only (Issue and Bump fail).
-	ReadOnly bool
+	ReadOnly bool // Issue and Bump fail
 
-	// BatchDelay is how long a first concurrent Issue waits for others to
-	// share its commit; 0 means 2ms. More delay means fewer, larger
-	// commits and more latency per issue.
+	// BatchDelay is how long an Issue waits to share its commit; 0 means 2ms.
 	BatchDelay time.Duration
 
-	// OneCommitPerIssue makes every Issue commit (and fsync) its own
-	// transaction instead of sharing commits. It is slower under
-	// concurrency and exists so that benchmarks can show what sharing buys.
+	// OneCommitPerIssue commits every Issue alone: for a process alone in
+	// the file, and for benchmarks that show what sharing buys.
 	OneCommitPerIssue bool
 
-	// Rand is the source of the authority ID, key and nonces; nil means
-	// crypto/rand.
-	Rand io.Reader
+	Rand io.Reader // of the ID, key and nonces; nil means crypto/rand
 }
 
 func (o Options) lockTimeout() time.Duration {
@@ -182,8 +113,7 @@ func (o Options) rand() io.Reader {
 	return o.Rand
 }
 
-// Authority is an open run authority database. It is safe for concurrent
-// use.
+// Authority is an open run authority database, safe for concurrent use.
 type Authority struct {
 	db      *bolt.DB
 	path    string
@@ -196,7 +126,6 @@ type Authority struct {
 	now     func() time.Time
 }
 
-// record is the lease record stored per run.
 type record struct {
 	Run      uint32    `json:"run"`
 	Program  string    `json:"program"`
@@ -207,10 +136,8 @@ type record struct {
 	Nonce    string    `json:"nonce"`
 }
 
-// Create makes a new authority database at path: a random ID and key, the
-// scheme of opts, next run 1. It refuses with ErrExists if a file is
-// already there. The file appears complete or not at all: it is built
-// under a temporary name and linked into place.
+// Create makes a new authority at path (random ID and key, next run 1), or
+// fails with ErrExists. The file appears complete or not at all.
 func Create(ctx context.Context, path string, opts Options) (*Authority, error) {
 	if err := create(path, opts); err != nil {
 		return nil, err
@@ -218,11 +145,8 @@ func Create(ctx context.Context, path string, opts Options) (*Authority, error) 
 	return Open(ctx, path, opts)
 }
 
-// OpenOrCreate opens the authority database at path, creating it first if
-// there is no file there. created reports whether it did. When
-// opts.Scheme is set and an existing authority has another scheme, it
-// fails with ErrScheme: asking for a scheme that cannot be had is a
-// mistake to report, not to ignore.
+// OpenOrCreate opens the authority at path, creating it if there is no file.
+// It fails with ErrScheme if opts.Scheme is set and cannot be had.
 func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority, created bool, err error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		err := create(path, opts)
@@ -245,15 +169,12 @@ func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority,
 	return a, created, nil
 }
 
-// SchemeError is the ErrScheme of the authority at path, which has scheme
-// has and was asked for asked.
+// SchemeError is the ErrScheme of the authority at path.
 func SchemeError(path string, has, asked shuffle.Scheme) error {
 	return fmt.Errorf("%w: %s has scheme %s, not %s (the scheme is chosen once, when an authority is created; drop --scheme, or create a new archive)", ErrScheme, path, has, asked)
 }
 
-// DefaultScheme is the shuffle scheme of a new authority unless told
-// otherwise: mix, since bits lets an outsider who sees a few numbers of a
-// run list the rest (see package shuffle).
+// DefaultScheme is mix: with bits, a few numbers of a run reveal the rest.
 const DefaultScheme = shuffle.Mix
 
 func create(path string, opts Options) error {
@@ -287,7 +208,6 @@ func create(path string, opts Options) error {
 	if err := os.Chmod(tmp, FileMode); err != nil {
 		return fmt.Errorf("cannot create %s: %w", path, err)
 	}
-	// bbolt initialises an empty file.
 	db, err := bolt.Open(tmp, FileMode, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("cannot create %s: %w", path, err)
@@ -327,9 +247,7 @@ func create(path string, opts Options) error {
 	return nil
 }
 
-// pathless drops the path an *fs.PathError repeats, for an error that
-// already names the file: "cannot open x: no such file or directory", not
-// "cannot open x: stat x: no such file or directory".
+// pathless drops the path an *fs.PathError repeats.
 func pathless(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -338,9 +256,8 @@ func pathless(err error) error {
 	return err
 }
 
-// publish puts the finished file tmp at path unless something is there.
-// A hard link never replaces; where the file system has no hard links, a
-// rename after checking for absence is the fallback.
+// publish links tmp to path unless something is there (a link never
+// replaces); without hard links, it renames after checking for absence.
 func publish(tmp, path string) error {
 	err := os.Link(tmp, path)
 	if err == nil {
@@ -365,11 +282,8 @@ func syncDir(dir string) {
 	}
 }
 
-// Open opens an existing authority database and checks it: it must be an
-// authority database (ErrNotAuthority otherwise) whose next run is above
-// every recorded lease (ErrInconsistent otherwise). It waits up to
-// opts.LockTimeout for another process to release the file (ErrLocked),
-// giving up early when ctx ends.
+// Open opens and checks an existing authority database, waiting up to
+// opts.LockTimeout for another process to release it (ErrLocked).
 func Open(ctx context.Context, path string, opts Options) (*Authority, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -396,8 +310,7 @@ func Open(ctx context.Context, path string, opts Options) (*Authority, error) {
 	return a, nil
 }
 
-// openBolt opens the bbolt file, waiting for the lock in short steps so
-// that ctx is honoured.
+// openBolt waits for the lock in short steps so that ctx is honoured.
 func openBolt(ctx context.Context, path string, opts Options) (*bolt.DB, error) {
 	const step = 100 * time.Millisecond
 	deadline := time.Now().Add(opts.lockTimeout())
@@ -422,8 +335,7 @@ func openBolt(ctx context.Context, path string, opts Options) (*bolt.DB, error) 
 	}
 }
 
-// isBoltFormatError recognises the errors bbolt returns without a sentinel
-// for a file too short to be a database.
+// isBoltFormatError recognises bbolt's errors, with no sentinel, for a short file.
 func isBoltFormatError(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "file size too small") || strings.Contains(s, "invalid database")
@@ -476,7 +388,6 @@ func encodeNext(n uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, n)
 }
 
-// decodeNext reads the next run: 1..2^30 (2^30 means exhausted).
 func decodeNext(b []byte) (uint64, error) {
 	if len(b) != 8 {
 		return 0, fmt.Errorf("%w: next run of %d bytes", ErrInconsistent, len(b))
@@ -516,8 +427,7 @@ func (a *Authority) Path() string { return a.path }
 // Created returns when the authority was created.
 func (a *Authority) Created() time.Time { return a.created }
 
-// MovedTo returns where the authority was moved to (see Retire) when the
-// database was opened or retired by this handle, or "".
+// MovedTo returns where the authority was moved to (see Retire), or "".
 func (a *Authority) MovedTo() string { return a.movedTo }
 
 // RetiredError is the ErrRetired of the authority at path, moved to url.
@@ -525,11 +435,8 @@ func RetiredError(path, url string) error {
 	return fmt.Errorf("%w: %s was moved to %s by coordinator migrate and issues no more runs; use --authority %s", ErrRetired, path, url, url)
 }
 
-// Retire records that the authority has moved to url (coordinator
-// migrate): from then on Issue and Bump refuse with ErrRetired, naming
-// url, so that a forgotten program or coordinator on this file cannot
-// number again. Retiring again to the same url does nothing; to another
-// one it fails with ErrRetired.
+// Retire records that the authority has moved to url: from then on Issue and
+// Bump refuse with ErrRetired, so that a forgotten program cannot number.
 func (a *Authority) Retire(ctx context.Context, url string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cannot retire %s: %w", a.path, err)
@@ -584,11 +491,8 @@ func (a *Authority) Leases(ctx context.Context) ([]callnumber.Lease, error) {
 	return out, nil
 }
 
-// Issue issues the next run to holder and returns its lease once the
-// transaction recording it has committed. Concurrent calls share commits.
-// It fails with ErrExhausted after run 2^30-1. If ctx ends before the
-// transaction starts, nothing is issued; once started, Issue waits for the
-// commit.
+// Issue issues the next run to holder and returns its lease once committed;
+// once the transaction has started, it ignores ctx.
 func (a *Authority) Issue(ctx context.Context, h Holder) (callnumber.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
@@ -601,9 +505,8 @@ func (a *Authority) Issue(ctx context.Context, h Holder) (callnumber.Lease, erro
 		Program: h.Program, Host: h.Host, PID: h.PID, Note: h.Note,
 		Nonce: hex.EncodeToString(nonce[:]),
 	}
-	// fn may run more than once (bbolt retries a batch without a failing
-	// member): it recomputes everything from the transaction each time, and
-	// only the result of the committed run is returned.
+	// bbolt may rerun fn (it retries a batch without a failing member), so
+	// it recomputes everything from the transaction each time.
 	fn := func(tx *bolt.Tx) error {
 		m, leases := tx.Bucket(bucketMeta), tx.Bucket(bucketLeases)
 		if m == nil || leases == nil {
@@ -706,11 +609,8 @@ func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
 	return next, nil
 }
 
-// Bump moves the next run forward to `to` (1..2^30; 2^30 retires the
-// run space), so that runs below it are never issued. It is the step after
-// restoring a backup: bump past the highest run any store has seen. It
-// refuses to move backwards (ErrBackwards); bumping to the current next
-// run does nothing.
+// Bump moves the next run forward to `to` (2^30 exhausts the run space) so
+// that runs below it are never issued: the step after restoring a backup.
 func (a *Authority) Bump(ctx context.Context, to uint64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("cannot bump the next run: %w", err)
@@ -738,8 +638,7 @@ func (a *Authority) Bump(ctx context.Context, to uint64) error {
 	return nil
 }
 
-// Check reports whether the database is usable: it reads the metadata in a
-// transaction.
+// Check reports whether the database is usable by reading its metadata.
 func (a *Authority) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -754,14 +653,12 @@ func (a *Authority) Check(ctx context.Context) error {
 	return nil
 }
 
-// WriteTo writes a consistent copy of the whole database to w, while the
-// authority stays in use. The copy opens as the same authority.
+// WriteTo writes a consistent copy of the database while it stays in use.
 func (a *Authority) WriteTo(w io.Writer) (n int64, err error) {
 	return a.Backup(w, nil)
 }
 
-// Backup is WriteTo that first tells sized (if not nil) how many bytes it
-// is about to write, e.g. for a Content-Length.
+// Backup is WriteTo that first tells sized (if not nil) the size to come.
 func (a *Authority) Backup(w io.Writer, sized func(size int64)) (n int64, err error) {
 	err = a.db.View(func(tx *bolt.Tx) error {
 		if sized != nil {
@@ -784,8 +681,7 @@ func (a *Authority) Close() error {
 	return nil
 }
 
-// ParseRun parses a run number as written in URLs and on command lines:
-// decimal, 1..2^30-1, nothing else.
+// ParseRun parses a run number in URLs and on command lines: decimal only.
 func ParseRun(s string) (uint32, error) {
 	if s == "" || len(s) > 10 || s[0] == '+' || s[0] == '-' {
 		return 0, fmt.Errorf("%w: %q", callnumber.ErrRun, s)

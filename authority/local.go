@@ -12,38 +12,32 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-// LocalOptions configure a Local. The zero value is the default for every
-// field.
+// LocalOptions configure a Local; zero values are defaults.
 type LocalOptions struct {
-	// Scheme is the shuffle scheme if Local creates the database; ""
-	// means DefaultScheme (mix). An existing database keeps its scheme:
-	// asking it for another one fails with ErrScheme.
+	// Scheme if Local creates the database; "" means DefaultScheme. An
+	// existing database asked for another fails with ErrScheme.
 	Scheme shuffle.Scheme
 
 	// LockTimeout is how long to wait for other processes to release the
-	// file; 0 means 10 seconds. Other local allocators hold it for
-	// milliseconds; a coordinator holds it for as long as it runs.
+	// file; 0 means 10 seconds. A coordinator holds it as long as it runs.
 	LockTimeout time.Duration
 }
 
-// Local is the local run authority: a RunSource that allocates each run
-// from a runs.db file, holding the file (and bbolt's exclusive lock) only
-// for the moment of the allocation, so that several processes on one
-// machine can allocate from the same file. It creates the file, with a new
-// authority, on first use. It is safe for concurrent use.
+// Local is a RunSource that holds runs.db (and bbolt's exclusive lock) only
+// for the moment of one allocation, so that processes on one machine can
+// share it. It is safe for concurrent use.
 type Local struct {
 	path   string
 	holder Holder
 	opts   LocalOptions
 	// sem serialises this process's allocations, which would otherwise
-	// contend for the file lock by polling it.
+	// poll for the file lock.
 	sem chan struct{}
 }
 
 var _ callnumber.RunSource = (*Local)(nil)
 
-// NewLocal returns the local authority of the database at path, issuing
-// runs to holder.
+// NewLocal returns the local authority at path, issuing runs to holder.
 func NewLocal(path string, holder Holder, opts LocalOptions) *Local {
 	return &Local{path: path, holder: holder, opts: opts, sem: make(chan struct{}, 1)}
 }
@@ -51,9 +45,8 @@ func NewLocal(path string, holder Holder, opts LocalOptions) *Local {
 // Path returns the database file name.
 func (l *Local) Path() string { return l.path }
 
-// NewRun opens the database (creating it and its directory if missing),
-// issues one run and closes the database. When a coordinator holds the
-// file, it fails with ErrLocked and says to use --coordinator.
+// NewRun opens (or creates) the database, issues one run and closes it.
+// While a coordinator holds the file, it fails with ErrLocked.
 func (l *Local) NewRun(ctx context.Context) (callnumber.Lease, error) {
 	select {
 	case l.sem <- struct{}{}:
@@ -79,8 +72,7 @@ func (l *Local) NewRun(ctx context.Context) (callnumber.Lease, error) {
 	}
 	lease, err := a.Issue(ctx, l.holder)
 	if cerr := a.Close(); err == nil && cerr != nil {
-		// The lease committed before Close; a failing close loses nothing,
-		// but say so rather than hide it.
+		// Wasting the committed run is harmless; hiding a failing close is not.
 		return callnumber.Lease{}, fmt.Errorf("cannot allocate a run: %w", cerr)
 	}
 	if err != nil {

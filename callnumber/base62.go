@@ -19,12 +19,9 @@ var (
 	ErrCharacter = errors.New("callnumber: bad character")
 )
 
-// Number is a call number: the shuffled 47-bit value. Its String form is
-// the 8-character base62 text that appears in URLs. The zero Number is
-// never issued.
+// Number is a call number: a shuffled 47-bit value. Zero is never issued.
 type Number uint64
 
-// decode maps a byte to its base62 digit, or 0xff.
 var decode = func() (t [256]byte) {
 	for i := range t {
 		t[i] = 0xff
@@ -35,7 +32,6 @@ var decode = func() (t [256]byte) {
 	return t
 }()
 
-// pairs holds the two base62 digits of every value below 62^2.
 var pairs = func() (t [62 * 62][2]byte) {
 	for i := range t {
 		t[i] = [2]byte{Alphabet[i/62], Alphabet[i%62]}
@@ -48,12 +44,7 @@ const (
 	pow8 = pow4 * pow4       // 218,340,105,584,896 > 2^47
 )
 
-// Array returns the 8 base62 characters of n. (A Number above 2^47-1 is not
-// a call number; it prints modulo 62^8.)
-//
-// The value is cut into two halves below 62^4 and each half into two pairs
-// of digits, so that most divisions are 32-bit and independent of each
-// other, then each pair is looked up in a table.
+// Array returns the 8 base62 characters of n (modulo 62^8).
 func (n Number) Array() [Length]byte {
 	v := uint64(n)
 	if v >= pow8 {
@@ -106,8 +97,6 @@ func (e *ParseError) Error() string {
 	}
 	switch {
 	case errors.Is(e.Err, ErrCharacter):
-		// Show the character as the user typed it when it is valid UTF-8,
-		// else the byte.
 		c := strconv.Quote(e.Input[e.Pos : e.Pos+1])
 		if r, size := utf8.DecodeRuneInString(e.Input[e.Pos:]); size > 1 {
 			c = strconv.Quote(string(r))
@@ -121,9 +110,7 @@ func (e *ParseError) Error() string {
 
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// Explain says what is wrong in one sentence for a reader, without the
-// package's prefix: "\"3kTMd2\" is 6 characters long; a call number is
-// 8 letters and digits, like 3kTMd2xB".
+// Explain says what is wrong in one sentence, without the package prefix.
 func (e *ParseError) Explain() string {
 	in := e.Input
 	if len(in) > 32 {
@@ -145,10 +132,8 @@ func (e *ParseError) Explain() string {
 	return fmt.Sprintf("%q is not a call number", in)
 }
 
-// Parse reads the 8 base62 characters of a call number. It checks syntax
-// and range only (exactly 8 alphabet characters, a value below 2^47); a
-// Codec's Parse also checks the version and run. Errors are *ParseError
-// wrapping ErrLength, ErrCharacter or ErrRange.
+// Parse checks syntax and range only (Codec.Parse also checks version and
+// run). Errors are *ParseError wrapping ErrLength, ErrCharacter or ErrRange.
 func Parse(s string) (Number, error) {
 	return parse(s)
 }

@@ -10,13 +10,11 @@ const (
 	VersionBits  = 3
 	RunBits      = 30
 	SequenceBits = 14
-	// Bits is the width of a call number.
-	Bits = VersionBits + RunBits + SequenceBits
+	Bits         = VersionBits + RunBits + SequenceBits
 
-	MaxVersion  = 1<<VersionBits - 1
-	MaxRun      = 1<<RunBits - 1
-	MaxSequence = 1<<SequenceBits - 1
-	// SequencesPerRun is how many call numbers one run provides.
+	MaxVersion      = 1<<VersionBits - 1
+	MaxRun          = 1<<RunBits - 1
+	MaxSequence     = 1<<SequenceBits - 1
 	SequencesPerRun = 1 << SequenceBits
 
 	// CurrentVersion is the only version issued today.
@@ -47,8 +45,7 @@ func (f Fields) String() string {
 	return fmt.Sprintf("v%d/run %d/seq %d", f.Version, f.Run, f.Sequence)
 }
 
-// Pack returns the 47-bit value of f. It refuses fields out of range,
-// including run 0.
+// Pack returns the 47-bit value of f; it refuses fields out of range and run 0.
 func Pack(f Fields) (uint64, error) {
 	switch {
 	case f.Version > MaxVersion:
@@ -63,8 +60,7 @@ func Pack(f Fields) (uint64, error) {
 	return uint64(f.Version)<<versionShift | uint64(f.Run)<<runShift | uint64(f.Sequence)<<sequenceShift, nil
 }
 
-// Unpack is the exact inverse of Pack: it refuses values of 2^47 and above
-// and values whose run is 0.
+// Unpack is the exact inverse of Pack.
 func Unpack(v uint64) (Fields, error) {
 	if v>>Bits != 0 {
 		return Fields{}, fmt.Errorf("%w: %d >= 2^%d", ErrRange, v, Bits)

@@ -6,12 +6,10 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-// Codec turns Fields into public Numbers and back, through an authority's
-// keyed permutation. It is safe for concurrent use.
+// Codec shuffles Fields into public Numbers and back; safe for concurrent use.
 type Codec struct {
 	perm shuffle.Permutation
-	// The concrete permutation, so that the hot paths (Generator.Next,
-	// Decode) make direct calls the compiler can inline.
+	// The concrete type, so that the hot paths make inlinable calls.
 	bits *shuffle.BitPerm
 	mix  *shuffle.FeistelPerm
 }
@@ -64,8 +62,7 @@ func (c *Codec) Encode(f Fields) (Number, error) {
 	return c.apply(v), nil
 }
 
-// Decode unshuffles and unpacks n, and refuses versions other than
-// CurrentVersion and run 0.
+// Decode unshuffles and unpacks n, refusing other versions and run 0.
 func (c *Codec) Decode(n Number) (Fields, error) {
 	if uint64(n)>>Bits != 0 {
 		return Fields{}, fmt.Errorf("%w: %d >= 2^%d", ErrRange, uint64(n), Bits)
@@ -80,15 +77,13 @@ func (c *Codec) Decode(n Number) (Fields, error) {
 	return f, nil
 }
 
-// Packed returns the unshuffled 47-bit value of n. It is monotonic in the
-// sequence within a run, which makes it a good storage key.
+// Packed returns n unshuffled: monotonic within a run, a good storage key.
 func (c *Codec) Packed(n Number) uint64 { return c.invert(n) }
 
 // Number returns the public Number of an unshuffled 47-bit value.
 func (c *Codec) Number(packed uint64) Number { return c.apply(packed) }
 
-// Parse reads a call number and checks that it decodes to the current
-// version and a run other than 0. Errors are *ParseError.
+// Parse is the package's Parse that also checks the version and run.
 func (c *Codec) Parse(s string) (Number, Fields, error) {
 	n, err := Parse(s)
 	if err != nil {

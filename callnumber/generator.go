@@ -6,21 +6,13 @@ import (
 	"sync/atomic"
 )
 
-// Generator hands out call numbers from run leases. It takes a run from its
-// RunSource on first use and whenever the 16,384 sequence numbers of its
-// current run are used up, transparently to the caller. It is safe for
-// concurrent use; Next does not allocate except when it takes a new run.
-//
-// Every lease it takes must come from the same authority, with the same
-// scheme and key, and must not repeat the run it replaces: a Generator
-// refuses anything else with ErrLease rather than risk handing out a number
-// twice. Make one with NewGenerator; the zero Generator has no source.
+// Generator hands out call numbers, taking a new run from its RunSource when
+// one is used up; it is safe for concurrent use. It refuses with ErrLease a
+// lease of another authority, scheme or key, or a repeated run.
 type Generator struct {
 	src RunSource
 
-	// sem serialises taking a new run (a one-slot semaphore rather than a
-	// mutex, so that a caller waiting for another's refill can give up when
-	// its context ends).
+	// sem serialises refills; not a mutex, so that a waiter can give up.
 	sem chan struct{}
 	cur atomic.Pointer[genRun]
 }
@@ -28,9 +20,8 @@ type Generator struct {
 type genRun struct {
 	lease Lease
 	codec *Codec
-	// next is the next sequence number to hand out. It only grows; 64 bits
-	// so that callers that keep trying while the run source fails can
-	// never wrap it around into numbers already handed out.
+	// next only grows; 64 bits so that callers retrying while the source
+	// fails can never wrap it around into numbers already handed out.
 	next atomic.Uint64
 }
 
@@ -39,10 +30,8 @@ func NewGenerator(src RunSource) *Generator {
 	return &Generator{src: src, sem: make(chan struct{}, 1)}
 }
 
-// Next returns a call number never handed out before by any generator of
-// the same authority. A failure of the run source is returned wrapped, so
-// errors.Is finds the source's error; a lease the Generator cannot use is
-// refused with ErrLease.
+// Next returns a call number no generator of the authority handed out
+// before. Source errors are wrapped; an unusable lease gives ErrLease.
 func (g *Generator) Next(ctx context.Context) (Number, error) {
 	for {
 		r := g.cur.Load()
@@ -62,8 +51,7 @@ func (r *genRun) number(seq uint64) Number {
 	return r.codec.apply(v)
 }
 
-// refill replaces the exhausted run old with a new one, unless another
-// goroutine already did.
+// refill replaces the exhausted run old, unless another goroutine did.
 func (g *Generator) refill(ctx context.Context, old *genRun) error {
 	select {
 	case g.sem <- struct{}{}:
@@ -99,8 +87,7 @@ func (g *Generator) refill(ctx context.Context, old *genRun) error {
 	return nil
 }
 
-// Lease returns the generator's current lease, and false before its first
-// run.
+// Lease returns the current lease, and false before the first run.
 func (g *Generator) Lease() (Lease, bool) {
 	if r := g.cur.Load(); r != nil {
 		return r.lease, true

@@ -12,10 +12,8 @@ import (
 // ErrLease is returned for a lease a Generator cannot use.
 var ErrLease = errors.New("callnumber: unusable lease")
 
-// Lease is a run issued by a run authority to one process. The fields
-// after Run identify the authority (whose scheme and key make the codec)
-// and the holder; Nonce is random per lease, so that a run issued twice
-// (an authority restored from an old backup) can be told apart.
+// Lease is a run issued to one process. Nonce is random per lease, to tell
+// apart a run issued twice (by an authority restored from an old backup).
 type Lease struct {
 	Run       uint32         `json:"run"`
 	Version   uint8          `json:"version"`
@@ -48,9 +46,7 @@ func (l Lease) Validate() error {
 	return nil
 }
 
-// RunSource issues runs. The local authority and the coordinator client
-// implement it. A source must never return the same run twice; it may skip
-// runs.
+// RunSource issues runs, never the same one twice (it may skip some).
 type RunSource interface {
 	NewRun(ctx context.Context) (Lease, error)
 }

@@ -24,9 +24,7 @@ import (
 var ErrUnauthorized = errors.New("coordinator: token refused")
 
 // StatusError is an error response from the coordinator. It unwraps to
-// ErrUnauthorized (401), authority.ErrNotIssued (404 for a run) and
-// authority.ErrExhausted (the run space is used up), so callers can test
-// with errors.Is.
+// ErrUnauthorized, authority.ErrNotIssued or authority.ErrExhausted.
 type StatusError struct {
 	StatusCode int
 	Kind       string
@@ -54,35 +52,22 @@ func (e *StatusError) Unwrap() error {
 	return nil
 }
 
-// ClientOptions configure a Client. The zero value is the default for
-// every field.
+// ClientOptions configure a Client; zero values are defaults.
 type ClientOptions struct {
-	// HTTPClient makes the requests; nil means a client of its own. Its
-	// Timeout, if any, applies on top of Timeout below.
-	HTTPClient *http.Client
-	// Timeout bounds each attempt; 0 means 10 seconds.
-	Timeout time.Duration
-	// MaxAttempts is how many times a request is tried in all; 0 means 5.
-	MaxAttempts int
-	// MinBackoff is the wait before the first retry, doubled for each
-	// further one up to MaxBackoff, with random jitter; 0 means 100ms.
+	HTTPClient  *http.Client  // nil means a client of its own
+	Timeout     time.Duration // of each attempt; 0 means 10 seconds
+	MaxAttempts int           // in all; 0 means 5
+	// MinBackoff, doubled for each further retry up to MaxBackoff, with
+	// jitter; 0 means 100ms and 5 seconds.
 	MinBackoff time.Duration
-	// MaxBackoff caps the wait between attempts; 0 means 5 seconds.
 	MaxBackoff time.Duration
-	// Logger receives a line per retry; nil discards them. The token is
-	// never logged.
-	Logger *slog.Logger
+	Logger     *slog.Logger // a line per retry; nil discards them
 }
 
-// Client takes runs from a coordinator over HTTP: a callnumber.RunSource
-// for processes on other machines than the authority's file.
-//
-// Requests are retried, with exponential backoff and jitter, after network
-// errors and 5xx responses, never after other 4xx ones, and never after ctx
-// ends. A retried POST may issue a second run when the first attempt was
-// committed but its answer lost: that wastes a run, it never hands out one
-// twice, since each run is issued once by the authority and returned to
-// at most one attempt.
+// Client takes runs from a coordinator over HTTP. Requests are retried
+// after network errors, 5xx and 429, never after ctx ends. A retried POST
+// whose first answer was lost wastes a run, but never hands one out twice:
+// the authority returns each run to at most one attempt.
 type Client struct {
 	base   *url.URL
 	token  string
@@ -94,9 +79,8 @@ type Client struct {
 
 var _ callnumber.RunSource = (*Client)(nil)
 
-// NewClient returns a client of the coordinator at baseURL (http or
-// https, e.g. "http://127.0.0.1:7070"), presenting token and asking for
-// runs on behalf of holder.
+// NewClient returns a client of the coordinator at baseURL, e.g.
+// "http://127.0.0.1:7070", asking for runs on behalf of holder.
 func NewClient(baseURL, token string, holder authority.Holder, opts ClientOptions) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -162,8 +146,7 @@ func (c *Client) NewRun(ctx context.Context) (callnumber.Lease, error) {
 	return lease, nil
 }
 
-// Lease returns the lease of run as the coordinator recorded it (GET
-// /v1/runs/{run}); authority.ErrNotIssued if it never issued it.
+// Lease returns the lease of run, or authority.ErrNotIssued.
 func (c *Client) Lease(ctx context.Context, run uint32) (callnumber.Lease, error) {
 	var lease callnumber.Lease
 	err := c.do(ctx, http.MethodGet, "/v1/runs/"+strconv.FormatUint(uint64(run), 10), nil, http.StatusOK, func(r io.Reader) error {
@@ -175,9 +158,9 @@ func (c *Client) Lease(ctx context.Context, run uint32) (callnumber.Lease, error
 	return lease, nil
 }
 
-// Backup streams a consistent copy of the coordinator's database to w
-// (GET /v1/backup) and returns the authority ID the coordinator announced.
-// It is not retried: w may hold part of a copy after an error.
+// Backup streams a consistent copy of the coordinator's database to w and
+// returns the authority ID announced. It is not retried: w may hold part
+// of a copy after an error.
 func (c *Client) Backup(ctx context.Context, w io.Writer) (id string, err error) {
 	resp, err := c.attempt(ctx, http.MethodGet, "/v1/backup", nil)
 	if err != nil {
@@ -197,8 +180,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (id string, err error)
 	return resp.Header.Get(HeaderAuthority), nil
 }
 
-// BackupTo writes a backup taken through the coordinator to the file out,
-// atomically (see SaveBackup), and returns the authority ID of the copy.
+// BackupTo writes a backup to the file out atomically (see SaveBackup).
 func (c *Client) BackupTo(ctx context.Context, out string) (id string, err error) {
 	err = SaveBackup(ctx, out, "", func(w io.Writer) error {
 		var err error
@@ -208,8 +190,7 @@ func (c *Client) BackupTo(ctx context.Context, out string) (id string, err error
 	return id, err
 }
 
-// do sends a request, retrying as documented on Client, and hands the body
-// of a response with status want to decode.
+// do hands the body of a response with status want to decode.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, want int, decode func(io.Reader) error) error {
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -219,8 +200,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 		}
 		last = err
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			// The caller's end came as the attempt failed otherwise:
-			// say so, as when it comes during the wait below.
+			// Say that the caller gave up, as when it does during the wait.
 			return fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		}
 		if !retry || attempt >= c.opts.MaxAttempts {
@@ -242,9 +222,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 	}
 }
 
-// backoff returns the wait after the given failed attempt: MinBackoff
-// doubled per attempt, capped at MaxBackoff, drawn uniformly from its
-// upper half so that clients failing together do not retry together.
+// backoff draws from the upper half of the doubled wait, so that clients
+// failing together do not retry together.
 func (c *Client) backoff(attempt int) time.Duration {
 	d := c.opts.MaxBackoff
 	if shift := attempt - 1; shift < 30 {
@@ -261,8 +240,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, wan
 	defer cancel()
 	resp, err := c.attempt(actx, method, path, body)
 	if err != nil {
-		// Network errors and the attempt's own timeout are worth
-		// retrying; the caller's end is not.
+		// Worth retrying unless the caller has given up.
 		return ctx.Err() == nil, err
 	}
 	defer resp.Body.Close()
@@ -296,7 +274,6 @@ func (c *Client) attempt(ctx context.Context, method, path string, body []byte) 
 	return c.http.Do(req)
 }
 
-// statusError reads an error response.
 func statusError(resp *http.Response) *StatusError {
 	e := &StatusError{StatusCode: resp.StatusCode}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))

@@ -10,12 +10,10 @@ import (
 	"github.com/chibrary/chibrary/authority/riakauthority"
 )
 
-// MigrateFile moves the authority in the file db into the Riak cluster
-// opts names, whose URL is url (see riakauthority.Migrate), holding the
-// file, and so its lock, for the whole time: no coordinator or local
-// allocator can issue from it meanwhile, and afterwards it refuses to.
-// The coordinator serving db must be stopped first (authority.ErrLocked
-// otherwise). Run again after an interruption, it finishes the move.
+// MigrateFile moves the authority in the file db into the Riak cluster opts
+// names (see riakauthority.Migrate), holding the file's lock throughout, so
+// the coordinator serving db must be stopped first. Run again after an
+// interruption, it finishes the move.
 func MigrateFile(ctx context.Context, db, url string, opts riakauthority.Options, lockTimeout time.Duration) (riakauthority.MigrateReport, error) {
 	a, err := authority.Open(ctx, db, authority.Options{LockTimeout: lockTimeout})
 	if err != nil {

@@ -23,53 +23,38 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-// Config is what `coordinator` (serve) runs with. Zero values are
-// documented per field.
+// Config is what `coordinator` (serve) runs with; zero values are defaults.
 type Config struct {
-	// DB is the authority database; created with a new authority if
-	// missing. Either DB or Riak is required.
-	DB string
-	// Riak, instead of DB, is an authority in a Riak cluster (created if
-	// the archive has none): any number of coordinators may serve it at
-	// once. Its Scheme and Logger are those of the Config.
+	// One of DB, the authority's file, or Riak, whose Scheme and Logger are
+	// the Config's. Either is created with a new authority if missing.
+	DB   string
 	Riak *riakauthority.Options
-	// Listen is the address to listen on; "" means 127.0.0.1:7070. Port 0
-	// picks a free port (the "listening" log line says which).
+	// Listen defaults to DefaultListen; port 0 picks a free port.
 	Listen string
-	// TokenFile holds the bearer token; created (random, mode 0600) if
-	// missing. Either TokenFile or Token is required. An existing file
-	// readable by group or others is refused, and so is a token weaker
-	// than CheckToken allows.
+	// TokenFile holds the bearer token, created (random, mode 0600) if
+	// missing; a file readable by group or others is refused. Token is
+	// used when TokenFile is "".
 	TokenFile string
-	// Token is the token itself, used when TokenFile is "".
-	Token string
-	// Scheme is the shuffle scheme of a new authority; "" means mix (see
-	// authority.DefaultScheme). Given for an existing database of another
-	// scheme, Serve fails with authority.ErrScheme.
-	Scheme shuffle.Scheme
-	// TLSCert and TLSKey, both or neither, make the server speak HTTPS.
-	TLSCert, TLSKey string
-	// ShutdownTimeout bounds the wait for in-flight requests after ctx
-	// ends; 0 means 30 seconds.
-	ShutdownTimeout time.Duration
+	Token     string
+	// Scheme of a new authority; "" means authority.DefaultScheme. If an
+	// existing one has another, Serve fails with authority.ErrScheme.
+	Scheme          shuffle.Scheme
+	TLSCert, TLSKey string        // both or neither
+	ShutdownTimeout time.Duration // for in-flight requests; 0 means 30 seconds
 	// LockTimeout is how long to wait for a local allocator to release
 	// the database at start-up; 0 means 10 seconds.
 	LockTimeout time.Duration
-	// Logger receives the logs; nil discards them.
-	Logger *slog.Logger
-	// Ready, if not nil, is called with the listening address once the
-	// server accepts connections.
-	Ready func(addr net.Addr)
+	Logger      *slog.Logger        // nil discards
+	Ready       func(addr net.Addr) // if not nil, called once accepting
 }
 
-// DefaultListen is the listening address when none is given: loopback
-// only, so that exposing the coordinator is a decision.
+// DefaultListen is loopback only, so that exposing the coordinator is a
+// decision.
 const DefaultListen = "127.0.0.1:7070"
 
-// Serve runs the coordinator until ctx ends: it listens first (so that a
-// port in use fails before anything is created), reads (or creates) the
-// token, opens (or creates) the authority, serves HTTP, and on ctx's end
-// lets in-flight requests finish before closing the database.
+// Serve runs the coordinator until ctx ends, then lets in-flight requests
+// finish before closing the database. It listens first, so that a port in
+// use fails before anything is created.
 func Serve(ctx context.Context, cfg Config) (err error) {
 	log := cfg.Logger
 	if log == nil {
@@ -172,8 +157,7 @@ func Serve(ctx context.Context, cfg Config) (err error) {
 	return nil
 }
 
-// openAuthority opens (or creates) the authority cfg names, and says
-// where it is.
+// openAuthority opens (or creates) the authority cfg names, and says where.
 func openAuthority(ctx context.Context, cfg Config, log *slog.Logger) (authority.Issuer, string, error) {
 	if cfg.Riak != nil {
 		opts := *cfg.Riak
@@ -205,9 +189,8 @@ func openAuthority(ctx context.Context, cfg Config, log *slog.Logger) (authority
 var ErrTokenFileMode = errors.New("coordinator: the token file is readable by group or others")
 
 // EnsureToken returns the token in path, first creating the file with a
-// random token (256 bits, hex, mode 0600) if it does not exist. An
-// existing file that group or others may read (or write) is refused
-// with ErrTokenFileMode, saying the chmod to run.
+// random token if it does not exist. A file open to group or others is
+// refused with ErrTokenFileMode.
 func EnsureToken(path string) (token string, created bool, err error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -243,10 +226,8 @@ func EnsureToken(path string) (token string, created bool, err error) {
 	return token, true, nil
 }
 
-// BackupFile writes a consistent copy of the authority database at db to
-// out, by opening the file read-only. It fails with authority.ErrLocked
-// while a coordinator holds the file: back up through it instead
-// (Client.Backup). It returns the authority ID of the copy.
+// BackupFile writes a consistent copy of the authority at db to out; while
+// a coordinator holds the file, back up through it instead.
 func BackupFile(ctx context.Context, db, out string, lockTimeout time.Duration) (id string, err error) {
 	a, err := authority.Open(ctx, db, authority.Options{ReadOnly: true, LockTimeout: lockTimeout})
 	if err != nil {
@@ -263,10 +244,8 @@ func BackupFile(ctx context.Context, db, out string, lockTimeout time.Duration) 
 	return a.ID(), err
 }
 
-// SaveBackup writes a backup to out through write, atomically: it writes a
-// temporary file beside out, syncs it, checks that it opens as the
-// authority wantID (any authority if ""), and only then renames it over
-// out.
+// SaveBackup writes a backup to out atomically, and only if it opens as the
+// authority wantID (any if "").
 func SaveBackup(ctx context.Context, out, wantID string, write func(io.Writer) error) error {
 	dir := filepath.Dir(out)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp-*")
@@ -307,9 +286,8 @@ func SaveBackup(ctx context.Context, out, wantID string, write func(io.Writer) e
 	return nil
 }
 
-// BumpFile moves the next run of the authority database at db forward to
-// `to` (see authority.Authority.Bump), and returns the next run before and
-// after. The coordinator must be stopped.
+// BumpFile moves the next run of the authority at db forward to `to` and
+// returns the one before. The coordinator must be stopped.
 func BumpFile(ctx context.Context, db string, to uint64) (from uint64, err error) {
 	a, err := authority.Open(ctx, db, authority.Options{LockTimeout: 2 * time.Second})
 	if err != nil {

@@ -27,16 +27,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// IssueTimeout bounds the issuing of one run (an authority in a cluster
-// that lost a node may wait for it): below Serve's write timeout.
+// IssueTimeout is below Serve's write timeout: a cluster that lost a node
+// may make an issue wait.
 const IssueTimeout = 25 * time.Second
 
-// MaxBody is the largest request body the server reads; larger ones are
-// refused with 413.
+// MaxBody is the largest request body the server reads.
 const MaxBody = 64 << 10
 
-// Error kinds: the "kind" of an error response body and the label of the
-// errors metric.
+// Error kinds, in error bodies and the errors metric.
 const (
 	KindUnauthorized     = "unauthorized"
 	KindBadRequest       = "bad_request"
@@ -49,8 +47,7 @@ const (
 	KindInternal         = "internal"
 )
 
-// HeaderAuthority carries the authority ID on backup responses, so that a
-// client can check the copy it receives.
+// HeaderAuthority names the authority of a backup, so the client can check.
 const HeaderAuthority = "Chibrary-Authority"
 
 // ErrorBody is the JSON body of every error response.
@@ -69,38 +66,28 @@ type IssueRequest struct {
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	// Token is the bearer token every /v1/ request must present. Required.
-	Token string
-	// Logger receives the access log and errors; nil discards them. The
-	// token and the Authorization header are never logged.
-	Logger *slog.Logger
-	// Registry is where the server registers its metrics; nil means a
-	// registry of its own (never the global default), with the Go and
-	// process collectors.
+	Token  string       // required of every /v1/ request
+	Logger *slog.Logger // nil discards; the token is never logged
+	// Registry of the metrics; nil means one of the server's own, never the
+	// global default.
 	Registry *prometheus.Registry
 	// BackupStall is how long a backup client may leave the server unable
-	// to send it anything before the server gives up on it; 0 means 30
-	// seconds.
+	// to send before it is dropped; 0 means 30 seconds.
 	BackupStall time.Duration
 }
 
-// MinTokenLen is the shortest token a coordinator accepts: 32
-// characters, 128 random bits written in hex. The token file the
-// coordinator creates holds 64 hex digits (256 bits).
+// MinTokenLen is 128 random bits in hex.
 const MinTokenLen = 32
 
-// minTokenChars is how many distinct characters a token must have: a
-// random token of MinTokenLen hex digits has about 14, and fewer than 8
-// in a row only about once in 10^9; "aaaa..." or "abab..." have 1 or 2.
+// minTokenChars: a random token of MinTokenLen hex digits has fewer than 8
+// distinct characters about once in 10^9; "abab..." has 2.
 const minTokenChars = 8
 
-// ErrWeakToken: the bearer token is too short or too repetitive to be a
-// random secret.
+// ErrWeakToken: the token is too short or too repetitive to be a secret.
 var ErrWeakToken = errors.New("coordinator: the token is too weak")
 
-// CheckToken refuses a token that cannot be a random secret of at least
-// 128 bits: shorter than MinTokenLen characters, or of fewer than 8
-// distinct characters. The error never contains the token.
+// CheckToken refuses a token that cannot be a random secret of at least 128
+// bits. The error never contains the token.
 func CheckToken(token string) error {
 	distinct := map[rune]bool{}
 	for _, c := range token {
@@ -112,7 +99,7 @@ func CheckToken(token string) error {
 	return nil
 }
 
-// Server is the coordinator's HTTP handler: it serves one authority.
+// Server is the coordinator's HTTP handler for one authority.
 type Server struct {
 	a         authority.Issuer
 	stall     time.Duration
@@ -126,9 +113,8 @@ type Server struct {
 	errors *prometheus.CounterVec
 }
 
-// NewServer returns the handler serving a. It does not own a: closing a
-// is the caller's business, after the HTTP server has shut down. It
-// refuses a weak token (CheckToken).
+// NewServer returns the handler serving a. The caller closes a, after the
+// HTTP server has shut down.
 func NewServer(a authority.Issuer, opts ServerOptions) (*Server, error) {
 	if opts.Token == "" {
 		return nil, errors.New("cannot make the coordinator server: no token")
@@ -198,8 +184,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.handler.ServeHTTP(w, r)
 }
 
-// countUnmatched counts the errors of requests no route matched (the
-// ServeMux answers them, not fail).
+// countUnmatched counts the errors the ServeMux answers itself.
 func (s *Server) countUnmatched(_ *http.Request, route string, status int) {
 	if route != "unmatched" {
 		return
@@ -221,9 +206,9 @@ func (s *Server) fail(w http.ResponseWriter, status int, kind, msg string) {
 	httpserve.WriteJSON(w, status, ErrorBody{Error: msg, Kind: kind})
 }
 
-// auth admits requests bearing the token (RFC 6750, section 2.1). The
-// comparison is of SHA-256 digests in constant time, so that neither the
-// token's content nor its length leaks through timing.
+// auth admits requests bearing the token (RFC 6750, section 2.1), comparing
+// SHA-256 digests in constant time so that timing leaks neither the
+// token's content nor its length.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -262,8 +247,8 @@ func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, KindBadRequest, err.Error())
 		return
 	}
-	// An issue that cannot finish before the server's write timeout is
-	// answered 503, which clients try again, rather than cut off.
+	// Answer 503, which clients retry, rather than be cut off by the
+	// server's write timeout.
 	ctx, cancel := context.WithTimeout(r.Context(), IssueTimeout)
 	defer cancel()
 	lease, err := s.a.Issue(ctx, authority.Holder(req))
@@ -280,7 +265,6 @@ func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("cannot issue a run: the cluster is unavailable", "err", err)
 			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "the authority's cluster is unavailable")
 		case r.Context().Err() != nil:
-			// The client went away before anything was issued.
 			s.fail(w, http.StatusServiceUnavailable, KindUnavailable, "request cancelled")
 		default:
 			s.log.Error("cannot issue a run", "err", err)
@@ -294,7 +278,6 @@ func (s *Server) handleIssue(w http.ResponseWriter, r *http.Request) {
 	httpserve.WriteJSON(w, http.StatusCreated, lease)
 }
 
-// decodeIssue reads exactly one JSON object with only the known fields.
 func decodeIssue(body []byte) (IssueRequest, error) {
 	var req IssueRequest
 	trimmed := bytes.TrimSpace(body)
@@ -336,14 +319,10 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleBackup serves GET /v1/backup: a consistent copy of the database.
-// The copy is first written to an unlinked temporary file beside the
-// database, inside one read transaction, which so lasts as long as a
-// local copy and not as long as the client takes to read it: a client
-// that stops reading must not hold a transaction open, because bbolt
-// cannot grow the file's memory map under one, and the issuing of runs
-// would wait for it. Then the copy is sent, each 64 KiB given
-// ServerOptions.BackupStall to leave.
+// handleBackup serves GET /v1/backup. It copies to an unlinked temporary
+// file first, so that a client that stops reading cannot hold a read
+// transaction open: bbolt cannot grow its memory map under one, and issuing
+// would wait.
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.a.(*authority.Authority)
 	if !ok {
@@ -386,8 +365,8 @@ func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 		}
 		if rerr != nil && sent < size {
 			s.log.Error("backup failed", "err", rerr)
-			// Part of the copy was sent: break the connection so that
-			// the client cannot take a truncated copy for a whole one.
+			// Break the connection, so that the client cannot take a
+			// truncated copy for a whole one.
 			panic(http.ErrAbortHandler)
 		}
 	}

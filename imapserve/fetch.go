@@ -18,19 +18,13 @@ import (
 )
 
 const (
-	// chunk is how many messages FETCH and SEARCH read from the catalog
-	// at a time.
-	chunk = 256
-	// prefetch is how many messages FETCH reads from the store ahead of
-	// the one it sends.
-	prefetch = 4
-	// keepBuf bounds the buffer a session keeps between messages.
-	keepBuf = 1 << 20
+	chunk    = 256     // catalog rows FETCH and SEARCH read at a time
+	prefetch = 4       // messages FETCH reads from the store ahead
+	keepBuf  = 1 << 20 // bounds the buffer a session keeps between messages
 )
 
-// Fetch sends what the client asked of each message in numSet, a chunk
-// of messages at a time: their catalog rows, then each message read from
-// the store (a few ahead) if what was asked needs it.
+// Fetch sends what the client asked of each message in numSet, a chunk of
+// catalog rows at a time, reading messages from the store only if needed.
 func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *imap.FetchOptions) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -4,6 +4,6 @@ package imapserve
 
 // corpusLimit is how many corpus messages the tests with real clients
 // serve. Under the race detector the catalog (SQLite compiled from C to
-// Go) indexes some fifteen times slower, so they take the first 1,200;
+// Go) indexes much slower, so they take the first 1,200;
 // `go test ./imapserve` without -race takes all of them.
 const corpusLimit = 1200

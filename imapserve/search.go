@@ -26,13 +26,10 @@ var errSearchTooLong = &imap.Error{
 	Text: "The search took too long: search the message text (TEXT, BODY) or Subject and From, which the index answers",
 }
 
-// Search answers SEARCH and UID SEARCH (RFC 3501 section 6.4.4) from
-// the catalog: dates, sizes, UIDs and sequence numbers, Subject, From
-// and Message-ID from each message's catalog row; TEXT and BODY from the
-// full-text index (words and phrases, the last word a prefix: not the
-// substrings IMAP describes); flags as this session set them. Other headers (To, Cc,
-// HEADER ...) read the message from the store, within
-// Options.SearchTimeout.
+// Search answers SEARCH and UID SEARCH (RFC 3501 section 6.4.4) from the
+// catalog rows, TEXT and BODY from the full-text index (words, the last a
+// prefix, not the substrings IMAP describes); only headers other than
+// Subject, From and Message-ID read the store, within SearchTimeout.
 func (ss *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria, options *imap.SearchOptions) (*imap.SearchData, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

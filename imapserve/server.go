@@ -1,32 +1,20 @@
-// Package imapserve serves an archive read-only over IMAP (RFC 3501,
-// IMAP4rev1, with IDLE, RFC 2177), on go-imap v2's imapserver: every list
-// of the catalog is a mailbox named as the list, and anyone may log in
-// with any user name and password, or AUTHENTICATE ANONYMOUS (RFC 4505).
+// Package imapserve serves an archive read-only over IMAP (RFC 3501, with
+// IDLE, RFC 2177) on go-imap v2's imapserver: every list of the catalog is a
+// mailbox, and anyone may log in with any password or AUTHENTICATE
+// ANONYMOUS (RFC 4505).
 //
-// A message's UID is its number in its list (catalog/numbers.go): it
-// survives restarts, `resolver reindex` and schema changes, and
-// UIDVALIDITY changes only when the catalog is lost. A message that
-// leaves a list (removed, moved) is expunged from the sessions that have
-// the mailbox selected; one that comes into it gets a UID above every UID
-// the mailbox had. The server polls the catalog for such changes
-// (Options.PollInterval), so that it sees those of a catalog another
-// process writes too, and tells selected and idling clients (EXISTS,
-// EXPUNGE).
+// A message's UID is its number in its list (catalog/numbers.go), so that it
+// survives restarts and reindexing; UIDVALIDITY changes only when the
+// catalog is lost. The server polls the catalog, which another process may
+// write, and tells selected and idling clients of messages that came
+// (EXISTS) or left (EXPUNGE). Messages are sent as stored (package
+// mailwire), a chunk of catalog rows and one message in memory at a time.
 //
-// Messages are sent as the store keeps them with CRLF line ends
-// (package mailwire): the digest of what a client receives is the stored
-// message's. FETCH and SEARCH go through the selected messages a chunk at
-// a time, so a FETCH 1:* of a list of any size holds one chunk's
-// catalog rows and one message in memory, never the whole list.
-//
-// Nothing can be changed: COPY, MOVE, APPEND, CREATE, DELETE, RENAME and
-// UNSUBSCRIBE answer NO, and so does a STORE of \Deleted; EXPUNGE and
-// CLOSE have nothing to expunge; SUBSCRIBE is accepted, every mailbox
-// being subscribed. Other flags (\Seen...) are kept for the session only,
-// as RFC 3501 section 7.1 allows for flags outside PERMANENTFLAGS, which
-// is empty: clients that mark what they fetched (fetchmail) need STORE to
-// succeed. SELECT's tagged answer says READ-WRITE, as go-imap
-// v2.0.0-beta.8 always writes it; EXAMINE says READ-ONLY.
+// Nothing can be changed: writes answer NO. Flags other than \Deleted are
+// kept for the session only, as RFC 3501 section 7.1 allows with an empty
+// PERMANENTFLAGS, since clients that mark what they fetched (fetchmail) need
+// STORE to succeed. SELECT's tagged answer says READ-WRITE, as go-imap
+// v2.0.0-beta.8 always writes it.
 package imapserve
 
 import (
@@ -54,27 +42,18 @@ const (
 	DefaultSearchTimeout = 60 * time.Second
 )
 
-// Options configure a Server. The zero value: no logs, no metrics, no
-// TLS, netserve's default limits, and the defaults above.
+// Options configure a Server; zero values are defaults.
 type Options struct {
-	// Logger receives a line per session and the errors. nil discards
-	// them. Passwords and IMAP traffic are never logged.
-	Logger *slog.Logger
-	// Registerer, if set, receives the server's metrics (chibrary_imap_*).
+	Logger     *slog.Logger // nil discards; never passwords nor IMAP traffic
 	Registerer prometheus.Registerer
-	// TLS, if set, is offered with STARTTLS on plain listeners and used
-	// by implicit-TLS ones. Without it a plain listener that is not on
-	// loopback lets clients log in in plain text.
+	// TLS is offered with STARTTLS on plain listeners. Without it, a plain
+	// listener not on loopback lets clients log in in plain text.
 	TLS *tls.Config
-	// Limits bound the connections of each listener and their idle time
-	// (netserve.Options; its TLS, Refuse and Metrics are set here).
-	Limits netserve.Options
-	// PollInterval is how often the catalog is read for new and removed
-	// messages; 0 means DefaultPollInterval.
-	PollInterval time.Duration
-	// SearchTimeout bounds one SEARCH that must read messages from the
-	// store (a header other than Subject, From and Message-ID); it then
-	// answers NO [LIMIT]. 0 means DefaultSearchTimeout.
+	// Limits of each listener (its TLS, Refuse and Metrics are set here).
+	Limits       netserve.Options
+	PollInterval time.Duration // of the catalog
+	// SearchTimeout bounds a SEARCH that must read messages from the store;
+	// it then answers NO [LIMIT].
 	SearchTimeout time.Duration
 }
 
@@ -94,8 +73,7 @@ type metrics struct {
 	messages prometheus.Counter
 }
 
-// New returns a server of the catalog c and the store st, which the
-// caller keeps open while it serves.
+// New returns a server of c and st, which the caller keeps open.
 func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
 	if c == nil || st == nil {
 		return nil, errors.New("imapserve: a catalog and a store are needed")
@@ -138,13 +116,11 @@ func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
 // Listener is a listening socket and how it speaks.
 type Listener struct {
 	net.Listener
-	// TLS: implicit TLS (IMAPS, port 993) with Options.TLS.
-	TLS bool
+	TLS bool // implicit (IMAPS)
 }
 
-// Serve serves IMAP on the listeners until ctx is done, then closes
-// them and every connection, and waits for the sessions to end. It
-// returns the first error that stopped a listener.
+// Serve serves IMAP on the listeners until ctx is done, then closes every
+// connection and waits for the sessions to end.
 func (s *Server) Serve(ctx context.Context, listeners ...Listener) error {
 	for _, l := range listeners {
 		if l.TLS && s.opts.TLS == nil {

@@ -113,12 +113,9 @@ func load(ctx context.Context, c *catalog.Catalog, list, state string) (*view, c
 // uidNext is the UIDNEXT the client is told.
 func (v *view) uidNext() imap.UID { return imap.UID(v.high + 1) }
 
-// refresh brings the view up to date with the catalog and tells the
-// client: EXPUNGE for each message that left the mailbox (when
-// allowExpunge: not during FETCH, STORE and SEARCH, RFC 3501 section
-// 7.4.1), then EXISTS if messages came. It reports a changed UIDVALIDITY
-// (the catalog was replaced by one that lost the numbers) as
-// errRenumbered.
+// refresh tells the client of the messages that left (EXPUNGE, only when
+// allowExpunge: not during FETCH, STORE and SEARCH, RFC 3501 section 7.4.1)
+// and came (EXISTS), or returns errRenumbered if UIDVALIDITY changed.
 func (v *view) refresh(ctx context.Context, c *catalog.Catalog, w *imapserver.UpdateWriter, allowExpunge bool, state string) error {
 	if state == v.state {
 		return nil

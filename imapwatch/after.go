@@ -15,16 +15,12 @@ import (
 // store has durably accepted it.
 type Action string
 
-// Actions.
+// Actions; the zero value means Keep.
 const (
-	// Keep leaves the message as it is (the zero value means Keep).
-	Keep Action = "keep"
-	// Seen sets the \Seen flag.
-	Seen Action = "seen"
-	// Delete sets \Deleted and expunges the message.
-	Delete Action = "delete"
-	// Move moves the message to After.Folder.
-	Move Action = "move"
+	Keep   Action = "keep"
+	Seen   Action = "seen"
+	Delete Action = "delete" // flag \Deleted and expunge
+	Move   Action = "move"   // to After.Folder
 )
 
 // After is the --after setting: an Action, and the folder for Move.
@@ -33,8 +29,7 @@ type After struct {
 	Folder string
 }
 
-// ParseAfter reads "keep", "seen", "delete" or "move:FOLDER". The empty
-// string is Keep.
+// ParseAfter reads "keep", "seen", "delete" or "move:FOLDER"; "" is Keep.
 func ParseAfter(s string) (After, error) {
 	switch s {
 	case "", string(Keep):
@@ -74,8 +69,8 @@ func (a *After) Set(s string) error {
 
 func (a After) modifies() bool { return a.Action != "" && a.Action != Keep }
 
-// apply does a to the messages uids of the selected mailbox. The caller
-// has made sure the store holds every one of them.
+// apply does a to uids of the selected mailbox; the caller has made sure
+// the store holds every one of them.
 func (a After) apply(c *imapclient.Client, uids imap.UIDSet) error {
 	if len(uids) == 0 {
 		return nil
@@ -92,9 +87,8 @@ func (a After) apply(c *imapclient.Client, uids imap.UIDSet) error {
 		}
 		return expunge(c, uids)
 	case Move:
-		// RFC 6851 UID MOVE; imapclient falls back to UID COPY, UID STORE
-		// +FLAGS.SILENT (\Deleted) and UID EXPUNGE (RFC 4315) or EXPUNGE
-		// on a server without MOVE.
+		// RFC 6851; without MOVE, imapclient falls back to COPY, STORE and
+		// (UID) EXPUNGE.
 		if _, err := c.Move(uids, a.Folder).Wait(); err != nil {
 			return fmt.Errorf("cannot move messages %s to %s: %w", uids, a.Folder, err)
 		}
@@ -129,19 +123,16 @@ func expunge(c *imapclient.Client, uids imap.UIDSet) error {
 
 // Target is what an --imap URL names.
 type Target struct {
-	// Addr is host:port, with the scheme's default port when none is given.
-	Addr     string
+	Addr     string // host:port
 	Security Security
 	User     string
-	// Mailbox is the URL's path without its leading slash; "" is INBOX.
-	Mailbox string
+	Mailbox  string // "" is INBOX
 }
 
-// ParseURL reads imaps://USER@HOST[:PORT]/MAILBOX (implicit TLS, port 993)
-// or imap://USER@HOST[:PORT]/MAILBOX (STARTTLS when offered, port 143).
-// USER and MAILBOX may be URL-escaped (user%40example.org); MAILBOX
-// defaults to INBOX and may contain the server's hierarchy separator. A
-// password in the URL is refused: it would show in process listings.
+// ParseURL reads imaps://USER@HOST[:PORT]/MAILBOX (port 993) or
+// imap://USER@HOST[:PORT]/MAILBOX (STARTTLS when offered, port 143), USER
+// and MAILBOX URL-escaped. A password in the URL is refused: it would show
+// in process listings.
 func ParseURL(s string) (Target, error) {
 	if !strings.Contains(s, "://") {
 		return Target{}, fmt.Errorf("%w: %q has no scheme: want imaps://USER@HOST[:PORT]/MAILBOX (TLS), or imap://... (STARTTLS, or plain text on loopback), e.g. imaps://%s", ErrBadURL, s, strings.TrimPrefix(s, "//"))

@@ -1,18 +1,13 @@
 // Package imapwatch follows one IMAP mailbox and archives every message in
-// it: first all the messages already there, in UID order and in bounded
-// batches, then each new one as it arrives, announced by IDLE (RFC 2177)
-// or, on a server without IDLE, found by polling.
+// it: first those already there, in UID order and in bounded batches, then
+// each new one as IDLE (RFC 2177) or polling finds it.
 //
-// Messages are stored through an ingest.Archiver, which numbers and stores
-// them durably; only after it has accepted a batch does the watcher act on
-// the messages of that batch (--after: flag them \Seen, delete them, or move
-// them to another folder) and record, in a small state file, the mailbox's
-// UIDVALIDITY and the highest UID archived. A crash anywhere in that order
-// costs at most a re-fetch, which the store's digest index turns into
-// duplicates: a message is never given two call numbers.
-//
-// Network and server errors end the session; Run connects again with
-// exponential backoff and jitter, and goes on from the state it saved.
+// Only after the store has durably accepted a batch does the watcher act on
+// its messages (--after) and record the mailbox's UIDVALIDITY and highest
+// UID in its state file. A crash anywhere in that order costs at most a
+// re-fetch, which the store's digest index turns into duplicates: a message
+// never gets two call numbers. Run reconnects after network and server
+// errors and goes on from the state it saved.
 package imapwatch
 
 import (
@@ -35,119 +30,82 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrBadAfter: an --after value that is not keep, seen, delete or
-	// move:FOLDER.
-	ErrBadAfter = errors.New("imapwatch: bad --after")
-	// ErrBadURL: an --imap URL that is not imaps:// or imap://USER@HOST/MAILBOX.
-	ErrBadURL = errors.New("imapwatch: bad IMAP URL")
-	// ErrOptions: Options are incomplete or inconsistent.
-	ErrOptions = errors.New("imapwatch: bad options")
-	// ErrAuth: the server refused the user name or password.
-	ErrAuth = errors.New("imapwatch: login refused")
-	// ErrPlaintext: the password would cross a non-loopback network
-	// unencrypted and Options.AllowPlaintext is not set.
+	ErrBadAfter  = errors.New("imapwatch: bad --after")
+	ErrBadURL    = errors.New("imapwatch: bad IMAP URL")
+	ErrOptions   = errors.New("imapwatch: bad options")
+	ErrAuth      = errors.New("imapwatch: login refused")
 	ErrPlaintext = errors.New("imapwatch: refusing to send the password unencrypted")
-	// ErrNoMailbox: the mailbox does not exist (at the first connection;
-	// later, it is retried, since a mailbox may be deleted and recreated).
-	ErrNoMailbox = errors.New("imapwatch: no such mailbox")
-	// ErrBadState: the state file cannot be read.
-	ErrBadState = errors.New("imapwatch: unreadable state file")
-	// ErrStateMismatch: the state file belongs to another mailbox.
+	// ErrNoMailbox is fatal at the first connection only: later, a mailbox
+	// may have been deleted and recreated.
+	ErrNoMailbox     = errors.New("imapwatch: no such mailbox")
+	ErrBadState      = errors.New("imapwatch: unreadable state file")
 	ErrStateMismatch = errors.New("imapwatch: state file is for another mailbox")
-	// ErrTooLarge: a message is larger than Options.MaxMessageSize.
-	ErrTooLarge = errors.New("imapwatch: message too large")
+	ErrTooLarge      = errors.New("imapwatch: message too large")
 )
 
 // Security says how the connection is protected.
 type Security int
 
+// The securities. StartTLS (RFC 9051 section 6.2.1) stays plain when the
+// server does not offer it, and LOGIN is then refused unless the server is
+// on loopback or Options.AllowPlaintext is set.
 const (
-	// ImplicitTLS is TLS from the first byte (imaps://, port 993).
-	ImplicitTLS Security = iota
-	// StartTLS upgrades with STARTTLS (RFC 9051 section 6.2.1) when the
-	// server offers it and stays plain otherwise (imap://, port 143);
-	// LOGIN over a plain connection is refused unless the server is on a
-	// loopback address or Options.AllowPlaintext is set.
-	StartTLS
+	ImplicitTLS Security = iota // imaps://
+	StartTLS                    // imap://
 )
 
-// Options configure a Watcher. Zero values are documented per field.
+// Options configure a Watcher. Archiver, Addr, User, Password and StatePath
+// are required; zero values of the others are defaults.
 type Options struct {
-	// Archiver numbers and stores the messages. Required.
 	Archiver *ingest.Archiver
-	// Addr is the server's host:port. Required.
-	Addr string
-	// Security is how the connection is protected; zero is ImplicitTLS.
+	Addr     string // host:port
 	Security Security
-	// TLSConfig is used for implicit TLS and STARTTLS; nil verifies the
-	// server's certificate against the system roots for Addr's host. A
-	// config without ServerName gets Addr's host; set RootCAs to trust a
-	// private CA. InsecureSkipVerify is obeyed, with a warning logged at
-	// every Run.
+	// TLSConfig nil verifies the server's certificate against the system
+	// roots. InsecureSkipVerify is obeyed, with a warning at every Run.
 	TLSConfig *tls.Config
-	// AllowPlaintext permits LOGIN over an unencrypted connection to a
-	// non-loopback address. Off: such a connection fails with ErrPlaintext.
+	// AllowPlaintext permits LOGIN unencrypted to a non-loopback address;
+	// without it, that fails with ErrPlaintext.
 	AllowPlaintext bool
-	// User and Password log in (IMAP LOGIN). Required. The password is
-	// never logged nor put in an error.
-	User, Password string
-	// Mailbox is the mailbox followed; "" is INBOX.
-	Mailbox string
-	// After is what is done to each archived message (and to one the
-	// archive refuses because it was removed from it); zero is Keep.
+	User, Password string // never logged nor put in an error
+	Mailbox        string // "" is INBOX
+	// After is done to each archived message, and to one the archive
+	// refuses because it was removed from it.
 	After After
 	// ArchiveNoArchive archives the messages that ask not to be
-	// (mailmsg.Meta.NoArchive: X-No-Archive, X-Archive: no). Off, they
-	// are logged and counted as skipped, and left as they are in the
-	// mailbox.
+	// (mailmsg.Meta.NoArchive); without it, they are skipped and left alone.
 	ArchiveNoArchive bool
-	// StatePath is the JSON file where the mailbox's UIDVALIDITY and last
-	// archived UID are kept. Required.
-	StatePath string
-	// Logger receives structured logs; nil discards them.
-	Logger *slog.Logger
-	// Metrics are updated as the watcher works; nil records nothing.
-	Metrics *Metrics
-	// PollInterval is how often a server without IDLE is asked for new
-	// messages; zero is one minute.
-	PollInterval time.Duration
-	// IdleRefresh is how long one IDLE lasts before it is ended and
-	// started again, well within the 30 minutes after which RFC 2177
-	// section 3 lets a server drop an idle client; zero is 25 minutes.
+	StatePath        string
+	Logger           *slog.Logger  // nil discards
+	Metrics          *Metrics      // nil records nothing
+	PollInterval     time.Duration // for a server without IDLE; zero is one minute
+	// IdleRefresh restarts IDLE well within the 30 minutes after which RFC
+	// 2177 section 3 lets a server drop an idle client; zero is 25 minutes.
 	IdleRefresh time.Duration
 	// BatchMessages and BatchBytes bound one fetch-and-store batch; zero is
-	// 100 messages and 16 MiB (a single larger message is a batch of its
-	// own).
+	// 100 messages and 16 MiB.
 	BatchMessages int
 	BatchBytes    int64
-	// MaxMessageSize is the largest message archived; a larger one is
-	// read past, reported and left in the mailbox. Zero is 64 MiB, the
-	// importer's limit.
+	// MaxMessageSize: a larger message is reported and left in the
+	// mailbox. Zero is 64 MiB, the importer's limit.
 	MaxMessageSize int64
 	// CommandTimeout is how long the server may stay silent on a command
-	// before the connection is taken as dead and closed; zero is 2 minutes.
+	// before the connection is taken as dead; zero is 2 minutes.
 	CommandTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the wait before reconnecting, which
-	// doubles after each failed session (with jitter) and is reset after a
-	// session that reached the mailbox; zero is 1 second and 5 minutes.
+	// MinBackoff and MaxBackoff bound the wait before reconnecting, reset
+	// after a session that reached the mailbox; zero is 1s and 5 minutes.
 	MinBackoff, MaxBackoff time.Duration
-	// Dial opens the TCP connection; nil is a net.Dialer with a 30-second
-	// timeout.
+	// Dial nil is a net.Dialer with a 30-second timeout.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Watcher follows one mailbox. Create it with New and call Run once.
 type Watcher struct {
-	opts Options
-	log  *slog.Logger
-	host string
-	// wake receives a token when the server announces new messages.
-	wake chan struct{}
-	// onIdle, when set (tests), is called each time the watcher is caught
-	// up and starts waiting for new messages.
-	onIdle func()
-	// unsaved: the last write of the state file failed for a full disk.
-	unsaved bool
+	opts    Options
+	log     *slog.Logger
+	host    string
+	wake    chan struct{} // the server announced new messages
+	onIdle  func()        // tests: called each time the watcher waits
+	unsaved bool          // the last state write failed for a full disk
 }
 
 // New checks opts, fills in defaults and returns a Watcher.
@@ -158,12 +116,9 @@ func New(opts Options) (*Watcher, error) {
 	return newWatcher(opts)
 }
 
-// Check connects to the server as opts say, logs in and looks the
-// mailbox up, then logs out: what a watcher does first, for a program to
-// learn that the server, the password or the mailbox is wrong before it
-// opens (creates) an archive. opts.Archiver and StatePath may be unset.
-// A refused login or a missing mailbox is ErrAuth or ErrNoMailbox; a
-// server that cannot be reached says so, naming the address.
+// Check logs in and looks the mailbox up, so that a program learns that
+// the server, password or mailbox is wrong before it creates an archive.
+// opts.Archiver and StatePath may be unset.
 func Check(ctx context.Context, opts Options) error {
 	if opts.StatePath == "" {
 		opts.StatePath = "-"
@@ -252,11 +207,8 @@ func newWatcher(opts Options) (*Watcher, error) {
 
 // Run archives the mailbox and follows it until ctx is cancelled, then
 // finishes the batch in progress and returns nil. It returns an error only
-// for what reconnecting cannot fix: a refused login, an unverifiable
-// certificate, imaps:// to a port that answers in plain text, a plain-text
-// connection it may not use, a missing mailbox at
-// start, a store that refuses the messages for a safety rule, a state file
-// it cannot use.
+// for what reconnecting cannot fix: a refused login, a bad certificate, a
+// store refusing a batch for a safety rule...
 func (w *Watcher) Run(ctx context.Context) error {
 	st, err := LoadState(w.opts.StatePath)
 	if err != nil {
@@ -307,9 +259,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// backoff returns the wait before reconnection attempt n (0-based):
-// min·2^n capped at max, with "equal jitter" (a random half of it) so that
-// watchers cut off together do not reconnect together.
+// backoff jitters the wait (a random half of it) so that watchers cut off
+// together do not reconnect together.
 func backoff(minD, maxD time.Duration, n int) time.Duration {
 	d := minD
 	for i := 0; i < n && d < maxD; i++ {
@@ -345,7 +296,6 @@ func fatal(err error) bool {
 	return false
 }
 
-// imapError returns the IMAP status response inside err, if any.
 func imapError(err error) (*imap.Error, bool) {
 	var ie *imap.Error
 	ok := errors.As(err, &ie)

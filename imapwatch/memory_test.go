@@ -122,9 +122,8 @@ func measureFirstPass(t testing.TB, n, size int) heapFigures {
 // What the peak does hold is, above all, the store's write transaction
 // (bbolt's dirty nodes and page buffers): its index keys are random
 // (digests), so the number of leaves a batch touches grows with the
-// database until it reaches the batch size, then stays there (measured:
-// 0.9, 2.1, 4.3 and 3.5 MiB at 1,000, 4,000, 16,000 and 64,000 messages
-// of 512 bytes). The watcher's own share is one batch.
+// database until it reaches the batch size, then stays there. The
+// watcher's own share is one batch.
 func TestDovecotFirstPassMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("archives 5,000 messages")

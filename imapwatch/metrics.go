@@ -6,16 +6,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the watcher's Prometheus metrics. A nil *Metrics records
-// nothing.
+// Metrics are the watcher's Prometheus metrics; a nil *Metrics records nothing.
 type Metrics struct {
 	archived, duplicates, failures, errors, reconnects prometheus.Counter
 	skipped, removed                                   prometheus.Counter
 	lastArchived                                       prometheus.Gauge
 }
 
-// NewMetrics creates the metrics and registers them with reg (the
-// program's own registry, not the global one).
+// NewMetrics creates the metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "chibrary", Subsystem: "watcher", Name: name, Help: help})

@@ -18,9 +18,9 @@ import (
 	"github.com/chibrary/chibrary/ingest"
 )
 
-// session connects, catches up with the mailbox and follows it until ctx
-// is cancelled (nil) or something fails. reached is true once the mailbox
-// was selected: the connection was healthy, and the backoff starts over.
+// session catches up with the mailbox and follows it until ctx is cancelled
+// (nil) or something fails. reached means the mailbox was selected: the
+// backoff starts over.
 func (w *Watcher) session(ctx context.Context, st *State, first bool) (reached bool, err error) {
 	c, encrypted, err := w.connect(ctx)
 	if err != nil {
@@ -474,11 +474,9 @@ func (w *Watcher) batch(ctx context.Context, c *imapclient.Client, st *State, ui
 	return nil
 }
 
-// save writes the state file. A full disk is not the end: the watcher
-// goes on with the state it holds, and writes it again at the next
-// batch; killed meanwhile, it would only fetch again what it archived
-// (duplicates). Any other failure (the file's permissions, its folder
-// gone) is the operator's to mend: fatal.
+// save writes the state file. A full disk is not the end: the watcher goes
+// on and writes it again at the next batch (killed meanwhile, it would only
+// fetch duplicates). Any other failure is the operator's to mend: fatal.
 func (w *Watcher) save(st *State) error {
 	err := saveState(w.opts.StatePath, *st)
 	switch {
@@ -633,9 +631,8 @@ func (w *Watcher) poll(ctx context.Context, c *imapclient.Client) error {
 	return nil
 }
 
-// guard closes c when the server stays silent for CommandTimeout: without
-// it, a command on a dead connection (no RST, e.g. a NAT dropping it)
-// would wait for ever.
+// guard closes c when the server stays silent for CommandTimeout: a command
+// on a connection dropped without RST (by a NAT) would wait for ever.
 type guard struct {
 	t *time.Timer
 	d time.Duration

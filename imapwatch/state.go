@@ -12,35 +12,24 @@ import (
 	"time"
 )
 
-// State is what the watcher remembers of one mailbox between runs: a small
-// JSON file, replaced atomically (written to a temporary file, fsynced,
-// renamed over the old one, directory fsynced) after every batch. It is an
-// optimisation, not a safety device: losing it only makes the watcher fetch
-// the mailbox again, and the store's digest index turns every re-fetched
-// message into a duplicate.
+// State is what the watcher remembers of one mailbox between runs, saved
+// atomically after every batch. It is an optimisation, not a safety device:
+// losing it only makes the watcher fetch the mailbox again, as duplicates.
 type State struct {
-	// Server, User and Mailbox say which mailbox the state is for; a state
-	// file of another mailbox is refused (ErrStateMismatch).
-	Server  string `json:"server"`
-	User    string `json:"user"`
-	Mailbox string `json:"mailbox"`
-	// UIDValidity is the mailbox's UIDVALIDITY (RFC 9051 section 2.3.1.1)
-	// when LastUID was archived.
-	UIDValidity uint32 `json:"uidvalidity"`
-	// LastUID is the highest UID whose batch was archived (and, with
-	// --after, acted on).
-	LastUID uint32 `json:"last_uid"`
-	// Retry are UIDs at or below LastUID whose message could not be
-	// archived for a reason that may pass (the server sent no body, or
-	// broke off mid-message): they are tried again at every connection
-	// until they are archived or gone from the mailbox.
+	// The mailbox the state is for; another is refused (ErrStateMismatch).
+	Server      string `json:"server"`
+	User        string `json:"user"`
+	Mailbox     string `json:"mailbox"`
+	UIDValidity uint32 `json:"uidvalidity"` // RFC 9051 section 2.3.1.1
+	LastUID     uint32 `json:"last_uid"`    // of the last batch archived and acted on
+	// Retry are UIDs at or below LastUID that failed for a reason that may
+	// pass (no body, a break mid-message), retried at every connection.
 	Retry   []uint32  `json:"retry,omitempty"`
 	Updated time.Time `json:"updated"`
 }
 
-// maxRetry bounds State.Retry, so that a mailbox whose server refuses many
-// messages cannot grow the state file without end; past it, a failure is
-// logged and left to the operator.
+// maxRetry bounds State.Retry, so that a server refusing many messages
+// cannot grow the state file without end.
 const maxRetry = 1000
 
 // LoadState reads a state file; a missing file is the zero State.
@@ -100,9 +89,8 @@ func saveState(path string, st State) error {
 	return nil
 }
 
-// DefaultStatePath names the state file of t's mailbox in dir (the data
-// directory's watcher/): readable, and unique per user, server and mailbox
-// thanks to a hash of them.
+// DefaultStatePath names the state file of t's mailbox in dir: readable,
+// and unique thanks to a hash of user, server and mailbox.
 func DefaultStatePath(dir string, t Target) string {
 	key := t.User + "@" + t.Addr + "/" + t.Mailbox
 	sum := sha256.Sum256([]byte(key))

@@ -11,10 +11,8 @@ import (
 // ErrTLSOptions: contradictory TLS options.
 var ErrTLSOptions = errors.New("imapwatch: contradictory TLS options")
 
-// TLSConfig returns the TLS configuration for Options.TLSConfig: nil (the
-// system's CA roots) by default; the CA certificates of the PEM file caFile
-// instead of the system roots, for a server whose certificate comes from a
-// private CA; or no verification at all with insecure (New then warns).
+// TLSConfig returns the Options.TLSConfig that trusts the PEM file caFile
+// instead of the system roots (nil without it), or, insecure, nothing.
 func TLSConfig(caFile string, insecure bool) (*tls.Config, error) {
 	switch {
 	case caFile != "" && insecure:

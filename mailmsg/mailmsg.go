@@ -1,10 +1,7 @@
-// Package mailmsg reads what the archive indexes and reports from a raw
-// message's header (RFC 5322 section 3.6): Message-ID, Date, From,
-// Subject, List-Id (RFC 2919), In-Reply-To and References.
-//
-// Real archives hold headers no parser accepts. Parse never fails a
-// message: it returns what it could read and the reason it could not read
-// the rest, and the caller stores the bytes regardless.
+// Package mailmsg reads what the archive indexes from a raw message's
+// header (RFC 5322 section 3.6, List-Id of RFC 2919). Real archives hold
+// headers no parser accepts, so Parse never fails a message: it returns
+// what it could read and why it could not read the rest.
 package mailmsg
 
 import (
@@ -14,10 +11,8 @@ import (
 	"strings"
 	"time"
 
-	// Register the charsets of RFC 2047 encoded words (ISO-8859-*,
-	// windows-125*, KOI8-R, ...), which real list archives are full of.
 	"github.com/emersion/go-message"
-	_ "github.com/emersion/go-message/charset"
+	_ "github.com/emersion/go-message/charset" // the charsets real archives are full of
 	"github.com/emersion/go-message/mail"
 	"github.com/emersion/go-message/textproto"
 )
@@ -28,44 +23,31 @@ const MaxHeaderBytes = 1 << 20
 // ErrHeader is wrapped by Parse's error when the header is malformed.
 var ErrHeader = errors.New("mailmsg: malformed header")
 
-// Meta is what Parse read from a header. Strings are decoded (RFC 2047) to
-// UTF-8 where the field allows encoded words.
+// Meta is what Parse read from a header, decoded (RFC 2047) to UTF-8 where
+// the field allows encoded words. Message-IDs are without angle brackets.
 type Meta struct {
-	// MessageID is the Message-ID without angle brackets, or "".
-	MessageID string
-	// Date is the Date field as written; see Time.
-	Date       string
+	MessageID  string
+	Date       string // as written; see Time
 	From       string
 	Subject    string
 	ListID     string
-	InReplyTo  []string // Message-IDs without angle brackets
-	References []string // Message-IDs without angle brackets
-	// NoArchive says the sender asked that the message not be archived,
-	// as Mailman reads it: an X-No-Archive field, whatever its value
-	// ("yes" by custom), or "X-Archive: no".
-	NoArchive bool
+	InReplyTo  []string
+	References []string
+	NoArchive  bool // any X-No-Archive, or "X-Archive: no", as Mailman reads them
 }
 
-// Time parses Date (RFC 5322 section 3.3, with the obsolete forms real
-// mail uses). It is separate because nothing on the import path needs it
-// and it is the costliest field to parse.
+// Time parses Date (RFC 5322 section 3.3): costly, and off the import path.
 func (m Meta) Time() (time.Time, error) {
 	h := mail.Header{}
 	h.Set("Date", m.Date)
 	return h.Date()
 }
 
-// wanted are the fields Parse reads, lower-case.
 var wanted = [...]string{"message-id", "date", "from", "subject", "list-id", "in-reply-to", "references", "x-no-archive", "x-archive"}
 
-// Parse reads the header of raw. Fields that do not parse are left empty
-// (or, for text fields, undecoded). When the header block is malformed (a
-// line that is neither a field nor a continuation), Parse still returns
-// every wanted field it found and an error wrapping ErrHeader.
-//
-// Only the wanted fields are handed to go-message: real archive headers are
-// mostly Received chains, and building all of them cost the importer
-// nine-tenths of its parsing time.
+// Parse reads the header of raw; a malformed block also gives an error
+// wrapping ErrHeader. Only the wanted fields go to go-message: real archive
+// headers are mostly Received chains, costly to build.
 func Parse(raw []byte) (Meta, error) {
 	th, herr := scan(raw)
 	h := mail.Header{Header: message.Header{Header: th}}
@@ -76,8 +58,7 @@ func Parse(raw []byte) (Meta, error) {
 		// no brackets); index them by their text rather than not at all.
 		m.MessageID = NormalizeMessageID(h.Get("Message-Id"))
 	}
-	// Fields that do not parse are left raw or empty: only a malformed
-	// header block is worth a warning, since the message is stored as is.
+	// Only a malformed header block is worth a warning.
 	m.Date = strings.TrimSpace(h.Get("Date"))
 	if m.Subject, err = h.Subject(); err != nil {
 		m.Subject = h.Get("Subject")
@@ -95,9 +76,8 @@ func Parse(raw []byte) (Meta, error) {
 	return m, herr
 }
 
-// stripControls removes ASCII control characters (a bare CR, NUL, ...),
-// which no msg-id may hold (RFC 5322 section 3.6.4) and which would make a
-// poor index key and URL.
+// stripControls removes ASCII control characters, which no msg-id may hold
+// (RFC 5322 section 3.6.4) and would make a poor index key and URL.
 func stripControls(id string) string {
 	if !strings.ContainsFunc(id, isControl) {
 		return id
@@ -112,11 +92,8 @@ func stripControls(id string) string {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// scan collects the wanted fields of the header block (RFC 5322 section
-// 2.2: "name: value" lines, continued by lines that start with white space,
-// ended by an empty line), unfolded, first occurrence of each. It reads at
-// most MaxHeaderBytes and never fails: a malformed line is skipped and
-// reported.
+// scan collects the first occurrence of each wanted field of the header
+// block (RFC 5322 section 2.2), unfolded; a malformed line is reported.
 func scan(raw []byte) (textproto.Header, error) {
 	var h textproto.Header
 	var bad []string
@@ -177,8 +154,7 @@ func scan(raw []byte) (textproto.Header, error) {
 }
 
 // msgIDs returns the <...> tokens of a threading field (RFC 5322 section
-// 3.6.4), without brackets. Real In-Reply-To fields often carry free text
-// around them ("message from X of date <id>"), which is skipped.
+// 3.6.4), skipping the free text real In-Reply-To fields often carry.
 func msgIDs(v string) []string {
 	var ids []string
 	for {
@@ -197,8 +173,8 @@ func msgIDs(v string) []string {
 	}
 }
 
-// NormalizeMessageID returns a Message-ID header value as the archive
-// indexes it: trimmed, without the angle brackets of the first msg-id.
+// NormalizeMessageID returns a Message-ID as the archive indexes it:
+// trimmed, without the angle brackets of the first msg-id.
 func NormalizeMessageID(v string) string {
 	v = strings.TrimSpace(v)
 	if i := strings.IndexByte(v, '<'); i >= 0 {

@@ -2,38 +2,19 @@
 // messages one at a time, with bounded memory:
 //
 //   - "-": standard input (Options.Stdin), read like a regular file;
-//   - a regular file: gzip (magic 1f 8b, concatenated members read as one
-//     stream) or bzip2 (magic "BZh") decided by content, not by name; then
-//     one message (an .eml file) when it starts with a header field
-//     ("Name:"), else an mbox (package mbox): "From " starts an mbox, and
-//     anything else is read as an mbox too so that data that is neither is
-//     reported (mbox.ErrLeadingData in Item.Err), never stored as a
-//     message nor dropped silently. An empty input has no messages;
-//   - a directory with cur/ or new/: a Maildir (https://cr.yp.to/proto/maildir.html).
-//     The files of cur/ and new/ are read in the order of their names (a
-//     Maildir name starts with the delivery time), merged across both;
-//     tmp/ holds deliveries in progress and is skipped, and so are names
-//     starting with a dot. A file moved from new/ to cur/ while reading
-//     (as a mail reader does, adding ":2,flags") is followed there;
-//   - any other directory: a folder of mailboxes and messages, found
-//     recursively: mbox files (plain, gzip or bzip2; named .mbox or .mbx,
-//     or whose content starts with a From_ line: a Mailman 2 archive's
-//     monthly 2001-January.txt.gz files), each read as above, and .eml
-//     files (name ending in .eml, any case), one message each. They are
-//     read in name order, where numbers compare by value and month names
-//     by their place in the year, so that pipermail's months and numbered
-//     files come in order (see [Less]). Names starting with a dot (files
-//     and directories) are ignored; other files are skipped with a
-//     warning in the log.
+//   - a regular file, gzip or bzip2 by content, not name: one message (.eml)
+//     when it starts with a header field, else an mbox, so that data that is
+//     neither is reported (mbox.ErrLeadingData), never stored nor dropped;
+//   - a directory with cur/ or new/: a Maildir, its files merged in name
+//     (delivery time) order, tmp/ skipped, a file moved to cur/ while
+//     reading followed there;
+//   - any other directory: its mbox and .eml files, recursively, in the
+//     order of [Less]; names starting with a dot are ignored, other files
+//     skipped with a warning.
 //
-// Messages are returned exactly as stored in the source, minus what the
-// mbox format adds (see package mbox).
-//
-// A message is never returned in part. When the input cannot be read to
-// the end of a message (a compressed file cut short or corrupt, a read
-// error), that message is an Item whose Err wraps mbox.ErrIncomplete and
-// the reason, and nothing after it in that file is read; a folder goes on
-// with its next file.
+// A message is never returned in part: when the input fails inside one,
+// that message is an Item whose Err wraps mbox.ErrIncomplete, and nothing
+// after it in that file is read.
 package mailsource
 
 import (
@@ -64,26 +45,17 @@ const (
 	KindEML     = "eml"
 )
 
-// ErrTooLarge is returned in Item.Err for a message over MaxMessageSize;
-// it is mbox.ErrTooLarge, so errors.Is works with either.
+// ErrTooLarge is mbox.ErrTooLarge, so errors.Is works with either.
 var ErrTooLarge = mbox.ErrTooLarge
 
-// Options configure Open. The zero value reads any mbox variant (auto),
-// with mbox.DefaultMaxMessageSize, no standard input and no logging.
+// Options configure Open; zero values are defaults.
 type Options struct {
-	// Format is the mbox variant of mbox inputs ("" is auto). Other
-	// inputs ignore it.
-	Format mbox.Format
-	// MaxMessageSize is the largest message accepted, in bytes; 0 is
-	// mbox.DefaultMaxMessageSize. Larger ones are reported in Item.Err.
-	MaxMessageSize int64
-	// Stdin is read for the path "-". nil reads nothing (no messages).
-	Stdin io.Reader
-	// Logger receives warnings (skipped files). nil discards them.
-	Logger *slog.Logger
+	Format         mbox.Format  // of mbox inputs; "" is auto
+	MaxMessageSize int64        // 0 is mbox.DefaultMaxMessageSize
+	Stdin          io.Reader    // for the path "-"; nil has no messages
+	Logger         *slog.Logger // nil discards
 }
 
-// entry is one file of a directory source.
 type entry struct {
 	path    string
 	size    int64
@@ -92,23 +64,17 @@ type entry struct {
 
 // Item is one message of a source.
 type Item struct {
-	// Raw is the message's bytes (nil when Err is set).
-	Raw []byte
-	// Where locates it: "file:line" in an mbox (the line of its From_
-	// line), the file path in a Maildir or .eml directory or for one
-	// .eml file, "stdin" for a single message on standard input.
-	Where string
-	// Err is set when the message could be delimited but not read (e.g.
-	// mbox.ErrTooLarge): the importer counts it as failed and goes on.
-	Err error
-	// Separator is the mbox From_ line ("" for other sources).
-	Separator string
-	// Warnings say what was odd about the message, e.g. a truncated mbox.
-	Warnings []string
+	Raw   []byte // nil when Err is set
+	Where string // "file:line" in an mbox, else the file path or "stdin"
+	// Err is set when the message could be delimited but not read, e.g.
+	// mbox.ErrTooLarge; reading goes on.
+	Err       error
+	Separator string // the mbox From_ line
+	Warnings  []string
 }
 
-// Source yields the messages of one input. It is not safe for concurrent
-// use, except Progress, which may be called from any goroutine.
+// Source yields the messages of one input. Only Progress is safe for
+// concurrent use.
 type Source struct {
 	ctx    context.Context
 	log    *slog.Logger
@@ -134,7 +100,7 @@ type Source struct {
 	total int64
 }
 
-// countingReader counts the bytes read through it, for Progress.
+// countingReader counts for Progress.
 type countingReader struct {
 	r io.Reader
 	n *atomic.Int64
@@ -146,8 +112,7 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Open opens path (see the package documentation). ctx bounds the whole
-// reading: Next fails with ctx's error once it is done.
+// Open opens path; ctx bounds the whole reading.
 func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 	s := &Source{ctx: ctx, log: opts.Logger, max: opts.MaxMessageSize, format: opts.Format, name: path, done: new(atomic.Int64)}
 	if s.log == nil {
@@ -188,9 +153,7 @@ func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 	return s, nil
 }
 
-// pathless drops the path an *fs.PathError repeats, for errors that
-// already name the path: "cannot open x: no such file or directory", not
-// "cannot open x: stat x: no such file or directory".
+// pathless drops the path an *fs.PathError repeats.
 func pathless(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -199,7 +162,6 @@ func pathless(err error) error {
 	return err
 }
 
-// openFile opens the mbox or message file at path into s.
 func (s *Source) openFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -213,8 +175,7 @@ func (s *Source) openFile(path string) error {
 	return nil
 }
 
-// openStream decompresses r by its magic number and decides between an
-// mbox and a single message.
+// openStream decompresses r by its magic number.
 func (s *Source) openStream(r io.Reader) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(3)
@@ -238,18 +199,16 @@ func (s *Source) openStream(r io.Reader) error {
 	}
 	if s.comp != "" {
 		if s.file != nil {
-			// Decompress on another core while the mbox reader parses.
-			// Not for stdin, where Close could wait forever on a blocked
-			// read.
+			// Decompress on another core; not for stdin, where Close could
+			// wait for ever on a blocked read.
 			pf := newPrefetcher(in, 256<<10, 4)
 			s.closers = append(s.closers, pf)
 			in = pf
 		}
 		in = bufio.NewReaderSize(in, 64<<10)
 	}
-	// A read error here (a cut-short compressed file) is met again, and
-	// reported with the message it breaks, by the reading that follows:
-	// the decompressor's errors are sticky.
+	// A read error here is sticky: the reading that follows reports it
+	// with the message it breaks.
 	head, _ := in.(*bufio.Reader).Peek(1000)
 	s.in = in
 	if !startsWithField(head) {
@@ -260,9 +219,8 @@ func (s *Source) openStream(r io.Reader) error {
 	return nil
 }
 
-// decompressor names the errors of a gzip or bzip2 reader, which do not
-// say what failed ("unexpected EOF"), and repeats its first error on every
-// later read.
+// decompressor names the errors of a gzip or bzip2 reader ("unexpected
+// EOF"), and repeats its first error on every later read.
 type decompressor struct {
 	r    io.Reader
 	name string
@@ -285,7 +243,6 @@ func (d *decompressor) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// openDir lists a Maildir, or the mbox and .eml files of a folder.
 func (s *Source) openDir(dir string) error {
 	var maildir bool
 	for _, sub := range []string{"cur", "new"} {
@@ -295,8 +252,7 @@ func (s *Source) openDir(dir string) error {
 	}
 	if maildir {
 		s.kind = KindMaildir
-		// Maildir: cur/ and new/ hold delivered messages; tmp/ holds
-		// deliveries in progress, which must not be read.
+		// tmp/ holds deliveries in progress, which must not be read.
 		type named struct{ name, path string }
 		var all []named
 		for _, sub := range []string{"cur", "new"} {
@@ -397,12 +353,10 @@ func isMailbox(path string) bool {
 	return string(head[:n]) == "From "
 }
 
-// Less orders the paths of a folder's files for reading: path element by
-// element, names by their runs of digits (compared as numbers), English
-// month names (full or three letters, compared by their place in the
-// year) and other text (compared as bytes). So 2001-February.txt.gz comes
-// before 2001-March.txt.gz and 2001-December.txt.gz, and list.mbox.9
-// before list.mbox.10. Equal names compare as bytes.
+// Less orders the paths of a folder's files for reading, comparing runs of
+// digits as numbers and month names by their place in the year, so that
+// 2001-February.txt.gz comes before 2001-March.txt.gz, list.mbox.9 before
+// list.mbox.10.
 func Less(a, b string) int {
 	as := strings.Split(filepath.ToSlash(a), "/")
 	bs := strings.Split(filepath.ToSlash(b), "/")
@@ -508,9 +462,8 @@ func (s *Source) addFile(path string, mailbox bool) {
 	}
 }
 
-// Format says what the source is: the mbox variant (with how it was
-// picked and the compression, e.g. "mboxrd (gzip; auto: ...)"; the variant
-// is known after the first Next), "maildir", "eml-dir" or "eml".
+// Format says what the source is, e.g. "mboxrd (gzip; auto: ...)" (known
+// after the first Next) or KindMaildir.
 func (s *Source) Format() string {
 	if s.kind == KindFolder {
 		return fmt.Sprintf("%s (%d mbox files, %d .eml files)", s.kind, s.mailboxes, len(s.files)-s.mailboxes)
@@ -535,18 +488,14 @@ func (s *Source) Format() string {
 	return f
 }
 
-// Progress reports how far reading has come, in bytes: of the input file
-// as stored (compressed bytes for .gz and .bz2, read ahead by a buffer),
-// of standard input (total 0: unknown), or the summed sizes of the files
-// of a Maildir or .eml directory (listed at Open). Safe to call from any
-// goroutine.
+// Progress reports how far reading has come, in bytes of the input as
+// stored (compressed, read ahead); total is 0 when unknown (stdin).
 func (s *Source) Progress() (done, total int64) {
 	return s.done.Load(), s.total
 }
 
-// Next returns the next message, or io.EOF after the last one. An Item
-// whose Err is set is a message that could not be read; reading goes on.
-// Any returned error is fatal.
+// Next returns the next message, or io.EOF after the last one. Any
+// returned error is fatal.
 func (s *Source) Next() (Item, error) {
 	if err := s.ctx.Err(); err != nil {
 		return Item{}, err
@@ -623,8 +572,7 @@ func (s *Source) Next() (Item, error) {
 	}
 }
 
-// closeSub closes the mbox file of a folder that has been read.
-// Its bytes all count as read, even when an error stopped the reading.
+// closeSub closes a folder's mbox file; all its bytes count as read.
 func (s *Source) closeSub() {
 	if err := s.sub.Close(); err != nil {
 		s.log.Warn("cannot close a mailbox", "err", err)
@@ -633,7 +581,6 @@ func (s *Source) closeSub() {
 	s.done.Store(max(s.done.Load(), s.subEnd))
 }
 
-// readFile reads one message file of a directory source.
 func (s *Source) readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) && s.kind == KindMaildir && filepath.Base(filepath.Dir(path)) == "new" {
@@ -654,8 +601,7 @@ func (s *Source) readFile(path string) ([]byte, error) {
 	return raw, nil
 }
 
-// readLimited reads r to the end, or fails with ErrTooLarge past max bytes
-// without reading further.
+// readLimited fails with ErrTooLarge past max bytes without reading further.
 func readLimited(r io.Reader, max int64) ([]byte, error) {
 	raw, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
@@ -686,9 +632,8 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-// Close releases the input and stops the goroutine that decompresses
-// ahead of Next (compressed inputs); it must be called. It does not close
-// Options.Stdin.
+// Close must be called: it stops the goroutine that decompresses ahead.
+// It does not close Options.Stdin.
 func (s *Source) Close() error {
 	var errs []error
 	if s.sub != nil {

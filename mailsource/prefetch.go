@@ -5,9 +5,8 @@ import (
 	"sync"
 )
 
-// prefetcher reads ahead of its consumer in a goroutine it owns, so that
-// decompression runs beside mbox parsing on another core. It holds at
-// most n chunks of chunk bytes. Close stops the goroutine and waits for it.
+// prefetcher reads ahead of its consumer in a goroutine it owns, holding at
+// most n chunks of chunk bytes.
 type prefetcher struct {
 	full chan []byte
 	free chan []byte
@@ -77,8 +76,7 @@ func (p *prefetcher) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// fill reads into buf until it is full or r fails. Unlike io.ReadFull it
-// returns r's error as it is: io.EOF at the end, and io.ErrUnexpectedEOF
+// fill is io.ReadFull that returns r's error as it is: io.ErrUnexpectedEOF
 // only when r says so (a cut-short compressed stream).
 func fill(r io.Reader, buf []byte) (int, error) {
 	n := 0

@@ -1,18 +1,13 @@
-// Package mailwire gives a stored message the form the network protocols
-// send it in. The store keeps a message as it came, usually with LF line
-// ends (from an mbox); IMAP (RFC 9051 section 2.3.1.1: "the message ...
-// lines end in CRLF") and NNTP (RFC 3977 section 3.1.1) send lines that
-// end in CRLF. The wire form is the stored bytes with every LF that has
-// no CR before it preceded by one; a CRLF already there is kept, so the
-// wire form of a message is its own wire form, and its digest
-// (store.DigestOf, which reads CRLF as LF) is the stored message's.
+// Package mailwire gives a stored message the CRLF form IMAP (RFC 9051
+// section 2.3.1.1) and NNTP (RFC 3977 section 3.1.1) send: every LF without
+// a CR before it gets one. A CRLF already there is kept, so the wire form is
+// its own wire form, and its digest (store.DigestOf) is the stored one's.
 package mailwire
 
 import "bytes"
 
-// Size returns the length of raw's wire form, and the lines of its body
-// (after the blank line that ends the header; a last line without a line
-// end counts).
+// Size returns the length of raw's wire form, and the lines of its body (a
+// last line without a line end counts).
 func Size(raw []byte) (size int64, bodyLines int) {
 	size = int64(len(raw)) + int64(bareLFs(raw))
 	body := raw[BodyStart(raw):]
@@ -65,10 +60,8 @@ func growFor(dst []byte, n int) []byte {
 	return dst
 }
 
-// BodyStart returns where the body of msg begins: after the first empty
-// line (RFC 5322 section 2.1: the header ends at the first empty line),
-// whether its line ends are LF or CRLF; len(msg) for a message that is
-// all header.
+// BodyStart returns where the body of msg begins, after the first empty
+// line (RFC 5322 section 2.1) with LF or CRLF; len(msg) if there is none.
 func BodyStart(msg []byte) int {
 	for i := 0; i < len(msg); {
 		j := bytes.IndexByte(msg[i:], '\n')

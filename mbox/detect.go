@@ -8,7 +8,6 @@ import (
 // detectMessages is how many messages of the sample auto-detection looks at.
 const detectMessages = 100
 
-// landing outcomes of a Content-Length in the sample.
 const (
 	landYes = iota
 	landNo
@@ -16,8 +15,8 @@ const (
 	landCut     // the body runs past the end of the whole input
 )
 
-// detect picks the variant of an mbox from its first bytes; complete says
-// the sample is the whole input. See Reader.Format for the rules.
+// detect picks the variant of an mbox from its first bytes (see
+// Reader.Format); complete says the sample is the whole input.
 func detect(sample []byte, complete bool) (Format, string) {
 	var landed, missed, noCL, msgs int
 	cut := false
@@ -38,11 +37,9 @@ func detect(sample []byte, complete bool) (Format, string) {
 				break
 			}
 			if res == landCut {
-				// A body running past the end of the input is the last
-				// message of a cut-short input, which says nothing against
-				// Content-Length framing (the reader reports it), unless a
-				// From_ line inside it shows the length is simply wrong
-				// (the reader then falls back to that line).
+				// A cut-short input says nothing against Content-Length
+				// framing, unless a From_ line in the body shows the length
+				// is wrong.
 				if findSeparator(sample, bodyStart, true, complete) >= 0 {
 					missed++
 				} else {
@@ -105,7 +102,6 @@ func lineAt(s []byte, p int, complete bool) (line []byte, next int, ok bool) {
 	return s[p:], len(s), complete
 }
 
-// firstSeparator returns where the first message's From_ line starts.
 func firstSeparator(s []byte, complete bool) int {
 	if hasFromPrefix(s) {
 		return 0
@@ -149,11 +145,8 @@ func scanHeader(s []byte, p int, complete bool) (clen int64, body int, ok bool) 
 	}
 }
 
-// landsAt tells whether a body ending at end is followed by what the
-// reader accepts (see Reader.stepCL): the end of the input, or a From_
-// line, directly or after one empty line. It returns where the next From_
-// line starts; a body running past the end of a complete sample is
-// landCut.
+// landsAt tells whether a body ending at end is followed by what
+// Reader.stepCL accepts, and where the next From_ line starts.
 func landsAt(s []byte, end int64, complete bool) (int, int) {
 	if end > int64(len(s)) {
 		if !complete {

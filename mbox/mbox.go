@@ -1,61 +1,24 @@
 // Package mbox reads and writes mbox files: the "From_"-separated message
 // databases of RFC 4155, in the variants real archives come in.
 //
-// # Framing (RFC 4155 section 2)
+// A line is a separator when it begins with "From ", starts the input or
+// follows an empty line, and, since RFC 4155 section 2 warns that body lines
+// are not always escaped, looks like "From <sender> <date>": a month name and
+// a clock time follow the sender (pipermail's "From user at example.org"
+// lines qualify). [Message.Raw] is the message as received, less the From_
+// line, the empty line before the next one and (mboxrd) one level of >From
+// quoting; CRLF files keep their CRLF.
 //
-// An mbox is a sequence of messages, each introduced by a From_ line
-// ("From " + envelope sender + timestamp) and followed by an empty line.
-// A line is a separator when it begins with "From " and either starts the
-// input or follows an empty line, and (for robustness, since RFC 4155
-// section 2 warns that "From " body lines are not always escaped) it looks
-// like "From <sender> <date>": after the sender, a month name and a clock
-// time (hh:mm) appear among its words. A "From " body line that does not
-// follow an empty line or does not look like that stays in the message.
-// pipermail's "From user at example.org  Mon Jan  1 00:00:00 2001" lines
-// qualify. The From_ line of the very first message is accepted as long as
-// it starts with "From " (with a warning when it does not look like one).
+// [FormatMboxrd] quoting is reversible; that of [FormatMboxo] and
+// [FormatMboxcl] is not, so quoted lines are kept as they are. Mboxcl and
+// [FormatMboxcl2] frame a body by its Content-Length when that lands on the
+// end of the input or on a From_ line, and otherwise fall back to From_
+// lines with a warning. [FormatAuto] samples the first MiB.
 //
-// [Message.Raw] is the message as received: the From_ line, the empty line
-// that precedes the next From_ line, and (for mboxrd) one level of >From
-// quoting are removed; nothing else changes. CRLF files keep their CRLF
-// bytes; an empty line is "\n" or "\r\n" in either kind of file.
-//
-// # Variants
-//
-//   - [FormatMboxrd]: body lines matching ^>*From  were quoted by adding
-//     one '>'; reading removes one '>' from lines matching ^>+From .
-//     The quoting is reversible, so nothing is lost.
-//   - [FormatMboxo]: the writer turned "From " into ">From " and left
-//     ">From " alone, which cannot be undone unambiguously: lines are kept
-//     as they are.
-//   - [FormatMboxcl2]: the Content-Length header gives the body's length in
-//     bytes and body lines are not quoted. The message ends where that
-//     length says if it lands on the end of the input or on a From_ line
-//     (directly, or after one empty line); otherwise the reader falls back
-//     to splitting at From_ lines for that message, and says so in
-//     [Message.Warnings].
-//   - [FormatMboxcl]: Content-Length framing like mboxcl2, and mboxo-style
-//     quoting by the writer. Reading it is the same as mboxcl2: like mboxo,
-//     the quoting cannot be undone without corrupting genuine ">From " body
-//     lines (quoted replies), so quoted lines are kept as they are.
-//   - [FormatAuto] looks at the first MiB of input; see [Reader.Format].
-//
-// # Errors
-//
-// Every error names its place as "name:line" (the Name option and a
-// 1-based line number). A message larger than MaxMessageSize is skipped
-// (read up to the limit, then passed over without keeping its bytes, so
-// memory stays bounded by the limit) and reported as a *[MessageError]
-// wrapping [ErrTooLarge]; data before the first From_ line is reported as a
-// *MessageError wrapping [ErrLeadingData]. After a *MessageError, Next may
-// be called again; any other error is fatal.
-//
-// A message that cannot be read whole is never returned in part: when the
-// input fails inside a message (a read error of the underlying reader, such
-// as a truncated or corrupt compressed stream) or ends inside a
-// Content-Length body, that message is reported as a *MessageError
-// wrapping [ErrIncomplete], and after a read error Next returns io.EOF,
-// since nothing after it can be read.
+// Errors name their place as "name:line". After a *[MessageError] (a message
+// over MaxMessageSize, data before the first From_ line, a message the input
+// failed or ended inside) Next may be called again. A message that cannot be
+// read whole is never returned in part.
 package mbox
 
 import (
@@ -70,14 +33,13 @@ import (
 // DefaultMaxMessageSize is the message size limit when Options leaves it 0.
 const DefaultMaxMessageSize = 64 << 20
 
-// bufferSize is the bufio buffer size and the auto-detection sample size.
-// Lines longer than this are read in pieces.
+// bufferSize is also the auto-detection sample; longer lines come in pieces.
 const bufferSize = 1 << 20
 
 // Format names an mbox variant.
 type Format string
 
-// The mbox variants. See the package documentation.
+// The mbox variants.
 const (
 	FormatAuto    Format = "auto"
 	FormatMboxrd  Format = "mboxrd"
@@ -88,17 +50,12 @@ const (
 
 // Errors. Test with errors.Is.
 var (
-	// ErrTooLarge: a message is larger than Options.MaxMessageSize.
-	ErrTooLarge = errors.New("mbox: message too large")
-	// ErrLeadingData: the input has data before its first From_ line.
-	ErrLeadingData = errors.New("mbox: data before the first From_ line")
-	// ErrUnknownFormat: Options.Format or a ParseFormat argument is not
-	// one of the Format constants.
+	ErrTooLarge      = errors.New("mbox: message too large")
+	ErrLeadingData   = errors.New("mbox: data before the first From_ line")
 	ErrUnknownFormat = errors.New("mbox: unknown format")
-	// ErrBadSeparator: a separator given to the writer is not a From_ line.
-	ErrBadSeparator = errors.New("mbox: bad From_ line")
+	ErrBadSeparator  = errors.New("mbox: bad From_ line") // given to the writer
 	// ErrIncomplete: the input failed or ended inside a message, which is
-	// therefore not returned (see the package documentation).
+	// therefore not returned.
 	ErrIncomplete = errors.New("mbox: message incomplete")
 )
 
@@ -113,37 +70,24 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("%w %q (want auto, mboxrd, mboxo, mboxcl or mboxcl2)", ErrUnknownFormat, s)
 }
 
-// Options configure a Reader. The zero value reads any variant (auto) with
-// a 64 MiB message limit and names the input "mbox" in errors.
+// Options configure a Reader; zero values are defaults.
 type Options struct {
-	// Name is used in errors and warnings, e.g. the file name. "" is "mbox".
-	Name string
-	// Format is the variant to read. "" is FormatAuto.
-	Format Format
-	// MaxMessageSize is the largest message (Raw) accepted, in bytes.
-	// 0 is DefaultMaxMessageSize.
-	MaxMessageSize int64
+	Name           string // in errors and warnings; "" is "mbox"
+	Format         Format // "" is FormatAuto
+	MaxMessageSize int64  // of Raw; 0 is DefaultMaxMessageSize
 }
 
 // Message is one message of an mbox.
 type Message struct {
-	// Raw is the message as received (see the package documentation).
-	// Each Message has its own Raw, which the caller may keep.
-	Raw []byte
-	// Line is the 1-based line number of the message's From_ line.
-	Line int
-	// Offset is the byte offset of the From_ line in the input.
-	Offset int64
-	// Separator is the From_ line without its line end, e.g.
-	// "From user@example.org Mon Jan  1 00:00:00 2001".
-	Separator string
-	// Warnings say what was odd about the message (e.g. a truncated
-	// input), each prefixed with "name:line: ".
-	Warnings []string
+	Raw       []byte // the caller may keep it
+	Line      int    // of the From_ line, from 1
+	Offset    int64  // of the From_ line
+	Separator string // the From_ line without its line end
+	Warnings  []string
 }
 
-// MessageError reports a message (or leading data) that could be
-// delimited but not read. Reading can go on after it.
+// MessageError reports a message (or leading data) that could be delimited
+// but not read. Reading can go on after it.
 type MessageError struct {
 	Name string
 	Line int
@@ -154,8 +98,8 @@ func (e *MessageError) Error() string { return fmt.Sprintf("%s:%d: %v", e.Name, 
 
 func (e *MessageError) Unwrap() error { return e.Err }
 
-// piece is one line of input, or part of one when the line is longer than
-// the buffer. b is valid until the next read.
+// piece is one line of input, or part of one longer than the buffer. b is
+// valid until the next read.
 type piece struct {
 	b     []byte
 	start bool // b begins a line
@@ -164,7 +108,6 @@ type piece struct {
 	off   int64
 }
 
-// full reports whether the piece is a whole line.
 func (p piece) full() bool { return p.start && p.end }
 
 // candidate is a From_ line met inside a Content-Length body, where the
@@ -175,8 +118,8 @@ type candidate struct {
 	off                  int64
 }
 
-// Reader reads messages from an mbox stream. It keeps one message in
-// memory at most (MaxMessageSize), plus a 1 MiB read buffer.
+// Reader reads messages from an mbox stream, keeping at most one message
+// (up to MaxMessageSize) in memory besides its read buffer.
 type Reader struct {
 	name   string
 	format Format // as asked
@@ -204,8 +147,7 @@ type Reader struct {
 	sepOffset int64
 	sepWarn   []string
 
-	// the message being read
-	buf       []byte
+	buf       []byte // the message being read
 	tooLarge  bool
 	prevEmpty bool
 	lastStart int
@@ -221,7 +163,7 @@ type Reader struct {
 	scratch   []byte
 }
 
-// NewReader returns a Reader of r. See Options for the defaults.
+// NewReader returns a Reader of r.
 func NewReader(r io.Reader, opts Options) *Reader {
 	rd := &Reader{
 		name:        opts.Name,
@@ -243,17 +185,11 @@ func NewReader(r io.Reader, opts Options) *Reader {
 	return rd
 }
 
-// Format returns the variant being read. With FormatAuto it is known after
-// the first call to Next (FormatAuto before). Auto picks:
-//
-//   - mboxcl2 when every message in the sample carries a Content-Length
-//     that ends exactly at the next From_ line (or the end of the input);
-//   - otherwise mboxrd. mboxo cannot be told apart from mboxrd by looking,
-//     and mboxrd loses least when wrong: reading an mboxo file as mboxrd
-//     drops one '>' only from body lines that originally began ">From "
-//     (every other line comes back exact), while reading an mboxrd file as
-//     mboxo leaves an extra '>' on every quoted line. ">>From " lines in
-//     the sample are mentioned in the reason as evidence of mboxrd.
+// Format returns the variant being read, known after the first Next. Auto
+// picks mboxcl2 when every Content-Length of the sample lands exactly on
+// the next From_ line, else mboxrd: mboxo cannot be told apart by looking,
+// and mboxrd loses least when wrong (one '>' of lines that began ">From ",
+// where mboxo would keep an extra '>' on every quoted line).
 func (r *Reader) Format() Format {
 	if r.picked == "" {
 		return r.format
@@ -322,10 +258,8 @@ func (r *Reader) unread(b []byte, line int, off int64) {
 	r.line, r.offset, r.atLineStart = line, off, true
 }
 
-// Next returns the next message, or io.EOF after the last one. A
-// *MessageError reports a message that was skipped; Next may be called
-// again after it. Any other error is fatal and returned again by later
-// calls.
+// Next returns the next message, or io.EOF after the last one. After a
+// *MessageError, Next may be called again; any other error is fatal.
 func (r *Reader) Next() (*Message, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -353,8 +287,7 @@ func (r *Reader) Next() (*Message, error) {
 		switch {
 		case errors.As(err, &me):
 		case r.broken:
-			// The input failed inside this message: report the message,
-			// never a part of it, and stop.
+			// Report the message, never a part of it, and stop.
 			r.err = io.EOF
 			return nil, &MessageError{Name: r.name, Line: line, Err: fmt.Errorf("%w: %w", ErrIncomplete, err)}
 		default:
@@ -500,8 +433,7 @@ func (r *Reader) atEOF(line int) {
 	if r.clMode {
 		if r.clRemain > 0 {
 			if r.cand == nil || r.tooLarge {
-				// No From_ line inside the body to fall back to: the
-				// input was cut short inside the body.
+				// No From_ line in the body to fall back to: cut short.
 				r.cut = true
 				return
 			}
@@ -532,9 +464,8 @@ func shrink(buf []byte) []byte {
 	return buf[:0]
 }
 
-// add appends message bytes, switching to skipping once the message is
-// known to be too large. Two bytes of slack let the separating empty line
-// be removed before the limit is checked exactly.
+// add appends message bytes, or skips them once the message is too large;
+// two bytes of slack let the separating empty line go before the check.
 func (r *Reader) add(b []byte) {
 	if r.tooLarge {
 		return
@@ -666,9 +597,8 @@ func (r *Reader) stepCL(p piece) error {
 	return nil
 }
 
-// clFallback gives up Content-Length framing for this message: it splits
-// at the first From_ line met in the body, or goes on reading as if there
-// were no Content-Length. more are pieces read ahead, in order.
+// clFallback gives up Content-Length framing for this message, splitting at
+// the first From_ line of the body if any. more are pieces read ahead.
 func (r *Reader) clFallback(more []piece) {
 	r.clMode = false
 	r.warnf(r.sepLine, "Content-Length: %d does not end at a From_ line; split at From_ lines instead", r.clen)
@@ -692,7 +622,6 @@ func (r *Reader) clFallback(more []piece) {
 	}
 }
 
-// hasFromPrefix reports whether b starts with "From ".
 func hasFromPrefix(b []byte) bool {
 	return len(b) >= 5 && string(b[:5]) == "From "
 }
@@ -716,9 +645,8 @@ func trimEOL(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
-// isSeparator reports whether the line b looks like a From_ line
-// (RFC 4155 section 2: "From ", the envelope sender, a timestamp): after
-// the sender, its words include a month name and a clock time.
+// isSeparator reports whether the line b looks like "From sender date"
+// (RFC 4155 section 2): a month name and a clock time follow the sender.
 func isSeparator(b []byte) bool {
 	if !hasFromPrefix(b) {
 		return false
@@ -789,8 +717,7 @@ func contentLength(b []byte) (int64, bool) {
 }
 
 // stickyReader returns the first error of r (io.EOF included) on every
-// later call, so that an error met while peeking for auto-detection is met
-// again by the reading that follows, whatever r does after an error.
+// later call, so that the reading meets again what auto-detection met.
 type stickyReader struct {
 	r   io.Reader
 	err error

@@ -11,14 +11,9 @@ import (
 // DefaultSeparator is the From_ line Writer uses when given none.
 const DefaultSeparator = "From MAILER-DAEMON Thu Jan  1 00:00:00 1970"
 
-// Writer writes an mboxrd file (RFC 4155 section 2, with mboxrd quoting):
-// each message is its From_ line, the message with every line matching
-// ^>*From  quoted by one more '>', and an empty line. Reading the output
-// with FormatMboxrd gives back each message's Raw and Separator, except
-// that a message not ending in a newline gets one (a final CR becomes CRLF).
-//
-// Line ends follow the message: when its first line ends in CRLF, the
-// From_ line, an added final line end and the empty line are CRLF too.
+// Writer writes an mboxrd file. Reading it back gives each message's Raw and
+// Separator, except that a message not ending in a newline gets one. The
+// line ends it adds are CRLF when the message's first line ends in CRLF.
 type Writer struct {
 	w *bufio.Writer
 }
@@ -28,11 +23,9 @@ func NewWriter(w io.Writer) *Writer {
 	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
-// WriteMessage writes one message. separator is its From_ line without a
-// line end ("" is DefaultSeparator); it must look like a From_ line (see
-// the package documentation) and hold no CR or LF, or the reader would not
-// find it or give it back: otherwise WriteMessage returns an error
-// wrapping ErrBadSeparator.
+// WriteMessage writes one message. separator ("" is DefaultSeparator) must
+// look like a From_ line, without a line end, or the reader would not find
+// it: otherwise the error wraps ErrBadSeparator.
 func (w *Writer) WriteMessage(separator string, raw []byte) error {
 	if separator == "" {
 		separator = DefaultSeparator
@@ -84,8 +77,8 @@ func WriteMboxrd(w io.Writer, separator string, raw []byte) error {
 	return mw.Flush()
 }
 
-// lineEnd is the line end Writer uses around raw: CRLF when its first line
-// ends in CRLF (or raw is one line ending in CR), else LF.
+// lineEnd is CRLF when raw's first line ends in CRLF, or raw is one line
+// ending in CR.
 func lineEnd(raw []byte) string {
 	i := bytes.IndexByte(raw, '\n')
 	if i > 0 && raw[i-1] == '\r' || i < 0 && len(raw) > 0 && raw[len(raw)-1] == '\r' {

@@ -4,9 +4,8 @@ import "fmt"
 
 const bitsLabel = "chibrary/shuffle/bits/v1"
 
-// BitPerm is a permutation of bit positions (scheme Bits). It is applied
-// through byte-indexed lookup tables: one table per input byte, each entry
-// the OR of the output bits that byte's set bits move to.
+// BitPerm, scheme Bits, is a Fisher-Yates shuffle of bit positions. It moves
+// bits but never mixes them, so a few numbers of a run reveal the rest.
 type BitPerm struct {
 	width int
 	perm  []uint8 // input bit i goes to output bit perm[i]
@@ -16,8 +15,7 @@ type BitPerm struct {
 
 var _ Permutation = (*BitPerm)(nil)
 
-// NewBits derives the bit-position permutation of the given key and width
-// (1..64), as the package doc describes.
+// NewBits derives the permutation of key for width 1..64 bits.
 func NewBits(key Key, width int) (*BitPerm, error) {
 	if width < 1 || width > MaxWidth {
 		return nil, fmt.Errorf("%w: bits needs 1..%d, got %d", ErrWidth, MaxWidth, width)
@@ -77,8 +75,7 @@ func (p *BitPerm) Width() int { return p.width }
 // Scheme returns Bits.
 func (p *BitPerm) Scheme() Scheme { return Bits }
 
-// Positions returns a copy of the permutation: input bit i goes to output
-// bit Positions()[i].
+// Positions returns a copy of the permutation: bit i goes to Positions()[i].
 func (p *BitPerm) Positions() []int {
 	out := make([]int, len(p.perm))
 	for i, o := range p.perm {

@@ -4,8 +4,8 @@ import "fmt"
 
 const mixLabel = "chibrary/shuffle/mix/v1"
 
-// FeistelPerm is a keyed unbalanced Feistel network over exactly width bits
-// (scheme Mix).
+// FeistelPerm, scheme Mix, is a keyed unbalanced Feistel network over exactly
+// width bits. Its round function is SplitMix64: obfuscation, not a cipher.
 type FeistelPerm struct {
 	width  int
 	lw, rw uint   // widths of the left and right parts before round 0: ceil(width/2), floor(width/2)
@@ -15,12 +15,10 @@ type FeistelPerm struct {
 
 var _ Permutation = (*FeistelPerm)(nil)
 
-// The rounds are computed two at a time (the part widths alternate), so
-// their number must be even.
+// Apply computes rounds in pairs (the part widths alternate): MixRounds is even.
 var _ [1 - MixRounds%2]struct{}
 
-// NewMix derives the Feistel permutation of the given key and width
-// (2..64), as the package doc describes.
+// NewMix derives the permutation of key for width 2..64 bits.
 func NewMix(key Key, width int) (*FeistelPerm, error) {
 	if width < 2 || width > MaxWidth {
 		return nil, fmt.Errorf("%w: mix needs 2..%d, got %d", ErrWidth, MaxWidth, width)
@@ -42,23 +40,19 @@ func round(r, k uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// Apply runs the network forward. Each round replaces (left, right) with
-// (right, left ^ F(right)); the parts keep their own widths, so the width
-// of the left part alternates between lw and rw.
+// Apply runs the network forward: each round replaces (left, right) with
+// (right, left ^ F(right)), so the left part's width alternates.
 func (p *FeistelPerm) Apply(x uint64) uint64 {
 	lm, rm := p.lm, p.rm
 	l, r := (x>>p.rw)&lm, x&rm
 	for i := 0; i < MixRounds; i += 2 {
-		// Left has lw bits, right rw bits.
 		l, r = r, l^(round(r, p.keys[i])&lm)
-		// Left has rw bits, right lw bits.
 		l, r = r, l^(round(r, p.keys[i+1])&rm)
 	}
 	return l<<p.rw | r
 }
 
-// Invert runs the network backward: undoing a round, the left part is the
-// old right, and the old left is right ^ F(left).
+// Invert runs the network backward.
 func (p *FeistelPerm) Invert(y uint64) uint64 {
 	lm, rm := p.lm, p.rm
 	l, r := (y>>p.rw)&lm, y&rm

@@ -1,42 +1,9 @@
-// Package shuffle provides keyed, stable permutations of n-bit words.
-//
-// A call number's 47 bits are passed through one of these permutations so
-// that consecutive numbers do not look consecutive. Each permutation is a
-// pure function of a 32-byte key, the scheme and the width: it is derived by
-// the fixed procedure documented below, from SHA-256 alone, so no Go
-// release, platform or library upgrade can change it. Golden vectors in the
-// tests pin it; an existing archive depends on it never changing.
-//
-// # Key stream
-//
-// Both schemes draw their parameters from the same deterministic stream:
-// block i (i = 0, 1, 2, ...) is
-//
-//	SHA-256(key || label || uint8(width) || uint64be(i))
-//
-// where label is "chibrary/shuffle/bits/v1" or "chibrary/shuffle/mix/v1".
-// The stream is read as consecutive big-endian uint64 words, four per block.
-// A uniform integer in [0, n) is drawn by rejection: words at or above the
-// largest multiple of n that fits in 64 bits are skipped, and the remainder
-// modulo n of the first word below it is the result.
-//
-// # Schemes
-//
-// Bits (the seed's design) is a permutation of bit positions: a
-// Fisher-Yates shuffle of the positions 0..width-1, swapping position i
-// (from width-1 down to 1) with a uniform position j in [0, i]. Input bit i
-// becomes output bit perm[i]. It moves bits but never mixes them: an
-// outsider who sees a handful of call numbers learns which output positions
-// vary and can enumerate a run. See the callnumber package for figures.
-//
-// Mix is a keyed, unbalanced Feistel network over exactly width bits, with
-// MixRounds rounds. The word is split into a left part of ceil(width/2) bits
-// and a right part of floor(width/2) bits; each round replaces the left part
-// with left XOR F(round, right) and swaps the parts, so the widths of the
-// two parts alternate. F is the SplitMix64 finalizer applied to
-// right + roundKey, truncated to the width of the left part. Every round is
-// a bijection, so the network is one, whatever F is. Neighbouring inputs
-// give unrelated-looking outputs.
+// Package shuffle provides keyed, stable permutations of n-bit words, which
+// make consecutive call numbers look unrelated. A permutation is a pure
+// function of its key, scheme and width, drawn from the stream of blocks
+// SHA-256(key || label || uint8(width) || uint64be(i)) so that no Go release
+// or platform can change it: archives depend on it never changing, and
+// golden vectors in the tests pin it.
 package shuffle
 
 import (
@@ -47,23 +14,19 @@ import (
 	"fmt"
 )
 
-// Scheme names a family of permutations. It is chosen when an authority is
-// created and recorded with it.
+// Scheme names a family of permutations, chosen when an authority is created.
 type Scheme string
 
+// The schemes.
 const (
-	// Bits permutes bit positions: the seed's design, kept for
-	// compatibility; a few numbers of a run reveal the rest.
-	Bits Scheme = "bits"
-	// Mix is a keyed Feistel network: the default of a new authority.
-	Mix Scheme = "mix"
+	Bits Scheme = "bits" // the seed's design, kept for compatibility
+	Mix  Scheme = "mix"  // the default of a new authority
 )
 
 // MaxWidth is the widest word a permutation can work on.
 const MaxWidth = 64
 
-// MixRounds is the number of Feistel rounds of the Mix scheme. Changing it
-// changes every Mix permutation: it is part of the format.
+// MixRounds is part of the format: changing it changes every Mix permutation.
 const MixRounds = 8
 
 // KeySize is the size of a shuffle key in bytes.
@@ -72,13 +35,11 @@ const KeySize = 32
 // Key is the secret from which a permutation is derived.
 type Key [KeySize]byte
 
+// Errors of ParseScheme, New and Key.UnmarshalText.
 var (
-	// ErrScheme is returned for a scheme name other than "bits" or "mix".
 	ErrScheme = errors.New("shuffle: unknown scheme")
-	// ErrWidth is returned for a width the scheme cannot work on.
-	ErrWidth = errors.New("shuffle: width out of range")
-	// ErrKey is returned when a key cannot be parsed.
-	ErrKey = errors.New("shuffle: bad key")
+	ErrWidth  = errors.New("shuffle: width out of range")
+	ErrKey    = errors.New("shuffle: bad key")
 )
 
 // ParseScheme returns the scheme named s.
@@ -107,9 +68,8 @@ func (k *Key) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Permutation is a bijection on the words of Width bits. Apply and Invert
-// are exact inverses on [0, 2^Width); bits above Width are ignored. Both are
-// safe for concurrent use and do not allocate.
+// Permutation is a bijection on words of Width bits; bits above Width are
+// ignored. Apply and Invert are safe for concurrent use and do not allocate.
 type Permutation interface {
 	Apply(x uint64) uint64
 	Invert(y uint64) uint64

@@ -16,42 +16,28 @@ import (
 
 // MigrateReport says what Migrate did.
 type MigrateReport struct {
-	// ID is the authority's ID (the same in the file and in the cluster).
 	ID string
-	// Leases is how many leases the file holds, Copied how many of them
-	// this run wrote into the cluster (the others were there already,
-	// from an interrupted run).
+	// Copied of the file's Leases were written by this run; the others by
+	// an interrupted one.
 	Leases, Copied int
-	// Next is the file's next run, below which the cluster issues none.
-	Next uint64
-	// Done says that the authority had been moved already: nothing was
-	// left to do.
-	Done bool
+	Next           uint64 // the file's next run, below which the cluster issues none
+	Done           bool   // the authority had been moved already
 }
 
-// Migrate moves the bbolt authority src into the cluster opts names
-// (whose URL, as programs will give it to --authority, is url): the same
-// ID, scheme and key, every lease, and a next run at least the file's.
-// The caller holds src open (and so its file lock) throughout, so that
-// nothing issues from the file meanwhile.
+// Migrate moves the bbolt authority src into the cluster opts names, whose
+// --authority URL is url. The caller holds src open, and so its file lock,
+// throughout. Each step can be interrupted and run again:
 //
-// Its steps, each of which can be interrupted and run again:
+//  1. create the metadata in state "migrating", or find it with src's ID
+//     (another ID: ErrOther, and the file is left as it was);
+//  2. retire the file: from now on it refuses to issue, naming url;
+//  3. create every lease (one there with the same nonce is an earlier
+//     run's copy; another nonce is an error);
+//  4. move the next key to at least the file's next run;
+//  5. set the state to "ready" by compare-and-set.
 //
-//  1. claim the archive: create the metadata in state "migrating" (Riak
-//     creates it only if absent), or find it there with src's ID (an
-//     earlier, interrupted run). Another authority's ID: ErrOther, and the
-//     file is left as it was.
-//  2. retire the file (authority.Authority.Retire): from now on it
-//     refuses to issue, naming url.
-//  3. copy every lease, each by a create: one already there with the same
-//     nonce is an earlier run's copy; another nonce is an error.
-//  4. move the next key to at least the file's next run.
-//  5. set the state to "ready" by compare-and-set: only now can runs be
-//     issued from the cluster, all at or above the file's next run.
-//
-// Until step 5, the authority issues no run anywhere: run Migrate again to
-// finish. Two Migrates of the same file wait for each other on its lock;
-// of two files into one archive, the one that claims it first wins.
+// Until step 5, no run is issued anywhere. Of two files migrated into one
+// archive, the one that claims it first wins.
 func Migrate(ctx context.Context, src *authority.Authority, url string, opts Options) (MigrateReport, error) {
 	return migrate(ctx, src, url, opts, nil)
 }
@@ -129,8 +115,7 @@ func migrate(ctx context.Context, src *authority.Authority, url string, opts Opt
 	return rep, nil
 }
 
-// claim opens the archive's authority, first creating the metadata of
-// src's in state migrating if there is none.
+// claim opens the archive's authority, creating src's, migrating, if none.
 func claim(ctx context.Context, src *authority.Authority, opts Options) (*Authority, error) {
 	k := src.Key()
 	m := meta{
@@ -146,8 +131,7 @@ func claim(ctx context.Context, src *authority.Authority, opts Options) (*Author
 	return a, nil
 }
 
-// copyLeases creates the lease record of every lease that is not in the
-// cluster yet, 16 at a time, and returns how many it created.
+// copyLeases creates the leases not in the cluster yet and counts them.
 func (a *Authority) copyLeases(ctx context.Context, leases []callnumber.Lease, at func(string) error) (int, error) {
 	var (
 		mu       sync.Mutex

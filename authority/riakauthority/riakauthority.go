@@ -1,69 +1,31 @@
 // Package riakauthority is a run authority whose state lives in a Riak
-// cluster's strongly consistent buckets, beside the archive it numbers:
-// any number of coordinators may serve it, and programs on any host may
-// take runs from it directly, with no single machine that everything
-// depends on.
+// cluster's strongly consistent buckets, beside the archive it numbers, so
+// that coordinators and programs on any hosts can issue runs at once. In
+// the consistent bucket type (chibrary_claims by default):
 //
-// # Layout
+//	ARCHIVE.authority/meta     {"format","id","scheme","key","created_at","state","migrated_from"}
+//	ARCHIVE.authority/meta.1-7 copies of meta, once it is ready
+//	ARCHIVE.authority/next     {"next":N}: no run at or above N has been issued
+//	                           (but for runs spilled while it could not be reached)
+//	ARCHIVE.issued/RUN         one lease record per issued run (RUN in decimal)
 //
-// Everything is in the strongly consistent bucket type (chibrary_claims
-// by default, the one the Riak store keeps its claims in), in two buckets
-// of the archive:
+// On a consistent bucket a write without a causal context creates the key
+// only if it is absent: of racing writers on any hosts exactly one
+// succeeds. So a run is issued by creating its lease record, and Issue
+// returns it only once a majority of replicas acknowledged the create; a
+// create retried after a lost reply finds the key taken, and takes it as
+// its own only if the nonce is its own. A run may be skipped, never issued
+// twice.
 //
-//	ARCHIVE.authority/meta   {"format","id","scheme","key","created_at","state","migrated_from"}
-//	ARCHIVE.authority/meta.1 ... meta.7   copies of meta, once it is ready
-//	ARCHIVE.authority/next   {"next":N}: no run at or above N has been issued
-//	                         (but for runs taken while it could not be reached)
-//	ARCHIVE.issued/RUN       one lease record per issued run (RUN in decimal):
-//	                         {"run","program","host","pid","note","issued_at","nonce"}
-//
-// # Safety
-//
-// On a consistent bucket a write without a causal context creates the
-// key only if it is absent: of any number of writers racing for one key,
-// on any hosts, exactly one succeeds, and the others are answered
-// "failed". So a run is issued by creating its lease record: Issue returns
-// run N only once the create of ARCHIVE.issued/N has been acknowledged by
-// a majority of the key's replicas, and a run whose record exists is never
-// issued again, whatever else happens. A create whose reply was lost and
-// that was tried again finds the key taken: Issue reads it back and takes
-// it as its own only if the nonce is its own. A run may be skipped (a
-// create that timed out, then given up on), never issued twice. After run
-// 2^30-1 Issue fails with authority.ErrExhausted.
-//
-// # Speed
-//
-// So that allocators racing on several hosts do not all try the same run,
-// each handle reserves a block of runs by moving the next key forward by
-// compare-and-set (of two handles reserving at once, one succeeds and the
-// other reads the key again and reserves the next block), and issues the
-// runs of its block, one create each. A block is one run at first and
-// doubles each time one is used up, up to 64: a program that takes one
-// run reserves one, a busy coordinator reserves one block in 64 issues.
-// The runs of a block left when a handle closes are given back if no
-// other handle reserved since, and are otherwise never issued.
-//
-// # A node lost
-//
-// Every key belongs to a consensus group of three members, which serves
-// it while two are up. On fewer than 5 nodes some groups keep two members
-// on one node, and losing that node stops them until it is back, while
-// the others go on. So the authority does not wait on one key: a run
-// whose record cannot be created within a few seconds is left (perhaps
-// recorded, then never issued again, never returned) for the next run,
-// whose key is most likely in another group; while the next key cannot be
-// reached, a handle picks runs at random just above it (and above those
-// it picked), creates their records as usual, and moves the next key past
-// them once it can (at its next reservation, or Close). The metadata has
-// copies (meta.1 to meta.7) that programs open the authority from while
-// meta's group cannot serve. Issue gives up after RetryFor without a run
-// recorded.
-//
-// The metadata is created once, also by a create-if-absent: two programs
-// creating the authority at once agree on one ID and key. An authority
-// moved here from a runs.db (Migrate) is in state "migrating" until every
-// lease of the file is copied and the next key is past the file's next
-// run; until then no run is issued, so that none below it can be.
+// So that handles do not all race for the same run, each reserves a block
+// of runs by compare-and-set on next (one run at first, doubling up to
+// 64), and Close gives back what it has not issued if no one reserved
+// since. A consensus group serves while two of its three members are up; on
+// fewer than 5 nodes, losing one node stops some groups. So Issue tries a
+// run for one step only before moving to another (most likely in another
+// group); while next cannot be reached, a handle spills: it picks runs at
+// random just above next and moves next past them later. Programs open the
+// authority from the copies of meta while meta's group cannot serve.
 package riakauthority
 
 import (
@@ -90,70 +52,48 @@ import (
 	"github.com/chibrary/chibrary/shuffle"
 )
 
-// Defaults.
+// Defaults, shared with the Riak store.
 const (
-	// DefaultType is the strongly consistent bucket type.
-	DefaultType = "chibrary_claims"
-	// DefaultArchive is the archive name when Options.Archive is empty
-	// (the Riak store's default too).
+	DefaultType    = "chibrary_claims" // strongly consistent
 	DefaultArchive = "chibrary"
 )
 
-// States of the metadata.
 const (
 	stateReady     = "ready"
 	stateMigrating = "migrating"
 )
 
-// Sentinel errors. The errors of the authority package's contract
-// (ErrExhausted, ErrNotIssued, ErrClosed, ErrScheme, ErrInconsistent) are
-// returned as they are.
+// Sentinel errors, besides those of the authority package's contract.
 var (
-	// ErrNoAuthority: Open found no authority in the archive.
 	ErrNoAuthority = errors.New("riakauthority: no run authority in this archive")
-	// ErrMigrating: the authority is being moved into the archive
-	// (Migrate) and is not ready to issue runs.
-	ErrMigrating = errors.New("riakauthority: the run authority is being moved here and is not ready")
-	// ErrOther: Migrate found another authority in the archive.
-	ErrOther = errors.New("riakauthority: the archive holds another run authority")
-	// ErrSetup: the cluster cannot hold an authority (the bucket type is
-	// missing or not consistent, strong consistency is off).
+	ErrMigrating   = errors.New("riakauthority: the run authority is being moved here and is not ready")
+	ErrOther       = errors.New("riakauthority: the archive holds another run authority") // from Migrate
+	// ErrSetup: the bucket type is not consistent, or consistency is off.
 	ErrSetup = errors.New("riakauthority: cluster not set up for a run authority")
 )
 
 var archiveName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // Options configure Open and OpenOrCreate. Nodes is required; the zero
-// values of the others are documented defaults.
+// values of the others are defaults.
 type Options struct {
-	// Nodes are the protocol buffers addresses of Riak nodes, host:port.
-	Nodes []string
-	// Archive names the archive whose authority this is ([a-z0-9_-],
-	// 1 to 64); "" means DefaultArchive.
-	Archive string
-	// Type is the strongly consistent bucket type; "" means DefaultType.
-	Type string
-	// Scheme is the shuffle scheme of a new authority; "" means
-	// authority.DefaultScheme. Given for an existing authority of another
-	// scheme, opening fails with authority.ErrScheme.
-	Scheme shuffle.Scheme
-	// Timeout bounds every request to Riak; 0 means 10 seconds.
-	Timeout time.Duration
-	// RetryFor is how long a request the cluster could not serve (a node
-	// down, a consensus group electing a leader) is tried again; 0 means
-	// 60 seconds.
+	Nodes   []string // protocol buffers addresses, host:port
+	Archive string   // [a-z0-9_-]{1,64}; "" means DefaultArchive
+	Type    string   // strongly consistent bucket type; "" means DefaultType
+	// Scheme of a new authority; "" means authority.DefaultScheme. If an
+	// existing authority has another, opening fails with authority.ErrScheme.
+	Scheme  shuffle.Scheme
+	Timeout time.Duration // of every request; 0 means 10 seconds
+	// RetryFor is how long a request the cluster cannot serve (a node
+	// down, a group electing a leader) is retried; 0 means 60 seconds.
 	RetryFor time.Duration
-	// Logger receives notes; nil discards them.
-	Logger *slog.Logger
-	// Rand is the source of the ID, key and nonces; nil means crypto/rand.
-	Rand io.Reader
+	Logger   *slog.Logger // nil discards
+	Rand     io.Reader    // of the ID, key and nonces; nil means crypto/rand
 
-	// fault, set by tests, becomes Authority.fault.
-	fault func(key string) error
+	fault func(key string) error // see Authority.fault
 }
 
-// URL returns the authority's URL, riak://NODES/ARCHIVE, as the
-// programs' --authority flag takes it.
+// URL returns riak://NODES/ARCHIVE, as the --authority flag takes it.
 func (o Options) URL() string {
 	archive := o.Archive
 	if archive == "" {
@@ -169,13 +109,11 @@ func (o Options) rand() io.Reader {
 	return o.Rand
 }
 
-// consensusWait is how long opening waits for a first strongly consistent
-// request to be served before it says that strong consistency is off.
+// consensusWait: no strongly consistent answer by then means it is off.
 const consensusWait = 15 * time.Second
 
-// Authority is a run authority in a Riak cluster. It is safe for
-// concurrent use, and any number of Authority values, in any processes
-// on any hosts, may issue runs of one authority at once.
+// Authority is a run authority in a Riak cluster, safe for concurrent use;
+// any number of handles on any hosts may issue runs of it at once.
 type Authority struct {
 	conn *riakconn.Conn
 	opts Options
@@ -183,75 +121,52 @@ type Authority struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	// The buckets.
 	metaBucket, issued string
 
 	m meta
 
-	// mu guards the fields below; reserving serialises this handle's
-	// reservations (a network round trip, which mu is not held over).
+	// mu guards the fields below; reserving serialises reservations, a
+	// round trip that mu is not held over.
 	mu        sync.Mutex
 	reserving sync.Mutex
-	// blk is the block of runs this handle has reserved and not tried
-	// yet: [blk.next, blk.end).
-	blk block
-	// size is the size of the next block reserved: 1 at first, doubled
-	// each time a block is used up, up to maxBlock.
-	size uint64
-	// hint is the next key as last read or written, with its causal
-	// context (nil while the key does not exist).
-	hint   uint64
-	hintVC []byte
-	closed bool
-	// nextDown is until when the next key is taken to be unreachable
-	// (its consensus group lost its majority): Issue then spills, taking
-	// runs above it directly (see the package doc).
-	nextDown time.Time
-	// spilled is above every run this handle spilled: its next
-	// reservation starts there.
-	spilled uint64
+	blk       block  // reserved and not tried yet
+	size      uint64 // of the next block reserved
+	// hint is the next key as last seen, and its causal context (nil: absent).
+	hint     uint64
+	hintVC   []byte
+	closed   bool
+	nextDown time.Time // until then Issue spills
+	spilled  uint64    // above every run spilled; the next reservation starts there
 
-	// fault, set by tests, is asked before every request for a key
-	// (bucket/key); an error it returns is the request's.
+	// fault, set by tests, is asked before every request for bucket/key.
 	fault func(key string) error
 }
 
 type block struct{ next, end uint64 }
 
-// maxBlock is the largest block of runs a handle reserves at once. A
-// handle that stops (a program that ends) leaves the rest of its block
-// unissued, unless no other handle reserved since (Close gives it back):
-// a program that takes one run reserves one.
+// maxBlock bounds the runs a handle that stops may leave unissued.
 const maxBlock = 64
 
-// step is how long one request for one key is tried before Issue turns
-// to another key: on a cluster where a node is lost, the consensus groups
-// that kept two of their three members on it (which happens on fewer than
-// 5 nodes) cannot serve until it is back, and other keys can.
+// step is how long a request for one key is tried before Issue turns to
+// another key, likely in a consensus group that can serve.
 const step = 5 * time.Second
 
-// spillWindow is how far above the next key a handle that cannot reach
-// it picks runs at random.
+// spillWindow is how far above the next key spilled runs are picked.
 const spillWindow = 4096
 
-// metaCopies is how many copies of the metadata of a ready authority are
-// kept besides meta (meta.1 ... meta.N), each likely in another consensus
-// group, so that a program can open the authority while meta's group
-// cannot serve.
+// metaCopies of meta, each likely in another consensus group.
 const metaCopies = 7
 
 var _ authority.Issuer = (*Authority)(nil)
 
-// meta is the authority's metadata record.
 type meta struct {
-	Format    string    `json:"format"`
-	ID        string    `json:"id"`
-	Scheme    string    `json:"scheme"`
-	Key       string    `json:"key"`
-	CreatedAt time.Time `json:"created_at"`
-	State     string    `json:"state"`
-	// MigratedFrom names the runs.db it was moved from.
-	MigratedFrom string `json:"migrated_from,omitempty"`
+	Format       string    `json:"format"`
+	ID           string    `json:"id"`
+	Scheme       string    `json:"scheme"`
+	Key          string    `json:"key"`
+	CreatedAt    time.Time `json:"created_at"`
+	State        string    `json:"state"`
+	MigratedFrom string    `json:"migrated_from,omitempty"` // a runs.db
 
 	scheme shuffle.Scheme
 	key    shuffle.Key
@@ -277,24 +192,21 @@ const (
 	keyNext = "next"
 )
 
-// Open opens the authority of the archive in the cluster: ErrNoAuthority
-// if there is none, ErrMigrating while one is being moved there.
+// Open opens the authority of the archive: ErrNoAuthority if there is none,
+// ErrMigrating while one is being moved there.
 func Open(ctx context.Context, opts Options) (*Authority, error) {
 	a, _, err := open(ctx, opts, nil, false)
 	return a, err
 }
 
-// OpenOrCreate opens the authority of the archive in the cluster,
-// creating it first (a random ID and key, the scheme of opts) if there is
-// none; created reports whether it did. Of several processes creating it
-// at once, one creates it and the others open that one.
+// OpenOrCreate opens the authority of the archive, creating it if there is
+// none. Of several processes creating it at once, one wins; all open it.
 func OpenOrCreate(ctx context.Context, opts Options) (a *Authority, created bool, err error) {
 	return open(ctx, opts, func(now time.Time) (meta, error) { return newMeta(opts.Scheme, opts.rand(), now) }, false)
 }
 
-// open opens the authority; when there is none, it creates the one
-// create makes (if create is not nil). With migrating, an authority in
-// state migrating opens (for Migrate).
+// open creates the authority with create (if not nil) when there is none.
+// With migrating, an authority in state migrating opens (for Migrate).
 func open(ctx context.Context, opts Options, create func(time.Time) (meta, error), migrating bool) (*Authority, bool, error) {
 	if opts.Archive == "" {
 		opts.Archive = DefaultArchive
@@ -336,7 +248,6 @@ func open(ctx context.Context, opts Options, create func(time.Time) (meta, error
 	return a, created, nil
 }
 
-// load checks the cluster, reads (or creates) the metadata and the hint.
 func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, error), migrating bool) (created bool, err error) {
 	if err := a.checkType(ctx); err != nil {
 		return false, err
@@ -364,8 +275,7 @@ func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, erro
 		if m == nil {
 			return false, fmt.Errorf("%w: the metadata created is not there", authority.ErrInconsistent)
 		}
-		// A create whose reply was lost and that was tried again is
-		// refused: it was ours if the ID is.
+		// A create retried after a lost reply is refused: ours if the ID is.
 		created = ok || m.ID == nm.ID
 		if created && m.State == stateReady {
 			a.log.Info("created a new run authority", "authority", m.ID, "scheme", m.Scheme, "url", a.url)
@@ -381,8 +291,7 @@ func (a *Authority) load(ctx context.Context, create func(time.Time) (meta, erro
 	if created && m.State == stateReady {
 		a.writeCopies(ctx)
 	}
-	// The next key is read again when it is written: a first look, which
-	// may fail while its consensus group cannot serve.
+	// Only a first look, which may fail: next is read again when written.
 	h, vc, err := a.fetchHint(ctx, min(a.opts.RetryFor, step))
 	switch {
 	case errors.Is(err, riakconn.ErrUnavailable):
@@ -417,8 +326,8 @@ func newMeta(scheme shuffle.Scheme, r io.Reader, now time.Time) (meta, error) {
 	}, nil
 }
 
-// checkType checks that the bucket type exists and is consistent: on any
-// other, a create is not a claim (two writers can both succeed).
+// checkType checks that the bucket type is consistent: on any other, two
+// creates of one key can both succeed.
 func (a *Authority) checkType(ctx context.Context) error {
 	cmd, err := a.conn.DoFor(ctx, min(a.opts.RetryFor, 5*time.Second)+time.Second, func() (riak.Command, error) {
 		return riak.NewFetchBucketTypePropsCommandBuilder().WithBucketType(a.opts.Type).Build()
@@ -439,8 +348,7 @@ func (a *Authority) checkType(ctx context.Context) error {
 	return nil
 }
 
-// fetch reads a key of the consistent type: its value and causal
-// context, or a nil value.
+// fetch returns the value (nil if none) and causal context of a key.
 func (a *Authority) fetch(ctx context.Context, retryFor time.Duration, bucket, key string) ([]byte, []byte, error) {
 	if err := a.injected(bucket, key); err != nil {
 		return nil, nil, fmt.Errorf("cannot fetch %s/%s/%s: %w", a.opts.Type, bucket, key, err)
@@ -472,16 +380,13 @@ func (a *Authority) fetch(ctx context.Context, retryFor time.Duration, bucket, k
 	return nil, nil, fmt.Errorf("%w: %s/%s/%s has %d siblings: is bucket type %s consistent?", authority.ErrInconsistent, a.opts.Type, bucket, key, len(live), a.opts.Type)
 }
 
-// create writes a new key of the consistent type, or reports false if
-// the key exists. A create whose reply was lost and that was tried again
-// also gets false: callers read the key back to tell their own value from
-// another writer's.
+// create writes a new key, or reports false if it exists, which includes a
+// create retried after a lost reply: callers read the key back to tell.
 func (a *Authority) create(ctx context.Context, bucket, key string, value []byte) (bool, error) {
 	ok, _, err := a.put(ctx, a.opts.RetryFor, bucket, key, value, nil)
 	return ok, err
 }
 
-// injected returns the test's fault for bucket/key, if any.
 func (a *Authority) injected(bucket, key string) error {
 	if a.fault == nil {
 		return nil
@@ -489,10 +394,8 @@ func (a *Authority) injected(bucket, key string) error {
 	return a.fault(bucket + "/" + key)
 }
 
-// put writes a key of the consistent type with vclock as its causal
-// context (nil: create if absent). It reports false when Riak refused
-// (the key exists, or changed since vclock), and returns the new causal
-// context.
+// put writes a key with vclock as its causal context (nil: create if
+// absent) and returns the new one; false if the key changed since vclock.
 func (a *Authority) put(ctx context.Context, retryFor time.Duration, bucket, key string, value, vclock []byte) (bool, []byte, error) {
 	if err := a.injected(bucket, key); err != nil {
 		return false, nil, fmt.Errorf("cannot store %s/%s/%s: %w", a.opts.Type, bucket, key, err)
@@ -530,9 +433,8 @@ func mapClosed(err error) error {
 	return err
 }
 
-// readMeta reads the metadata from meta or, while meta's consensus group
-// cannot serve, from one of its copies (which exist once the authority
-// is ready, and never change): nil if there is none.
+// readMeta reads meta or, while its consensus group cannot serve, one of
+// its copies (which never change): nil if there is none.
 func (a *Authority) readMeta(ctx context.Context) (*meta, error) {
 	type answer struct {
 		copy bool
@@ -561,7 +463,7 @@ func (a *Authority) readMeta(ctx context.Context) (*meta, error) {
 		an := <-answers
 		switch {
 		case !an.copy:
-			// meta answered: found or not, it is the truth.
+			// meta's answer, found or not, is the truth.
 			if an.err == nil {
 				return an.m, nil
 			}
@@ -573,8 +475,7 @@ func (a *Authority) readMeta(ctx context.Context) (*meta, error) {
 	return nil, primary.err
 }
 
-// writeCopies writes the copies of the metadata of a ready authority
-// (best effort: a missing copy only makes opening depend more on meta).
+// writeCopies is best effort: a missing copy only makes opening rely on meta.
 func (a *Authority) writeCopies(ctx context.Context) {
 	v, _ := json.Marshal(a.m)
 	var wg sync.WaitGroup
@@ -588,7 +489,7 @@ func (a *Authority) writeCopies(ctx context.Context) {
 	wg.Wait()
 }
 
-// fetchMeta reads and checks the metadata; nil if there is none.
+// fetchMeta reads and checks meta; nil if there is none.
 func (a *Authority) fetchMeta(ctx context.Context, retryFor time.Duration) (*meta, []byte, error) {
 	v, vc, err := a.fetch(ctx, retryFor, a.metaBucket, keyMeta)
 	if err != nil {
@@ -665,9 +566,8 @@ func (a *Authority) URL() string { return a.url }
 // Requests returns how many requests this handle has sent to Riak.
 func (a *Authority) Requests() int64 { return a.conn.Requests() }
 
-// take returns the next run of this handle's block, reserving a new
-// block first when it is used up. While the next key cannot be reached,
-// it returns a run picked at random above it instead (spilled true).
+// take returns the next run of this handle's block, reserving a block when
+// it is used up, or a spilled run while the next key cannot be reached.
 func (a *Authority) take(ctx context.Context) (c uint64, spilled bool, err error) {
 	if c, ok := a.fromBlock(); ok {
 		return c, false, nil
@@ -712,10 +612,8 @@ func (a *Authority) fromBlock() (uint64, bool) {
 	return 0, false
 }
 
-// spill picks a run at random in the spillWindow runs above the next
-// key (as last known) and the runs this handle spilled, so that handles
-// spilling at once seldom pick the same. A run may be issued there
-// already: its create fails, and Issue picks again.
+// spill picks a run at random above the next key and the runs spilled, so
+// that handles seldom pick the same; if it was issued, Issue picks again.
 func (a *Authority) spill() (uint64, error) {
 	a.mu.Lock()
 	base := max(a.hint, a.spilled, 1)
@@ -726,10 +624,8 @@ func (a *Authority) spill() (uint64, error) {
 	return base + mrand.Uint64N(min(spillWindow, callnumber.MaxRun+1-base)), nil
 }
 
-// reserve moves the next key forward by size (at most to 2^30) by
-// compare-and-set, from the runs this handle spilled if they are above
-// it, and returns the runs it passed over, [from, end): no other handle
-// tries them. It fails with ErrExhausted when the key is at 2^30.
+// reserve moves the next key forward by size by compare-and-set and returns
+// the runs [from, end) it passed over, which no other handle tries.
 func (a *Authority) reserve(ctx context.Context, size uint64) (from, end uint64, err error) {
 	for range 100 {
 		a.mu.Lock()
@@ -751,10 +647,8 @@ func (a *Authority) reserve(ctx context.Context, size uint64) (from, end uint64,
 	return 0, 0, errors.New("the next run kept changing under us (100 tries)")
 }
 
-// setHint writes the next key to value by compare-and-set against vclock
-// (nil: create it) and reports whether it did; when it did not (another
-// handle wrote it since), the handle's copy of the key is read again.
-// was is the value vclock is of.
+// setHint writes the next key by compare-and-set against vclock, the causal
+// context of was, and reports whether it did; if not, it reads the key again.
 func (a *Authority) setHint(ctx context.Context, was, value uint64, vclock []byte) (bool, error) {
 	v, _ := json.Marshal(hintValue{Next: value})
 	ok, nvc, err := a.put(ctx, min(a.opts.RetryFor, step), a.metaBucket, keyNext, v, vclock)
@@ -769,7 +663,7 @@ func (a *Authority) setHint(ctx context.Context, was, value uint64, vclock []byt
 		a.mu.Unlock()
 		return true, nil
 	}
-	// Refused, or written without a causal context in the reply: read it.
+	// Refused, or no causal context in the reply: read it.
 	h, nvc, err := a.fetchHint(ctx, min(a.opts.RetryFor, step))
 	if err != nil {
 		return false, err
@@ -777,8 +671,7 @@ func (a *Authority) setHint(ctx context.Context, was, value uint64, vclock []byt
 	a.mu.Lock()
 	a.hint, a.hintVC = h, nvc
 	a.mu.Unlock()
-	// Written and read back as written, with no one in between that the
-	// value would tell: the write was ours only if the put said so.
+	// The value cannot tell whose write it was: only the put can.
 	return ok, nil
 }
 
@@ -798,8 +691,7 @@ func (a *Authority) raise(ctx context.Context, n uint64) error {
 	return errors.New("the next run kept changing under us (100 tries)")
 }
 
-// Issue issues a run to h: it creates the lease record of the next run
-// of this handle's block of reserved runs. See the package doc.
+// Issue issues a run to h by creating its lease record (see the package doc).
 func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.Lease, error) {
 	a.mu.Lock()
 	closed := a.closed
@@ -815,9 +707,8 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 		return callnumber.Lease{}, fmt.Errorf("cannot issue a run: cannot draw a nonce: %w", err)
 	}
 	rec := record{Program: h.Program, Host: h.Host, PID: h.PID, Note: h.Note, Nonce: hex.EncodeToString(nonce[:])}
-	// Each run is tried for a step; one whose consensus group cannot
-	// serve is left (perhaps recorded: never issued again, never
-	// returned) for the next, in another group, for up to RetryFor.
+	// A run whose group cannot serve within a step is left (perhaps
+	// recorded, then never issued) for another, for up to RetryFor.
 	deadline := time.Now().Add(a.opts.RetryFor)
 	var lastErr error
 	for {
@@ -848,8 +739,7 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 			return callnumber.Lease{}, fmt.Errorf("cannot issue a run: %w", err)
 		}
 		if !ok && tries > 1 {
-			// Taken: by this very create, tried again after its reply
-			// was lost, or by another writer.
+			// Taken by this create, retried after a lost reply, or another's.
 			got, _, err := a.fetch(ctx, min(a.opts.RetryFor, step), a.issued, key)
 			if errors.Is(err, riakconn.ErrUnavailable) && ctx.Err() == nil {
 				lastErr = err
@@ -872,16 +762,13 @@ func (a *Authority) Issue(ctx context.Context, h authority.Holder) (callnumber.L
 			return a.lease(rec), nil
 		}
 		if spilled {
-			// Taken: look above it from now on, so that a handle that
-			// knows no next run (it could not read it) climbs past the
-			// runs issued.
+			// Look above it from now on, so that a handle that could not
+			// read the next key climbs past the runs issued.
 			a.mu.Lock()
 			a.spilled = max(a.spilled, c+1)
 			a.mu.Unlock()
 		} else {
-			// Taken by another writer, though reserved by this handle: a
-			// lease copied by a migration, spilled by a handle that could
-			// not reach the next key, or written by hand. Go on.
+			// Reserved here, yet taken: by a migration, a spiller or by hand.
 			a.log.Warn("a run reserved by this handle was taken: trying the next", "run", c)
 		}
 	}
@@ -933,10 +820,8 @@ func (a *Authority) Lease(ctx context.Context, run uint32) (callnumber.Lease, er
 	return a.lease(rec), nil
 }
 
-// NextRun returns the next key: no run at or above it has been issued
-// (runs below it were issued, are reserved by a handle, or were left
-// unissued by one that stopped), except runs taken while the key could
-// not be reached by handles that have not moved it past them yet.
+// NextRun returns the next key: no run at or above it has been issued, but
+// for runs spilled by handles that have not moved it past them yet.
 func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
 	h, vc, err := a.fetchHint(ctx, a.opts.RetryFor)
 	if err != nil {
@@ -950,9 +835,8 @@ func (a *Authority) NextRun(ctx context.Context) (uint64, error) {
 	return h, nil
 }
 
-// Check reports whether the authority is usable: its metadata reads
-// back, the same. It tries for a few seconds, not RetryFor: it answers a
-// health check.
+// Check reports whether the metadata reads back the same. It tries for
+// seconds, not RetryFor: it answers a health check.
 func (a *Authority) Check(ctx context.Context) error {
 	m, err := a.readMeta(ctx)
 	switch {
@@ -967,8 +851,7 @@ func (a *Authority) Check(ctx context.Context) error {
 }
 
 // Close gives back the runs of its block it has not issued, if no other
-// handle reserved runs since (for a few seconds at most), and closes the
-// connection.
+// handle reserved since, and closes the connection.
 func (a *Authority) Close() error {
 	a.reserving.Lock()
 	defer a.reserving.Unlock()

@@ -1,8 +1,5 @@
-// Package cli is the plumbing the programs share: flags (anywhere among
-// the arguments, with environment fallbacks, --help and --version; see
-// FlagSet), subcommands, structured logging, secrets read from files or
-// the environment, signal handling and exit statuses (0 success, 1 some
-// work failed, 2 bad usage).
+// Package cli is the plumbing the programs share: flags, subcommands,
+// logging, secrets, signals and exit statuses.
 package cli
 
 import (
@@ -37,9 +34,8 @@ func Usagef(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
-// Main runs a program's run function with a context cancelled on SIGINT or
-// SIGTERM, prints its error as one line on stderr and exits with the
-// matching status. -h/--help exits 0.
+// Main runs a program with a context cancelled on SIGINT or SIGTERM, prints
+// its error as one line on stderr and exits with the matching status.
 func Main(name string, run func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
@@ -47,9 +43,8 @@ func Main(name string, run func(ctx context.Context, args []string, stdin io.Rea
 	os.Exit(ExitStatus(os.Stderr, name, err))
 }
 
-// Reported marks err as already printed for the user (as the program wants
-// it, e.g. above a summary line): ExitStatus then only turns it into an
-// exit status.
+// Reported marks err as already printed for the user: ExitStatus then only
+// turns it into an exit status.
 func Reported(err error) error {
 	if err == nil {
 		return nil
@@ -61,10 +56,8 @@ type reported struct{ error }
 
 func (r reported) Unwrap() error { return r.error }
 
-// Message is how ExitStatus prints err: "name: err", with the usage hint
-// on a second line for a usage error. The hint names the help of the
-// command whose usage was bad ("Run 'resolver get --help' for usage.")
-// when Commands ran one, else the program's.
+// Message is how ExitStatus prints err: "name: err", and for a usage error
+// a hint naming the help of the command that was misused.
 func Message(name string, err error) string {
 	if !errors.Is(err, ErrUsage) {
 		return fmt.Sprintf("%s: %v", name, err)
@@ -77,9 +70,8 @@ func Message(name string, err error) string {
 	return fmt.Sprintf("%s: %v\nRun '%s --help' for usage.", name, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "), help)
 }
 
-// ExitStatus prints err (if any, and unless Reported) as Message does on w
-// and returns the exit status it calls for. flag.ErrHelp (after --help or
-// --version) is success.
+// ExitStatus prints err (unless Reported) as Message does on w and returns
+// the exit status it calls for; flag.ErrHelp is success.
 func ExitStatus(w io.Writer, name string, err error) int {
 	var r reported
 	switch {
@@ -131,10 +123,8 @@ func IsTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// Secret returns a secret (a token, a password) from file when one is
-// given, else from the environment variable env; "" when neither holds
-// one. A usage error says to give flag or env when required and neither
-// does. Errors never contain the secret.
+// Secret returns a secret from file when one is given, else from the
+// environment variable env. Errors never contain the secret.
 func Secret(file, env, flag string, required bool) (string, error) {
 	if file != "" {
 		return ReadSecret(file)
@@ -148,9 +138,8 @@ func Secret(file, env, flag string, required bool) (string, error) {
 	return "", nil
 }
 
-// ReadSecret reads a secret (token, password) from a file: the first line,
-// without surrounding white space. It refuses an empty secret. The error
-// names the file, never the content.
+// ReadSecret reads the first line of a file, trimmed, refusing an empty
+// one. Errors name the file, never the content.
 func ReadSecret(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -173,8 +162,7 @@ func Hostname() string {
 	return h
 }
 
-// CheckListen checks a listening address given to flag: HOST:PORT, or
-// :PORT for every address. "8080" alone is bad usage, with the fix.
+// CheckListen checks a listening address given to flag: HOST:PORT or :PORT.
 func CheckListen(flag, addr string) error {
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
 		if _, err := strconv.Atoi(addr); err == nil {

@@ -23,28 +23,18 @@ type Command struct {
 
 // Commands is a program made of subcommands.
 type Commands struct {
-	// Program is the program's name, Text its help (the synopsis of
-	// every command, examples).
-	Program, Text string
+	Program, Text string // Text: the synopsis of every command, examples
 	List          []Command
-	// Default, if set, is the command run when the first argument names
-	// none (e.g. coordinator's serve); it then answers --help too.
+	// Default runs when the first argument names no command, and then
+	// answers --help too.
 	Default string
 }
 
-// Run runs the command that the first argument names, with the
-// arguments after it. The command comes first, as with git and go: the
-// flags are the command's own, and only its flag set knows which of
-// them take a value, so an argument after a flag may be that flag's
-// value ("--token-file bump" names a file) and is never taken for the
-// command. When the first argument names no command, Default runs with
-// all of them; without one, that is a usage error, which shows the
-// command line put in order when a later argument names a command.
-// "help COMMAND" is "COMMAND --help"; --help (or "help") alone prints
-// Text, --version the version.
-//
-// A usage error of a command names the command's help in its hint
-// (Message): "Run 'resolver get --help' for usage."
+// Run runs the command that the first argument names. The command must come
+// first, as with git and go: only its flag set knows which flags take a
+// value, so "--token-file bump" names a file, never the command. Without
+// Default, a command named later is a usage error that shows the command
+// line put in order.
 func (c Commands) Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		if cmd := c.find(args[0]); cmd != nil {
@@ -98,7 +88,7 @@ func (c Commands) find(name string) *Command {
 	return nil
 }
 
-// run runs cmd, marking its usage errors as the command's (see Message).
+// run marks cmd's usage errors as the command's (see Message).
 func (c Commands) run(ctx context.Context, cmd *Command, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	err := cmd.Run(ctx, args, stdin, stdout, stderr)
 	if errors.Is(err, ErrUsage) {
@@ -110,7 +100,6 @@ func (c Commands) run(ctx context.Context, cmd *Command, args []string, stdin io
 	return err
 }
 
-// names lists the commands: "serve, get or inspect".
 func (c Commands) names() string {
 	var names []string
 	for _, cmd := range c.List {
@@ -122,8 +111,8 @@ func (c Commands) names() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// commandFirst finds the first argument after the first that names a
-// command, and returns it with the command line that puts it first.
+// commandFirst returns the first later argument naming a command, and the
+// command line that puts it first.
 func (c Commands) commandFirst(args []string) (name, line string) {
 	for i, a := range args {
 		if a == "--" {
@@ -153,8 +142,7 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// commandUsage is a usage error of one command of a program: its help
-// is "resolver get --help", not the program's.
+// commandUsage is a usage error of one command, whose help is its own.
 type commandUsage struct {
 	command string // "resolver get"
 	error

@@ -14,12 +14,9 @@ import (
 )
 
 // A FlagSet holds a command's flags and its help. Flags may come anywhere
-// among the arguments, before or after them, as with git or go: "--" ends
-// the flags (what follows is all arguments), and "-" is an argument (the
-// standard input). Each flag may name an environment variable as its
-// fallback: the command line wins over the environment, which wins over
-// the default. Every FlagSet has --help, which prints the help, and
-// --version, which prints the program's version (package version).
+// among the arguments, until "--". Each flag may name an environment
+// variable, which the command line overrides. Every FlagSet has --help and
+// --version.
 type FlagSet struct {
 	fs      *flag.FlagSet
 	program string // for --version: the program's name
@@ -30,9 +27,8 @@ type FlagSet struct {
 	version bool
 }
 
-// NewFlagSet returns the flags of the command name ("importer", or
-// "resolver get" for a subcommand), whose --help prints text (a
-// synopsis, a description and examples), then the flags.
+// NewFlagSet returns the flags of the command name ("resolver get"), whose
+// --help prints text, then the flags.
 func NewFlagSet(name, text string) *FlagSet {
 	f := &FlagSet{
 		fs:      flag.NewFlagSet(name, flag.ContinueOnError),
@@ -58,7 +54,7 @@ func (f *FlagSet) fallback(name, env string) {
 }
 
 // String defines a string flag with the environment variable env ("" for
-// none) as its fallback.
+// none) as fallback.
 func (f *FlagSet) String(p *string, name, value, env, usage string) {
 	f.fs.StringVar(p, name, value, usage)
 	f.fallback(name, env)
@@ -88,14 +84,11 @@ func (f *FlagSet) Var(v flag.Value, name, env, usage string) {
 	f.fallback(name, env)
 }
 
-// IsSet reports whether the flag was given on the command line or by its
-// environment variable.
+// IsSet reports whether the flag was given, or its environment variable.
 func (f *FlagSet) IsSet(name string) bool { return f.set[name] }
 
-// Parse parses args and returns the arguments that are not flags, in
-// order. Errors are usage errors. --help prints the help to stdout and
-// --version the version; both then return flag.ErrHelp, which ExitStatus
-// takes for success.
+// Parse returns the arguments that are not flags. Errors are usage errors;
+// after --help or --version it returns flag.ErrHelp.
 func (f *FlagSet) Parse(args []string, stdout io.Writer) ([]string, error) {
 	flags, rest := f.split(args)
 	if err := f.fs.Parse(flags); err != nil {
@@ -138,10 +131,8 @@ func (f *FlagSet) Parse(args []string, stdout io.Writer) ([]string, error) {
 	return rest, nil
 }
 
-// split separates the flags (with their values) from the other
-// arguments. A flag that takes a value takes the next argument unless
-// written --name=value, as package flag does; "--" ends the flags. An
-// unknown flag is passed on for Parse to refuse.
+// split separates the flags (with their values) from the other arguments;
+// an unknown flag is passed on for Parse to refuse.
 func (f *FlagSet) split(args []string) (flags, rest []string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -167,9 +158,7 @@ func (f *FlagSet) split(args []string) (flags, rest []string) {
 	return flags, rest
 }
 
-// nearest returns the defined flag closest to name, when one is close
-// enough to be what was meant (a typo: an edit or two, a swapped pair),
-// or "".
+// nearest returns the defined flag that name is a typo of, or "".
 func (f *FlagSet) nearest(name string) string {
 	best, bestD := "", 3
 	f.fs.VisitAll(func(fl *flag.Flag) {
@@ -183,9 +172,7 @@ func (f *FlagSet) nearest(name string) string {
 	return best
 }
 
-// distance is the optimal string alignment distance of a and b: the
-// insertions, deletions, substitutions and swaps of neighbours that make
-// one the other.
+// distance is the optimal string alignment distance of a and b.
 func distance(a, b string) int {
 	x, y := []rune(a), []rune(b)
 	d := make([][]int, len(x)+1)
@@ -224,8 +211,7 @@ func NoArgs(args []string) error {
 	return nil
 }
 
-// PrintHelp writes the help: the text, then every flag with its default
-// and environment variable.
+// PrintHelp writes the text, then every flag with its default and variable.
 func (f *FlagSet) PrintHelp(w io.Writer) {
 	fmt.Fprintln(w, strings.TrimSpace(f.text))
 	fmt.Fprintln(w, "\nFlags (before or after the arguments; -- ends them):")
@@ -246,8 +232,7 @@ func (f *FlagSet) PrintHelp(w io.Writer) {
 	})
 }
 
-// isZero reports a default not worth showing: the zero value of a
-// string, boolean, number or duration.
+// isZero reports a default not worth showing.
 func isZero(def string) bool {
 	switch def {
 	case "", "false", "0", "0s":

@@ -8,9 +8,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// Progress reports how far a long job has come: a progress bar (with
-// rate and time left) when w is a terminal, else a log line every
-// LogEvery. It is not safe for concurrent use.
+// Progress reports how far a long job has come: a bar on a terminal, else a
+// log line every LogEvery. It is not safe for concurrent use.
 type Progress struct {
 	w    io.Writer
 	log  *slog.Logger
@@ -29,17 +28,15 @@ func NewProgress(w io.Writer, log *slog.Logger) *Progress {
 	return &Progress{w: w, log: log, term: IsTerminal(w), last: time.Now()}
 }
 
-// NewCountProgress is NewProgress for a count of things (unit: "msgs")
-// rather than bytes.
+// NewCountProgress is NewProgress for a count of things, not bytes.
 func NewCountProgress(w io.Writer, log *slog.Logger, unit string) *Progress {
 	p := NewProgress(w, log)
 	p.unit = unit
 	return p
 }
 
-// Update reports that done of total bytes (or things, for a count; total
-// 0: unknown) of name are done; desc describes it on the bar, attrs on
-// the log line.
+// Update reports that done of total (0: unknown) of name are done; desc
+// describes it on the bar, attrs on the log line.
 func (p *Progress) Update(name, desc string, done, total int64, attrs ...any) {
 	if !p.term {
 		if time.Since(p.last) < LogEvery {

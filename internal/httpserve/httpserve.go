@@ -1,6 +1,5 @@
 // Package httpserve is the HTTP plumbing the coordinator and the resolver
-// share: one access-log and metrics middleware, graceful serving, and a
-// metrics-only server for programs that serve nothing else (the watcher).
+// share: access log and metrics, graceful serving, and a metrics-only server.
 package httpserve
 
 import (
@@ -21,26 +20,20 @@ import (
 // Options configure a Middleware. The zero value logs nothing and keeps
 // no metrics.
 type Options struct {
-	// Logger receives one line per request: method, path, status, bytes,
-	// duration and remote address, at the Level of its status. nil
-	// discards them.
-	Logger *slog.Logger
-	// Registerer receives the metrics <Namespace>_requests_total{route,code}
-	// and <Namespace>_request_duration_seconds{route}; nil keeps none.
+	Logger *slog.Logger // a line per request, at the Level of its status
+	// Registerer receives <Namespace>_requests_total{route,code} and
+	// <Namespace>_request_duration_seconds{route}.
 	Registerer prometheus.Registerer
-	// Namespace prefixes the metric names, e.g. "chibrary_resolver".
-	Namespace string
-	// Buckets of the duration histogram; nil means 0.5 ms to 5 s.
-	Buckets []float64
-	// Done, if set, is called after every request with its route (see
-	// SetRoute) and status, for a server's own metrics.
+	Namespace  string
+	Buckets    []float64 // nil means DefaultBuckets
+	// Done, if set, is called after every request, for a server's own
+	// metrics.
 	Done func(r *http.Request, route string, status int)
 }
 
-// Middleware logs every request and records its metrics. A request's
-// route is the ServeMux pattern that matched, "unmatched" when none did
-// (so that scanners cannot blow up the metrics' cardinality), or what the
-// handler named with SetRoute.
+// Middleware logs every request and records its metrics. A request's route
+// is the ServeMux pattern that matched, or "unmatched" so that scanners
+// cannot blow up the metrics' cardinality, or set by SetRoute.
 type Middleware struct {
 	log      *slog.Logger
 	requests *prometheus.CounterVec
@@ -83,7 +76,6 @@ func New(opts Options) (*Middleware, error) {
 	return m, nil
 }
 
-// recorder remembers what a handler answered.
 type recorder struct {
 	http.ResponseWriter
 	status int
@@ -110,9 +102,8 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// SetRoute names the route of a request for the metrics, where the
-// ServeMux pattern is not precise enough (one pattern dispatching to
-// several routes). Without the Middleware around w it does nothing.
+// SetRoute names the route of a request where the ServeMux pattern is not
+// precise enough. Without the Middleware around w it does nothing.
 func SetRoute(w http.ResponseWriter, route string) {
 	for {
 		switch v := w.(type) {
@@ -168,10 +159,8 @@ func (m *Middleware) Wrap(h http.Handler) http.Handler {
 }
 
 // Level is the level of a request's log line: Error for a server error,
-// Warn for 503 (the server cannot answer now: busy, or an index being
-// built; it says when to come back), Info otherwise, and Info too for
-// any status when the client went away before the answer (gone): what
-// the server answered then was read by nobody, and is no error of its.
+// Warn for 503 (busy, or an index being built), else Info, and Info too
+// when the client went away before the answer (gone): nobody read it.
 func Level(status int, gone bool) slog.Level {
 	switch {
 	case gone || status < 500:
@@ -182,11 +171,10 @@ func Level(status int, gone bool) slog.Level {
 	return slog.LevelError
 }
 
-// Serve serves srv on ln until ctx is done, then shuts down gracefully:
-// it stops accepting, waits up to shutdownTimeout for requests in flight
-// (cutting them short after that) and returns nil. It returns the error
-// that stopped serving otherwise. srv.BaseContext, when nil, is set so
-// that requests see ctx's values but not its cancellation.
+// Serve serves srv on ln until ctx is done, then waits up to
+// shutdownTimeout for requests in flight and returns nil. A nil
+// srv.BaseContext is set so that requests see ctx's values but not its
+// cancellation.
 func Serve(ctx context.Context, srv *http.Server, ln net.Listener, shutdownTimeout time.Duration, log *slog.Logger) error {
 	if srv.BaseContext == nil {
 		srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
@@ -211,8 +199,7 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, shutdownTimeo
 	return nil
 }
 
-// MetricsServer serves reg's metrics on GET /metrics, for a program that
-// serves nothing else over HTTP.
+// MetricsServer serves GET /metrics for a program that serves nothing else.
 type MetricsServer struct {
 	srv    *http.Server
 	served chan error
@@ -248,8 +235,8 @@ func (m *MetricsServer) Close() error {
 	return err
 }
 
-// WriteJSON answers status with v as JSON (json.Marshal escapes <, > and
-// &: safe even where a browser sniffs it), and its length.
+// WriteJSON answers status with v as JSON, which json.Marshal makes safe
+// even where a browser sniffs it (it escapes <, > and &).
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // plain data: cannot happen

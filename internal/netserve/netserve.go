@@ -1,8 +1,7 @@
-// Package netserve holds what the resolver's servers of long-lived
-// connections (IMAP, NNTP) share against hostile clients: a listener that
-// bounds the connections open at once, in all and per client address;
-// connections whose every read waits at most an idle timeout; and the
-// metrics of both.
+// Package netserve holds what the servers of long-lived connections (IMAP,
+// NNTP) share against hostile clients: a listener that bounds connections,
+// in all and per client address, and whose every read waits at most an
+// idle timeout.
 package netserve
 
 import (
@@ -24,33 +23,23 @@ const (
 	DefaultMaxConns      = 256
 	DefaultMaxConnsPerIP = 16
 	DefaultIdleTimeout   = 30 * time.Minute
-	// FirstReadTimeout bounds the wait for a new connection's first
-	// bytes (a TLS handshake, a first command) until the server sets a
-	// read deadline of its own.
+	// FirstReadTimeout bounds the wait for a connection's first bytes,
+	// until the server sets a read deadline of its own.
 	FirstReadTimeout = 30 * time.Second
 )
 
-// Options configure a Listener. The zero value takes the defaults above
-// and registers no metrics.
+// Options configure a Listener; zero values are the defaults above.
 type Options struct {
-	// MaxConns bounds the connections open at once; 0 means
-	// DefaultMaxConns.
-	MaxConns int
-	// MaxConnsPerIP bounds those of one client address; 0 means
-	// DefaultMaxConnsPerIP.
+	MaxConns      int // open at once
 	MaxConnsPerIP int
-	// IdleTimeout bounds every wait for the client to send something: a
-	// read deadline set further away, or none, is brought in to it. 0
-	// means DefaultIdleTimeout.
+	// IdleTimeout bounds every wait for the client: a read deadline set
+	// further away, or none, is brought in to it.
 	IdleTimeout time.Duration
-	// Refuse, if set, writes the protocol's refusal to a connection over
-	// a limit before it is closed (reason says which limit).
-	Refuse func(c net.Conn, reason string)
-	// Metrics, if set, counts connections and bytes.
+	// Refuse, if set, writes the protocol's refusal to a connection over a
+	// limit before it is closed.
+	Refuse  func(c net.Conn, reason string)
 	Metrics *Metrics
-	// TLS, if set, makes the listener speak TLS (implicit TLS: IMAPS,
-	// NNTPS) on every connection it accepts.
-	TLS *tls.Config
+	TLS     *tls.Config // implicit TLS on every connection
 }
 
 // Metrics are a protocol's connection metrics, named
@@ -63,8 +52,8 @@ type Metrics struct {
 	collectors        []prometheus.Collector
 }
 
-// NewMetrics returns the connection metrics of a protocol, registered
-// with reg when it is not nil.
+// NewMetrics returns the connection metrics of a protocol, registered with
+// reg if not nil.
 func NewMetrics(namespace string, reg prometheus.Registerer) (*Metrics, error) {
 	conns := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "connections_total",
@@ -117,9 +106,9 @@ func Listen(ln net.Listener, opts Options) *Listener {
 	return &Listener{Listener: ln, opts: opts, perIP: map[string]int{}}
 }
 
-// Accept returns the next connection within the limits; one over a limit
-// is refused (Options.Refuse) and closed, in its own goroutine so that a
-// client that does not read cannot hold up the others.
+// Accept returns the next connection within the limits. One over a limit is
+// refused in its own goroutine, so that a client that does not read cannot
+// hold up the others.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -157,8 +146,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			m.open.Inc()
 		}
 		var conn net.Conn = &Conn{Conn: c, l: l, ip: ip}
-		// Until the server sets its own: the TLS handshake and the first
-		// command come soon or not at all.
+		// The TLS handshake and first command come soon or not at all.
 		conn.SetReadDeadline(time.Now().Add(FirstReadTimeout))
 		if l.opts.TLS != nil {
 			conn = tls.Server(conn, l.opts.TLS)
@@ -206,8 +194,7 @@ type Conn struct {
 	closed atomic.Bool
 }
 
-// SetReadDeadline sets the read deadline t, or the idle timeout from now
-// if that comes first.
+// SetReadDeadline sets the read deadline t, or the idle timeout if sooner.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	if lim := time.Now().Add(c.l.opts.IdleTimeout); t.IsZero() || t.After(lim) {
 		t = lim
@@ -240,9 +227,8 @@ func (c *Conn) Close() error {
 	return err
 }
 
-// Loopback reports whether the host of a listening address host:port is
-// a loopback address or the name localhost, where plain text never
-// leaves the machine.
+// Loopback reports whether the host of host:port is loopback or
+// localhost, where plain text never leaves the machine.
 func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -255,10 +241,9 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Serve accepts connections on l and runs handle for each in its own
-// goroutine until ctx is done; then it closes l, closes every
-// connection still open and waits for their handlers. handle owns its
-// connection and closes it.
+// Serve runs handle for each connection of l in its own goroutine until ctx
+// is done, then closes l and every connection and waits for the handlers.
+// handle closes its connection.
 func Serve(ctx context.Context, l net.Listener, log *slog.Logger, handle func(context.Context, net.Conn)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -1,10 +1,7 @@
-// Package riakconn is a connection to a Riak cluster for the packages that
-// keep state there: it runs commands on the next node that can take them,
-// tries again what the cluster could not serve (and only that), and tells
-// Riak's refusals from its failures.
-//
-// store/riakstore has the same plumbing of its own, from before this
-// package; the two agree on how Riak's answers are read.
+// Package riakconn is a connection to a Riak cluster: it runs commands on
+// the next node that can take them, retries what the cluster could not
+// serve (and only that), and tells Riak's refusals from its failures.
+// store/riakstore has older plumbing of its own that reads answers alike.
 package riakconn
 
 import (
@@ -23,27 +20,16 @@ import (
 	riak "github.com/basho/riak-go-client"
 )
 
-// ErrUnavailable marks an error of a request the cluster could not serve
-// in time (no node answered, a timeout, an overloaded node, a consensus
-// group without a leader): trying again later may succeed.
+// ErrUnavailable: the cluster could not serve a request in time; retry later.
 var ErrUnavailable = errors.New("riak: cluster unavailable")
 
-// Options configure Dial. Nodes is required; zero values of the others
-// are documented defaults.
+// Options configure Dial; Nodes is required, zero values are defaults.
 type Options struct {
-	// Nodes are the protocol buffers addresses of Riak nodes, host:port.
-	Nodes []string
-	// Timeout bounds every request. Zero means 10 seconds.
-	Timeout time.Duration
-	// RetryFor is how long Do tries again a request the cluster could not
-	// serve, on the next node each time, with a growing pause. Zero means
-	// 60 seconds.
-	RetryFor time.Duration
-	// MaxConnections per node. Zero means 64.
-	MaxConnections int
-	// Logger receives the client library's own lines, at debug level.
-	// Nil discards them.
-	Logger *slog.Logger
+	Nodes          []string      // protocol buffers addresses, host:port
+	Timeout        time.Duration // of every request; zero means 10 seconds
+	RetryFor       time.Duration // see Do; zero means 60 seconds
+	MaxConnections int           // per node; zero means 64
+	Logger         *slog.Logger  // the client library's lines, at debug level
 }
 
 // Conn is a connection to a cluster. It is safe for concurrent use.
@@ -51,10 +37,8 @@ type Conn struct {
 	opts     Options
 	cluster  *riak.Cluster
 	requests atomic.Int64
-	// inflight counts requests the client library is still running,
-	// including those whose caller gave up waiting: the cluster must not
-	// be stopped under them, or the library panics on a goroutine of its
-	// own.
+	// inflight counts requests the library still runs, even those whose
+	// caller gave up: stopping the cluster under them panics the library.
 	inflight sync.WaitGroup
 	mu       sync.RWMutex
 	closed   bool
@@ -63,8 +47,7 @@ type Conn struct {
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("riak: connection closed")
 
-// Dial sets up the client for the cluster. It sends nothing: the first
-// Do finds out whether a node answers.
+// Dial sends nothing: the first Do finds out whether a node answers.
 func Dial(opts Options) (*Conn, error) {
 	if len(opts.Nodes) == 0 {
 		return nil, errors.New("cannot connect to riak: no nodes given")
@@ -120,10 +103,8 @@ func (c *Conn) Timeout() time.Duration { return c.opts.Timeout }
 // Requests returns how many requests were sent (each attempt counts).
 func (c *Conn) Requests() int64 { return c.requests.Load() }
 
-// Do builds and runs a command, trying again on the next node what could
-// not be served (ErrUnavailable) with a growing pause, for up to
-// Options.RetryFor. Riak's own answers (not found, a refused conditional
-// write) are returned at once.
+// Do runs a command, retrying on the next node what could not be served
+// for up to Options.RetryFor; Riak's own answers are returned at once.
 func (c *Conn) Do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
 	return c.DoFor(ctx, c.opts.RetryFor, build)
 }
@@ -162,8 +143,7 @@ func (c *Conn) DoFor(ctx context.Context, retryFor time.Duration, build func() (
 	}
 }
 
-// exec runs cmd once, giving up the wait when ctx ends (the request
-// itself ends at its timeout).
+// exec gives up waiting when ctx ends; the request ends at its timeout.
 func (c *Conn) exec(ctx context.Context, cmd riak.Command) error {
 	c.requests.Add(1)
 	a := &riak.Async{Command: cmd, Done: make(chan riak.Command, 1)}
@@ -188,8 +168,7 @@ func (c *Conn) exec(ctx context.Context, cmd riak.Command) error {
 	return ClassifyAnswer(cmd, cmd.Error())
 }
 
-// Close waits for the requests in flight, even those whose callers gave
-// up, and stops the client. Do fails with ErrClosed afterwards.
+// Close waits for every request in flight, even abandoned, then stops.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -204,8 +183,7 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// RiakError returns the error Riak itself answered, looking through the
-// client's ClientError wrapping (which has no Unwrap).
+// RiakError finds Riak's own answer in err, through ClientError (no Unwrap).
 func RiakError(err error) (riak.RiakError, bool) {
 	for err != nil {
 		var re riak.RiakError
@@ -221,17 +199,15 @@ func RiakError(err error) (riak.RiakError, bool) {
 	return riak.RiakError{}, false
 }
 
-// IsFailed reports whether err is Riak's answer to a refused write on a
-// consistent bucket: the key exists (a write without a causal context),
-// or it changed since it was read (a write with one).
+// IsFailed reports whether err is Riak's refusal of a conditional write on
+// a consistent bucket.
 func IsFailed(err error) bool {
 	re, ok := RiakError(err)
 	return ok && strings.TrimSpace(re.Errmsg) == "failed"
 }
 
 // Classify marks errors that say the cluster could not serve a request in
-// time as ErrUnavailable; what Riak answered otherwise (a missing bucket
-// type, a refused conditional write) is returned as is.
+// time as ErrUnavailable; Riak's other answers are returned as they are.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -242,10 +218,9 @@ func Classify(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// ClassifyAnswer is Classify for the answer to cmd. To a read, Riak's
-// "failed" says that a consistent key's ensemble cannot serve it now (a
-// member lost, a leader being elected), where to a write it means
-// refused (IsFailed).
+// ClassifyAnswer is Classify for the answer to cmd: Riak's "failed" to a
+// read means that a consistent key's ensemble cannot serve it now, where to
+// a write it means refused.
 func ClassifyAnswer(cmd riak.Command, err error) error {
 	if _, read := cmd.(*riak.FetchValueCommand); read && IsFailed(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -253,10 +228,8 @@ func ClassifyAnswer(cmd riak.Command, err error) error {
 	return Classify(err)
 }
 
-// IsTransient reports whether Riak's answer says it could not serve the
-// request now, rather than refused it. "Unknown message code" is what a
-// node starting up answers while it listens but its services are not
-// registered yet.
+// IsTransient reports whether Riak could not serve the request now, rather
+// than refused it. A node starting up answers "Unknown message code".
 func IsTransient(re riak.RiakError) bool {
 	msg := strings.ToLower(re.Errmsg)
 	for _, s := range []string{"timeout", "overload", "insufficient_vnodes", "r_val_unsatisfied", "w_val_unsatisfied", "pw_val_unsatisfied", "pr_val_unsatisfied", "unavailable", "all_nodes_down", "nodedown", "unknown message code"} {
@@ -268,15 +241,11 @@ func IsTransient(re riak.RiakError) bool {
 }
 
 // PrimeNodeManager works around a bug of riak-go-client's default node
-// manager: ExecuteOnNode goes round the nodes until its round-robin
-// index, incremented after each try, comes back to the index it started
-// from. An index of 0 never comes back (it is 1 to len(nodes) after an
-// increment), so a command that finds no node able to take it while the
-// index is still at its initial 0 makes the client spin on a goroutine of
-// its own, forever. Setting the index to 1 before the first command makes
-// every call give up after one round. The field is unexported: this
-// reaches it through reflect and unsafe, and refuses (rather than risk a
-// spin) if the library changed shape.
+// manager: ExecuteOnNode goes round the nodes until its round-robin index,
+// incremented after each try, comes back to where it started, which an
+// initial 0 never does, so that a command no node can take spins for ever.
+// Setting the unexported index to 1 (through reflect and unsafe) makes it
+// give up after one round; if the library changed shape, this refuses.
 func PrimeNodeManager(c *riak.Cluster) error {
 	bad := errors.New("riak-go-client's node manager is not the one this package knows (a newer client?): see PrimeNodeManager")
 	m := reflect.ValueOf(c).Elem().FieldByName("nodeManager")
@@ -295,13 +264,10 @@ func PrimeNodeManager(c *riak.Cluster) error {
 	return nil
 }
 
-// The client library logs connection trouble to stderr through package
-// variables of its own; the first Dial routes those lines to its logger
-// at debug level.
+// clientLogs: the library logs to stderr through package variables.
 var clientLogs sync.Once
 
-// RouteClientLogs sends the client library's log lines to l, at debug
-// level, unless an earlier call routed them already.
+// RouteClientLogs sends the library's log lines to l at debug level, once.
 func RouteClientLogs(l *slog.Logger) {
 	clientLogs.Do(func() {
 		w := &lineLogger{l: l}

@@ -1,14 +1,7 @@
-// Package version says which build of the programs is running: the module
-// version and the revision of the source it was built from, as recorded by
-// the Go toolchain (runtime/debug.ReadBuildInfo), for --version and the
-// servers' /api/v1/version.
-//
-// The toolchain records the VCS revision when it builds in a git clone
-// with VCS stamping on (-buildvcs, the default unless GOFLAGS turns it
-// off). Where it cannot (a git worktree, whose .git is a file), the linker
-// can stamp it: -ldflags "-X github.com/chibrary/chibrary/internal/version.revision=REV"
-// (and revisionTime, RFC 3339, and modified, "true"). `make build` does
-// both. Without either, the revision is "unknown revision".
+// Package version says which build of the programs is running, for
+// --version and /api/v1/version. The toolchain records the VCS revision,
+// except where it cannot (a git worktree, whose .git is a file): there
+// `make build` stamps it with -ldflags -X.
 package version
 
 import (
@@ -30,18 +23,13 @@ var (
 
 // Info is what is known of the running build.
 type Info struct {
-	// Program is the name of the program ("importer", ...).
 	Program string `json:"program"`
-	// Version is the module version: "devel" for a build from a source
-	// checkout (the toolchain says "(devel)"), else e.g. "v1.2.3".
-	Version string `json:"version"`
-	// Revision is the VCS revision ("" when unknown), Time its commit
-	// time, Modified whether the tree had uncommitted changes.
+	Version string `json:"version"` // "devel" from a source checkout
+	// Revision is "" when unknown; Modified: the tree had uncommitted changes.
 	Revision string    `json:"revision,omitempty"`
 	Time     time.Time `json:"time,omitzero"`
 	Modified bool      `json:"modified,omitempty"`
-	// Go is the toolchain that built it.
-	Go string `json:"go"`
+	Go       string    `json:"go"`
 }
 
 // Get returns the Info of the running program.

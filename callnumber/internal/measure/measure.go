@@ -1,19 +1,9 @@
 // Command measure computes what each shuffle scheme hides of consecutive
-// call numbers, the figures quoted in the callnumber package doc:
-//
-//   - the share of output bits (and of the 8 characters) that change
-//     between neighbouring numbers, over all 16,384 numbers of one run and
-//     over 100,000 numbers drawn from a Generator across consecutive runs
-//     (ideal: 50% of bits);
-//   - the distribution of each of the 8 characters against the uniform
-//     distribution over [0, 2^47) (chi-square per degree of freedom, about
-//     1 when uniform);
-//   - how many call numbers of one run an outsider must see before the run
-//     can be enumerated (bits), and how likely a guess is to hit a real
-//     number once the observed structure is exploited.
-//
-// Everything is deterministic: keys are SHA-256("chibrary measure key" ||
-// i) and other choices come from a seeded generator. Run it with
+// call numbers (the figures in docs/design.md): how many bits and characters
+// neighbours share, how uniform each character is, and how many numbers an
+// outsider must see to enumerate a run or guess a real number. It is
+// deterministic: keys are SHA-256("chibrary measure key" || i), the rest
+// comes from -seed.
 //
 //	go run ./callnumber/internal/measure [-keys 1000] [-stat-keys 20] [-archive-keys 100]
 package main
@@ -60,12 +50,8 @@ type Options struct {
 }
 
 const (
-	// ArchiveRuns is the size of the archive of the cross-run simulation:
-	// runs 1..64, 1,048,576 numbers.
-	ArchiveRuns = 64
-	// AcrossRuns is how many consecutive numbers the cross-run statistics
-	// take from a Generator.
-	AcrossRuns = 100_000
+	ArchiveRuns = 64      // runs 1..64 make the simulated archive
+	AcrossRuns  = 100_000 // consecutive numbers drawn from a Generator
 )
 
 // Report holds the figures of both schemes.
@@ -77,28 +63,19 @@ type Report struct {
 // SchemeReport holds the figures of one scheme.
 type SchemeReport struct {
 	Scheme shuffle.Scheme
-	// OneRun and Across are the neighbour and character statistics over
-	// the 16,384 numbers of one run and over AcrossRuns consecutive
-	// numbers, averaged over StatKeys keys.
+	// Statistics over one run and over AcrossRuns numbers, mean of StatKeys.
 	OneRun, Across SampleStats
-	// ConstantBits is the number of output bit positions that are the
-	// same in all numbers of one run (bits: 47-14 = 33), averaged.
-	ConstantBits float64
-	// RunObservations: how many distinct random numbers of one run an
-	// observer saw before the positions that vary among them were the
-	// run's 14 sequence positions (bits), or all 47 (mix). One entry per
-	// key, sorted.
-	RunObservations []int
-	// RunEnumerated says that for every key, the 2^14 numbers spanned by
-	// the observed varying positions were exactly the run (bits only).
-	RunEnumerated bool
-	// ArchiveObservations: the same for an archive of runs 1..ArchiveRuns,
-	// until the varying positions were all those that vary in the archive.
+	ConstantBits   float64 // output bits equal in all numbers of a run
+	// RunObservations (one per key, sorted) counts the random numbers of a
+	// run an observer saw before the positions varying among them were all
+	// that vary in the run; RunEnumerated says those positions spanned
+	// exactly the run for every key. ArchiveObservations is the same for
+	// runs 1..ArchiveRuns.
+	RunObservations     []int
+	RunEnumerated       bool
 	ArchiveObservations []int
-	// ArchivePositions is the number of positions that vary in the
-	// archive (mean over keys), and HitRate the share of the numbers
-	// spanned by them that are real call numbers: the chance that a guess
-	// made from what the observer learnt names a message.
+	// HitRate is the chance that a guess spanned by the ArchivePositions
+	// varying positions names a real call number.
 	ArchivePositions float64
 	HitRate          float64
 }
@@ -108,10 +85,8 @@ type SampleStats struct {
 	N         int     // numbers in the sample
 	BitFlips  float64 // mean share of the 47 bits that differ between neighbours
 	CharFlips float64 // mean share of the 8 characters that differ between neighbours
-	// Per character position (0 = first): reachable digits under
-	// uniform values below 2^47, digits seen, chi-square per degree of
-	// freedom (about 1 for uniform), and max/min count over reachable
-	// digits (min 0 gives +Inf).
+	// Per character position: digits reachable below 2^47, digits seen,
+	// chi-square per degree of freedom, max/min count (+Inf if min is 0).
 	Reachable [callnumber.Length]int
 	Seen      [callnumber.Length]float64
 	ChiPerDF  [callnumber.Length]float64
@@ -220,8 +195,7 @@ func measureScheme(o Options, scheme shuffle.Scheme) (*SchemeReport, error) {
 	return sr, nil
 }
 
-// fromGenerator draws n numbers from a Generator whose source issues runs
-// first, first+1, ...
+// fromGenerator draws n numbers from runs first, first+1, ...
 func fromGenerator(scheme shuffle.Scheme, k shuffle.Key, first uint32, n int) ([]callnumber.Number, error) {
 	next := first
 	g := callnumber.NewGenerator(callnumber.RunSourceFunc(func(context.Context) (callnumber.Lease, error) {
@@ -239,9 +213,8 @@ func fromGenerator(scheme shuffle.Scheme, k shuffle.Key, first uint32, n int) ([
 	return out, nil
 }
 
-// observe draws distinct numbers of nums at random until the output
-// positions that vary among them number want, and returns how many it
-// drew and those positions. (If they never do, it returns len(nums).)
+// observe draws numbers of nums at random until want output positions vary
+// among them, and returns how many it drew (at most len(nums)) and those.
 func observe(rng *rand.Rand, nums []callnumber.Number, want int) (int, uint64) {
 	order := rng.Perm(len(nums))
 	first := nums[order[0]]
@@ -256,8 +229,7 @@ func observe(rng *rand.Rand, nums []callnumber.Number, want int) (int, uint64) {
 }
 
 // enumerates reports whether the numbers that agree with nums[0] outside
-// the varying positions are exactly nums: what an observer who learnt
-// those positions can list.
+// the varying positions, which an observer can list, are exactly nums.
 func enumerates(nums []callnumber.Number, varying uint64) bool {
 	if bits.OnesCount64(varying) != callnumber.SequenceBits {
 		return false
@@ -291,8 +263,7 @@ func expected(pos int) [62]float64 {
 	}
 	var p [62]float64
 	for d := range uint64(62) {
-		// Values with digit d at pos: in each block of 62w values, w of
-		// them; plus those in the last, partial block.
+		// w values of each block of 62w, plus those of the partial last block.
 		full := total / (62 * w) * w
 		rest := total % (62 * w)
 		partial := uint64(0)

@@ -1,6 +1,5 @@
 // Package setup is the programs' wiring, beside their mains: it turns the
-// flags they share (--data, --store, --coordinator, --authority,
-// --token-file) into a store and a run source.
+// flags they share into a store and a run source.
 package setup
 
 import (
@@ -29,8 +28,7 @@ import (
 	"github.com/chibrary/chibrary/store/riakstore"
 )
 
-// DefaultData is the data directory when neither --data nor --store is
-// given.
+// DefaultData is the data directory when neither --data nor --store is given.
 const DefaultData = "./archive"
 
 // File names inside a data directory.
@@ -39,9 +37,7 @@ const (
 	RunsFile     = "runs.db"
 )
 
-// StoreFlags select the store: --data DIR (the embedded bbolt store
-// DIR/messages.db) or --store URL (bolt:PATH or
-// riak://host:port[,host:port...][/ARCHIVE]).
+// StoreFlags select the store: --data DIR or --store URL.
 type StoreFlags struct {
 	Data  string
 	Store string
@@ -63,9 +59,8 @@ func (f *StoreFlags) URL() string {
 	return "bolt:" + filepath.Join(f.Data, MessagesFile)
 }
 
-// Parse reads the selected store's URL (once: Open and OpenReader use
-// what it read), for a program that checks its flags before it does
-// anything.
+// Parse reads the selected store's URL once, for a program that checks its
+// flags before it does anything; Open and OpenReader use what it read.
 func (f *StoreFlags) Parse() (StoreURL, error) {
 	if f.parsed == nil {
 		u, err := ParseStoreURL(f.URL())
@@ -91,10 +86,8 @@ func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, e
 	return openURL(ctx, u, log)
 }
 
-// checkDir says in one plain line when the folder of the bolt store at
-// path is a file, or lies under one: "--data afile is not a directory",
-// where opening it would say "stat afile/messages.db: not a directory"
-// after naming the path itself.
+// checkDir says in one plain line when the folder of the bolt store at path
+// is a file, or lies under one: "--data afile is not a directory".
 func (f *StoreFlags) checkDir(path string) error {
 	file := fileOnPath(filepath.Dir(path))
 	switch {
@@ -110,8 +103,8 @@ func (f *StoreFlags) checkDir(path string) error {
 	return fmt.Errorf("--data %s: %s, on its path, is not a directory", f.Data, file)
 }
 
-// fileOnPath returns dir, or the nearest of its parents that exists, if
-// it is not a directory; "" when it is one (or cannot be told).
+// fileOnPath returns dir, or its nearest existing parent, if that is not a
+// directory.
 func fileOnPath(dir string) string {
 	for {
 		fi, err := os.Stat(dir)
@@ -133,11 +126,9 @@ func fileOnPath(dir string) string {
 }
 
 // OpenReader opens the selected store for a program that only reads it.
-// With mustExist, a missing bolt store is an error (reading must not
-// create an empty archive by mistake); else it is created. A bolt store
-// that this process cannot write (on a read-only file system: a snapshot,
-// a backup) is opened read-only, which needs no lock file, and the log
-// says so.
+// With mustExist, a missing bolt store is an error rather than an empty
+// archive made by mistake. A bolt store this process cannot write (a
+// snapshot) is opened read-only, which needs no lock file.
 func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist bool) (store.Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -160,8 +151,7 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 		}
 		return nil, fmt.Errorf("no archive at %s: import messages into it first, or fix --store", u.Bolt)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		// The path once: "cannot open X: permission denied", not
-		// "cannot open X: stat X: permission denied".
+		// Name the path once.
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 			err = pe.Err
 		}
@@ -177,22 +167,16 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 
 // StoreURL is a parsed store URL.
 type StoreURL struct {
-	// Bolt is the bbolt file of a bolt: URL.
-	Bolt string
-	// Riak are the host:port addresses of a riak:// URL.
-	Riak []string
-	// Archive names the archive in the Riak cluster (riakstore.Options.Archive).
-	Archive string
+	Bolt    string   // of bolt:PATH
+	Riak    []string // host:port of riak://
+	Archive string   // in the Riak cluster
 }
 
 // ParseStoreURL reads bolt:PATH (or bolt://PATH) and
-// riak://host[:port][,host[:port]...][/ARCHIVE] (port 8087 by default;
-// ARCHIVE is [a-z0-9_-]+, riakstore.DefaultArchive by default).
+// riak://host[:port][,host[:port]...][/ARCHIVE] (port 8087 by default).
 func ParseStoreURL(url string) (StoreURL, error) { return parseURL("store", url) }
 
-// ParseAuthorityURL reads a run authority URL (--authority): bolt:PATH
-// (the file of a local authority) or riak://host[:port][,...][/ARCHIVE],
-// as ParseStoreURL reads a store URL.
+// ParseAuthorityURL reads an --authority URL as ParseStoreURL does.
 func ParseAuthorityURL(url string) (StoreURL, error) { return parseURL("authority", url) }
 
 func parseURL(kind, url string) (StoreURL, error) {
@@ -240,10 +224,9 @@ func parseURL(kind, url string) (StoreURL, error) {
 	return StoreURL{}, cli.Usagef("%s URL %q: want bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]", kind, url)
 }
 
-// validHost accepts an IP address or a DNS name (letters, digits, '-',
-// '_' and '.'). An IPv6 zone (fe80::1%eth0) must be an interface name of
-// the same characters: netip accepts any zone, "::%[" among them, which
-// no dialer can split back out of "[::%[]:8087" (found by FuzzParseStoreURL).
+// validHost accepts an IP address or a DNS name. An IPv6 zone must be an
+// interface name: netip accepts any, "::%[" among them, which no dialer can
+// split back out of "[::%[]:8087".
 func validHost(h string) bool {
 	if a, err := netip.ParseAddr(h); err == nil {
 		return a.Zone() == "" || validName(a.Zone())
@@ -279,17 +262,14 @@ func openURL(ctx context.Context, u StoreURL, log *slog.Logger) (store.Store, er
 	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Archive: u.Archive, Logger: log})
 }
 
-// RunFlags select the run authority: a coordinator (--coordinator URL with
-// --token-file or $CHIBRARY_TOKEN), an authority taken directly
-// (--authority bolt:PATH or riak://...), or by default the local
-// authority DATA/runs.db.
+// RunFlags select the run authority: a coordinator, an authority taken
+// directly (--authority), or by default the local authority DATA/runs.db.
 type RunFlags struct {
 	Coordinator string
 	Authority   string
 	TokenFile   string
 	Note        string
-	// Scheme is the shuffle scheme of a local authority created now.
-	Scheme string
+	Scheme      string // of an authority created now
 }
 
 // AddFlags registers --coordinator, --authority, --token-file, --note and
@@ -302,17 +282,11 @@ func (f *RunFlags) AddFlags(fs *cli.FlagSet) {
 	fs.String(&f.Scheme, "scheme", "", "CHIBRARY_SCHEME", "call-number shuffle, `mix|bits`, of the authority (DATA/runs.db or --authority) if it is created now\n(default mix; asking an existing authority for another scheme than its own is an error;\na coordinator's is chosen with coordinator --scheme)")
 }
 
-// Source returns the run source the flags select. dataDir is where the
-// local authority lives (its runs.db); program names the caller in lease
-// records; st is the store the runs are for. A source that holds a
-// connection (an authority in Riak) is an io.Closer: close it when done.
-//
-// Before a local authority is used, it checks what would otherwise fail
-// only later, or leave a stray runs.db behind: a store already bound to an
-// authority while DATA/runs.db does not exist (its runs come from a
-// coordinator: creating a new local authority there would only be refused
-// by the store), and --scheme asking an existing authority for another
-// scheme.
+// Source returns the run source the flags select for st; one that holds a
+// connection is an io.Closer. It first checks what would otherwise fail
+// only later, or leave a stray runs.db behind: a store bound to an authority
+// while DATA/runs.db does not exist, or --scheme asking an existing
+// authority for another scheme.
 func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program string, log *slog.Logger) (callnumber.RunSource, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -360,8 +334,8 @@ func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program 
 	if token == "" {
 		return nil, cli.Usagef("--coordinator needs --token-file or $CHIBRARY_TOKEN")
 	}
-	// A program that needs a run can only wait for it, so ride out a
-	// coordinator restart: about 35 s of retries before giving up.
+	// A program that needs a run can only wait for it: ride out a
+	// coordinator restart.
 	c, err := coordinator.NewClient(f.Coordinator, token, holder, coordinator.ClientOptions{
 		Logger: log, MaxAttempts: 10, MaxBackoff: 10 * time.Second,
 	})
@@ -371,9 +345,8 @@ func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program 
 	return c, nil
 }
 
-// riakSource opens the authority in the Riak cluster u names, creating
-// it if the archive has none and the store is not bound to another one.
-// Closing the source closes it.
+// riakSource opens (or creates) the authority in the Riak cluster u names,
+// unless the store is bound to another one.
 func riakSource(ctx context.Context, st store.Store, u StoreURL, scheme shuffle.Scheme, holder authority.Holder, log *slog.Logger) (callnumber.RunSource, error) {
 	opts := riakauthority.Options{Nodes: u.Riak, Archive: u.Archive, Scheme: scheme, Logger: log}
 	url := opts.URL()
@@ -407,8 +380,7 @@ func riakSource(ctx context.Context, st store.Store, u StoreURL, scheme shuffle.
 // directory does not hold.
 var ErrBoundElsewhere = errors.New("the archive's run authority is not here")
 
-// checkLocal checks that the local authority at path can serve st (see
-// RunFlags.Source).
+// checkLocal checks that the local authority at path can serve st.
 func checkLocal(ctx context.Context, st store.Store, path string, scheme shuffle.Scheme) error {
 	_, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {

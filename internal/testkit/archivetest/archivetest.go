@@ -43,8 +43,8 @@ func New(tb testing.TB) *Archive {
 	return Open(tb, tb.TempDir())
 }
 
-// Open opens the archive in dir, creating what is missing; it is closed
-// at the end of the test.
+// Open opens the archive in dir, creating what is missing, until the test
+// ends.
 func Open(tb testing.TB, dir string) *Archive {
 	tb.Helper()
 	a := openStore(tb, dir)
@@ -52,7 +52,6 @@ func Open(tb testing.TB, dir string) *Archive {
 	return a
 }
 
-// openStore opens the archive's store only.
 func openStore(tb testing.TB, dir string) *Archive {
 	tb.Helper()
 	st, err := boltstore.Open(tb.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{})
@@ -215,12 +214,9 @@ func (a *Archive) Get(cn string) []byte {
 }
 
 // Scaled returns the archive of the shared corpus written
-// testcorpus.ScaledCopies times (84,096 messages, list linux-mips, the
-// size of the whole linux-mips list), built in CHIBRARY_BENCH_SCALED_DIR
-// if set, where one built earlier (by this or by the resolver's
-// benchmarks, which build the same) is reused; in a temporary directory
-// otherwise. It skips unless CHIBRARY_BENCH_SCALED is set: building it
-// takes minutes.
+// testcorpus.ScaledCopies times, reusing one built earlier in
+// $CHIBRARY_BENCH_SCALED_DIR. It is slow to build, so it skips unless
+// $CHIBRARY_BENCH_SCALED is set.
 func Scaled(tb testing.TB) *Archive {
 	tb.Helper()
 	if os.Getenv("CHIBRARY_BENCH_SCALED") == "" {

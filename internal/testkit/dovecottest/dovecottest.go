@@ -1,19 +1,11 @@
 // Package dovecottest runs a real Dovecot IMAP server for tests: one user,
-// plain-text LOGIN on a free loopback port, Maildir storage, everything
-// (configuration, sockets, state, logs, mail) in a temporary directory that
-// is removed when the test ends.
-//
-// With Options.TLS, the server also speaks TLS: STARTTLS on Addr and
-// implicit TLS on TLSAddr, with a certificate for 127.0.0.1, ::1 and
-// localhost issued by a throw-away CA (CAPool, CAFile), and plain-text
-// LOGIN refused on a connection that is neither encrypted nor local.
+// a free loopback port, Maildir storage, everything in a temporary
+// directory. With Options.TLS it also speaks STARTTLS and implicit TLS, with
+// a certificate from a throw-away CA, and refuses plain-text LOGIN.
 //
 // A test that calls Start is skipped when dovecot is not installed, unless
-// the environment variable CI is "true": CI installs it, so there a missing
-// dovecot fails the test instead of hiding it.
-//
-// What it takes to run Dovecot this way (Debian's 2.3, as root) is written
-// down in the project's TESTING.md; the configuration below follows it.
+// $CI is "true": CI installs it, so there a missing dovecot fails the test.
+// TESTING.md says what it takes to run Dovecot this way.
 package dovecottest
 
 import (
@@ -38,35 +30,23 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 )
 
-// Options configure a Server. The zero value is a server with user
-// "test", password "secret" and an empty INBOX.
+// Options configure a Server; the zero value has user "test", password
+// "secret" and an empty INBOX.
 type Options struct {
-	// User and Password of the only account; "" for "test" and "secret".
 	User, Password string
-	// Populate, when set, is called with the user's Maildir directory
-	// before the server starts for the first time, to deliver mail by
-	// writing files (much faster than APPEND for large fixtures). The
-	// directory exists and has cur/, new/ and tmp/; ownership is fixed up
-	// afterwards.
+	// Populate is called with the user's Maildir before the first start, to
+	// deliver mail by writing files, much faster than APPEND.
 	Populate func(maildir string) error
-	// TLS, when set, makes the server offer STARTTLS on Addr and implicit
-	// TLS on TLSAddr, and refuse plain-text authentication on a connection
-	// that is not encrypted ("ssl = required", "disable_plaintext_auth =
-	// yes"). Dovecot counts a connection whose client and server addresses
-	// are equal as secure: to see the refusal, connect from another
-	// loopback address (127.0.0.2) to Addr. Off: plain text only.
+	// TLS refuses plain-text LOGIN on a connection that is not encrypted,
+	// but Dovecot counts one whose client and server addresses are equal as
+	// secure: to see the refusal, connect from 127.0.0.2.
 	TLS bool
 }
 
 // Server is a running (or stopped) Dovecot instance.
 type Server struct {
-	// Addr is the host:port of the IMAP listener: plain text, with
-	// STARTTLS (RFC 9051 section 6.2.1) when Options.TLS is set.
-	Addr string
-	// TLSAddr is the host:port of the implicit-TLS (imaps) listener when
-	// Options.TLS is set, "" otherwise.
-	TLSAddr string
-	// User and Password log in to the only account.
+	Addr           string // plain text, with STARTTLS if Options.TLS
+	TLSAddr        string // implicit TLS, if Options.TLS
 	User, Password string
 
 	t            testing.TB
@@ -81,8 +61,7 @@ type Server struct {
 	caFile       string
 }
 
-// Start starts a Dovecot server and stops it (and removes its files) when
-// the test ends.
+// Start starts a Dovecot server, stopped and removed when the test ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	// /usr/sbin is not on every PATH.
@@ -244,8 +223,8 @@ func lookup(name, dir string) string {
 	return ""
 }
 
-// freePorts returns n distinct free loopback ports (all held open until
-// every one is found, so that none comes twice).
+// freePorts holds each port open until all are found, so that none comes
+// twice.
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	for range n {
@@ -280,7 +259,6 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
-// start starts dovecot and waits until it accepts connections.
 func (s *Server) start() {
 	s.t.Helper()
 	// The master daemonizes and its children inherit stdout and stderr:
@@ -314,8 +292,7 @@ func (s *Server) start() {
 	}
 }
 
-// Stop stops the server (its connections are cut); it is a no-op when it
-// is already stopped. Start it again with Restart.
+// Stop stops the server and cuts its connections, if it runs.
 func (s *Server) Stop() {
 	s.t.Helper()
 	if !s.up {
@@ -408,15 +385,13 @@ func alive(pid int) bool {
 
 // Login is a successful login as the server logged it.
 type Login struct {
-	User string
-	// Remote is the client's IP address.
-	Remote string
-	// TLS: the session was encrypted (implicit TLS or STARTTLS).
-	TLS bool
+	User   string
+	Remote string // IP address
+	TLS    bool
 }
 
-// Logins returns the successful logins the server logged so far, oldest
-// first: tests read from them whether a client really used TLS.
+// Logins returns the successful logins so far, oldest first: tests read
+// from them whether a client really used TLS.
 func (s *Server) Logins() []Login { return parseLogins(s.Log()) }
 
 // parseLogins reads the successful logins of a Dovecot log.
@@ -446,8 +421,7 @@ func parseLogins(log string) []Login {
 	return out
 }
 
-// Restart stops the server if it runs and starts it again on the same
-// address, with the same mail.
+// Restart starts the server again on the same address, with the same mail.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
@@ -495,9 +469,8 @@ func (s *Server) with(ctx context.Context, f func(c *imapclient.Client) error) e
 	return c.Logout().Wait()
 }
 
-// Append delivers raw to mailbox with IMAP APPEND (RFC 9051 section 6.3.12)
-// and returns its UID (0 if the server did not say, which Dovecot does).
-// Bare LF line ends are sent as CRLF, as IMAP requires.
+// Append delivers raw to mailbox with APPEND (RFC 9051 section 6.3.12), as
+// CRLF, and returns its UID (0 if the server did not say).
 func (s *Server) Append(ctx context.Context, mailbox string, raw []byte) (imap.UID, error) {
 	raw = CRLF(raw)
 	var uid imap.UID
@@ -529,10 +502,9 @@ func (s *Server) CreateMailbox(ctx context.Context, name string) error {
 	})
 }
 
-// DeleteMailbox deletes a mailbox and the messages in it. Deleting INBOX
-// is refused by IMAP; DeleteMailbox("INBOX") expunges every message
-// instead, and recreating it gives it a new UIDVALIDITY only when the
-// server decides so: use another mailbox for UIDVALIDITY tests.
+// DeleteMailbox deletes a mailbox and its messages. IMAP refuses to delete
+// INBOX, so its messages are expunged and its UIDVALIDITY may stay: use
+// another mailbox for UIDVALIDITY tests.
 func (s *Server) DeleteMailbox(ctx context.Context, name string) error {
 	return s.with(ctx, func(c *imapclient.Client) error {
 		if err := c.Delete(name).Wait(); err != nil {
@@ -549,8 +521,7 @@ type Message struct {
 	Raw   []byte
 }
 
-// Messages returns every message of mailbox in UID order (for checks
-// after the fact: it reads them all into memory).
+// Messages returns every message of mailbox in UID order, in memory.
 func (s *Server) Messages(ctx context.Context, mailbox string) ([]Message, error) {
 	var msgs []Message
 	err := s.with(ctx, func(c *imapclient.Client) error {
@@ -597,9 +568,8 @@ func CRLF(raw []byte) []byte {
 	return b.Bytes()
 }
 
-// MaildirName returns a file name for a message written straight into a
-// Maildir's cur/ directory (for Options.Populate): unique per n, marked
-// as not yet seen.
+// MaildirName returns a unique, unseen file name in a Maildir's cur/ for
+// Options.Populate.
 func MaildirName(n int, size int) string {
 	return fmt.Sprintf("%d.M%dP%d.dovecottest,S=%d:2,", time.Now().Unix(), n, os.Getpid(), size)
 }

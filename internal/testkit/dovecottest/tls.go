@@ -22,10 +22,8 @@ type tlsFiles struct {
 	cert, key string
 }
 
-// issue creates, in dir, a throw-away CA (ca.pem) and a server certificate
-// (cert.pem, key.pem) it signed, valid for 127.0.0.1, ::1 and localhost
-// from an hour ago to a day from now. ECDSA P-256: quick to generate, and
-// any TLS stack of the last decade accepts it.
+// issue creates, in dir, a throw-away CA and a server certificate it signed
+// for 127.0.0.1, ::1 and localhost; ECDSA P-256 is quick to generate.
 func issue(dir string) (tlsFiles, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -104,8 +102,7 @@ func serial() *big.Int {
 	return new(big.Int).SetBytes(b)
 }
 
-// CAPool returns a pool holding only the CA that issued the server's
-// certificate (nil without Options.TLS).
+// CAPool returns a pool holding only the server's CA (nil without TLS).
 func (s *Server) CAPool() *x509.CertPool {
 	if s.ca == nil {
 		return nil
@@ -115,6 +112,5 @@ func (s *Server) CAPool() *x509.CertPool {
 	return p
 }
 
-// CAFile returns the path of that CA's certificate in PEM ("" without
-// Options.TLS).
+// CAFile returns the PEM file of that CA ("" without TLS).
 func (s *Server) CAFile() string { return s.caFile }

@@ -9,33 +9,28 @@ import (
 	"time"
 )
 
-// The costly cases: messages and queries that are valid mail, or valid
-// searches, and cost a reader far more than ordinary ones if nothing
-// bounds them. The resolver's and the catalog's benchmarks measure each
-// beside an ordinary message (Ordinary); their tests check the bounds.
+// The costly cases: valid mail and searches that cost a reader far more
+// than ordinary ones (Ordinary) if nothing bounds them.
 const (
-	// ManyReferencesCount is how many Message-IDs "many-references"
-	// names.
+	// ManyReferencesCount is how many Message-IDs "many-references" names.
 	ManyReferencesCount = 100_000
 	// SoftBreaksSize is the size of "soft-breaks".
 	SoftBreaksSize = 40 << 20
-	// BigAttachmentSize is the decoded size of the attachment of
-	// "big-attachment".
+	// BigAttachmentSize is decoded.
 	BigAttachmentSize = 44 << 20
 	// LongPhraseWords is how many words LongPhrase has by default.
 	LongPhraseWords = 499
 )
 
-// Epoch is the date of the first message of the costly cases; the others
-// follow a minute apart.
+// Epoch is the date of the first message; the others follow a minute apart.
 var Epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func dateField(minute int) string {
 	return "Date: " + Epoch.Add(time.Duration(minute)*time.Minute).Format(time.RFC1123Z) + "\n"
 }
 
-// Ordinary returns an ordinary message, the baseline of the costly ones:
-// a short reply to parent ("" for none), at minute after Epoch.
+// Ordinary returns the baseline: a short reply to parent ("" for none), at
+// minute after Epoch.
 func Ordinary(name, parent string, minute int) Message {
 	header := "From: Ada <ada@example.org>\nSubject: Re: an ordinary question\n" + dateField(minute)
 	if parent != "" {
@@ -45,9 +40,8 @@ func Ordinary(name, parent string, minute int) Message {
 		"I think eight characters would do.\n\n> Should every message get a short, permanent number?\n\n-- \nAda\n")
 }
 
-// Threads returns an ordinary list: n threads of 1+replies messages, each
-// reply answering the one before it (Message-IDs thread-T-M@hostile.test,
-// M = 0 the first), all dated a minute apart, thread after thread.
+// Threads returns n threads of 1+replies messages, each reply answering the
+// one before it (Message-IDs thread-T-M@hostile.test).
 func Threads(n, replies int) []Message {
 	var out []Message
 	minute := 0
@@ -67,9 +61,8 @@ func Threads(n, replies int) []Message {
 	return out
 }
 
-// ManyReferences returns "many-references": a reply whose References
-// name n Message-IDs that no archive holds (ref-I@hostile.test), one per
-// folded line, its In-Reply-To the last of them.
+// ManyReferences returns "many-references": a reply whose References name
+// n Message-IDs that no archive holds, one per folded line.
 func ManyReferences(n int) Message {
 	var b strings.Builder
 	b.WriteString("From: Mallory <mallory@example.org>\nSubject: Re: many references\n" + dateField(0))
@@ -82,9 +75,8 @@ func ManyReferences(n int) Message {
 	return m
 }
 
-// NamesAll returns "names-all": a reply whose References name every one
-// of ids (Message-IDs without angle brackets), in order, its In-Reply-To
-// the last: one message that would join every thread of a list.
+// NamesAll returns "names-all": a reply whose References name all ids, one
+// message that would join every thread of a list.
 func NamesAll(ids []string, minute int) Message {
 	var b strings.Builder
 	b.WriteString("From: Mallory <mallory@example.org>\nSubject: Re: everything\n" + dateField(minute))
@@ -98,10 +90,8 @@ func NamesAll(ids []string, minute int) Message {
 		b.String()+"Content-Type: text/plain\n", "one reply to everyone\n")
 }
 
-// SoftBreaks returns "soft-breaks": a message of size bytes whose one
-// text part is quoted-printable made of soft line breaks only ("=" at
-// the end of a line: RFC 2045 section 6.7, rule 5), which decode to
-// nothing. It is generated as it is written.
+// SoftBreaks returns "soft-breaks": size bytes of quoted-printable soft line
+// breaks (RFC 2045 section 6.7, rule 5), which decode to nothing.
 func SoftBreaks(size int64) Message {
 	id := "soft-breaks@hostile.test"
 	head := "Message-ID: <" + id + ">\nFrom: Mallory <mallory@example.org>\nSubject: soft line breaks\n" + dateField(0) +
@@ -127,8 +117,7 @@ func SoftBreaks(size int64) Message {
 }
 
 // BigAttachment returns "big-attachment": a short text and one base64
-// attachment (application/octet-stream, "big.bin") that decodes to size
-// bytes (AttachmentByte gives them). It is generated as it is written.
+// attachment of size bytes (see AttachmentByte).
 func BigAttachment(size int64) Message {
 	id := "big-attachment@hostile.test"
 	head := "Message-ID: <" + id + ">\nFrom: Ada <ada@example.org>\nSubject: a big attachment\n" + dateField(0) +
@@ -167,8 +156,7 @@ func BigAttachment(size int64) Message {
 // AttachmentByte is the byte at offset i of BigAttachment's attachment.
 func AttachmentByte(i int64) byte { return byte(i % 57 * 4) }
 
-// LongPhrase returns a search query of one quoted phrase of n one-letter
-// words ("a b c ... a b ...").
+// LongPhrase returns a query of one quoted phrase of n one-letter words.
 func LongPhrase(n int) string {
 	words := make([]string, n)
 	for i := range words {
@@ -182,8 +170,7 @@ func generated(name, id, why string, size int64, gen func(io.Writer) error) Mess
 	return Message{Name: name, Why: why, size: size, MessageID: id, gen: gen}
 }
 
-// repeat writes n bytes of repetitions of unit (n a multiple of its
-// length), a buffer at a time.
+// repeat writes n bytes of repetitions of unit (n a multiple of its length).
 func repeat(w io.Writer, unit []byte, n int64) error {
 	buf := bytes.Repeat(unit, max(1, (64<<10)/len(unit)))
 	for n > 0 {

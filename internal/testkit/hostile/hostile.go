@@ -1,18 +1,10 @@
-// Package hostile generates a deterministic corpus of hostile mail: the
-// messages a public archive receives sooner or later from broken software
-// and from people trying to break it. The importer, watcher and resolver
-// tests and the whole-system tests (e2e/) share it, so that every path a
-// message takes meets the same inputs.
-//
-// Every message is a pure function of its name: the same bytes on every
-// run and every machine. Apart from the empty message, each ends in a line
-// feed, so that an mboxrd round trip (mbox.Writer, then mbox.Reader) gives
-// it back byte for byte. Line ends are LF; IMAP deliveries turn them into
-// CRLF, which store.DigestOf reads as LF again.
-//
-// The large messages (Options.Large) are generated on the fly and never
-// held in memory by WriteMbox, so that a test can feed a program more than
-// its size limit without needing that much memory itself.
+// Package hostile generates a deterministic corpus of hostile mail, from
+// broken software and from people trying to break an archive, shared by the
+// tests of every path a message takes. Every message is a pure function of
+// its name and, but for the empty one, ends in a line feed, so that an
+// mboxrd round trip gives it back byte for byte. The large messages are
+// streamed, never held in memory, so that a test can feed a program more
+// than its size limit without needing that much memory itself.
 package hostile
 
 import (
@@ -29,12 +21,10 @@ import (
 // Outcome is what a correct archive does with a message.
 type Outcome int
 
+// The outcomes: stored byte for byte however broken, or reported as too
+// large without harming the neighbours.
 const (
-	// Stored: the message can be delimited and must be stored byte for
-	// byte, however broken it is inside.
 	Stored Outcome = iota
-	// TooLarge: the message is over the importer's size limit and must be
-	// reported as failed with that reason, without harming its neighbours.
 	TooLarge
 )
 
@@ -50,15 +40,11 @@ func (o Outcome) String() string {
 
 // Message is one hostile message.
 type Message struct {
-	// Name identifies the message ("nul-bytes"); it is unique in a corpus
-	// and appears in the message's Message-ID where it has one.
-	Name string
-	// Why says what the message is hostile about.
-	Why string
-	// Want is what a correct importer does with it.
+	Name string // unique in a corpus, and in the Message-ID if any
+	Why  string // what the message is hostile about
 	Want Outcome
-	// MessageID is the Message-ID without angle brackets, or "" when the
-	// message has none (or none a reader can be expected to find).
+	// MessageID is without angle brackets, or "" when the message has none
+	// a reader can be expected to find.
 	MessageID string
 
 	raw  []byte                  // nil for a generated message
@@ -74,8 +60,7 @@ func (m Message) Size() int64 {
 	return m.size
 }
 
-// Raw returns the message's bytes. For a generated (large) message this
-// allocates Size bytes.
+// Raw returns the message's bytes, allocating them for a generated one.
 func (m Message) Raw() []byte {
 	if m.gen == nil {
 		return m.raw
@@ -97,8 +82,8 @@ func (m Message) WriteTo(w io.Writer) (int64, error) {
 	return cw.n, err
 }
 
-// Digest returns store.DigestOf the message's bytes, computed without
-// holding a generated message in memory (generated messages have no CR).
+// Digest returns store.DigestOf the message's bytes, without holding a
+// generated message in memory.
 func (m Message) Digest() store.Digest {
 	if m.gen == nil {
 		return store.DigestOf(m.raw)
@@ -111,25 +96,19 @@ func (m Message) Digest() store.Digest {
 }
 
 // Options select the messages of a corpus. The zero value is every message
-// under 11 MB (about 11 MB in all).
+// under 11 MB.
 type Options struct {
-	// Large adds a 50 MB message that is under the importer's limit and
-	// one a byte over MaxMessageSize: about 115 MB more.
-	Large bool
-	// MaxMessageSize is the limit the over-limit message exceeds by one
-	// byte; 0 means mbox.DefaultMaxMessageSize, the importer's default.
+	// Large adds BigMessage and one a byte over MaxMessageSize (0 means
+	// mbox.DefaultMaxMessageSize).
+	Large          bool
 	MaxMessageSize int64
 }
 
 // Sizes of the big messages.
 const (
-	// LongHeaderLine is the length of the single header line of
-	// "long-header-line".
-	LongHeaderLine = 10 << 20
-	// BigMessage is the size of "big-50mb".
-	BigMessage = 50 << 20
-	// NestingDepth is the depth of "deep-multipart".
-	NestingDepth = 1000
+	LongHeaderLine = 10 << 20 // the one header line of "long-header-line"
+	BigMessage     = 50 << 20 // "big-50mb"
+	NestingDepth   = 1000     // of "deep-multipart"
 )
 
 // Messages returns the corpus, in a fixed order.
@@ -224,8 +203,7 @@ func Messages(opts Options) []Message {
 	return msgs
 }
 
-// plain returns a message of the given header (without Message-ID: one is
-// added, first) and body.
+// plain returns a message of header, after a Message-ID, and body.
 func plain(name, why, header, body string) Message {
 	id := name + "@hostile.test"
 	raw := "Message-ID: <" + id + ">\n" + header + "\n" + body
@@ -293,9 +271,8 @@ func htmlScripts() Message {
 			"--alt--\n")
 }
 
-// big returns a generated message of exactly size bytes: a header, then
-// lines of base64-looking text (none starting "From " or ">"), ending in a
-// line feed.
+// big returns a generated message of exactly size bytes, with no line
+// starting "From " or ">".
 func big(name, why string, size int64, want Outcome) Message {
 	id := name + "@hostile.test"
 	head := "Message-ID: <" + id + ">\nSubject: " + name + "\nContent-Type: text/plain\n\n"
@@ -303,8 +280,7 @@ func big(name, why string, size int64, want Outcome) Message {
 		if _, err := io.WriteString(w, head); err != nil {
 			return err
 		}
-		// size-len(head)-1 bytes of lines, the last one cut short, then
-		// the final line feed.
+		// The last line is cut short to fit the final line feed.
 		left := size - int64(len(head)) - 1
 		line := []byte(strings.Repeat("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNk", 2)[:76] + "\n")
 		buf := bytes.Repeat(line, 1<<16/len(line))
@@ -323,7 +299,6 @@ func big(name, why string, size int64, want Outcome) Message {
 	}}
 }
 
-// fill writes n bytes of repetitions of pattern to b.
 func fill(b *bytes.Buffer, n int, pattern string) {
 	for n >= len(pattern) {
 		b.WriteString(pattern)
@@ -332,9 +307,7 @@ func fill(b *bytes.Buffer, n int, pattern string) {
 	b.WriteString(pattern[:n])
 }
 
-// WriteMbox writes msgs to w as an mboxrd file (RFC 4155, mboxrd quoting),
-// each with its own From_ line. Generated messages are streamed, never
-// held in memory.
+// WriteMbox writes msgs to w as an mboxrd file, streaming generated ones.
 func WriteMbox(w io.Writer, msgs []Message) error {
 	mw := mbox.NewWriter(w)
 	for i, m := range msgs {
@@ -345,9 +318,8 @@ func WriteMbox(w io.Writer, msgs []Message) error {
 			}
 			continue
 		}
-		// A generated message has no line an mboxrd writer would quote
-		// and ends in a line feed: its From_ line, its bytes and an empty
-		// line are exactly what mbox.Writer would write.
+		// A generated message has no line to quote and ends in a line
+		// feed: this is exactly what mbox.Writer would write.
 		if err := mw.Flush(); err != nil {
 			return err
 		}
@@ -365,12 +337,9 @@ func WriteMbox(w io.Writer, msgs []Message) error {
 }
 
 // ContentLengthMbox returns an mbox whose messages all carry a
-// Content-Length header, the middle one a false "Content-Length:
-// 2147483648" (2 GiB), and the messages it holds. Read as auto or as
-// mboxcl2, a reader must neither trust the 2 GiB (buffering or skipping
-// that much) nor lose a neighbour: the true length of each message can be
-// found by its From_ lines. No body line starts with "From " or ">", so
-// mboxrd and mboxcl2 readings agree.
+// Content-Length, the middle one a false 2 GiB, and the messages it holds.
+// A reader must neither trust the 2 GiB nor lose a neighbour: From_ lines
+// give the true lengths.
 func ContentLengthMbox() ([]byte, []Message) {
 	bodies := []string{"the first message\n", "the one that claims 2 GiB\n", "the last message\n"}
 	var b bytes.Buffer

@@ -1,8 +1,6 @@
 // Package htmlcheck is the tests' oracle for "nothing in this HTML can run
-// code or load anything": it tokenizes HTML as a browser would and reports
-// the first element, attribute or URL that could. The mail view, the
-// resolver and the end-to-end tests all check their output with it, so a
-// rule added here applies to all of them.
+// code or load anything": it tokenizes HTML as a browser would, and every
+// test of HTML output uses it, so that a rule added here applies to all.
 package htmlcheck
 
 import (
@@ -15,15 +13,11 @@ import (
 )
 
 // Options say what a page of the archive's own may contain beyond a
-// sanitized mail fragment. The zero value allows nothing of it.
+// sanitized mail fragment; the zero value allows nothing.
 type Options struct {
-	// Stylesheet is the one <link href> allowed ("" for none).
-	Stylesheet string
-	// FormAction is the one <form action> allowed, with its <input> and
-	// <button> ("" for no form).
-	FormAction string
-	// ArchiveLinks allows href="/..." (links within the archive).
-	ArchiveLinks bool
+	Stylesheet   string // the one <link href> allowed
+	FormAction   string // the one <form action> allowed, with its inputs
+	ArchiveLinks bool   // href="/..."
 }
 
 // banned elements run code, load content or change how the page is read.
@@ -100,9 +94,8 @@ func checkTag(tok html.Token, o Options) error {
 	return nil
 }
 
-// linkOK accepts mailto: and http(s) URLs that name a host (an
-// "https:path" link resolves into the page's own site), and with archive
-// set, paths within the archive.
+// linkOK accepts mailto: and http(s) URLs that name a host ("https:path"
+// resolves into the page's own site), and with archive, archive paths.
 func linkOK(v string, archive bool) bool {
 	switch {
 	case strings.HasPrefix(v, "mailto:"):

@@ -1,17 +1,12 @@
-// Package riaktest gives tests a real Riak KV node: the one
-// CHIBRARY_TEST_RIAK names (host:port of its protocol buffers listener),
-// or else one it starts itself from the Riak test kit, once per test
-// binary, when the kit is there: ../shared/riak next to the repository
-// (or the folder $CHIBRARY_RIAK_KIT names). Without either, tests that
-// need Riak skip, and say why.
-//
-// A test binary that uses Addr runs its tests through Main, so that the
-// node it started is stopped when they end:
+// Package riaktest gives tests a real Riak KV node: the one $EnvAddr names,
+// or else one it starts once per test binary from the Riak test kit
+// (../shared/riak next to the repository, or $EnvKit). Without either,
+// tests that need Riak skip, and say why. A test binary that uses Addr runs
+// its tests through Main, so that the node it started is stopped:
 //
 //	func TestMain(m *testing.M) { os.Exit(riaktest.Main(m)) }
 //
-// A node left behind by a test binary that was killed is stopped by the
-// next binary that starts one.
+// The next binary that starts a node stops one left by a killed binary.
 package riaktest
 
 import (
@@ -34,17 +29,13 @@ import (
 
 // Environment variables.
 const (
-	// EnvAddr names an existing node (host:port, or several separated by
-	// commas) to use instead of starting one. It must have the bucket
-	// types of the riakstore package doc and strong consistency.
+	// EnvAddr names existing nodes (host:port,...) with the bucket types of
+	// the riakstore package doc and strong consistency.
 	EnvAddr = "CHIBRARY_TEST_RIAK"
-	// EnvKit names the folder of the Riak test kit (holding riak-node),
-	// instead of ../shared/riak next to the repository.
-	EnvKit = "CHIBRARY_RIAK_KIT"
+	EnvKit  = "CHIBRARY_RIAK_KIT" // the folder holding riak-node
 )
 
-// dirPrefix starts the name of every node folder this package makes, in
-// the system's temporary folder; the PID of the test binary follows.
+// dirPrefix, then the test binary's PID, names every node folder made.
 const dirPrefix = "chibrary-riaktest-"
 
 var shared struct {
@@ -56,9 +47,8 @@ var shared struct {
 }
 
 // Addr returns the address of a Riak node for tests, starting one on the
-// first call when EnvAddr is not set. It skips the test when there is no
-// node to be had, and fails it when the kit is there but the node does
-// not start.
+// first call. It skips the test when there is no node to be had, and fails
+// it when the kit is there but the node does not start.
 func Addr(t testing.TB) string {
 	t.Helper()
 	shared.once.Do(func() {
@@ -95,8 +85,7 @@ func Addr(t testing.TB) string {
 	return shared.addr
 }
 
-// Main runs the tests, then stops and removes the nodes Addr,
-// NoConsensus and SharedCluster started.
+// Main runs the tests, then stops and removes the nodes this package started.
 func Main(m *testing.M) int {
 	code := m.Run()
 	for _, n := range append([]*Node{shared.node, plain.node}, sharedCluster.nodes...) {
@@ -111,9 +100,8 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// BucketType creates and activates a bucket type on the node Addr
-// started, unless it is active already (see Node.BucketType). It skips
-// the test when that node is not one this package started (EnvAddr).
+// BucketType creates and activates a bucket type on the node Addr started
+// (see Node.BucketType), or skips the test for a node of EnvAddr.
 func BucketType(t testing.TB, name, props string) {
 	t.Helper()
 	Addr(t)
@@ -135,12 +123,9 @@ var plain struct {
 	skip string
 }
 
-// NoConsensus returns the address of a node with strong consistency off
-// (a second node, started from the kit on the first call, stopped by
-// Main), which has every bucket type the store uses, ClaimsType included:
-// consistent, as on a node set up by the book except for riak.conf, so
-// that no consistent request can be served. EnvAddr does not apply; it
-// skips like Addr when there is no kit.
+// NoConsensus returns the address of a second node, with every bucket type
+// the store uses but strong consistency off in riak.conf, so that no
+// consistent request can be served. It needs the kit.
 func NoConsensus(t testing.TB) string {
 	t.Helper()
 	plain.once.Do(func() {
@@ -217,8 +202,7 @@ func repoRoot() (string, error) {
 	}
 }
 
-// NewDir makes an empty folder for a node, named so that sweep can tell
-// whose it is.
+// NewDir makes an empty folder for a node, named for sweep.
 func NewDir() (string, error) {
 	b := make([]byte, 4)
 	rand.Read(b)
@@ -229,8 +213,7 @@ func NewDir() (string, error) {
 	return dir, nil
 }
 
-// sweep stops and removes node folders of test binaries that are gone
-// (killed before they could stop their node).
+// sweep stops and removes the node folders of test binaries that are gone.
 func sweep(kit string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
 	for _, d := range dirs {
@@ -251,14 +234,13 @@ type Node struct {
 	PB   string // protocol buffers address, host:port
 	HTTP string // HTTP address, host:port
 	Name string // Erlang node name
-	// sc is the strong consistency flag to start it again with: the kit
-	// writes the setting into the node's configuration at every start, so
-	// a restart without it would turn strong consistency off.
+	// sc is the strong consistency flag to restart with: the kit rewrites
+	// the setting at every start.
 	sc string
 }
 
-// Start starts a node in dir (riak-node start DIR ARGS...) and waits
-// until it is ready, which takes 10 to 30 seconds.
+// Start starts a node in dir (riak-node start DIR ARGS...) and waits until
+// it is ready.
 func Start(kit, dir string, args ...string) (*Node, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(kit, append([]string{"start", dir}, args...)...)
@@ -303,8 +285,7 @@ func Start(kit, dir string, args ...string) (*Node, error) {
 // OnceType is the store's bucket type the kit does not create itself.
 const OnceType = "chibrary_once"
 
-// Eval evaluates an Erlang expression on the node and returns what it
-// printed.
+// Eval evaluates an Erlang expression on the node and returns its output.
 func (n *Node) Eval(expr string) (string, error) {
 	out, err := exec.Command(n.Kit, "eval", n.Dir, expr).Output()
 	if err != nil {
@@ -313,10 +294,9 @@ func (n *Node) Eval(expr string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// BucketType creates and activates a bucket type with the given
-// properties (JSON), unless it is active already, as riak-node does for
-// the types it knows. It is activated once every node of the cluster
-// knows it.
+// BucketType creates and activates a bucket type with the given properties
+// (JSON), unless it is active already; it is activated once every node of
+// the cluster knows it.
 func (n *Node) BucketType(name, props string) error {
 	esc := strings.ReplaceAll(props, `"`, `\"`)
 	deadline := time.Now().Add(2 * time.Minute)
@@ -357,8 +337,8 @@ func (n *Node) waitType(name string) error {
 	return fmt.Errorf("bucket type %s not active on %s after 2 minutes", name, n.Name)
 }
 
-// Restart starts the node again after Stop or Kill, with its ports,
-// data and cluster, and waits until it is ready.
+// Restart starts the node again after Stop or Kill, with its ports, data
+// and cluster.
 func (n *Node) Restart() error {
 	var args []string
 	if n.sc != "" {
@@ -374,9 +354,8 @@ func (n *Node) Restart() error {
 	return nil
 }
 
-// Configure stops the node, sets each key of settings in its riak.conf
-// (replacing the line that sets it, or adding one) and starts it again,
-// on the same ports and with the same data.
+// Configure stops the node, sets settings in its riak.conf and starts it
+// again.
 func (n *Node) Configure(settings map[string]string) error {
 	if err := n.Stop(); err != nil {
 		return err
@@ -413,8 +392,7 @@ func (n *Node) Stop() error {
 	return nil
 }
 
-// CPU returns the CPU time the node's Erlang VM has used so far (user and
-// system), read from /proc.
+// CPU returns the user and system CPU time of the node's Erlang VM so far.
 func (n *Node) CPU() (time.Duration, error) {
 	pid, err := n.pid()
 	if err != nil {
@@ -450,8 +428,8 @@ func (n *Node) pid() (int, error) {
 	return pid, nil
 }
 
-// Kill ends the node's Erlang VM with SIGKILL, as a crash or a pulled
-// plug would, and waits until it is gone.
+// Kill ends the node's Erlang VM with SIGKILL, as a crash would, and waits
+// until it is gone.
 func (n *Node) Kill() error {
 	pid, err := n.pid()
 	if err != nil {
@@ -470,9 +448,8 @@ func (n *Node) Kill() error {
 }
 
 // Cluster starts size nodes with strong consistency and joins them into
-// one cluster (1.5 to 2 minutes for three). The test's cleanup stops
-// them and removes their folders. It skips like Addr when there is no kit;
-// it does not use EnvAddr (a cluster's nodes are stopped and started).
+// one cluster, removed by the test's cleanup. It needs the kit: EnvAddr's
+// nodes cannot be stopped and started.
 func Cluster(t testing.TB, size int) []*Node {
 	t.Helper()
 	kit, err := Kit()
@@ -501,10 +478,8 @@ var sharedCluster struct {
 	skip  string
 }
 
-// SharedCluster is Cluster for a test binary whose tests (or benchmarks,
-// which run their function more than once) share one cluster of three:
-// started on the first call, stopped by Main. Its tests must not stop
-// its nodes.
+// SharedCluster is one cluster of three that a test binary's tests share,
+// stopped by Main: they must not stop its nodes.
 func SharedCluster(t testing.TB) []*Node {
 	t.Helper()
 	sharedCluster.once.Do(func() {
@@ -524,8 +499,8 @@ func SharedCluster(t testing.TB) []*Node {
 	return sharedCluster.nodes
 }
 
-// startCluster starts size nodes into *nodes (so that the caller stops
-// those started, whatever fails).
+// startCluster starts size nodes into *nodes, so that the caller stops
+// those started whatever fails.
 func startCluster(kit string, size int, nodes *[]*Node, logf func(string, ...any)) error {
 	sweep(kit)
 	for i := range size {

@@ -15,16 +15,12 @@ import (
 // messages, 603 MB).
 const ScaledCopies = 16
 
-// msgIDToken is a <...> token of a Message-ID, In-Reply-To or References
-// line.
 var msgIDToken = regexp.MustCompile(`<([^<>\s]+)>`)
 
-// WriteScaled writes the corpus at path (gzip or plain mboxrd) copies
-// times to w, as one mbox: in copy k every Message-ID, In-Reply-To and
-// References token <id> becomes <k.id>, and every message gains a header
-// line "X-Chibrary-Copy: k", so that all copies are distinct messages
-// (for the store's digests) that thread as the original does. Copy 0 is
-// the corpus unchanged but for that line.
+// WriteScaled writes the corpus at path copies times to w, as one mbox. In
+// copy k every Message-ID token <id> becomes <k.id>, and every message
+// gains "X-Chibrary-Copy: k", so that all copies are distinct messages
+// that thread as the original does.
 func WriteScaled(w io.Writer, path string, copies int) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	for k := range copies {

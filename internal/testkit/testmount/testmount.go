@@ -1,7 +1,6 @@
-// Package testmount gives tests a read-only view of a directory: a
-// read-only bind mount, the way an archive on a snapshot or a backup
-// medium looks. Permission bits cannot stand in for it: tests often run as
-// root, whom they do not stop.
+// Package testmount gives tests a read-only bind mount of a directory, as
+// an archive on a snapshot looks. Permission bits cannot stand in for it:
+// tests often run as root.
 package testmount
 
 import (
@@ -11,10 +10,8 @@ import (
 	"testing"
 )
 
-// ReadOnly mounts dir read-only on a new temporary directory and returns
-// that directory; the mount is undone when the test ends. The test is
-// skipped, saying why, where mounting is not allowed (not root, no
-// CAP_SYS_ADMIN in a container, no mount command).
+// ReadOnly mounts dir read-only on a new temporary directory until the test
+// ends, or skips the test where mounting is not allowed.
 func ReadOnly(t testing.TB, dir string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {

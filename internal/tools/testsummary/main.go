@@ -1,12 +1,9 @@
 // Command testsummary reads `go test -json` on standard input and writes
-// what `go test` would have written (an ok line per package, the output of
-// failed tests, build errors), then one line per reason tests were
+// what `go test` would have written, then one line per reason tests were
 // skipped, so that tests that did not run are not invisible. A failed
 // package also shows the output of its tests that never ended (a timeout's
-// panic, os.Exit, a fatal runtime error: go test -json gives them no fail
-// event), each with a "--- FAIL" line naming it. It exits 1
-// when a test, a package or a build failed (or it read no result at all),
-// as go test does; `make test` also keeps go test's own exit status.
+// panic, os.Exit), which go test -json gives no fail event. It exits 1 when
+// anything failed or it read no result at all.
 //
 //	go test -json ./... | go run ./internal/tools/testsummary
 package main
@@ -125,9 +122,8 @@ func (s *state) handle(e event) {
 }
 
 // printUnfinished prints the output of the tests of a failed package that
-// have no result: the test binary stopped inside them (a timeout's panic,
-// os.Exit, a fatal runtime error), and that output, with the test's name,
-// is all there is to say why.
+// have no result: the binary stopped inside them, and that output is all
+// there is to say why.
 func (s *state) printUnfinished(pkg string) {
 	for _, test := range s.running[pkg] {
 		key := pkg + "\x00" + test

@@ -1,13 +1,7 @@
-// Package lockfile is an exclusive lock on a side file, taken without
-// waiting, that says who holds it: for work that must never run twice at
-// once on the same files (a compaction, a catalog's writer), where a
-// second attempt is refused at once with the first one named, rather than
-// left to wait or, worse, to run.
-//
-// On Unix the lock is flock(2) on the file: the kernel drops it when its
-// holder exits, however it exits, so a crash never leaves it taken. The
-// file itself stays, holding the last holder's description; it is read
-// only while the lock is held by someone.
+// Package lockfile is an exclusive lock on a side file that says who holds
+// it, for work that must never run twice at once: a second attempt is
+// refused at once, naming the first. On Unix the lock is flock(2), which
+// the kernel drops when its holder exits, however it exits.
 package lockfile
 
 import (
@@ -19,16 +13,13 @@ import (
 	"time"
 )
 
-// ErrHeld: another process (or another open of the same file in this
-// process) holds the lock. The error Take returns is a *HeldError.
+// ErrHeld: another process (or open of the file) holds the lock.
 var ErrHeld = errors.New("lockfile: held by another process")
 
 // HeldError is Take's error when the lock is held.
 type HeldError struct {
-	Path string
-	// Holder is how the holder described itself ("compaction by
-	// resolver, pid 123 on host, since 2026-11-25T13:00:00Z"), or "".
-	Holder string
+	Path   string
+	Holder string // as the holder described itself, or ""
 }
 
 func (e *HeldError) Error() string {
@@ -46,10 +37,8 @@ type Lock struct {
 	path string
 }
 
-// Take takes the lock at path, creating the file if missing, and writes
-// into it what holds it: what (e.g. "compaction"), the program, its
-// process ID, the host and the time. If the lock is held it returns a
-// *HeldError naming the holder as it described itself.
+// Take takes the lock at path and writes into it what holds it: what (e.g.
+// "compaction"), the program, its PID, the host and the time.
 func Take(path, what string) (*Lock, error) {
 	l, err := take(path)
 	if errors.Is(err, ErrHeld) {
