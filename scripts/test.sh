@@ -21,7 +21,7 @@ stage() {
   fi
 }
 alltests() {
-  echo "   (about 20 minutes on 2 cores; each package's line comes when it is done)"
+  echo "   (25 to 35 minutes on 2 cores; each package's line comes when it is done)"
   $GO test -json -race -timeout 60m ./... | $GO run ./internal/tools/testsummary
 }
 stage "test dependencies" scripts/install-test-deps.sh
