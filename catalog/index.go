@@ -51,12 +51,12 @@ type indexer struct {
 	exists, insertMsg, insertRef                 *sql.Stmt
 	threadByMsgID, threadByRef, threadsBySubject *sql.Stmt
 	sketches, listAddress, movedTo, dropMoved    *sql.Stmt
-	newThread, addToThread, threadSize          *sql.Stmt
-	moveMessages, dropThread, recount           *sql.Stmt
-	list, month, fts                            *sql.Stmt
-	wire                                        *sql.Stmt
-	newMailbox, numberFor, addNumber            *sql.Stmt
-	countNumber, dropCarried, takeNext          *sql.Stmt
+	newThread, addToThread, threadSize           *sql.Stmt
+	moveMessages, dropThread, recount            *sql.Stmt
+	list, month, fts                             *sql.Stmt
+	wire                                         *sql.Stmt
+	newMailbox, numberFor, addNumber             *sql.Stmt
+	countNumber, dropCarried, takeNext           *sql.Stmt
 	// carried: numbers carried over from an old catalog wait for their
 	// messages (numbers.go).
 	carried bool
