@@ -26,6 +26,7 @@ var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command
 	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
 	{Name: "reindex", Run: reindexCommand}, {Name: "compact", Run: compact},
 	{Name: "remove", Run: remove}, {Name: "removals", Run: removals},
+	{Name: "move", Run: move},
 }}
 
 // run is the program, for tests.
@@ -41,6 +42,7 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.
        resolver compact [--data DIR | --store URL] [--to URL]
        resolver remove [--data DIR | --store URL] [--reason TEXT] CALLNUMBER...
        resolver removals [--data DIR | --store URL] [--json]
+       resolver move [--data DIR | --store URL] --list NAME CALLNUMBER...
 
 Serves an archive over HTTP, its lists, months and threads and each
 message by call number (serve), writes one stored message to standard
@@ -48,7 +50,8 @@ output (get), shows a call number's version, run and sequence and the
 lease of its run (inspect), builds the catalog of lists and threads
 anew from the store (reindex), writes the store anew, compressed, into
 a new file (compact), takes messages down for good (remove), or lists
-those taken down (removals). An archive on a read-only file system (a
+those taken down (removals), or puts messages in another list (move).
+An archive on a read-only file system (a
 snapshot, a backup) is read read-only.
 Run 'resolver COMMAND --help' for the flags of a command; --version prints
 the version.
