@@ -121,7 +121,7 @@ func extract(m store.Stored, opts mailview.Options) doc {
 		snd.Name, snd.Addr = sender(from)
 	}
 	d.fromName, d.fromAddr, d.via = snd.Name, snd.Addr, snd.Via
-	d.listPost = listPost(v.Header)
+	d.listPost = ListPost(v.Header)
 	d.files = filesText(d.body)
 	if len(d.refs) == 0 {
 		d.sketch = sketch(d.body)
@@ -171,9 +171,9 @@ func Arrival(date, received string, added time.Time) (time.Time, DateSource, tim
 	return added, DateArchived, added
 }
 
-// listPost returns the address of a List-Post header (RFC 2369 section
+// ListPost returns the address of a List-Post header (RFC 2369 section
 // 3.4: <mailto:list@host>), or "" (also for "NO").
-func listPost(h []mailview.Field) string {
+func ListPost(h []mailview.Field) string {
 	for _, f := range h {
 		if !strings.EqualFold(f.Name, "List-Post") {
 			continue

@@ -417,6 +417,36 @@ func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
 	return m, nil
 }
 
+// maxCopies bounds the messages Copies returns.
+const maxCopies = 50
+
+// Copies returns the messages with a Message-ID (without angle
+// brackets), by list: a message sent to several lists is archived once
+// through each, each copy in its own list's threads. At most maxCopies.
+func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
+	what := "the messages <" + msgid + ">"
+	if msgid == "" {
+		return []Message{}, nil
+	}
+	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? ORDER BY list, id LIMIT ?`, msgid, maxCopies)
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	defer rows.Close()
+	out := []Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, c.readErr(what, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr(what, err)
+	}
+	return out, nil
+}
+
 // Thread returns the whole thread of the message with call number cn, or
 // ErrNotFound.
 func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {

@@ -146,11 +146,16 @@ func newScanner(lim Limits) *scanner {
 }
 
 // Scan returns the kinds of the lines of text (split after each "\n")
-// and the diff they make.
+// and the diff they make. Past Limits.MaxBytes it stops: the lines it
+// gives no kind are text, and the Diff says Truncated.
 func Scan(text string, lim Limits) ([]Kind, Diff) {
 	s := newScanner(lim)
 	var kinds []Kind
 	for len(text) > 0 {
+		if s.read >= s.lim.MaxBytes {
+			s.diff.Truncated = true
+			break
+		}
 		i := strings.IndexByte(text, '\n')
 		line := text
 		if i >= 0 {

@@ -262,6 +262,17 @@ type pageData struct {
 	// Replies says whether the message names a parent at all (else a
 	// tree parent is only the thread's start, joined by subject).
 	Replies bool
+	// Sender is the writer of a message whose From a list rewrote
+	// (catalog.RealSender); nil otherwise.
+	Sender *catalog.Sender
+	// Diffstat is what its patches change; nil without one.
+	Diffstat *diffstat
+	// Reply says how to answer it; nil when the list's address is not
+	// known.
+	Reply *replyInfo
+	// Copies are the same message (its Message-ID) archived in other
+	// lists.
+	Copies []catalog.Message
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
@@ -301,6 +312,16 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if nav == nil {
 		s.label(r.Context(), d.References)
 	}
+	snd := catalog.RealSender(v.Header)
+	if snd.Via != "" {
+		d.Sender = &snd
+	}
+	d.Diffstat = diffstatOf(v)
+	listAddr := ""
+	if nav != nil {
+		listAddr, d.Copies = nav.ListAddress, nav.Copies
+	}
+	d.Reply = replyTo(v, listAddr, snd)
 	s.render(w, r, http.StatusOK, "page.html", d)
 }
 

@@ -336,6 +336,8 @@ type threadEntry struct {
 	Unreadable string
 	// NewSubject says the subject differs from the parent's.
 	NewSubject bool
+	// Why says why a message its subject placed sits here.
+	Why string
 }
 
 // thread looks up the thread of the {callnumber} of the path: 400 for a
@@ -415,6 +417,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		}
 		e.Current = n.Message.CallNumber == cn
 		e.NewSubject = newSubject(th, from+i) || i == 0
+		e.Why = why(n.Message)
 		// Concurrently: on a bbolt store shared with a writer, the reads
 		// wait for the writer's batch together rather than one by one.
 		wg.Go(func() {
@@ -511,6 +514,10 @@ type treeRow struct {
 	NewSubject bool
 	// Removed is set on a placeholder of a message that was removed.
 	Removed *catalog.Removed
+	// SameFrom says the parent has the same sender: a row that shows its
+	// subject (a patch of a series under its cover letter) leaves the
+	// name out.
+	SameFrom bool
 }
 
 // navigation is a message's place in its thread and list, for its page.
@@ -536,6 +543,26 @@ type navigation struct {
 	MissingParent string
 	ParentRemoved *catalog.Removed
 	Replies       []msgLink
+	// Why says why the message sits where it does when its subject put
+	// it there ("" when its references did).
+	Why string
+	// ListAddress is the list's posting address, "" if unknown.
+	ListAddress string
+	// Copies are the same message in other lists.
+	Copies []catalog.Message
+}
+
+// why says why a message joined by subject sits where it does.
+func why(m *catalog.Message) string {
+	switch m.Joined {
+	case catalog.JoinedQuoting:
+		return "It names no message of this thread (no In-Reply-To or References the archive has), so its subject put it here, under the message it quotes."
+	case catalog.JoinedBySubject:
+		return "It names no message of this thread (no In-Reply-To or References the archive has), so its subject put it here: a reply to the same subject, days apart at most."
+	case catalog.JoinedSameSubject:
+		return "It names no message of this thread (no In-Reply-To or References), so its subject put it here: someone else had asked under the same subject days before."
+	}
+	return ""
 }
 
 // navigate returns the navigation of message cn, or nil when the catalog
@@ -586,11 +613,26 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 		}
 	}
 	nav.Tree, nav.TreeCut = tree(th, i)
+	nav.Why = why(node.Message)
 	prev, next, err := c.Neighbours(ctx, *node.Message)
 	if err != nil {
 		s.log.Warn("cannot read a message's neighbours", "callnumber", cn, "err", err)
 	}
 	nav.PrevByDate, nav.NextByDate = linkOf(prev), linkOf(next)
+	if l, err := c.List(ctx, th.List); err == nil {
+		nav.ListAddress = l.Address
+	}
+	if id := node.Message.MessageID; id != "" {
+		copies, err := c.Copies(ctx, id)
+		if err != nil {
+			s.log.Warn("cannot read a message's copies", "callnumber", cn, "err", err)
+		}
+		for _, m := range copies {
+			if m.List != th.List {
+				nav.Copies = append(nav.Copies, m)
+			}
+		}
+	}
 	return nav
 }
 
@@ -603,6 +645,10 @@ func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
 		row := treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
 		if n.Message == nil {
 			row.Removed = n.Removed
+		} else if n.Parent >= 0 {
+			if p := th.Nodes[n.Parent].Message; p != nil {
+				row.SameFrom = p.From() == n.Message.From()
+			}
 		}
 		return row
 	}
