@@ -98,7 +98,7 @@ func mailtoEscape(s string) string {
 }
 
 // shellQuote quotes s for a POSIX shell: in single quotes, a single quote
-// written '\''.
+// written '\”.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
