@@ -97,8 +97,8 @@ func mailtoEscape(s string) string {
 	return b.String()
 }
 
-// shellQuote quotes s for a POSIX shell: in single quotes, a single quote
-// written '\”.
+// shellQuote quotes s for a POSIX shell: in single quotes, each single
+// quote inside closed, escaped with a backslash and reopened.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
