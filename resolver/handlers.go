@@ -206,8 +206,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// twoSegments dispatches /m/{message-id}, /{callnumber}/raw and
-// /{callnumber}/attachments/{n}/{name}.
+// twoSegments dispatches /m/{message-id}, /{callnumber}/raw,
+// /{callnumber}/attachments/{n}/{name} and the routes of public-inbox
+// (publicinbox.go).
 func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	first, rest := r.PathValue("first"), r.PathValue("rest")
 	switch {
@@ -220,6 +221,7 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(rest, "attachments/"):
 		httpserve.SetRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
 		s.attachment(w, r, first, strings.TrimPrefix(rest, "attachments/"))
+	case s.publicInbox(w, r, first, rest):
 	default:
 		httpserve.SetRoute(w, "unmatched")
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")

@@ -41,12 +41,14 @@ func (s *Server) routePages() {
 	s.mux.HandleFunc("GET /l/{list}/{month}/{$}", s.cachedPage(s.monthPage))
 	s.mux.HandleFunc("GET /l/{list}/{file}", s.listFile)
 	s.mux.HandleFunc("GET /t/{callnumber}/{$}", s.cachedPage(s.threadPage))
+	s.mux.HandleFunc("GET /t/{callnumber}/atom.xml", s.cachedPage(s.threadFeed))
 	s.mux.HandleFunc("GET /t/{file}", s.threadFile)
 	s.mux.HandleFunc("GET /api/v1/lists", s.cachedPage(s.listsJSON))
 	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.cachedPage(s.listJSON))
 	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.cachedPage(s.monthJSON))
 	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.cachedPage(s.threadJSON))
 	s.mux.HandleFunc("GET /search", s.searchPage)
+	s.mux.HandleFunc("POST /search", s.searchPage)
 	s.mux.HandleFunc("GET /api/v1/search", s.searchJSON)
 	s.mux.HandleFunc("GET /robots.txt", s.robots)
 	s.mux.HandleFunc("GET /favicon.ico", s.favicon)
@@ -319,6 +321,58 @@ type threadView struct {
 	Page    int
 	Pages   int
 	Entries []threadEntry
+	// Outline is the whole thread in a line per message (who said
+	// what), for a thread of outlineFrom messages or more.
+	Outline []outlineRow
+	// OutlineCut says the outline stops at maxOutline rows.
+	OutlineCut bool
+}
+
+// outlineRow is a message of a thread's outline.
+type outlineRow struct {
+	Depth int
+	// Href is the message on the thread's pages.
+	Href, From, Subject string
+	Date                time.Time
+	// Here says the message is on this page.
+	Here bool
+}
+
+// Bounds of a thread's outline.
+const (
+	outlineFrom = 5
+	maxOutline  = 500
+)
+
+// outline returns a thread's outline (nil for a short thread).
+func outline(th *catalog.Thread, cn string, page int) ([]outlineRow, bool) {
+	if th.Messages < outlineFrom {
+		return nil, false
+	}
+	var rows []outlineRow
+	for j, n := range th.Nodes {
+		if n.Message == nil {
+			continue
+		}
+		if len(rows) == maxOutline {
+			return rows, true
+		}
+		p := j/messagesPerThreadPage + 1
+		href := "/t/" + cn + "/"
+		if p > 1 {
+			href += "?page=" + strconv.Itoa(p)
+		}
+		href += "#m" + n.Message.CallNumber
+		row := outlineRow{Depth: n.Depth, Href: href, From: n.Message.From(), Date: n.Message.Date, Here: p == page}
+		if newSubject(th, j) || j == 0 {
+			row.Subject = listSubject(n.Message.Subject, th.List)
+			if row.Subject == "" {
+				row.Subject = "(no subject)"
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, false
 }
 
 // threadEntry is one node of a thread page.
@@ -402,6 +456,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 	if page != 0 {
 		v.Self += "?page=" + strconv.Itoa(page)
 	}
+	v.Outline, v.OutlineCut = outline(th, cn, v.Page)
 	from := (v.Page - 1) * messagesPerThreadPage
 	nodes := th.Nodes[from:min(from+messagesPerThreadPage, len(th.Nodes))]
 	v.Entries = make([]threadEntry, len(nodes))
