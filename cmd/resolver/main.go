@@ -94,11 +94,15 @@ Routes:
   /l/LIST/YYYY-MM.mbox.gz           the month as mboxrd (gzip), streamed
   /t/CALLNUMBER/                    the whole thread of a message (?page=N)
   /t/CALLNUMBER.mbox.gz             the thread as mboxrd (gzip)
-  /search?q=WORDS                   full-text search (from:, subject:, list:, after:, before:)
+  /t/CALLNUMBER/atom.xml            Atom feed of the thread
+  /search?q=WORDS                   full-text search (from:, subject:, dfn:, list:, after:,
+                                    before:, OR); &x=m: the results as mboxrd (gzip)
   /CALLNUMBER                       a message, in its thread
   /CALLNUMBER/raw                   the stored bytes (message/rfc822)
   /CALLNUMBER/attachments/N/NAME    an attachment, as a download
   /m/MESSAGE-ID                     redirect to the message(s) with that Message-ID
+  /LIST/MESSAGE-ID/[raw|t.mbox.gz]  public-inbox's routes (LIST or all), for b4 and lei
+                                    (docs/reading.md)
   /api/v1/lists, /api/v1/lists/LIST, /api/v1/lists/LIST/YYYY-MM,
   /api/v1/threads/CALLNUMBER, /api/v1/search?q=..., /api/v1/messages/CALLNUMBER,
   /api/v1/stats, /api/v1/version    JSON
