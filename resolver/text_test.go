@@ -84,6 +84,8 @@ func FuzzRenderText(f *testing.F) {
 	for _, s := range []string{
 		"plain\n", "> q\n>> qq\n", "see https://example.org/x_(y).\n", "-- \nsig\n", "<script>alert(1)</script>\n",
 		"https://a.example/?q=\"><script>\n", "http://[::1]:80/\n", "https://example.org\u00a0next\n",
+		"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-<b>\n+https://example.org/\n \n-- \n2.39\n",
+		"--- a\n+++ b\n@@ garbled @@\n+> quoted\n-- \n",
 	} {
 		f.Add(s)
 	}
