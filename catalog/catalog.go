@@ -24,8 +24,11 @@ import (
 // and refused by a reader (ErrSchema). 3: the text of enclosed messages
 // (message/rfc822 parts) is searched. 4: the numbers of IMAP and NNTP
 // (numbers.go). 5: removals (the removed table; the search index deletes
-// by rowid).
-const SchemaVersion = 5
+// by rowid). 6: subject threading that says why (messages.joined,
+// quotes, sketch), the writer of list-rewritten mail (via), arrival
+// (arrived; threads.last is the last arrival), the lists' addresses,
+// moves (the moved table), the files patches touch (fts.files).
+const SchemaVersion = 6
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -351,9 +354,15 @@ CREATE TABLE messages (
 	thread      INTEGER NOT NULL,
 	size        INTEGER NOT NULL,
 	attachments INTEGER NOT NULL,
-	added       INTEGER NOT NULL          -- when it was archived
+	added       INTEGER NOT NULL,         -- when it was archived
+	arrived     INTEGER NOT NULL,         -- when the list had it (Arrival)
+	via         TEXT    NOT NULL,         -- the list's address a rewritten From had, or ''
+	joined      INTEGER NOT NULL,         -- JoinedBy
+	quotes      INTEGER NOT NULL,         -- messages.id it quotes, joined by subject; or 0
+	sketch      BLOB                      -- subject.go; NULL for a message with references
 );
 CREATE INDEX messages_list_date ON messages (list, date);
+CREATE INDEX messages_list_arrived ON messages (list, arrived);
 CREATE INDEX messages_thread ON messages (thread, date);
 CREATE INDEX messages_msgid ON messages (msgid, list);
 
@@ -374,8 +383,8 @@ CREATE TABLE threads (
 	base       TEXT    NOT NULL,  -- the root's
 	root_reply INTEGER NOT NULL,  -- the root's subject has a reply prefix
 	messages   INTEGER NOT NULL,
-	first      INTEGER NOT NULL,
-	last       INTEGER NOT NULL
+	first      INTEGER NOT NULL,  -- the earliest date
+	last       INTEGER NOT NULL   -- the last arrival
 );
 CREATE INDEX threads_list_last ON threads (list, last);
 CREATE INDEX threads_list_base ON threads (list, base, last);
@@ -384,7 +393,15 @@ CREATE TABLE lists (
 	name     TEXT PRIMARY KEY,
 	messages INTEGER NOT NULL,
 	first    INTEGER NOT NULL,
-	last     INTEGER NOT NULL
+	last     INTEGER NOT NULL,
+	address  TEXT    NOT NULL DEFAULT ''  -- the List-Post address its messages last named
+) WITHOUT ROWID;
+
+-- Moves (store.Move) of messages the catalog has not indexed yet: the
+-- list they are indexed into.
+CREATE TABLE moved (
+	cn   TEXT PRIMARY KEY,
+	list TEXT NOT NULL
 ) WITHOUT ROWID;
 
 -- Messages removed from the archive (remove.go): a thread shows a

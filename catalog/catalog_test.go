@@ -431,7 +431,7 @@ func TestSeenTwice(t *testing.T) {
 	}
 	c.wmu.Lock()
 	docs := parseAll(page.Messages, 2, mailview.Options{})
-	n, err := c.apply(t.Context(), docs, nil, page.Next, a.auth.ID)
+	n, err := c.apply(t.Context(), docs, nil, nil, page.Next, a.auth.ID)
 	c.wmu.Unlock()
 	if err != nil || n != 0 {
 		t.Errorf("apply(a page seen before) = %d, %v; want 0", n, err)

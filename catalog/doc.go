@@ -18,12 +18,21 @@
 //     its List-Id header names (RFC 2919: the list-id inside the angle
 //     brackets); else "unlisted". Names are lower-case [a-z0-9._-]+, the
 //     form they take in URLs (ListName).
+//   - List: a message moved (store.Store.Move) is in the list it was
+//     moved to (move.go).
 //   - Date: the Date header (RFC 5322 section 3.6.1); where it is missing,
-//     unreadable or implausible (before 1970, or more than two days after
-//     the message was archived), the date of the topmost Received header,
-//     the time the last server before the archive took the message; else
-//     the time it was archived. An mbox From_ line's date would come
-//     between those two, but the store does not keep From_ lines.
+//     unreadable or implausible (before 1970, more than two days after
+//     the message was archived, or more than 30 days before or a day
+//     after its topmost Received header's date), the date of the topmost
+//     Received header, the time the last server before the archive took
+//     the message; else the time it was archived. An mbox From_ line's
+//     date would come between those two, but the store does not keep
+//     From_ lines.
+//   - Arrival: the topmost Received header's date, else the date: what
+//     "newest" orders by (a list's threads, feeds), so that a Date
+//     header years off does not put a message on top (Arrival).
+//   - Sender: the From, or for mail a list rewrote for DMARC ("Name via
+//     LIST"), its writer, the list's address kept as Via (RealSender).
 //
 // # Threads
 //
@@ -55,10 +64,11 @@
 //
 // Old lists (pipermail, before clients wrote References) have no
 // threading headers at all. A message without References and In-Reply-To
-// joins the most recent thread of its list with the same subject, once
-// "Re:"-like prefixes and [tags] are removed, that was active within 30
-// days of it, if it or that thread's first message has a reply prefix:
-// "Re: X" joins "X", and "X" joins the "Re: X" that came before it.
+// joins a thread of its list with the same subject, once "Re:"-like
+// prefixes and [tags] are removed, active within 30 days of it: the one
+// it quotes, else one where it or the thread's first message has a
+// reply prefix, else one someone else started under a distinctive
+// subject (subject.go); each message records how it joined (JoinedBy).
 //
 // The tree of a thread is computed when it is read (tree.go), from its
 // messages and their references: JWZ's containers, with a placeholder for

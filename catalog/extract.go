@@ -64,8 +64,23 @@ type doc struct {
 	lines       int   // of the body
 	attachments int
 	added       time.Time
+	// arrived is when the list had it (Arrival).
+	arrived time.Time
+	// via is the list's address when the list rewrote the From (the
+	// sender is then the writer's: RealSender).
+	via string
+	// listPost is the list's address its List-Post header names, or "".
+	listPost string
 	// body and quoted are the text the search index keeps (indexText).
 	body, quoted string
+	// files is the paths its patches touch, as the search index keeps
+	// them (filesText).
+	files string
+	// sketch and quotes are what subject threading compares (subject.go):
+	// the hashes of its first lines (of a message without references),
+	// and of the lines it quotes.
+	sketch []byte
+	quotes []uint64
 }
 
 // extract reads what the catalog keeps from a stored message. It never
@@ -101,7 +116,17 @@ func extract(m store.Stored, opts mailview.Options) doc {
 			listID = f.Value
 		}
 	}
-	d.fromName, d.fromAddr = sender(from)
+	snd := RealSender(v.Header)
+	if snd.Name == "" && snd.Addr == "" {
+		snd.Name, snd.Addr = sender(from)
+	}
+	d.fromName, d.fromAddr, d.via = snd.Name, snd.Addr, snd.Via
+	d.listPost = ListPost(v.Header)
+	d.files = filesText(d.body)
+	if len(d.refs) == 0 {
+		d.sketch = sketch(d.body)
+	}
+	d.quotes = quoteHashes(d.quoted)
 	d.list = ListName(m.List)
 	if d.list == "" {
 		d.list = listFromID(listID)
@@ -109,13 +134,67 @@ func extract(m store.Stored, opts mailview.Options) doc {
 	if d.list == "" {
 		d.list = Unlisted
 	}
-	d.date, d.dateSource = d.added, DateArchived
-	if t, ok := plausible(date, d.added); ok {
-		d.date, d.dateSource = t, DateHeader
-	} else if t, ok := plausible(received(v.Header), d.added); ok {
-		d.date, d.dateSource = t, DateReceived
-	}
+	d.date, d.dateSource, d.arrived = Arrival(date, received(v.Header), d.added)
 	return d
+}
+
+// Date windows of Arrival: a Date header this long before the message
+// reached the list's server, or after, is taken for a wrong clock.
+const (
+	maxTransit = 30 * 24 * time.Hour
+	maxAhead   = 24 * time.Hour
+)
+
+// Arrival returns the date a message is shown and put in its month by,
+// where that date comes from, and when the list had it (what "newest"
+// orders by): given its Date header, the date of its topmost Received
+// header (the last server before the archive; "" for none) and when it
+// was archived. Both header dates count only when plausible (between
+// 1970 and two days after it was archived). The Date header is the date
+// shown, unless a Received date says it is wrong: more than 30 days
+// before it or a day after it (a clock years off, a date of 1979); then
+// the Received date is shown, else the time it was archived. It arrived
+// at the Received date, else at the date shown: a Date header cannot put
+// a message on top of a list whose server dated it otherwise.
+func Arrival(date, received string, added time.Time) (time.Time, DateSource, time.Time) {
+	rt, rok := plausible(received, added)
+	dt, dok := plausible(date, added)
+	if dok && (!rok || !dt.Before(rt.Add(-maxTransit)) && !dt.After(rt.Add(maxAhead))) {
+		if rok {
+			return dt, DateHeader, rt
+		}
+		return dt, DateHeader, dt
+	}
+	if rok {
+		return rt, DateReceived, rt
+	}
+	return added, DateArchived, added
+}
+
+// ListPost returns the address of a List-Post header (RFC 2369 section
+// 3.4: <mailto:list@host>), or "" (also for "NO").
+func ListPost(h []mailview.Field) string {
+	for _, f := range h {
+		if !strings.EqualFold(f.Name, "List-Post") {
+			continue
+		}
+		v := f.Value
+		i := strings.Index(strings.ToLower(v), "<mailto:")
+		if i < 0 {
+			return ""
+		}
+		v = v[i+len("<mailto:"):]
+		j := strings.IndexAny(v, ">?")
+		if j < 0 {
+			return ""
+		}
+		addr := strings.TrimSpace(v[:j])
+		if a, err := mail.ParseAddress(addr); err == nil {
+			return a.Address
+		}
+		return ""
+	}
+	return ""
 }
 
 // MaxReferences is how many of the IDs a message names the catalog

@@ -60,6 +60,7 @@ type Status struct {
 // page is a page of the feed, parsed.
 type page struct {
 	docs     []doc
+	moves    []store.Move
 	removals []store.Removal
 	read     int
 	next     store.Cursor
@@ -116,6 +117,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 	defer cancel()
 	type raw struct {
 		msgs     []store.Stored
+		moves    []store.Move
 		removals []store.Removal
 		next     store.Cursor
 		err      error
@@ -134,7 +136,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 				return
 			}
 			select {
-			case raws <- raw{msgs: p.Messages, removals: p.Removals, next: p.Next, err: err}:
+			case raws <- raw{msgs: p.Messages, moves: p.Moves, removals: p.Removals, next: p.Next, err: err}:
 			case <-ctx.Done():
 				return
 			}
@@ -147,7 +149,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 	wg.Go(func() {
 		defer close(pages)
 		for r := range raws {
-			p := page{read: len(r.msgs), removals: r.removals, next: r.next, err: r.err}
+			p := page{read: len(r.msgs), moves: r.moves, removals: r.removals, next: r.next, err: r.err}
 			if r.err == nil {
 				p.docs = parseAll(r.msgs, opts.Workers, opts.View)
 			}
@@ -163,7 +165,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 		if p.err != nil {
 			return added, p.err
 		}
-		n, err := c.apply(ctx, p.docs, p.removals, p.next, b.Authority)
+		n, err := c.apply(ctx, p.docs, p.moves, p.removals, p.next, b.Authority)
 		if err != nil {
 			return added, err
 		}

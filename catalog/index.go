@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -47,17 +48,20 @@ type indexer struct {
 	ctx context.Context
 	tx  *sql.Tx
 
-	exists, insertMsg, insertRef                *sql.Stmt
-	threadByMsgID, threadByRef, threadBySubject *sql.Stmt
-	newThread, addToThread, threadSize          *sql.Stmt
-	moveMessages, dropThread, recount           *sql.Stmt
-	list, month, fts                            *sql.Stmt
-	wire                                        *sql.Stmt
-	newMailbox, numberFor, addNumber            *sql.Stmt
-	countNumber, dropCarried, takeNext          *sql.Stmt
+	exists, insertMsg, insertRef                 *sql.Stmt
+	threadByMsgID, threadByRef, threadsBySubject *sql.Stmt
+	sketches, listAddress, movedTo, dropMoved    *sql.Stmt
+	newThread, addToThread, threadSize           *sql.Stmt
+	moveMessages, dropThread, recount            *sql.Stmt
+	list, month, fts                             *sql.Stmt
+	wire                                         *sql.Stmt
+	newMailbox, numberFor, addNumber             *sql.Stmt
+	countNumber, dropCarried, takeNext           *sql.Stmt
 	// carried: numbers carried over from an old catalog wait for their
 	// messages (numbers.go).
 	carried bool
+	// moved: moves wait for their messages (move.go).
+	moved bool
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
@@ -67,12 +71,17 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		sql string
 	}{
 		{&ix.exists, `SELECT 1 FROM messages WHERE cn=?`},
-		{&ix.insertMsg, `INSERT INTO messages (cn, list, date, date_source, from_name, from_addr, subject, base, reply, msgid, thread, size, attachments, added)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&ix.insertMsg, `INSERT INTO messages (cn, list, date, date_source, from_name, from_addr, subject, base, reply, msgid, thread, size, attachments, added,
+			arrived, via, joined, quotes, sketch)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&ix.insertRef, `INSERT INTO refs (msg, pos, msgid) VALUES (?, ?, ?)`},
 		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid=? AND list=? LIMIT 1`},
 		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.msgid=? AND m.list=? LIMIT 1`},
-		{&ix.threadBySubject, `SELECT id FROM threads WHERE list=? AND base=? AND last>=? AND first<=? AND (? OR root_reply) ORDER BY last DESC, id DESC LIMIT 1`},
+		{&ix.threadsBySubject, threadsBySubjectSQL},
+		{&ix.sketches, sketchesSQL},
+		{&ix.listAddress, `UPDATE lists SET address=? WHERE name=? AND address!=?`},
+		{&ix.movedTo, `SELECT list FROM moved WHERE cn=?`},
+		{&ix.dropMoved, `DELETE FROM moved WHERE cn=?`},
 		{&ix.threadSize, `SELECT messages FROM threads WHERE id=?`},
 		{&ix.newThread, `INSERT INTO threads (list, root, base, root_reply, messages, first, last) VALUES (?, 0, '', 0, 0, ?, ?)`},
 		// SQLite evaluates every SET expression on the row as it was, so
@@ -82,22 +91,22 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 			root = CASE WHEN messages = 0 OR ?1 < first THEN ?2 ELSE root END,
 			base = CASE WHEN messages = 0 OR ?1 < first THEN ?3 ELSE base END,
 			root_reply = CASE WHEN messages = 0 OR ?1 < first THEN ?4 ELSE root_reply END,
-			first = min(first, ?1),
-			last = max(last, ?1)
+			first = CASE WHEN messages = 0 THEN ?1 ELSE min(first, ?1) END,
+			last = CASE WHEN messages = 0 THEN ?6 ELSE max(last, ?6) END
 			WHERE id = ?5`},
 		{&ix.moveMessages, `UPDATE messages SET thread=? WHERE thread=?`},
 		{&ix.dropThread, `DELETE FROM threads WHERE id=?`},
 		{&ix.recount, `UPDATE threads SET
 			messages = (SELECT count(*) FROM messages WHERE thread=?1),
 			first = (SELECT min(date) FROM messages WHERE thread=?1),
-			last = (SELECT max(date) FROM messages WHERE thread=?1),
+			last = (SELECT max(arrived) FROM messages WHERE thread=?1),
 			root = (SELECT id FROM messages WHERE thread=?1 ORDER BY date, id LIMIT 1)
 			WHERE id=?1`},
 		{&ix.list, `INSERT INTO lists (name, messages, first, last) VALUES (?1, 1, ?2, ?2)
 			ON CONFLICT (name) DO UPDATE SET messages=messages+1, first=min(first, ?2), last=max(last, ?2)`},
 		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
-		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted) VALUES (?, ?, ?, ?, ?)`},
+		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted, files) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&ix.wire, `INSERT INTO wire (msg, size, lines) VALUES (?, ?, ?)`},
 		{&ix.newMailbox, newMailboxSQL},
 		{&ix.numberFor, numberForSQL},
@@ -116,6 +125,9 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 	if err := tx.QueryRowContext(ctx, hasCarriedSQL).Scan(&ix.carried); err != nil {
 		return nil, fmt.Errorf("cannot read the numbers carried over: %w", err)
 	}
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM moved)`).Scan(&ix.moved); err != nil {
+		return nil, fmt.Errorf("cannot read the moves: %w", err)
+	}
 	return ix, nil
 }
 
@@ -128,7 +140,20 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	case !errors.Is(err, sql.ErrNoRows):
 		return false, err
 	}
-	threads, err := ix.connected(d)
+	if ix.moved {
+		// Moved before the feed handed it out (move.go).
+		var list string
+		switch err := ix.movedTo.QueryRowContext(ix.ctx, d.cn).Scan(&list); {
+		case err == nil:
+			d.list = list
+			if _, err := ix.dropMoved.ExecContext(ix.ctx, d.cn); err != nil {
+				return false, err
+			}
+		case !errors.Is(err, sql.ErrNoRows):
+			return false, err
+		}
+	}
+	threads, how, quotes, err := ix.connected(d)
 	if err != nil {
 		return false, err
 	}
@@ -147,8 +172,13 @@ func (ix *indexer) add(d *doc) (bool, error) {
 			return false, err
 		}
 	}
+	var sk any // NULL without one
+	if len(d.sketch) > 0 {
+		sk = d.sketch
+	}
 	res, err := ix.insertMsg.ExecContext(ix.ctx, d.cn, d.list, date, int(d.dateSource), d.fromName, d.fromAddr,
-		d.subject, d.base, d.reply, d.msgid, thread, d.size, d.attachments, d.added.Unix())
+		d.subject, d.base, d.reply, d.msgid, thread, d.size, d.attachments, d.added.Unix(),
+		d.arrived.Unix(), d.via, int(how), quotes, sk)
 	if err != nil {
 		return false, err
 	}
@@ -167,17 +197,22 @@ func (ix *indexer) add(d *doc) (bool, error) {
 			return false, err
 		}
 	}
-	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, d.base, d.reply, thread); err != nil {
+	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, d.base, d.reply, thread, d.arrived.Unix()); err != nil {
 		return false, err
 	}
 	if _, err := ix.list.ExecContext(ix.ctx, d.list, date); err != nil {
 		return false, err
 	}
+	if addr := cmp.Or(d.listPost, d.via); addr != "" {
+		if _, err := ix.listAddress.ExecContext(ix.ctx, addr, d.list, addr); err != nil {
+			return false, err
+		}
+	}
 	y, m, _ := d.date.Date()
 	if _, err := ix.month.ExecContext(ix.ctx, d.list, y*100+int(m)); err != nil {
 		return false, err
 	}
-	if _, err := ix.fts.ExecContext(ix.ctx, ftsRowid(date, id), d.subject, strings.TrimSpace(d.fromName+" "+d.fromAddr), d.body, d.quoted); err != nil {
+	if _, err := ix.fts.ExecContext(ix.ctx, ftsRowid(date, id), d.subject, strings.TrimSpace(d.fromName+" "+d.fromAddr+" "+d.via), d.body, d.quoted, d.files); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -188,29 +223,30 @@ func (ix *indexer) add(d *doc) (bool, error) {
 const establishedThread = 2
 
 // connected returns the threads of d's list that d joins, without
-// repeats (see the package doc: Threads). It looks up the threads of
-// two kinds of message: those near d's parent (d's nearest ancestor the
-// list knows: an archived message with that ID, else one naming it),
-// and its replies stored before it (those naming d's own ID, or sharing
-// it). Several threads are merged only when at most one of them is
-// established; otherwise d joins its parent's thread alone, or without
-// one, its replies'. A message without references joins a thread by
-// subject.
-func (ix *indexer) connected(d *doc) ([]int64, error) {
+// repeats (see the package doc: Threads), and how it joins them. It
+// looks up the threads of two kinds of message: those near d's parent
+// (d's nearest ancestor the list knows: an archived message with that
+// ID, else one naming it), and its replies stored before it (those
+// naming d's own ID, or sharing it). Several threads are merged only
+// when at most one of them is established; otherwise d joins its
+// parent's thread alone, or without one, its replies'. A message that
+// joins none by Message-ID may join one by subject (subject.go): one
+// without references, or one whose references the list does not know
+// and whose subject has a reply prefix. quotes is the message it quotes
+// when it joins by subject quoting it.
+func (ix *indexer) connected(d *doc) (threads []int64, how JoinedBy, quotes int64, err error) {
 	var parent, replies []int64
 	for i := len(d.refs) - 1; i >= 0 && len(parent) == 0; i-- {
-		var err error
 		if parent, err = ix.threadsOf(d.refs[i], d.list); err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 	}
 	if d.msgid != "" {
-		var err error
 		if replies, err = ix.threadsOf(d.msgid, d.list); err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 	}
-	threads := parent
+	threads = parent
 	for _, t := range replies {
 		if !slices.Contains(threads, t) {
 			threads = append(slices.Clip(threads), t)
@@ -221,7 +257,7 @@ func (ix *indexer) connected(d *doc) ([]int64, error) {
 		for _, t := range threads {
 			n, _, err := ix.one(ix.threadSize, t)
 			if err != nil {
-				return nil, err
+				return nil, 0, 0, err
 			}
 			if n >= establishedThread {
 				established++
@@ -229,23 +265,19 @@ func (ix *indexer) connected(d *doc) ([]int64, error) {
 		}
 		if established > 1 {
 			if len(parent) > 0 {
-				return parent[:1], nil
+				return parent[:1], JoinedByID, 0, nil
 			}
-			return replies[:1], nil
+			return replies[:1], JoinedByID, 0, nil
 		}
 	}
-	if len(threads) == 0 && len(d.refs) == 0 && d.base != "" {
-		date := d.date.Unix()
-		window := int64(subjectWindow / time.Second)
-		t, ok, err := ix.one(ix.threadBySubject, d.list, d.base, date-window, date+window, d.reply)
-		if err != nil {
-			return nil, err
+	if len(threads) == 0 && (len(d.refs) == 0 || d.reply) {
+		t, how, quotes, err := ix.bySubject(d)
+		if err != nil || t == 0 {
+			return nil, JoinedByID, 0, err
 		}
-		if ok {
-			threads = append(threads, t)
-		}
+		return []int64{t}, how, quotes, nil
 	}
-	return threads, nil
+	return threads, JoinedByID, 0, nil
 }
 
 // threadsOf returns the threads of id in list: that of an archived
@@ -303,9 +335,10 @@ func (ix *indexer) merge(threads []int64) (int64, error) {
 	return into, err
 }
 
-// apply indexes a page of documents, then applies its removals, and saves
-// the cursor after them, in one transaction. Called with wmu held.
-func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Removal, next store.Cursor, authority string) (int, error) {
+// apply indexes a page of documents, then applies its moves and its
+// removals, and saves the cursor after them, in one transaction. Called
+// with wmu held.
+func (c *Catalog) apply(ctx context.Context, docs []doc, moves []store.Move, removals []store.Removal, next store.Cursor, authority string) (int, error) {
 	st, err := c.state(ctx)
 	if err != nil {
 		return 0, err
@@ -333,6 +366,11 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, removals []store.Remova
 		}
 		if ok {
 			added++
+		}
+	}
+	for _, m := range moves {
+		if err := ix.move(m); err != nil {
+			return 0, fmt.Errorf("cannot apply the move of %v to %s: %w", m.Number, m.List, markDamaged(err))
 		}
 	}
 	for _, r := range removals {

@@ -19,6 +19,10 @@ type List struct {
 	Messages int       `json:"messages"`
 	First    time.Time `json:"first"`
 	Last     time.Time `json:"last"`
+	// Address is the list's posting address, as the List-Post header (or
+	// a From the list rewrote) of its messages last named it; "" when
+	// none did.
+	Address string `json:"address,omitempty"`
 }
 
 // Message is what the catalog knows of a message.
@@ -34,10 +38,22 @@ type Message struct {
 	Size        int64      `json:"size"`
 	Attachments int        `json:"attachments"`
 	Archived    time.Time  `json:"archived"`
+	// Arrived is when the list had it (Arrival): what "newest" means.
+	Arrived time.Time `json:"arrived"`
+	// Via is the list's address when the list rewrote the From: the
+	// sender above is then the writer (RealSender).
+	Via string `json:"via,omitempty"`
+	// Joined says how it joined its thread.
+	Joined JoinedBy `json:"joined"`
 
 	id     int64
 	thread int64
+	quotes int64 // messages.id it quotes, joined by subject
 }
+
+// ThreadID identifies the message's thread, for grouping messages (as
+// search results) by it.
+func (m *Message) ThreadID() int64 { return m.thread }
 
 // From returns the sender as a reader knows them: the name, else the
 // address.
@@ -54,9 +70,11 @@ type ThreadSummary struct {
 	Root Message `json:"root"`
 	// Messages is the number of messages of the thread (Replies is one
 	// less).
-	Messages int       `json:"messages"`
-	First    time.Time `json:"first"`
-	Last     time.Time `json:"last"`
+	Messages int `json:"messages"`
+	// First is the date of its earliest message; Last when its last
+	// message arrived (Arrival), which orders a list's threads.
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
 	// InMonth is, on a month page, how many of them are of that month.
 	InMonth int `json:"in_month,omitempty"`
 }
@@ -112,18 +130,19 @@ func (t *Thread) Next(i int) *Message {
 	return nil
 }
 
-const messageColumns = `m.id, m.thread, m.cn, m.list, m.date, m.date_source, m.from_name, m.from_addr, m.subject, m.msgid, m.size, m.attachments, m.added`
+const messageColumns = `m.id, m.thread, m.cn, m.list, m.date, m.date_source, m.from_name, m.from_addr, m.subject, m.msgid, m.size, m.attachments, m.added, m.arrived, m.via, m.joined, m.quotes`
 
 type scanner interface{ Scan(...any) error }
 
 func scanMessage(s scanner, extra ...any) (Message, error) {
 	var m Message
-	var date, added int64
-	dest := append([]any{&m.id, &m.thread, &m.CallNumber, &m.List, &date, &m.DateSource, &m.FromName, &m.FromAddr, &m.Subject, &m.MessageID, &m.Size, &m.Attachments, &added}, extra...)
+	var date, added, arrived int64
+	dest := append([]any{&m.id, &m.thread, &m.CallNumber, &m.List, &date, &m.DateSource, &m.FromName, &m.FromAddr, &m.Subject, &m.MessageID, &m.Size, &m.Attachments, &added,
+		&arrived, &m.Via, &m.Joined, &m.quotes}, extra...)
 	if err := s.Scan(dest...); err != nil {
 		return Message{}, err
 	}
-	m.Date, m.Archived = unix(date), unix(added)
+	m.Date, m.Archived, m.Arrived = unix(date), unix(added), unix(arrived)
 	return m, nil
 }
 
@@ -138,7 +157,7 @@ func (c *Catalog) readErr(what string, err error) error {
 
 // Lists returns the archive's lists, by name.
 func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
-	rows, err := c.r.QueryContext(ctx, `SELECT name, messages, first, last FROM lists ORDER BY name`)
+	rows, err := c.r.QueryContext(ctx, `SELECT name, messages, first, last, address FROM lists ORDER BY name`)
 	if err != nil {
 		return nil, c.readErr("the lists", err)
 	}
@@ -147,7 +166,7 @@ func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
 	for rows.Next() {
 		var l List
 		var first, last int64
-		if err := rows.Scan(&l.Name, &l.Messages, &first, &last); err != nil {
+		if err := rows.Scan(&l.Name, &l.Messages, &first, &last, &l.Address); err != nil {
 			return nil, c.readErr("the lists", err)
 		}
 		l.First, l.Last = unix(first), unix(last)
@@ -163,7 +182,7 @@ func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
 func (c *Catalog) List(ctx context.Context, name string) (List, error) {
 	var l List
 	var first, last int64
-	err := c.r.QueryRowContext(ctx, `SELECT name, messages, first, last FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last)
+	err := c.r.QueryRowContext(ctx, `SELECT name, messages, first, last, address FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address)
 	if err != nil {
 		return List{}, c.readErr("list "+name, err)
 	}
@@ -366,9 +385,10 @@ func (c *Catalog) callNumbers(ctx context.Context, what, query string, args ...a
 	return out, nil
 }
 
-// Recent returns a list's newest messages by date, newest first.
+// Recent returns a list's newest messages by arrival (Arrival), newest
+// first: a message with a Date header years ahead does not lead.
 func (c *Catalog) Recent(ctx context.Context, list string, limit int) ([]Message, error) {
-	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE list=? ORDER BY date DESC, id DESC LIMIT ?`, list, limit)
+	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE list=? ORDER BY arrived DESC, id DESC LIMIT ?`, list, limit)
 	if err != nil {
 		return nil, c.readErr("the recent messages of "+list, err)
 	}
@@ -395,6 +415,36 @@ func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
 		return Message{}, c.readErr("message "+cn, err)
 	}
 	return m, nil
+}
+
+// maxCopies bounds the messages Copies returns.
+const maxCopies = 50
+
+// Copies returns the messages with a Message-ID (without angle
+// brackets), by list: a message sent to several lists is archived once
+// through each, each copy in its own list's threads. At most maxCopies.
+func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
+	what := "the messages <" + msgid + ">"
+	if msgid == "" {
+		return []Message{}, nil
+	}
+	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? ORDER BY list, id LIMIT ?`, msgid, maxCopies)
+	if err != nil {
+		return nil, c.readErr(what, err)
+	}
+	defer rows.Close()
+	out := []Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, c.readErr(what, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr(what, err)
+	}
+	return out, nil
 }
 
 // Thread returns the whole thread of the message with call number cn, or

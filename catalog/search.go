@@ -7,7 +7,9 @@ package catalog
 // (Excerpt). Its columns are the decoded subject, the sender's name and
 // address, the message's own text, and its quoted lines (those starting
 // with '>'), kept apart so that relevance ranks a message that says a word
-// above one that quotes it. A word matches in any of them.
+// above one that quotes it, and the paths its patches touch, each ended
+// by a word of its own (fileEnd) so that dfn:PATH finds a path by its
+// last components. A word matches in any of them.
 //
 // The rowid of a message's row is its date in Unix seconds shifted left 30
 // bits, or'ed with its messages.id: FTS5 walks matches in rowid order, so
@@ -45,10 +47,10 @@ const (
 )
 
 // Weights of the fts columns for sort=relevance (bm25).
-const bm25Weights = "10.0, 5.0, 1.0, 0.2"
+const bm25Weights = "10.0, 5.0, 1.0, 0.2, 1.0"
 
 const searchSchema = `
-CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted,
+CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted, files,
 	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
 `
 

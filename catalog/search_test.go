@@ -76,6 +76,13 @@ func TestSearch(t *testing.T) {
 		{"and or not", []string{}}, // lower case: words
 		{`"AND" "OR"`, []string{}}, // in quotes too
 		{"'; DROP TABLE messages; --", []string{}},
+		// OR.
+		{"panic OR bootloader", []string{"s4", "s5"}},
+		{"indy OR panic cache", []string{"s7", "s1"}},              // (indy or panic) and cache
+		{"subject:panic OR from:ralf", []string{"s4", "s1"}},       // fields too
+		{"panic OR bootloader OR xss", []string{"s4", "s6", "s5"}}, // three
+		{"panic OR bootloader -boot*", []string{}},
+		{`"secondary cache" OR café`, []string{"s3", "s7"}},
 		// Prefixes.
 		{"boot*", []string{"s4", "s5"}},  // boot, bootloader
 		{"flush*", []string{"s2", "s1"}}, // flush, flushes
@@ -181,8 +188,13 @@ func TestParseQueryErrors(t *testing.T) {
 		{"list:!!!", "names no list"},
 		{"\xff\xfe", "UTF-8"},
 		// Another engine's syntax: said so, not read as words.
-		{"bugs OR crashes", "run two searches"},
-		{"OR OR", "OR at character 1 is not supported"},
+		{"OR crashes", "OR at character 1 joins nothing"},
+		{"bugs OR", "OR at character 6 joins nothing"},
+		{"bugs OR OR crashes", "OR at character 9 joins nothing"},
+		{"-bugs OR crashes", "OR at character 7 joins nothing"},
+		{"bugs OR -crashes", "cannot be one of two alternatives"},
+		{"bugs OR list:x", "cannot be one of two alternatives"},
+		{"dfn:setup*", "dfn: takes a path"},
 		{"cache AND tlb", "AND at character 7 is not needed"},
 		{"NOT cache", "write -word"},
 		{"indy NEAR cache", "put words in quotes"},
@@ -226,7 +238,7 @@ func TestParseQueryErrorText(t *testing.T) {
 		{`é "unclosed`, "bad search: the quote at character 3 is never closed"},
 		{`éé a"b`, `bad search: a quote at character 5 inside a word; put phrases in quotes: "like this"`},
 		{"über ca*", "bad search: ca* at character 6: give at least 3 letters or digits before the * (a shorter start matches too many words)"},
-		{"ça OR ne", `bad search: OR at character 4 is not supported: every word must match already, so run two searches instead (to look for the word itself, write it in lower case or in quotes)`},
+		{"ça OR", `bad search: OR at character 4 joins nothing: write it between two words (bugs OR crashes)`},
 		{"list:ÜÏ!", "bad search: list:ÜÏ! names no list (list names are letters, digits, '.', '_' and '-')"},
 		{"after:2020 before:2019-06", "bad search: after:2020 is not before before:2019-06, so nothing can match"},
 		{"before:2019-6", "bad search: before:2019-6: not a date: write 2019, 2019-02 or 2019-02-03"},

@@ -28,13 +28,17 @@ type Term struct {
 	Text string
 	// Phrase is set when it was typed in double quotes.
 	Phrase bool
-	// Field limits it to "subject", "from" or "body" (the text and its
-	// quoted lines: no search typed asks for it, IMAP's BODY does); "" is
-	// anywhere.
+	// Field limits it to "subject", "from", "dfn" (the paths a patch
+	// touches: a path, or its last components) or "body" (the text and
+	// its quoted lines: no search typed asks for it, IMAP's BODY does);
+	// "" is anywhere.
 	Field   string
 	Negated bool
 	// Prefix: its last word is the start of words (typed word*).
 	Prefix bool
+	// Or: this term or the one before it (typed "a OR b"); terms joined
+	// by OR make one alternative, which must match as a word does.
+	Or bool
 }
 
 // Query is a parsed search (ParseQuery).
@@ -76,12 +80,17 @@ func (q *Query) SearchesText() bool {
 // ParseQuery reads the search language:
 //
 //	word            messages with the word (all words must match)
+//	a OR b          messages with either (OR in capitals, between two
+//	                words, phrases or fields: "cache OR tlb flush" is
+//	                (cache or tlb) and flush)
 //	"a phrase"      the words next to each other
 //	word*           a word that starts with word (at least 3 letters or
 //	                digits before the *; "a phr"* ends a phrase so)
 //	-word, -"..."   messages without it
 //	from:X          X in the sender's name or address (from:"Ralf B")
 //	subject:X       X in the subject
+//	dfn:PATH        patches touching the file PATH, given whole or by
+//	                its last components (dfn:setup.c, dfn:kernel/setup.c)
 //	list:NAME       only that list (several: any of them)
 //	after:DATE      from DATE on; DATE is 2019, 2019-02 or 2019-02-03
 //	before:DATE     before DATE
@@ -92,8 +101,8 @@ func (q *Query) SearchesText() bool {
 //
 // What looks like the syntax of another search engine is refused (an
 // ErrQuery that says what to type instead) rather than read as words:
-// AND, OR, NOT and NEAR in capitals, NEAR(...) and a leading ^. In lower
-// case or in quotes they are words. Error texts show the piece as typed
+// AND, NOT and NEAR in capitals, NEAR(...), a leading ^, and OR where
+// it joins nothing. In lower case or in quotes they are words. Error texts show the piece as typed
 // and where it is, counted in characters from 1.
 func ParseQuery(s string) (*Query, error) {
 	if len(s) > MaxQueryBytes {
@@ -114,12 +123,22 @@ func ParseQuery(s string) (*Query, error) {
 	p := &queryParser{s: s}
 	var afterText, beforeText string
 	words := 0
+	// or is where an OR was read that the next term takes, or -1.
+	or := -1
 	for {
 		p.skipSpace()
 		if p.i >= len(p.s) {
 			break
 		}
 		start := p.i
+		if p.isOr() {
+			if or >= 0 || len(q.Terms) == 0 || q.Terms[len(q.Terms)-1].Negated {
+				return nil, fmt.Errorf("%w: OR at character %d joins nothing: write it between two words (bugs OR crashes); -word cannot be one of them (to look for the word itself, write it in lower case or in quotes)", ErrQuery, p.at(start))
+			}
+			or = start
+			p.i += 2
+			continue
+		}
 		neg := false
 		if p.s[p.i] == '-' && p.i+1 < len(p.s) && !isSpace(p.s[p.i+1]) {
 			neg = true
@@ -134,6 +153,12 @@ func ParseQuery(s string) (*Query, error) {
 			return nil, err
 		}
 		piece := p.s[start:p.i]
+		if or >= 0 && (neg || field == "list" || field == "after" || field == "before") {
+			return nil, fmt.Errorf("%w: OR at character %d: %s cannot be one of two alternatives; OR joins words, phrases, from:, subject: and dfn:", ErrQuery, p.at(or), piece)
+		}
+		if prefix && field == "dfn" {
+			return nil, fmt.Errorf("%w: %s at character %d: a * is for words; dfn: takes a path or its last components (dfn:setup.c)", ErrQuery, piece, p.at(start))
+		}
 		if prefix && (field == "list" || field == "after" || field == "before") {
 			return nil, fmt.Errorf("%w: %s at character %d: a * is for words; %s: takes a whole %s", ErrQuery, piece, p.at(start), field, map[string]string{"list": "list name", "after": "date", "before": "date"}[field])
 		}
@@ -179,10 +204,14 @@ func ParseQuery(s string) (*Query, error) {
 				return nil, fmt.Errorf("%w: %s at character %d: give at least %d letters or digits before the * (a shorter start matches too many words)", ErrQuery, piece, p.at(start), minPrefix)
 			}
 		}
-		q.Terms = append(q.Terms, Term{Text: text, Phrase: phrase, Field: field, Negated: neg, Prefix: prefix})
+		q.Terms = append(q.Terms, Term{Text: text, Phrase: phrase, Field: field, Negated: neg, Prefix: prefix, Or: or >= 0})
+		or = -1
 		if words += len(wordSpans(text)); words > MaxQueryWords {
 			return nil, fmt.Errorf("%w: more than %d words (those of a phrase each count); leave some out", ErrQuery, MaxQueryWords)
 		}
+	}
+	if or >= 0 {
+		return nil, fmt.Errorf("%w: OR at character %d joins nothing: write it between two words (bugs OR crashes)", ErrQuery, p.at(or))
 	}
 	if len(q.Terms) == 0 && len(q.Lists) == 0 && q.After == nil && q.Before == nil {
 		return nil, fmt.Errorf("%w: type a word to look for", ErrQuery)
@@ -209,8 +238,6 @@ func foreignSyntax(text string, standalone bool, piece string, at int) error {
 		switch text {
 		case "AND":
 			return fmt.Errorf("%w: AND at character %d is not needed: every word must match already"+lower, ErrQuery, at)
-		case "OR":
-			return fmt.Errorf("%w: OR at character %d is not supported: every word must match already, so run two searches instead"+lower, ErrQuery, at)
 		case "NOT":
 			return fmt.Errorf("%w: NOT at character %d is not supported: write -word to leave out the messages with a word"+lower, ErrQuery, at)
 		case "NEAR":
@@ -237,17 +264,23 @@ func (p *queryParser) at(i int) int { return utf8.RuneCountInString(p.s[:i]) + 1
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
+// isOr reports an OR standing alone at the parser's place.
+func (p *queryParser) isOr() bool {
+	rest := p.s[p.i:]
+	return strings.HasPrefix(rest, "OR") && (len(rest) == 2 || isSpace(rest[2]))
+}
+
 func (p *queryParser) skipSpace() {
 	for p.i < len(p.s) && isSpace(p.s[p.i]) {
 		p.i++
 	}
 }
 
-// operator consumes "from:", "subject:", "list:", "after:" or "before:"
+// operator consumes "from:", "subject:", "dfn:", "list:", "after:" or "before:"
 // (case-insensitive) when followed by a value.
 func (p *queryParser) operator() (string, bool) {
 	rest := p.s[p.i:]
-	for _, op := range []string{"from", "subject", "list", "after", "before"} {
+	for _, op := range []string{"from", "subject", "dfn", "list", "after", "before"} {
 		if len(rest) > len(op)+1 && strings.EqualFold(rest[:len(op)], op) && rest[len(op)] == ':' && !isSpace(rest[len(op)+1]) {
 			p.i += len(op) + 1
 			return op, true
@@ -310,12 +343,19 @@ func parseSearchDate(s string) (time.Time, error) {
 // has no positive term.
 func (q *Query) match() string {
 	var pos, neg []string
-	for _, t := range q.Terms {
+	for i, t := range q.Terms {
 		e := t.fts()
-		if t.Negated {
+		switch {
+		case t.Negated:
 			neg = append(neg, e)
-		} else {
+		case t.Or && len(pos) > 0:
+			pos[len(pos)-1] += " OR " + e
+		default:
 			pos = append(pos, e)
+		}
+		// An alternative is one term to AND with the others.
+		if !t.Negated && (i+1 == len(q.Terms) || !q.Terms[i+1].Or) && strings.Contains(pos[len(pos)-1], " OR ") && !strings.HasPrefix(pos[len(pos)-1], "(") {
+			pos[len(pos)-1] = "(" + pos[len(pos)-1] + ")"
 		}
 	}
 	if len(pos) == 0 {
@@ -352,6 +392,10 @@ func (t Term) fts() string {
 		e = "subject : " + e
 	case "from":
 		e = "sender : " + e
+	case "dfn":
+		// The path's words, then the word that ends every path: its
+		// last components (search.go, fileEnd).
+		e = "files : " + ftsPhrase(strings.Join(tokens(t.Text), " ")+" "+fileEnd)
 	case "body":
 		e = "{body quoted} : " + e
 	}
@@ -371,7 +415,7 @@ func ftsPhrase(text string) string {
 func (q *Query) Words() []string {
 	var out []string
 	for _, t := range q.Terms {
-		if t.Negated {
+		if t.Negated || t.Field == "dfn" {
 			continue
 		}
 		w := tokens(t.Text)
@@ -399,6 +443,9 @@ func (q *Query) String() string {
 		}
 		if t.Negated {
 			s = "-" + s
+		}
+		if t.Or {
+			parts = append(parts, "OR")
 		}
 		parts = append(parts, s)
 	}

@@ -136,15 +136,24 @@ func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bo
 		setFirst(r)
 	}
 	slices.SortFunc(roots, byFirst)
-	// Messages joined by subject (no references at all) hang under the
+	// Messages joined by subject (without references, or with none the
+	// thread has) hang under the message they quote, else under the
 	// thread's first message.
 	if len(roots) > 1 && roots[0].msg != nil {
 		main := roots[0]
+		byRow := map[int64]*container{}
+		for _, c := range own {
+			byRow[c.msg.id] = c
+		}
 		var rest []*container
 		for _, r := range roots[1:] {
-			if r.msg != nil && len(refs[r.idx]) == 0 {
-				r.parent = main
-				main.children = append(main.children, r)
+			if r.msg != nil && (len(refs[r.idx]) == 0 || r.msg.Joined != JoinedByID) {
+				p := main
+				if q := byRow[r.msg.quotes]; q != nil && !under(q, r) {
+					p = q
+				}
+				r.parent = p
+				p.children = append(p.children, r)
 				continue
 			}
 			rest = append(rest, r)
@@ -165,7 +174,8 @@ func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bo
 		n := Node{Message: c.msg, Depth: depth, Parent: parent}
 		if c.msg == nil {
 			n.MessageID = c.id
-		} else if r := refs[c.idx]; len(r) > 0 && !isArchived[r[len(r)-1]] {
+		} else if r := refs[c.idx]; len(r) > 0 && !isArchived[r[len(r)-1]] && c.msg.Joined == JoinedByID {
+			// (A message joined by subject is where its subject puts it.)
 			n.MissingParent = r[len(r)-1]
 		}
 		nodes = append(nodes, n)
@@ -185,6 +195,16 @@ func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bo
 		walk(r, 0, -1)
 	}
 	return nodes
+}
+
+// under reports whether c is r or below it.
+func under(c, r *container) bool {
+	for x := c; x != nil; x = x.parent {
+		if x == r {
+			return true
+		}
+	}
+	return false
 }
 
 // breakLoops undoes, in every loop of parent links (broken or hostile

@@ -10,11 +10,14 @@
 //	    once, first: the run authority the archive is bound to, with its
 //	    shuffle key, without which a mirror cannot decode call numbers
 //	{"type":"lease","run":N,"nonce":..,"program":..,"host":..,"pid":..,"note":..,"issued_at":..}
-//	    a run's lease, before the first message or removal of that run
+//	    a run's lease, before the first message, move or removal of that run
 //	    in the answer
 //	{"type":"message","callnumber":..,"digest":HEX,"message_id":..,"list":..,"added":..,"size":N}
 //	    a message: its call number, the SHA-256 of its bytes (CRLF read as
 //	    LF, store.DigestOf), and Size bytes
+//	{"type":"move","callnumber":..,"list":..,"moved_at":..}
+//	    a move to another list (store.Move); its message, if any, came
+//	    before it
 //	{"type":"removal","callnumber":..,"digest":HEX,"message_id_sha256":HEX,"removed_at":..,"reason":..}
 //	    a removal (store.Removal); its message, if any, came before it
 //	{"type":"end","next":CURSOR,"more":BOOL}
@@ -65,6 +68,7 @@ const (
 	KindLease   = "lease"
 	KindMessage = "message"
 	KindRemoval = "removal"
+	KindMove    = "move"
 	KindEnd     = "end"
 )
 
@@ -94,6 +98,8 @@ type header struct {
 	MessageIDSum string    `json:"message_id_sha256,omitempty"`
 	RemovedAt    time.Time `json:"removed_at,omitzero"`
 	Reason       string    `json:"reason,omitempty"`
+	// move (and List)
+	MovedAt time.Time `json:"moved_at,omitzero"`
 	// end
 	Next string `json:"next,omitempty"`
 	More bool   `json:"more,omitempty"`
@@ -159,6 +165,12 @@ func (fw *Writer) Removal(r store.Removal) error {
 	return fw.err
 }
 
+// Move writes a move.
+func (fw *Writer) Move(m store.Move) error {
+	fw.header(header{Type: KindMove, CallNumber: m.Number.String(), List: m.List, MovedAt: m.Moved.UTC()})
+	return fw.err
+}
+
 // End ends the answer with the cursor to ask from next, and flushes.
 func (fw *Writer) End(next store.Cursor, more bool) error {
 	fw.header(header{Type: KindEnd, Next: string(next), More: more})
@@ -184,6 +196,7 @@ type Record struct {
 	Lease   callnumber.Lease // KindLease (without the key)
 	Message store.Stored     // KindMessage: digest checked
 	Removal store.Removal    // KindRemoval
+	Move    store.Move       // KindMove
 	// Next and More are the end record's.
 	Next store.Cursor
 	More bool
@@ -341,6 +354,18 @@ func (fr *Reader) Next() (Record, error) {
 			return bad("%v", err)
 		}
 		return Record{Kind: KindRemoval, Removal: r}, nil
+	case KindMove:
+		n, err := fr.number(h.CallNumber)
+		if err != nil {
+			return bad("%v", err)
+		}
+		if err := store.CheckList(h.List); err != nil {
+			return bad("list %q: %v", h.List, err)
+		}
+		if h.MovedAt.IsZero() {
+			return bad("a move without its date")
+		}
+		return Record{Kind: KindMove, Move: store.Move{Number: n, List: h.List, Moved: h.MovedAt}}, nil
 	case KindEnd:
 		fr.ended = true
 		return Record{Kind: KindEnd, Next: store.Cursor(h.Next), More: h.More}, nil

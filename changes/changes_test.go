@@ -20,6 +20,7 @@ type answer struct {
 	bytes   []byte
 	msgs    []store.Stored
 	removal store.Removal
+	move    store.Move
 	leases  map[uint32]callnumber.Lease
 }
 
@@ -48,6 +49,10 @@ func sample(t testing.TB) answer {
 		}
 		msgs = append(msgs, m)
 	}
+	mv := store.Move{Number: msgs[1].Number, List: "other-list", Moved: added.Add(time.Minute)}
+	if err := fw.Move(mv); err != nil {
+		t.Fatal(err)
+	}
 	r := store.Removal{Number: msgs[0].Number, Digest: msgs[0].Digest, MessageIDSum: store.MessageIDSum("a@x"), Removed: added.Add(time.Hour), Reason: "spam"}
 	if err := fw.Removal(r); err != nil {
 		t.Fatal(err)
@@ -55,7 +60,7 @@ func sample(t testing.TB) answer {
 	if err := fw.End("s42", true); err != nil {
 		t.Fatal(err)
 	}
-	return answer{a, b.Bytes(), msgs, r, leases}
+	return answer{a, b.Bytes(), msgs, r, mv, leases}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -79,12 +84,12 @@ func TestRoundTrip(t *testing.T) {
 		}
 		got = append(got, rec)
 	}
-	kinds := ""
+	var kinds []string
 	for _, r := range got {
-		kinds += r.Kind[:1]
+		kinds = append(kinds, r.Kind)
 	}
-	if kinds != "lmmlmre" {
-		t.Fatalf("records %q, want lease, message, message, lease, message, removal, end", kinds)
+	if k := strings.Join(kinds, " "); k != "lease message message lease message move removal end" {
+		t.Fatalf("records %q, want lease, message, message, lease, message, move, removal, end", k)
 	}
 	var gotMsgs []store.Stored
 	for _, r := range got {
@@ -99,6 +104,10 @@ func TestRoundTrip(t *testing.T) {
 		case KindRemoval:
 			if r.Removal.Number != removal.Number || r.Removal.Digest != removal.Digest || r.Removal.MessageIDSum != removal.MessageIDSum || !r.Removal.Removed.Equal(removal.Removed) || r.Removal.Reason != removal.Reason {
 				t.Errorf("removal = %+v, want %+v", r.Removal, removal)
+			}
+		case KindMove:
+			if r.Move.Number != ans.move.Number || r.Move.List != ans.move.List || !r.Move.Moved.Equal(ans.move.Moved) {
+				t.Errorf("move = %+v, want %+v", r.Move, ans.move)
 			}
 		case KindEnd:
 			if r.Next != "s42" || !r.More {
@@ -127,8 +136,8 @@ func TestReaderRefuses(t *testing.T) {
 		says   string
 	}{
 		{"cut in the middle of a message", s[:strings.Index(s, "no newline")+5], ErrTruncated, "inside message"},
-		{"cut before the end record", s[:strings.LastIndex(s, `{"type":"end"`)], ErrTruncated, "after 7 records"},
-		{"cut inside a line", s[:strings.LastIndex(s, `{"type":"end"`)+10], ErrTruncated, "inside record 8"},
+		{"cut before the end record", s[:strings.LastIndex(s, `{"type":"end"`)], ErrTruncated, "after 8 records"},
+		{"cut inside a line", s[:strings.LastIndex(s, `{"type":"end"`)+10], ErrTruncated, "inside record 9"},
 		{"other bytes than the digest", strings.Replace(s, "no newline at the end", "no newline at the END", 1), ErrFormat, "digest"},
 		{"a size that lies", strings.Replace(s, `"size":21`, `"size":20`, 1), ErrFormat, "not followed by a line feed"},
 		{"a message too large", strings.Replace(s, `"size":21`, `"size":99999999999`, 1), ErrFormat, "more than"},
@@ -139,6 +148,8 @@ func TestReaderRefuses(t *testing.T) {
 		{"an unknown record", strings.Replace(s, `{"type":"end"`, `{"type":"nonsense"`, 1), ErrFormat, "unknown kind"},
 		{"a line too long", strings.Replace(s, `"list":"l"`, `"list":"`+strings.Repeat("l", MaxHeader)+`"`, 1), ErrFormat, "a line of more than"},
 		{"a removal without a date", strings.Replace(s, `"removed_at":"2024-01-02T04:04:05Z"`, `"x":1`, 1), ErrFormat, "without its date"},
+		{"a move without a date", strings.Replace(s, `"moved_at":"2024-01-02T03:05:05Z"`, `"x":1`, 1), ErrFormat, "without its date"},
+		{"a move to a list no URL holds", strings.Replace(s, `"list":"other-list"`, `"list":"../etc"`, 1), ErrFormat, "list"},
 		{"a removal reason of two lines", strings.Replace(s, `"reason":"spam"`, `"reason":"sp\nam"`, 1), ErrFormat, ""},
 	}
 	for _, tt := range tests {
@@ -182,6 +193,10 @@ func FuzzReader(f *testing.F) {
 				}
 				if _, err := codec.Decode(rec.Message.Number); err != nil {
 					t.Fatalf("a message whose number does not decode: %v", err)
+				}
+			case KindMove:
+				if store.CheckList(rec.Move.List) != nil || rec.Move.Moved.IsZero() {
+					t.Fatalf("a move to %q at %v", rec.Move.List, rec.Move.Moved)
 				}
 			case KindLease:
 				if rec.Lease.Run == 0 || rec.Lease.Run > callnumber.MaxRun {

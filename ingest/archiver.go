@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/mailmsg"
@@ -60,6 +62,10 @@ type Outcome struct {
 	Status    Status
 	Err       error
 	Where     string
+	// OtherList is, for a duplicate imported with a list, the list the
+	// message is archived in when it is another ("" for none: it was
+	// archived without one).
+	OtherList *string
 }
 
 // Options configure an Archiver.
@@ -82,7 +88,14 @@ type Archiver struct {
 	gen  *callnumber.Generator
 	list string
 	log  *slog.Logger
+	// otherLists counts the duplicates found in another list, to log
+	// the first few.
+	otherLists atomic.Int64
 }
+
+// maxOtherListWarnings is how many duplicates in another list are logged
+// one by one; the importer says how many there were.
+const maxOtherListWarnings = 10
 
 // NewArchiver checks opts and returns an Archiver.
 func NewArchiver(opts Options) (*Archiver, error) {
@@ -146,9 +159,40 @@ func (a *Archiver) Archive(ctx context.Context, batch []Prepared) ([]Outcome, er
 			o.Status = Removed
 		case r.Duplicate:
 			o.Status = Duplicate
+			if a.list != "" {
+				if err := a.checkList(ctx, o); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return out, nil
+}
+
+// checkList notes a duplicate archived in another list than the one this
+// import names: importing it again does not move it (resolver move does).
+func (a *Archiver) checkList(ctx context.Context, o *Outcome) error {
+	m, err := a.st.Get(ctx, o.Number)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRemoved) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read the list of duplicate %v: %w", o.Number, err)
+	}
+	if strings.EqualFold(strings.TrimSpace(m.List), strings.TrimSpace(a.list)) {
+		return nil
+	}
+	list := m.List
+	o.OtherList = &list
+	if a.otherLists.Add(1) <= maxOtherListWarnings {
+		in := "no list (its List-Id header names it)"
+		if list != "" {
+			in = "list " + list
+		}
+		a.log.Warn("message already archived in "+in+", not "+a.list+": importing it again does not move it; resolver move --list "+a.list+" does",
+			"callnumber", o.Number, "where", o.Where)
+	}
+	return nil
 }
 
 // RecordingSource returns a RunSource that records every lease src issues

@@ -69,6 +69,9 @@ type Stats struct {
 	// were archived (manifest status "removed"); Duplicates counts them
 	// too.
 	Removed int64
+	// OtherList counts the duplicates archived in another list than
+	// the one the import names (Outcome.OtherList).
+	OtherList int64
 	// Bytes is the size of the messages handled (stored or not).
 	Bytes int64
 }
@@ -82,6 +85,7 @@ func (s *Stats) Add(o Stats) {
 	s.Duplicates += o.Duplicates
 	s.Failed += o.Failed
 	s.Removed += o.Removed
+	s.OtherList += o.OtherList
 	s.Bytes += o.Bytes
 }
 
@@ -93,6 +97,9 @@ type ManifestEntry struct {
 	MessageID  string `json:"message_id"`
 	Status     Status `json:"status"`
 	Error      string `json:"error,omitempty"`
+	// List is, for a duplicate archived in another list than the
+	// import's --list, the list it is in ("" for none).
+	List *string `json:"list,omitempty"`
 }
 
 // ErrPartition is returned for a partition outside 1 <= K <= N.
@@ -276,6 +283,10 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 				s.Imported++
 			case Duplicate:
 				s.Duplicates++
+				if o.OtherList != nil {
+					s.OtherList++
+					e.List = o.OtherList
+				}
 			case Removed:
 				s.Duplicates++
 				s.Removed++

@@ -1,7 +1,7 @@
 // Package mirror follows another archive's change feed (GET
 // /api/v1/changes, package changes) into a store of its own: the same
 // messages under the same call numbers with the same leases, and the same
-// removals, so that the mirror serves every URL of the origin. A mirror of
+// removals and moves, so that the mirror serves every URL of the origin. A mirror of
 // a mirror works the same way: its resolver serves the feed of its store.
 //
 // The origin is untrusted input. Every message's digest is checked, its
@@ -101,6 +101,7 @@ type Stats struct {
 	Messages int64 // messages received (new or not)
 	New      int64 // of which stored here now
 	Removals int64
+	Moves    int64
 	Bytes    int64
 	// CaughtUp says the origin had nothing more at the last answer.
 	CaughtUp bool
@@ -441,6 +442,7 @@ type step struct {
 	batch   []store.Message
 	size    int
 	removal *store.Removal
+	move    *store.Move
 	end     *changes.Record
 	err     error
 }
@@ -490,6 +492,14 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			m.stats.Messages += int64(len(st.batch))
 			m.stats.Bytes += int64(st.size)
 			m.opts.Metrics.stored(len(st.batch), st.size)
+		}
+		if mv := st.move; mv != nil {
+			// A move of a message removed since: the removal follows.
+			if _, err := m.opts.Store.RecordMove(ctx, *mv); err != nil && !errors.Is(err, store.ErrRemoved) {
+				return false, fmt.Errorf("cannot apply the origin's move of %v: %w", mv.Number, err)
+			}
+			m.stats.Moves++
+			m.log.Info("moved, as the origin did", "callnumber", mv.Number, "list", mv.List, "moved_at", mv.Moved)
 		}
 		if r := st.removal; r != nil {
 			if _, err := m.opts.Store.RecordRemoval(ctx, *r); err != nil {
@@ -559,6 +569,12 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 		case changes.KindRemoval:
 			r := rec.Removal
 			cur.removal = &r
+			if !send() {
+				return
+			}
+		case changes.KindMove:
+			mv := rec.Move
+			cur.move = &mv
 			if !send() {
 				return
 			}

@@ -102,7 +102,7 @@ func same(t *testing.T, o *origin, st store.Store, removed ...store.Message) {
 			continue
 		}
 		want, _ := o.st.Get(t.Context(), m.Number)
-		if err != nil || !bytes.Equal(got.Raw, m.Raw) || got.MessageID != m.MessageID || got.List != m.List || !got.Added.Equal(want.Added) {
+		if err != nil || !bytes.Equal(got.Raw, m.Raw) || got.MessageID != m.MessageID || got.List != want.List || !got.Added.Equal(want.Added) {
 			t.Fatalf("mirror's Get(%v) = %d bytes %q %q %v, %v; want the origin's", m.Number, len(got.Raw), got.MessageID, got.List, got.Added, err)
 		}
 	}
@@ -149,11 +149,16 @@ func TestCatchUpAndFollow(t *testing.T) {
 	if _, err := o.st.Remove(t.Context(), removed.Number, "spam"); err != nil {
 		t.Fatal(err)
 	}
+	moved := o.msgs[5]
+	if _, err := o.st.Move(t.Context(), moved.Number, "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err1 := st.Get(t.Context(), more[len(more)-1].Number)
 		_, err2 := st.Get(t.Context(), removed.Number)
-		if err1 == nil && errors.Is(err2, store.ErrRemoved) {
+		m3, err3 := st.Get(t.Context(), moved.Number)
+		if err1 == nil && errors.Is(err2, store.ErrRemoved) && err3 == nil && m3.List == "elsewhere" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -179,6 +184,9 @@ func TestCatchUpAndFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	same(t, o, st2, removed)
+	if m, err := st2.Get(t.Context(), moved.Number); err != nil || m.List != "elsewhere" {
+		t.Errorf("the mirror of the mirror has the moved message in %q (%v), want elsewhere", m.List, err)
+	}
 	if res, err := st2.Put(t.Context(), []store.Message{removed}); err != nil || !res[0].Removed {
 		t.Errorf("the mirror of the mirror takes the removed message: %v, %v", res, err)
 	}

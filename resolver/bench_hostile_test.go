@@ -42,6 +42,7 @@ func hostileArchive(b *testing.B) (*archive, *catalog.Catalog, map[string]string
 		hostile.NamesAll(ids, 2001),
 		hostile.SoftBreaks(hostile.SoftBreaksSize),
 		hostile.BigAttachment(hostile.BigAttachmentSize),
+		hostile.BigPatch(hostile.BigPatchSize),
 	} {
 		cns[m.Name] = a.put(b, m.Raw(), "hostile").String()
 	}
@@ -54,7 +55,7 @@ func hostileArchive(b *testing.B) (*archive, *catalog.Catalog, map[string]string
 
 // hostileMessages are the messages BenchmarkHostile measures, the
 // ordinary one first.
-var hostileMessages = []string{"ordinary", "many-references", "names-all", "soft-breaks", "big-attachment"}
+var hostileMessages = []string{"ordinary", "many-references", "names-all", "soft-breaks", "big-attachment", "big-patch"}
 
 // BenchmarkHostile measures the CPU time of each page of the costly
 // messages of package hostile (its message page, its thread page and

@@ -71,7 +71,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("proxy-server", "http://127.0.0.1:9"),
 		chromedp.WindowSize(1000, 900),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	t.Cleanup(cancel)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(acancel)
@@ -398,8 +398,12 @@ func TestBrowser(t *testing.T) {
 				hasAll(t, "the message the call number names", text(t, "nav.thread"), "Message 3 of 5 in the thread Call numbers for the archive")
 				// A search that cannot be run says why, typed or not.
 				load(t, ca.srv.URL+"/", "table.lists", "index", vp)
-				submit(t, "form.go", "bugs OR crashes", "p.problem", "search-bad", vp)
-				hasAll(t, "the page of a bad search", text(t, "p.problem"), "OR at character 6 is not supported")
+				submit(t, "form.go", "bugs OR", "p.problem", "search-bad", vp)
+				hasAll(t, "the page of a bad search", text(t, "p.problem"), "OR at character 6 joins nothing")
+				// OR joins two words.
+				load(t, ca.srv.URL+"/", "table.lists", "index", vp)
+				submit(t, "form.go", "sprockets OR panic", "ol.results", "search-or", vp)
+				hasAll(t, "the results of sprockets OR panic", text(t, "ol.results"), "[Widgets] Sprocket sizes", "kernel panic")
 			})
 			t.Run("message in its thread", func(t *testing.T) {
 				load(t, ca.srv.URL+"/"+ca.cn(t, "t1.3"), "nav.thread", "message-in-thread", vp)
@@ -412,18 +416,84 @@ func TestBrowser(t *testing.T) {
 				if got := count(t, "ul.tree li"); got != 5 {
 					t.Errorf("%d rows in the thread's tree, want 5", got)
 				}
-				if got := text(t, "ul.tree li.current"); got != "Grace Hopper 2024-03-04 23:26" {
+				if got := text(t, "ul.tree li.current"); got != "Grace Hopper 2024-03-04 23:26 UTC" {
 					t.Errorf("the current row of the tree = %q", got)
 				}
 			})
 			t.Run("search", func(t *testing.T) {
 				load(t, ca.srv.URL+"/search?q=archive", "ol.results", "search", vp)
-				if got := count(t, "ol.results li"); got < 5 {
-					t.Errorf("%d results for archive, want several", got)
+				// Grouped by thread: a row per thread, its other results under
+				// its first.
+				if got, also := count(t, "ol.results > li"), count(t, "ol.results p.also"); got < 3 || also == 0 {
+					t.Errorf("%d rows (%d with more of their thread) for archive, want several, grouped", got, also)
 				}
 				if got := count(t, "ol.results mark"); got == 0 {
 					t.Errorf("no word marked in the excerpts")
 				}
+			})
+			// Reading real lists (issue 22): fixtures/lists.
+			t.Run("thread split by pipermail", func(t *testing.T) {
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "s1")+"/", "article.tmsg", "thread-split-pipermail", vp)
+				if got := texts(t, "article.tmsg a.from"); !slices.Equal(got, []string{"Alice Archer", "Bob Baker", "Alice Archer", "Carol Clark", "Hank Hill"}) {
+					t.Errorf("senders on the thread page = %q, want the question, its answers without Re: and the reply with a broken In-Reply-To", got)
+				}
+				if got := count(t, "details.outline li"); got != 5 {
+					t.Errorf("%d rows in the thread's outline, want 5", got)
+				}
+				hasAll(t, "the split thread", text(t, "main"), "under the message it quotes", "someone else had asked under the same subject")
+			})
+			t.Run("a list that rewrites From", func(t *testing.T) {
+				load(t, ca.srv.URL+"/"+ca.cn(t, "dm2"), "section.reply", "message-dmarc-rewritten", vp)
+				hasAll(t, "the message a list rewrote", text(t, "dl.fields"), "Jeremy Allison via samba-technical <samba-technical@lists.samba.org>", "Sender Jeremy Allison <jra@samba.org>")
+				hasAll(t, "its reply instructions", text(t, "section.reply"), "git send-email --in-reply-to='<dm2@samba.org>' --to='samba-technical@lists.samba.org' --cc='jra@samba.org' /path/to/YOUR_REPLY")
+				load(t, ca.srv.URL+"/l/samba-technical.lists.samba.org/", "ol.threads", "list-dmarc", vp)
+				if got := text(t, "ol.threads"); strings.Contains(got, " via ") {
+					t.Errorf("the list's rows still say via:\n%s", got)
+				}
+			})
+			t.Run("a patch", func(t *testing.T) {
+				load(t, ca.srv.URL+"/"+ca.cn(t, "series-3"), "details.diffstat", "message-patch", vp)
+				if got := count(t, "table.diffstat tr"); got != 2 {
+					t.Errorf("%d files in the diffstat, want 2", got)
+				}
+				colours, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`["span.da", "span.dd", "span.dk", "div.text pre"].map(s => getComputedStyle(document.querySelector("div.text " + s.replace("div.text ", "")) || document.body).color)`))
+				if err != nil || len(colours) != 4 || colours[0] == colours[3] || colours[2] == colours[3] {
+					t.Errorf("colours of added lines, deleted lines, hunks and text = %q (%v): the patch is not coloured", colours, err)
+				}
+			})
+			t.Run("a patch series", func(t *testing.T) {
+				load(t, ca.srv.URL+"/"+ca.cn(t, "series-2"), "ul.tree", "message-patch-series", vp)
+				rows := texts(t, "ul.tree li")
+				if len(rows) != 5 || !strings.HasPrefix(rows[1], "[PATCH 1/3] MIPS: c-r4k: fix the flush of the last line") || strings.Count(strings.Join(rows, "\n"), "A Developer") != 1 {
+					t.Errorf("the series' tree = %q, want each patch by its whole subject, its sender said once", rows)
+				}
+				load(t, ca.srv.URL+"/t/"+ca.cn(t, "series-0")+"/", "details.outline", "thread-patch-series", vp)
+				if got := count(t, "details.outline li"); got != 5 {
+					t.Errorf("%d rows in the outline, want 5", got)
+				}
+			})
+			t.Run("a message sent to two lists", func(t *testing.T) {
+				copies := ca.byLabel["cross-1"]
+				load(t, ca.srv.URL+"/"+copies[0], "p.copies", "message-cross-posted", vp)
+				hasAll(t, "the first copy", text(t, "p.copies"), "Also archived in linux-kernel.kernel.example")
+			})
+			t.Run("a list page", func(t *testing.T) {
+				load(t, ca.srv.URL+"/l/fetchmail/", "ol.threads", "list-fetchmail", vp)
+				tops, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`["table.calendar", "ol.threads"].map(s => document.querySelector(s).getBoundingClientRect().top)`))
+				if err != nil || len(tops) != 2 || tops[0] > tops[1] {
+					t.Errorf("tops of the calendar and the threads = %v (%v), want the calendar first", tops, err)
+				}
+				if got := texts(t, "ol.threads li .subject"); len(got) != 6 || got[0] != "IDLE support broken?" {
+					t.Errorf("the list's threads = %q, want 6, the one received last first", got)
+				}
+			})
+			t.Run("search results by thread", func(t *testing.T) {
+				load(t, ca.srv.URL+"/search?q=idle+list%3Afetchmail", "ol.results", "search-grouped", vp)
+				if got := count(t, "ol.results > li"); got != 3 {
+					t.Errorf("%d rows for 7 results in 3 threads, want 3", got)
+				}
+				load(t, ca.srv.URL+"/search?q=xylophone+marimba", "div.advice", "search-nothing", vp)
+				hasAll(t, "the advice", text(t, "div.advice"), "put OR between words")
 			})
 			t.Run("wrapped message", func(t *testing.T) {
 				load(t, ca.srv.URL+"/"+ca.cn(t, "wrapper-1"), "section.embedded", "message-dmarc", vp)

@@ -156,6 +156,16 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 			}
 			size += len(m.Raw)
 		}
+		for _, mv := range page.Moves {
+			if err := s.writeLease(ctx, fw, leases, mv.Number); err != nil {
+				abort(err)
+				return
+			}
+			if err := fw.Move(mv); err != nil {
+				abort(err)
+				return
+			}
+		}
 		for _, rm := range page.Removals {
 			if err := s.writeLease(ctx, fw, leases, rm.Number); err != nil {
 				abort(err)
@@ -166,7 +176,7 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		sent += len(page.Messages) + len(page.Removals)
+		sent += page.Len()
 		cursor = page.Next
 		if page.Empty() || sent >= limit || size >= maxChangesBytes {
 			break

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/mail"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,9 +61,11 @@ type atomEntry struct {
 	Content   *atomText  `xml:"content,omitempty"`
 }
 
-// feed is GET /l/{list}/atom.xml: the list's newest messages, newest
-// first. Each entry's ID is its message's URL, permanent as call numbers
-// are; its updated time the message's date.
+// feed is GET /l/{list}/atom.xml: the list's newest messages by
+// arrival (catalog.Arrival: a Date header years off does not put a
+// message on top), newest first. Each entry's ID is its message's URL,
+// permanent as call numbers are; published is its date, updated when the
+// list had it.
 func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	name, ok := s.listName(w, r)
 	if !ok {
@@ -73,8 +76,7 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	l, err := c.List(ctx, name)
-	if err != nil {
+	if _, err := c.List(ctx, name); err != nil {
 		s.failCatalog(w, r, err, noSuchList(name))
 		return
 	}
@@ -84,18 +86,54 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := s.baseURL(r)
-	f := atomFeed{
-		ID:        base + "/l/" + name + "/",
-		Title:     name,
-		Subtitle:  "Messages of " + name + ", newest first",
-		Updated:   atomTime(l.Last),
-		Generator: "chibrary",
+	s.writeFeed(w, r, atomFeed{
+		ID:       base + "/l/" + name + "/",
+		Title:    name,
+		Subtitle: "Messages of " + name + ", newest first",
 		Links: []atomLink{
 			{Rel: "self", Type: "application/atom+xml", Href: base + "/l/" + name + "/atom.xml"},
 			{Rel: "alternate", Type: "text/html", Href: base + "/l/" + name + "/"},
 		},
-		Entries: make([]atomEntry, len(msgs)),
+	}, msgs)
+}
+
+// threadFeed is GET /t/{callnumber}/atom.xml: the newest messages of a
+// thread by arrival, newest first, to follow one discussion.
+func (s *Server) threadFeed(w http.ResponseWriter, r *http.Request) {
+	th, cn, ok := s.thread(w, r, r.PathValue("callnumber"))
+	if !ok {
+		return
 	}
+	var msgs []catalog.Message
+	for _, n := range th.Nodes {
+		if n.Message != nil {
+			msgs = append(msgs, *n.Message)
+		}
+	}
+	slices.SortStableFunc(msgs, func(a, b catalog.Message) int { return b.Arrived.Compare(a.Arrived) })
+	msgs = msgs[:min(len(msgs), feedEntries)]
+	base := s.baseURL(r)
+	subject := th.Subject
+	if subject == "" {
+		subject = "(no subject)"
+	}
+	s.writeFeed(w, r, atomFeed{
+		ID:       base + "/t/" + cn + "/",
+		Title:    subject,
+		Subtitle: "A thread of " + th.List + ", newest first",
+		Links: []atomLink{
+			{Rel: "self", Type: "application/atom+xml", Href: base + "/t/" + cn + "/atom.xml"},
+			{Rel: "alternate", Type: "text/html", Href: base + "/t/" + cn + "/"},
+		},
+	}, msgs)
+}
+
+// writeFeed writes the feed f with an entry per message.
+func (s *Server) writeFeed(w http.ResponseWriter, r *http.Request, f atomFeed, msgs []catalog.Message) {
+	base := s.baseURL(r)
+	f.Generator = "chibrary"
+	f.Entries = make([]atomEntry, len(msgs))
+	var updated time.Time
 	var wg sync.WaitGroup
 	var missing atomic.Bool
 	for i, m := range msgs {
@@ -105,7 +143,10 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 		if e.Title == "" {
 			e.Title = "(no subject)"
 		}
-		e.Updated, e.Published = atomTime(m.Date), atomTime(m.Date)
+		e.Updated, e.Published = atomTime(m.Arrived), atomTime(m.Date)
+		if m.Arrived.After(updated) {
+			updated = m.Arrived
+		}
 		e.Author = atomPerson{Name: m.From()}
 		if e.Author.Name == "" {
 			e.Author.Name = "unknown"
@@ -125,6 +166,7 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	f.Updated = atomTime(updated)
 	if missing.Load() {
 		dontCache(w) // the store may give the text next time
 	}
@@ -133,7 +175,7 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	enc := xml.NewEncoder(&b)
 	enc.Indent("", " ")
 	if err := enc.Encode(f); err != nil {
-		s.log.Error("cannot encode a feed", "list", name, "err", err)
+		s.log.Error("cannot encode a feed", "feed", f.ID, "err", err)
 		s.fail(w, r, http.StatusInternalServerError, "The feed could not be written.")
 		return
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/chibrary/chibrary/mailview"
 )
 
-// Dates on pages are UTC, to the minute: the same for every reader, and
-// as mail archives show them.
+// Dates on pages are UTC, to the minute, and say so: the same for every
+// reader, and as mail archives show them.
 const (
 	dateLayout     = "2006-01-02"
-	dateTimeLayout = "2006-01-02 15:04"
+	dateTimeLayout = "2006-01-02 15:04 UTC"
 )
 
 var funcs = template.FuncMap{
@@ -32,11 +32,12 @@ var funcs = template.FuncMap{
 	"foldedtext": func(s string) template.HTML { return renderText(s, textOptions{Fold: 6}) },
 	// parts passes a message's parts and how to show their text to the
 	// recursive "parts" template.
-	"parts":      func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
-	"calendar":   calendar,
-	"rows":       rows,
-	"threadlist": threadList,
-	"attname":    attachmentName,
+	"parts":       func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
+	"calendar":    calendar,
+	"listsubject": func(subject, list string) string { return listSubject(subject, list) },
+	"rows":        rows,
+	"threadlist":  threadList,
+	"attname":     attachmentName,
 	// depth is the indentation class of a thread node: d0..d10.
 	"depth": func(d int) int { return min(d, 10) },
 	// plural writes a count with its noun: "1 message", "2 messages".
@@ -52,6 +53,26 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
+}
+
+// listSubject returns a subject as a row of its list shows it: without
+// a leading tag that names the list ("[Linux-MIPS] x" on linux-mips,
+// "[samba-technical] x" on samba-technical.lists.samba.org): every row
+// would repeat it. Other tags ([PATCH 2/3]) stay.
+func listSubject(subject, list string) string {
+	s := strings.TrimLeft(subject, " \t")
+	j := strings.IndexByte(s, ']')
+	if !strings.HasPrefix(s, "[") || j < 2 || j > 64 {
+		return subject
+	}
+	tag := catalog.ListName(s[1:j])
+	if tag == "" || tag != list && !strings.HasPrefix(list, tag+".") && !strings.HasPrefix(list, tag+"-") {
+		return subject
+	}
+	if rest := strings.TrimLeft(s[j+1:], " \t"); rest != "" {
+		return rest
+	}
+	return subject
 }
 
 type partsOf struct {
@@ -112,11 +133,11 @@ type threadRow struct {
 // one to compare with), without its contextual escaping of each action:
 // a month of the whole linux-mips archive has up to 600 threads, and
 // escaping their 4,200 actions was half the page's CPU.
-func threadList(ts []catalog.ThreadSummary) template.HTML {
+func threadList(list string, ts []catalog.ThreadSummary) template.HTML {
 	var b strings.Builder
 	b.WriteString(`<ol class="threads">` + "\n")
 	e := html.EscapeString
-	for _, r := range rows(ts) {
+	for _, r := range rows(list, ts) {
 		fmt.Fprintf(&b, "<li>\n<a class=\"subject\" href=\"/t/%s/\">%s</a>\n"+
 			"<span class=\"meta\">%s · %s · %s<time datetime=\"%s\">%s</time></span>\n</li>\n",
 			e(r.CallNumber), e(r.Subject), e(r.From), e(r.Replies), e(r.When), e(r.ISO), e(r.Date))
@@ -128,10 +149,10 @@ func threadList(ts []catalog.ThreadSummary) template.HTML {
 	return template.HTML(b.String())
 }
 
-func rows(ts []catalog.ThreadSummary) []threadRow {
+func rows(list string, ts []catalog.ThreadSummary) []threadRow {
 	out := make([]threadRow, len(ts))
 	for i, t := range ts {
-		r := threadRow{CallNumber: t.Root.CallNumber, Subject: t.Root.Subject, From: t.Root.From()}
+		r := threadRow{CallNumber: t.Root.CallNumber, Subject: listSubject(t.Root.Subject, list), From: t.Root.From()}
 		if r.Subject == "" {
 			r.Subject = "(no subject)"
 		}

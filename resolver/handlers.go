@@ -192,8 +192,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	w.Write(b.Bytes())
 }
 
-// twoSegments dispatches /m/{message-id}, /{callnumber}/raw and
-// /{callnumber}/attachments/{n}/{name}.
+// twoSegments dispatches /m/{message-id}, /{callnumber}/raw,
+// /{callnumber}/attachments/{n}/{name} and the routes of public-inbox
+// (publicinbox.go).
 func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	first, rest := r.PathValue("first"), r.PathValue("rest")
 	switch {
@@ -206,6 +207,7 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(rest, "attachments/"):
 		httpserve.SetRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
 		s.attachment(w, r, first, strings.TrimPrefix(rest, "attachments/"))
+	case s.publicInbox(w, r, first, rest):
 	default:
 		httpserve.SetRoute(w, "unmatched")
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
@@ -248,6 +250,17 @@ type pageData struct {
 	// Replies says whether the message names a parent at all (else a
 	// tree parent is only the thread's start, joined by subject).
 	Replies bool
+	// Sender is the writer of a message whose From a list rewrote
+	// (catalog.RealSender); nil otherwise.
+	Sender *catalog.Sender
+	// Diffstat is what its patches change; nil without one.
+	Diffstat *diffstat
+	// Reply says how to answer it; nil when the list's address is not
+	// known.
+	Reply *replyInfo
+	// Copies are the same message (its Message-ID) archived in other
+	// lists.
+	Copies []catalog.Message
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
@@ -287,6 +300,16 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if nav == nil {
 		s.label(r.Context(), d.References)
 	}
+	snd := catalog.RealSender(v.Header)
+	if snd.Via != "" {
+		d.Sender = &snd
+	}
+	d.Diffstat = diffstatOf(v)
+	listAddr := ""
+	if nav != nil {
+		listAddr, d.Copies = nav.ListAddress, nav.Copies
+	}
+	d.Reply = replyTo(v, listAddr, snd)
 	s.render(w, r, http.StatusOK, "page.html", d)
 }
 

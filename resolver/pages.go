@@ -41,12 +41,14 @@ func (s *Server) routePages() {
 	s.mux.HandleFunc("GET /l/{list}/{month}/{$}", s.cachedPage(s.monthPage))
 	s.mux.HandleFunc("GET /l/{list}/{file}", s.listFile)
 	s.mux.HandleFunc("GET /t/{callnumber}/{$}", s.cachedPage(s.threadPage))
+	s.mux.HandleFunc("GET /t/{callnumber}/atom.xml", s.cachedPage(s.threadFeed))
 	s.mux.HandleFunc("GET /t/{file}", s.threadFile)
 	s.mux.HandleFunc("GET /api/v1/lists", s.cachedPage(s.listsJSON))
 	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.cachedPage(s.listJSON))
 	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.cachedPage(s.monthJSON))
 	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.cachedPage(s.threadJSON))
 	s.mux.HandleFunc("GET /search", s.searchPage)
+	s.mux.HandleFunc("POST /search", s.searchPage)
 	s.mux.HandleFunc("GET /api/v1/search", s.searchJSON)
 	s.mux.HandleFunc("GET /robots.txt", s.robots)
 	s.mux.HandleFunc("GET /favicon.ico", s.favicon)
@@ -319,6 +321,58 @@ type threadView struct {
 	Page    int
 	Pages   int
 	Entries []threadEntry
+	// Outline is the whole thread in a line per message (who said
+	// what), for a thread of outlineFrom messages or more.
+	Outline []outlineRow
+	// OutlineCut says the outline stops at maxOutline rows.
+	OutlineCut bool
+}
+
+// outlineRow is a message of a thread's outline.
+type outlineRow struct {
+	Depth int
+	// Href is the message on the thread's pages.
+	Href, From, Subject string
+	Date                time.Time
+	// Here says the message is on this page.
+	Here bool
+}
+
+// Bounds of a thread's outline.
+const (
+	outlineFrom = 5
+	maxOutline  = 500
+)
+
+// outline returns a thread's outline (nil for a short thread).
+func outline(th *catalog.Thread, cn string, page int) ([]outlineRow, bool) {
+	if th.Messages < outlineFrom {
+		return nil, false
+	}
+	var rows []outlineRow
+	for j, n := range th.Nodes {
+		if n.Message == nil {
+			continue
+		}
+		if len(rows) == maxOutline {
+			return rows, true
+		}
+		p := j/messagesPerThreadPage + 1
+		href := "/t/" + cn + "/"
+		if p > 1 {
+			href += "?page=" + strconv.Itoa(p)
+		}
+		href += "#m" + n.Message.CallNumber
+		row := outlineRow{Depth: n.Depth, Href: href, From: n.Message.From(), Date: n.Message.Date, Here: p == page}
+		if newSubject(th, j) || j == 0 {
+			row.Subject = listSubject(n.Message.Subject, th.List)
+			if row.Subject == "" {
+				row.Subject = "(no subject)"
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, false
 }
 
 // threadEntry is one node of a thread page.
@@ -336,6 +390,8 @@ type threadEntry struct {
 	Unreadable string
 	// NewSubject says the subject differs from the parent's.
 	NewSubject bool
+	// Why says why a message its subject placed sits here.
+	Why string
 }
 
 // thread looks up the thread of the {callnumber} of the path: 400 for a
@@ -400,6 +456,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 	if page != 0 {
 		v.Self += "?page=" + strconv.Itoa(page)
 	}
+	v.Outline, v.OutlineCut = outline(th, cn, v.Page)
 	from := (v.Page - 1) * messagesPerThreadPage
 	nodes := th.Nodes[from:min(from+messagesPerThreadPage, len(th.Nodes))]
 	v.Entries = make([]threadEntry, len(nodes))
@@ -415,6 +472,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		}
 		e.Current = n.Message.CallNumber == cn
 		e.NewSubject = newSubject(th, from+i) || i == 0
+		e.Why = why(n.Message)
 		// Concurrently: on a bbolt store shared with a writer, the reads
 		// wait for the writer's batch together rather than one by one.
 		wg.Go(func() {
@@ -511,6 +569,10 @@ type treeRow struct {
 	NewSubject bool
 	// Removed is set on a placeholder of a message that was removed.
 	Removed *catalog.Removed
+	// SameFrom says the parent has the same sender: a row that shows its
+	// subject (a patch of a series under its cover letter) leaves the
+	// name out.
+	SameFrom bool
 }
 
 // navigation is a message's place in its thread and list, for its page.
@@ -536,6 +598,26 @@ type navigation struct {
 	MissingParent string
 	ParentRemoved *catalog.Removed
 	Replies       []msgLink
+	// Why says why the message sits where it does when its subject put
+	// it there ("" when its references did).
+	Why string
+	// ListAddress is the list's posting address, "" if unknown.
+	ListAddress string
+	// Copies are the same message in other lists.
+	Copies []catalog.Message
+}
+
+// why says why a message joined by subject sits where it does.
+func why(m *catalog.Message) string {
+	switch m.Joined {
+	case catalog.JoinedQuoting:
+		return "It names no message of this thread (no In-Reply-To or References the archive has), so its subject put it here, under the message it quotes."
+	case catalog.JoinedBySubject:
+		return "It names no message of this thread (no In-Reply-To or References the archive has), so its subject put it here: a reply to the same subject, days apart at most."
+	case catalog.JoinedSameSubject:
+		return "It names no message of this thread (no In-Reply-To or References), so its subject put it here: someone else had asked under the same subject days before."
+	}
+	return ""
 }
 
 // navigate returns the navigation of message cn, or nil when the catalog
@@ -586,11 +668,26 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 		}
 	}
 	nav.Tree, nav.TreeCut = tree(th, i)
+	nav.Why = why(node.Message)
 	prev, next, err := c.Neighbours(ctx, *node.Message)
 	if err != nil {
 		s.log.Warn("cannot read a message's neighbours", "callnumber", cn, "err", err)
 	}
 	nav.PrevByDate, nav.NextByDate = linkOf(prev), linkOf(next)
+	if l, err := c.List(ctx, th.List); err == nil {
+		nav.ListAddress = l.Address
+	}
+	if id := node.Message.MessageID; id != "" {
+		copies, err := c.Copies(ctx, id)
+		if err != nil {
+			s.log.Warn("cannot read a message's copies", "callnumber", cn, "err", err)
+		}
+		for _, m := range copies {
+			if m.List != th.List {
+				nav.Copies = append(nav.Copies, m)
+			}
+		}
+	}
 	return nav
 }
 
@@ -603,6 +700,10 @@ func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
 		row := treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
 		if n.Message == nil {
 			row.Removed = n.Removed
+		} else if n.Parent >= 0 {
+			if p := th.Nodes[n.Parent].Message; p != nil {
+				row.SameFrom = p.From() == n.Message.From()
+			}
 		}
 		return row
 	}

@@ -43,6 +43,14 @@ var (
 		{"../fixtures/threads/shared-message-id.mbox", "shared"},
 		{"../fixtures/threads/loop.mbox", "loop"},
 		{"../fixtures/threads/dates.mbox", "dates"},
+		// Reading real lists (issue 22): threads split by pipermail, a
+		// list that rewrites From, a patch series, a message sent to two
+		// lists, dates a Received header contradicts.
+		{"../fixtures/lists/pipermail-split.mbox", "fetchmail"},
+		{"../fixtures/lists/dmarc.mbox", ""},
+		{"../fixtures/lists/patch-series.mbox", ""},
+		{"../fixtures/lists/cross-posted.mbox", ""},
+		{"../fixtures/lists/arrival.mbox", "oss"},
 	}
 	catalogWeb = []string{"hostile.eml", "hostile-plain.eml", "dmarc.eml", "attachments.eml", "alternative.eml", "signed.eml", "latin1.eml", "broken.eml"}
 )

@@ -26,6 +26,8 @@
 //	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
 //	GET /api/v1/removals                   [{"callnumber", "removed_at", "reason"}...]
 //	GET /api/v1/changes?after=CURSOR       the store's change feed, for mirrors (package changes)
+//	GET /t/{callnumber}/atom.xml           Atom feed of a thread
+//	GET /{list}/{message-id}/...           public-inbox's routes, for b4 and lei (publicinbox.go)
 //	GET /api/v1/version                    the build: program, version, revision
 //	GET /healthz, /metrics                 liveness; Prometheus metrics
 //	GET /robots.txt, /favicon.ico
@@ -234,6 +236,12 @@ func New(st store.Store, opts Options) *Server {
 	// would all match "/m/raw", which ServeMux refuses as a conflict; one
 	// pattern dispatches them.
 	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
+	// A search as mbox, POSTed as b4 does (publicinbox.go).
+	s.mux.HandleFunc("POST /{list}/{$}", func(w http.ResponseWriter, r *http.Request) {
+		if !s.publicInbox(w, r, r.PathValue("list"), "") {
+			s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
+		}
+	})
 	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
 	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
 	s.mux.HandleFunc("GET /api/v1/removals", s.removals)

@@ -25,6 +25,9 @@ const (
 	excerptFirstBytes = 16 << 10
 	// maxResultPages bounds how deep a search is paged.
 	maxResultPages = 250
+	// maxMboxResults is how many messages a search's mbox download
+	// (x=m) holds at most: the newest.
+	maxMboxResults = 1000
 	// countedResults is how many matches a search counts at least (and
 	// then at least to the end of the page asked for): past it, a page
 	// says "more than" that many. Counting every match of a common word
@@ -49,6 +52,67 @@ type searchView struct {
 	Results   []searchResult `json:"results"`
 	// Problem says why the search could not be run ("" if it was).
 	Problem string `json:"-"`
+	// Groups are the results by thread, in the order of each thread's
+	// first result on the page: a thread matched by many of its
+	// messages takes one row.
+	Groups []resultGroup `json:"-"`
+	// Advice says what to try when nothing was found.
+	Advice []string `json:"-"`
+}
+
+// resultGroup is a result and the others of its thread on the page.
+type resultGroup struct {
+	First  searchResult
+	Others []searchResult
+}
+
+// group gathers results by thread.
+func group(results []searchResult) []resultGroup {
+	var out []resultGroup
+	at := map[int64]int{}
+	for _, r := range results {
+		if i, ok := at[r.ThreadID()]; ok && r.ThreadID() != 0 {
+			out[i].Others = append(out[i].Others, r)
+			continue
+		}
+		at[r.ThreadID()] = len(out)
+		out = append(out, resultGroup{First: r})
+	}
+	return out
+}
+
+// advice says what to try after a search that found nothing.
+func advice(q *catalog.Query) []string {
+	var out []string
+	positive := 0
+	for _, t := range q.Terms {
+		if !t.Negated && !t.Or {
+			positive++
+		}
+	}
+	if positive > 1 {
+		out = append(out, "Every word must match: leave some out, or put OR between words either of which will do (bugs OR crashes).")
+	}
+	if len(q.Lists) > 0 {
+		out = append(out, "Search every list: take out list:.")
+	}
+	if q.After != nil || q.Before != nil {
+		out = append(out, "Widen the dates: take out after: or before:.")
+	}
+	for _, t := range q.Terms {
+		switch {
+		case t.Phrase && !t.Negated:
+			out = append(out, "A phrase must match word for word: try its words without the quotes.")
+		case t.Field == "dfn":
+			out = append(out, "dfn: matches a path by its last components (dfn:setup.c, dfn:kernel/setup.c), not the middle of a path.")
+		case !t.Prefix && !t.Negated && len(t.Text) > 4 && !t.Phrase:
+			out = append(out, "Words match whole: "+t.Text+" does not find "+t.Text+"s; write "+t.Text+"* for every word that starts with it.")
+		}
+		if len(out) >= 4 {
+			break
+		}
+	}
+	return append(out, "Check the spelling; letter case and accents do not matter.")
 }
 
 type searchResult struct {
@@ -57,13 +121,16 @@ type searchResult struct {
 }
 
 // search runs the query of the request, or answers with the error.
-func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bool) {
+func (s *Server) search(w http.ResponseWriter, r *http.Request, mbox bool) (*searchView, bool) {
 	page, ok := s.pageNumber(w, r)
 	if !ok {
 		return nil, false
 	}
 	v := &searchView{Query: strings.TrimSpace(r.URL.Query().Get("q")), Sort: "newest", Page: max(page, 1)}
 	list := r.URL.Query().Get("list")
+	if list == "all" {
+		list = "" // public-inbox's name of every list
+	}
 	if list != "" && !catalog.ValidListName(list) {
 		s.fail(w, r, http.StatusBadRequest, "Not a list name: list names are lower-case letters, digits, '.', '_' and '-'.")
 		return nil, false
@@ -125,11 +192,15 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		s.fail(w, r, http.StatusServiceUnavailable, "cancelled")
 		return nil, false
 	}
-	res, err := c.Search(r.Context(), q, catalog.SearchOptions{
+	opts := catalog.SearchOptions{
 		Sort:   sort,
 		Offset: (v.Page - 1) * resultsPerPage, Limit: resultsPerPage,
 		CountLimit: max(countedResults, v.Page*resultsPerPage),
-	})
+	}
+	if mbox {
+		opts = catalog.SearchOptions{Sort: sort, Limit: maxMboxResults, CountLimit: 1}
+	}
+	res, err := c.Search(r.Context(), q, opts)
 	if errors.Is(err, catalog.ErrSearchCost) {
 		v.Problem = "This search takes more work than the archive gives one search: narrow it (fewer or rarer words, a list:, after: or before:)."
 		return v, true
@@ -138,7 +209,17 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		s.failCatalog(w, r, err, "")
 		return nil, false
 	}
+	if mbox {
+		v.Results = make([]searchResult, len(res.Messages))
+		for i, m := range res.Messages {
+			v.Results[i].Message = m
+		}
+		return v, true
+	}
 	v.Total, v.More = res.Total, res.More
+	if v.Total == 0 {
+		v.Advice = advice(q)
+	}
 	v.Pages = min(maxResultPages, max(1, (res.Total+resultsPerPage-1)/resultsPerPage))
 	v.MorePages = res.More && v.Pages < maxResultPages
 	if v.Page > v.Pages {
@@ -163,11 +244,16 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) (*searchView, bo
 		})
 	}
 	wg.Wait()
+	v.Groups = group(v.Results)
 	return v, true
 }
 
 func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) {
-	v, ok := s.search(w, r)
+	if r.URL.Query().Get("x") == "m" || r.Method == http.MethodPost {
+		s.searchMbox(w, r)
+		return
+	}
+	v, ok := s.search(w, r, false)
 	if !ok {
 		return
 	}
@@ -179,8 +265,35 @@ func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, status, "search.html", v)
 }
 
+// searchMbox is GET (or POST, as public-inbox and b4 ask) /search?q=...&x=m:
+// the newest maxMboxResults messages that match, oldest first, as an
+// mboxrd download.
+func (s *Server) searchMbox(w http.ResponseWriter, r *http.Request) {
+	httpserve.SetRoute(w, "GET /search?x=m")
+	v, ok := s.search(w, r, true)
+	if !ok {
+		return
+	}
+	switch {
+	case v.Query == "":
+		s.fail(w, r, http.StatusBadRequest, "Give the search in ?q=.")
+		return
+	case v.Problem != "":
+		s.fail(w, r, http.StatusBadRequest, "This search cannot be run: "+v.Problem)
+		return
+	case len(v.Results) == 0:
+		s.fail(w, r, http.StatusNotFound, "No message matches this search.")
+		return
+	}
+	cns := make([]string, len(v.Results))
+	for i, m := range v.Results {
+		cns[len(cns)-1-i] = m.CallNumber // oldest first, as in an mbox
+	}
+	s.streamMbox(w, r, "search.mbox.gz", cns)
+}
+
 func (s *Server) searchJSON(w http.ResponseWriter, r *http.Request) {
-	v, ok := s.search(w, r)
+	v, ok := s.search(w, r, false)
 	if !ok {
 		return
 	}

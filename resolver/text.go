@@ -6,6 +6,9 @@ import (
 	"html/template"
 	"net/url"
 	"strings"
+
+	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/patch"
 )
 
 // textOptions say how renderText shows a text/plain body.
@@ -25,6 +28,12 @@ type textOptions struct {
 // The quote marks stay in the text: copying a quote copies it as it was
 // written. A signature (after a "-- " line, RFC 3676 section 4.3) is a
 // run of its own, class sig.
+//
+// A patch in the text (package patch: git format-patch, diff -u) is
+// coloured: each of its lines is a span whose class says its part (dh a
+// file header, dk a hunk header, da added, dd deleted), in the first
+// maxDiffBytes of the text; the rest is plain, so that a 40 MB patch
+// costs no more than 2 MB of one.
 func renderText(s string, o textOptions) template.HTML {
 	var b strings.Builder
 	b.WriteString(`<div class="text">`)
@@ -32,14 +41,27 @@ func renderText(s string, o textOptions) template.HTML {
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
+	var kinds []patch.Kind
+	if hasPatch(s) {
+		kinds, _ = patch.Scan(s, patch.Limits{MaxBytes: maxDiffBytes})
+	}
+	kind := func(i int) patch.Kind {
+		if i < len(kinds) {
+			return kinds[i]
+		}
+		return patch.Text
+	}
+	sigLine := func(i int) bool {
+		return strings.TrimRight(lines[i], "\r\n") == "-- " && kind(i) == patch.Text
+	}
 	inSig := false
 	for i := 0; i < len(lines); {
 		level := quoteLevel(lines[i])
-		if level == 0 && strings.TrimRight(lines[i], "\r\n") == "-- " {
+		if level == 0 && sigLine(i) {
 			inSig = true
 		}
 		j := i + 1
-		for j < len(lines) && quoteLevel(lines[j]) == level && (inSig || level > 0 || strings.TrimRight(lines[j], "\r\n") != "-- ") {
+		for j < len(lines) && quoteLevel(lines[j]) == level && (inSig || level > 0 || !sigLine(j)) {
 			j++
 		}
 		run := lines[i:j]
@@ -59,8 +81,21 @@ func renderText(s string, o textOptions) template.HTML {
 		} else {
 			b.WriteString(`<pre>`)
 		}
-		for _, l := range run {
-			linkify(&b, l)
+		for k, l := range run {
+			class := ""
+			if level == 0 && !inSig {
+				class = diffClass[kind(i+k)]
+			}
+			if class == "" {
+				linkify(&b, l)
+				continue
+			}
+			// The line end stays outside the span: a span per line.
+			body := strings.TrimRight(l, "\r\n")
+			b.WriteString(`<span class="` + class + `">`)
+			b.WriteString(html.EscapeString(body))
+			b.WriteString(`</span>`)
+			b.WriteString(l[len(body):])
 		}
 		b.WriteString(`</pre>`)
 		if fold {
@@ -70,6 +105,62 @@ func renderText(s string, o textOptions) template.HTML {
 	}
 	b.WriteString(`</div>`)
 	return template.HTML(b.String())
+}
+
+// maxDiffBytes is how much of a text is read for patches: colouring and
+// the diffstat stop there.
+const maxDiffBytes = 2 << 20
+
+// diffClass is the class of a patch's line of each kind.
+var diffClass = map[patch.Kind]string{patch.Header: "dh", patch.Hunk: "dk", patch.Added: "da", patch.Deleted: "dd"}
+
+// hasPatch tells, cheaply, whether a text may hold a patch.
+func hasPatch(s string) bool {
+	return strings.Contains(s, "\n+++ ") || strings.HasPrefix(s, "diff --git ") || strings.Contains(s, "\ndiff --git ")
+}
+
+// diffstat is what a message's patches do, as its page shows it above
+// the text (as git format-patch writes it under the commit message).
+type diffstat struct {
+	Files          []patch.File
+	More           int // files not listed
+	Added, Deleted int
+	Truncated      bool
+	Changed        int // files in all
+}
+
+// maxStatFiles bounds the files a diffstat lists.
+const maxStatFiles = 100
+
+// diffstatOf returns the diffstat of a message's own text parts (not of
+// the messages it encloses), or nil when they hold no patch.
+func diffstatOf(v *mailview.Message) *diffstat {
+	var files []patch.File
+	truncated := false
+	budget := maxDiffBytes
+	for _, p := range v.Parts {
+		if p.Text == "" || !hasPatch(p.Text) || budget <= 0 {
+			continue
+		}
+		_, d := patch.Scan(p.Text, patch.Limits{MaxBytes: budget, MaxFiles: patch.DefaultMaxFiles})
+		budget -= len(p.Text)
+		files = append(files, d.Files...)
+		truncated = truncated || d.Truncated
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	ds := &diffstat{Changed: len(files), Truncated: truncated}
+	for _, f := range files {
+		ds.Added += f.Added
+		ds.Deleted += f.Deleted
+	}
+	if len(files) > maxStatFiles {
+		ds.More = len(files) - maxStatFiles
+		files = files[:maxStatFiles]
+	}
+	ds.Files = files
+	return ds
 }
 
 // quoteLevel counts the '>' at the start of a line, allowing spaces

@@ -7,7 +7,9 @@ import (
 
 	xhtml "golang.org/x/net/html"
 
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
+	"github.com/chibrary/chibrary/mailview"
 )
 
 func TestRenderText(t *testing.T) {
@@ -82,6 +84,8 @@ func FuzzRenderText(f *testing.F) {
 	for _, s := range []string{
 		"plain\n", "> q\n>> qq\n", "see https://example.org/x_(y).\n", "-- \nsig\n", "<script>alert(1)</script>\n",
 		"https://a.example/?q=\"><script>\n", "http://[::1]:80/\n", "https://example.org\u00a0next\n",
+		"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-<b>\n+https://example.org/\n \n-- \n2.39\n",
+		"--- a\n+++ b\n@@ garbled @@\n+> quoted\n-- \n",
 	} {
 		f.Add(s)
 	}
@@ -100,4 +104,22 @@ func FuzzRenderText(f *testing.F) {
 			t.Fatalf("folded renderText(%q) is unsafe: %v", s, err)
 		}
 	})
+}
+
+// TestBigPatchBounded: a patch of 40 MB is coloured in its first 2 MiB
+// only, and its diffstat counts what was read there.
+func TestBigPatchBounded(t *testing.T) {
+	m := hostile.BigPatch(hostile.BigPatchSize)
+	v := mailview.Parse(m.Raw(), mailview.Options{})
+	text := v.Parts[0].Text
+	out := string(renderText(text, textOptions{}))
+	const line = "+\tadded_line"
+	added := strings.Count(out, `<span class="da">`)
+	if max := maxDiffBytes / (len(line) + 10); added == 0 || added > max {
+		t.Errorf("%d added lines coloured of a %d-byte text, want some and at most %d (the first %d bytes)", added, len(text), max, maxDiffBytes)
+	}
+	ds := diffstatOf(v)
+	if ds == nil || ds.Changed != 1 || !ds.Truncated || ds.Added != added || ds.Files[0].Path != "drivers/big.c" {
+		t.Errorf("diffstat = %+v, want one file, truncated, %d lines added", ds, added)
+	}
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real IMAP server (Dovecot) for
 # the watcher's tests, a real IMAP client (fetchmail) for the IMAP
-# server's, Chromium for the resolver's browser test, and what
+# server's, Chromium for the resolver's browser test, b4 (which fetches
+# threads from public-inbox archives) for e2e TestB4, and what
 # the Riak test kit (../shared/riak, when it is there) needs to unpack and
 # start its nodes: tar, xz, and curl (or python3).
 #
@@ -15,6 +16,7 @@ command -v dovecot >/dev/null 2>&1 || need+=(dovecot-imapd)
 command -v fetchmail >/dev/null 2>&1 || need+=(fetchmail)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bzip2 >/dev/null 2>&1 || need+=(bzip2)
+command -v b4 >/dev/null 2>&1 || need+=(b4)
 if [ -e ../shared/riak/riak-node ] || [ -n "${CHIBRARY_RIAK_KIT:-}" ]; then
   command -v tar >/dev/null 2>&1 || need+=(tar)
   command -v xz >/dev/null 2>&1 || need+=(xz-utils)

@@ -133,6 +133,43 @@ func CheckReason(reason string) error {
 	return nil
 }
 
+// Move is a message's change of list (Store.Move): from Moved on, the
+// message is in List. It corrects the --list a message was archived
+// with; the bytes stay as they are.
+type Move struct {
+	Number callnumber.Number
+	// List is the list the message is in from then on: a list name as
+	// CheckList accepts it.
+	List string
+	// Moved is when it was moved (UTC); zero for a message never moved.
+	Moved time.Time
+}
+
+// MaxList bounds the length of a list name.
+const MaxList = 64
+
+// ErrBadList: a list name a move cannot take.
+var ErrBadList = errors.New("store: a list name is 1 to 64 lower-case letters, digits, '.', '_' and '-', starting and ending with a letter or digit")
+
+// CheckList checks the list name of a move: the form list names take in
+// the catalog and in URLs (lower-case [a-z0-9._-], at most MaxList
+// bytes, no punctuation at either end).
+func CheckList(list string) error {
+	if list == "" || len(list) > MaxList {
+		return ErrBadList
+	}
+	for i := 0; i < len(list); i++ {
+		c := list[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return ErrBadList
+		}
+	}
+	if end := func(c byte) bool { return c == '.' || c == '_' || c == '-' }; end(list[0]) || end(list[len(list)-1]) {
+		return ErrBadList
+	}
+	return nil
+}
+
 // MessageIDSum returns the SHA-256 of a Message-ID for Removal, zero for
 // none.
 func MessageIDSum(id string) [sha256.Size]byte {
@@ -225,12 +262,20 @@ type Cursor string
 // ChangePage is one answer of Changes.
 type ChangePage struct {
 	// Messages are the messages stored after the cursor, in feed order
-	// (a message removed since is left out).
+	// (a message removed since is left out), each with the List it was
+	// stored with: its moves since come later in the feed (Moves).
 	Messages []Stored
+	// Moves are the moves made after the cursor, in feed order. A
+	// follower applies them after Messages and before Removals: a move
+	// always comes after its message in the feed, and before its
+	// removal, if any. (Where the feed hands out a message late, after
+	// its move, a follower remembers a move of a message it does not
+	// have yet.)
+	Moves []Move
 	// Removals are the removals made after the cursor, in feed order. A
-	// follower applies them after Messages: a removal always comes after
-	// its message in the feed, so a message of this page or of an
-	// earlier one.
+	// follower applies them after Messages and Moves: a removal always
+	// comes after its message in the feed, so a message of this page or
+	// of an earlier one.
 	Removals []Removal
 	// Next is the cursor to continue from: pass it to the next call. It
 	// equals the cursor given when there was nothing new.
@@ -239,7 +284,13 @@ type ChangePage struct {
 
 // Empty reports whether the page holds nothing: the follower has read
 // the feed to its end.
-func (p ChangePage) Empty() bool { return len(p.Messages) == 0 && len(p.Removals) == 0 }
+func (p ChangePage) Empty() bool {
+	return len(p.Messages) == 0 && len(p.Removals) == 0 && len(p.Moves) == 0
+}
+
+// Len is the number of things the page holds: messages, moves and
+// removals.
+func (p ChangePage) Len() int { return len(p.Messages) + len(p.Moves) + len(p.Removals) }
 
 // Store is an archive's message store. Implementations are safe for
 // concurrent use by several goroutines; the bolt backend also shares its
@@ -314,6 +365,23 @@ type Store interface {
 	RecordRemoval(ctx context.Context, r Removal) (Removal, error)
 	// Removals returns every removal record, in the order they were made.
 	Removals(ctx context.Context) ([]Removal, error)
+
+	// Move puts the message stored under n in list from now on, and
+	// returns the move: Get answers the message with that List, and the
+	// move goes into the change feed (ChangePage.Moves), after the
+	// message. Moving a message to the list it is in writes nothing and
+	// returns where it is (Moved is when it was moved there, zero if it
+	// was stored there). A number with no message is ErrNotFound, a
+	// removed one a *RemovedError, a list CheckList refuses ErrBadList.
+	Move(ctx context.Context, n callnumber.Number, list string) (Move, error)
+	// RecordMove records a move made in another store that holds the same
+	// messages under the same numbers (a mirror's origin), with its date
+	// as given: as Move, except that a number with no message here is
+	// moved all the same (Get answers the message in m.List once it is
+	// stored: a mirror may receive a move before its message). The
+	// number's run must have a recorded lease (ErrUnknownRun); a removed
+	// number is a *RemovedError.
+	RecordMove(ctx context.Context, m Move) (Move, error)
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error

@@ -42,7 +42,10 @@ missing PATH):
   imported N, duplicates D, failed F in S s (R msg/s)
 (above it, "X of the duplicates were removed from the archive and stay
 out" when some had been taken down with resolver remove: the manifest
-says "removed" for those, with the removed message's call number),
+says "removed" for those, with the removed message's call number; and
+"X of the duplicates are archived in another list" when --list names
+another list than the one they were archived in: importing again does
+not move them, resolver move does, and the manifest's "list" names it),
 and exits 0 when every message was stored, 1 when some failed, nothing
 was found to import or the run could not start. Bad usage (exit 2) ends
 with the usage hint instead.
@@ -143,6 +146,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if total.Removed > 0 {
 		fmt.Fprintln(stderr, removedNote(total.Removed))
 	}
+	if total.OtherList > 0 {
+		fmt.Fprintln(stderr, otherListNote(total.OtherList, list))
+	}
 	fmt.Fprintf(stderr, "imported %d, duplicates %d, failed %d in %.1f s (%.0f msg/s)\n",
 		total.Imported, total.Duplicates, total.Failed, secs, float64(total.Messages())/max(secs, 1e-9))
 	return cli.Reported(err)
@@ -155,6 +161,16 @@ func removedNote(n int64) string {
 		return `1 of the duplicates was removed from the archive and stays out (manifest status "removed")`
 	}
 	return fmt.Sprintf(`%d of the duplicates were removed from the archive and stay out (manifest status "removed")`, n)
+}
+
+// otherListNote is the line above the summary when some duplicates are
+// archived in another list than --list.
+func otherListNote(n int64, list string) string {
+	what := fmt.Sprintf("%d of the duplicates are", n)
+	if n == 1 {
+		what = "1 of the duplicates is"
+	}
+	return fmt.Sprintf(`%s archived in another list than %s, and stay there: resolver move --list %s CALLNUMBER... moves them (the manifest's "list" says where each is)`, what, list, list)
 }
 
 // importAll opens the store and the run source and imports paths.

@@ -573,3 +573,32 @@ func TestSummaryCountsFailedBatches(t *testing.T) {
 		t.Errorf("importer after the restore = %d, summary %v; want 1 and failed %d as in the manifest\n%s", status, got, failed, stderr)
 	}
 }
+
+// TestReimportOtherList: importing again with another --list than the
+// messages were archived with moves nothing, and says so: a warning per
+// message (the first few), a line above the summary with the command that
+// moves them, and the list in each manifest line.
+func TestReimportOtherList(t *testing.T) {
+	data := t.TempDir()
+	manifest := filepath.Join(t.TempDir(), "m.jsonl")
+	if status, got, stderr := importer(t, "", "--data", data, "--list", "wrong", "../../fixtures/lists/arrival.mbox"); status != 0 || got != [3]int{4, 0, 0} {
+		t.Fatalf("first import: status %d, %v\n%s", status, got, stderr)
+	}
+	// The same list again: nothing to say.
+	if status, got, stderr := importer(t, "", "--data", data, "--list", "wrong", "../../fixtures/lists/arrival.mbox"); status != 0 || got != [3]int{0, 4, 0} || strings.Contains(stderr, "another list") {
+		t.Fatalf("same list: status %d, %v\n%s", status, got, stderr)
+	}
+	status, got, stderr := importer(t, "", "--data", data, "--list", "right", "--manifest", manifest, "../../fixtures/lists/arrival.mbox")
+	if status != 0 || got != [3]int{0, 4, 0} {
+		t.Fatalf("other list: status %d, %v\n%s", status, got, stderr)
+	}
+	for _, want := range []string{"message already archived in list wrong, not right", "4 of the duplicates are archived in another list than right, and stay there: resolver move --list right CALLNUMBER..."} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	b, _ := os.ReadFile(manifest)
+	if n := strings.Count(string(b), `"list":"wrong"`); n != 4 {
+		t.Errorf("%d manifest lines name the list wrong, want 4:\n%s", n, b)
+	}
+}

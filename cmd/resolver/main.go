@@ -26,6 +26,7 @@ var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command
 	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
 	{Name: "reindex", Run: reindexCommand}, {Name: "compact", Run: compact},
 	{Name: "remove", Run: remove}, {Name: "removals", Run: removals},
+	{Name: "move", Run: move},
 }}
 
 // run is the program, for tests.
@@ -41,6 +42,7 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.
        resolver compact [--data DIR | --store URL] [--to URL]
        resolver remove [--data DIR | --store URL] [--reason TEXT] CALLNUMBER...
        resolver removals [--data DIR | --store URL] [--json]
+       resolver move [--data DIR | --store URL] --list NAME CALLNUMBER...
 
 Serves an archive over HTTP, its lists, months and threads and each
 message by call number (serve), writes one stored message to standard
@@ -48,7 +50,8 @@ output (get), shows a call number's version, run and sequence and the
 lease of its run (inspect), builds the catalog of lists and threads
 anew from the store (reindex), writes the store anew, compressed, into
 a new file (compact), takes messages down for good (remove), or lists
-those taken down (removals). An archive on a read-only file system (a
+those taken down (removals), or puts messages in another list (move).
+An archive on a read-only file system (a
 snapshot, a backup) is read read-only.
 Run 'resolver COMMAND --help' for the flags of a command; --version prints
 the version.
@@ -91,11 +94,15 @@ Routes:
   /l/LIST/YYYY-MM.mbox.gz           the month as mboxrd (gzip), streamed
   /t/CALLNUMBER/                    the whole thread of a message (?page=N)
   /t/CALLNUMBER.mbox.gz             the thread as mboxrd (gzip)
-  /search?q=WORDS                   full-text search (from:, subject:, list:, after:, before:)
+  /t/CALLNUMBER/atom.xml            Atom feed of the thread
+  /search?q=WORDS                   full-text search (from:, subject:, dfn:, list:, after:,
+                                    before:, OR); &x=m: the results as mboxrd (gzip)
   /CALLNUMBER                       a message, in its thread
   /CALLNUMBER/raw                   the stored bytes (message/rfc822)
   /CALLNUMBER/attachments/N/NAME    an attachment, as a download
   /m/MESSAGE-ID                     redirect to the message(s) with that Message-ID
+  /LIST/MESSAGE-ID/[raw|t.mbox.gz]  public-inbox's routes (LIST or all), for b4 and lei
+                                    (docs/reading.md)
   /api/v1/lists, /api/v1/lists/LIST, /api/v1/lists/LIST/YYYY-MM,
   /api/v1/threads/CALLNUMBER, /api/v1/search?q=..., /api/v1/messages/CALLNUMBER,
   /api/v1/stats, /api/v1/version    JSON

@@ -160,10 +160,12 @@ var ErrMaintenance = errors.New("boltstore: a compaction or removal of this stor
 // sets it, so that a program that does not know removals refuses the file
 // rather than compact the removal records (and with them the refusal of
 // the removed bytes) away. formatRetired marks a file Compact has
-// replaced (compact.go).
+// replaced (compact.go). formatMoves is format 3 or 4 with the moves
+// bucket (moves.go): the first Move sets it, for the same reason.
 const (
 	format         = "chibrary-messages/3"
 	formatRemovals = "chibrary-messages/4"
+	formatMoves    = "chibrary-messages/5"
 	formatV2       = "chibrary-messages/2"
 	formatV1       = "chibrary-messages/1"
 	formatRetired  = "chibrary-messages/retired"
@@ -360,7 +362,7 @@ func (s *Store) init(ctx context.Context) error {
 
 // checkFormat checks that tx's file is a message store this program
 // reads, and returns its format's version: 1, 2 (both to be upgraded by a
-// writer), 3 or 4.
+// writer), 3, 4 or 5.
 func checkFormat(tx *bolt.Tx) (version int, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
@@ -376,8 +378,10 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 		version = 3
 	case formatRemovals:
 		version = 4
+	case formatMoves:
+		version = 5
 	default:
-		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, formatRemovals, format, formatV2, formatV1)
+		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q, %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, formatMoves, formatRemovals, format, formatV2, formatV1)
 	}
 	buckets := [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns}
 	if version >= 2 {
@@ -386,8 +390,11 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 	if version >= 3 {
 		buckets = append(buckets, bucketPacks)
 	}
-	if version >= 4 {
+	if version == 4 {
 		buckets = append(buckets, bucketRemoved)
+	}
+	if version >= 5 {
+		buckets = append(buckets, bucketMoves)
 	}
 	for _, name := range buckets {
 		if tx.Bucket(name) == nil {
@@ -732,6 +739,7 @@ func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number,
 // than a read takes.
 func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, error) {
 	var rec []byte
+	list := "\x00" // none moved
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
@@ -751,6 +759,11 @@ func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, err
 			}
 			return store.ErrNotFound
 		}
+		if mv, err := moveOf(tx, n, key); err != nil {
+			return err
+		} else if mv != nil {
+			list = mv.List
+		}
 		if isLocator(v) {
 			rec, err = s.readRecord(tx, v)
 			return err
@@ -765,7 +778,10 @@ func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	if err != nil {
 		return store.Stored{}, fmt.Errorf("cannot get message %v from %s: %w", n, s.path, err)
 	}
-	return store.Stored{Number: n, Raw: m.Raw, Digest: m.Digest, MessageID: m.MessageID, List: m.List, Added: m.Added}, nil
+	if list == "\x00" {
+		list = m.List
+	}
+	return store.Stored{Number: n, Raw: m.Raw, Digest: m.Digest, MessageID: m.MessageID, List: list, Added: m.Added}, nil
 }
 
 // ByMessageID implements store.Store. The numbers come in the order of

@@ -196,11 +196,19 @@ func (s *Store) feedPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max i
 	page := store.ChangePage{Messages: []store.Stored{}}
 	size := 0
 	c := tx.Bucket(bucketChanges).Cursor()
-	for k, v := c.Seek(seqKey(cur.seq + 1)); k != nil && len(page.Messages)+len(page.Removals) < max && size < maxPageBytes; k, v = c.Next() {
-		if len(k) != 8 || len(v) != 8 && !isRemovalEntry(v) {
+	for k, v := c.Seek(seqKey(cur.seq + 1)); k != nil && page.Len() < max && size < maxPageBytes; k, v = c.Next() {
+		if len(k) != 8 || len(v) != 8 && !isRemovalEntry(v) && !isMoveEntry(v) {
 			return store.ChangePage{}, fmt.Errorf("%w: change feed entry of %d+%d bytes", ErrFormat, len(k), len(v))
 		}
 		cur.seq = binary.BigEndian.Uint64(k)
+		if isMoveEntry(v) {
+			m, err := decodeMoveEntry(codec, v)
+			if err != nil {
+				return store.ChangePage{}, fmt.Errorf("change feed entry %d: %w", cur.seq, err)
+			}
+			page.Moves = append(page.Moves, m)
+			continue
+		}
 		if isRemovalEntry(v) {
 			key := [8]byte(v)
 			r, err := removalOf(tx, codec.Number(binary.BigEndian.Uint64(key[:])), key)

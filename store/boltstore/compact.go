@@ -532,6 +532,19 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 				return err
 			}
 		}
+		// The moves, which the messages' records do not hold.
+		if mb := tx.Bucket(bucketMoves); mb != nil {
+			dmb, err := dtx.CreateBucketIfNotExists(bucketMoves)
+			if err != nil {
+				return err
+			}
+			if err := mb.ForEach(func(k, v []byte) error { return dmb.Put(bytes.Clone(k), bytes.Clone(v)) }); err != nil {
+				return err
+			}
+			if err := meta.Put(keyFormat, []byte(formatMoves)); err != nil {
+				return err
+			}
+		}
 		// Every dictionary of the store: a writer elsewhere may have
 		// one cached that the copy's records do not name, and go on
 		// writing records with it into the copy. (Compressed, if it

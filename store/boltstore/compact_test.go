@@ -624,3 +624,56 @@ func TestRemoveDuringCompaction(t *testing.T) {
 	}
 	checkAll(t, s, msgs)
 }
+
+// TestCompactMoves: the moves survive a compaction: Get answers the new
+// list, the feed still has the move, and the file keeps its format.
+func TestCompactMoves(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Bits)
+	msgs := oldArchive(t, path, a, 50)
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mv, err := s.Move(t.Context(), msgs[7].Number, "elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A removal after the move keeps the format of moves.
+	if _, err := s.Remove(t.Context(), msgs[8].Number, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Compact(t.Context(), CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(t.Context(), msgs[7].Number)
+	if err != nil || got.List != "elsewhere" {
+		t.Errorf("Get(moved, after compaction) = list %q, %v; want elsewhere", got.List, err)
+	}
+	var moves []store.Move
+	for cur := store.Cursor(""); ; {
+		page, err := s.Changes(t.Context(), cur, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.Empty() {
+			break
+		}
+		moves = append(moves, page.Moves...)
+		cur = page.Next
+	}
+	if len(moves) != 1 || moves[0].List != "elsewhere" || !moves[0].Moved.Equal(mv.Moved) {
+		t.Errorf("the feed after compaction lists moves %+v, want %+v", moves, mv)
+	}
+	err = s.view(t.Context(), func(tx *bolt.Tx) error {
+		if f := string(tx.Bucket(bucketMeta).Get(keyFormat)); f != formatMoves {
+			t.Errorf("format after compaction = %q, want %q", f, formatMoves)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -132,6 +132,9 @@ func (d dicts) Sample(ctx context.Context, n int, maxBytes int64) ([][]byte, err
 				return err
 			}
 			if feed {
+				if isRemovalEntry(v) || isMoveEntry(v) {
+					continue
+				}
 				if len(v) != 8 {
 					return fmt.Errorf("%w: change feed entry %d of %d bytes", ErrFormat, binary.BigEndian.Uint64(k), len(v))
 				}

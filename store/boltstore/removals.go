@@ -185,6 +185,9 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 				return err
 			}
 		}
+		if string(meta.Get(keyFormat)) == formatMoves {
+			return nil
+		}
 		return meta.Put(keyFormat, []byte(formatRemovals))
 	})
 	return r, err

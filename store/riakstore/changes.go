@@ -36,6 +36,10 @@ import (
 // others, and keeps an entry pending, as one item, while the record
 // names none yet.
 //
+// A move appends an entry of its own too (move.go), after the entry of
+// the message it moves; the feed hands it out in ChangePage.Moves, with
+// the list and date the entry holds.
+//
 // A cursor is "L", 8 hex digits naming the archive, ":", the next slot
 // and item to read ("12.40"), then for each slot with pending items "~",
 // the slot, "." and a bitmap of the pending items in unpadded base64url
@@ -183,7 +187,7 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 		for _, c := range cands {
 			if c.e.removal != 0 {
 				removals = append(removals, c.e.removal)
-			} else {
+			} else if c.e.move.Number == 0 {
 				numbers = append(numbers, c.item().number)
 			}
 		}
@@ -196,9 +200,13 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 			return 0, err
 		}
 		for i, c := range cands {
-			if full || len(page.Messages)+len(page.Removals) >= max {
+			if full || page.Len() >= max {
 				full = true
 				return i, nil
+			}
+			if c.e.move.Number != 0 {
+				page.Moves = append(page.Moves, c.e.move)
+				continue
 			}
 			if c.e.removal != 0 {
 				st := states[c.e.removal]
@@ -267,8 +275,8 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 	// room: a round of items none of which is stored yet (a writer still
 	// writing, or one that died) must not hold back the ones after it.
 	pos := candidate{slot: cur.slot, idx: cur.idx}
-	for !full && len(page.Messages)+len(page.Removals) < max {
-		room := max - len(page.Messages) - len(page.Removals)
+	for !full && page.Len() < max {
+		room := max - page.Len()
 		es, err := s.entriesFrom(ctx, pos.slot, 256, room+pos.idx)
 		if err != nil {
 			return store.ChangePage{}, err

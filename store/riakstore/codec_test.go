@@ -331,6 +331,22 @@ func TestEntryRoundTrip(t *testing.T) {
 			t.Errorf("decodeEntry(%d bytes, a bad removal) = %v, want %v", len(v), err, record.ErrCorrupt)
 		}
 	}
+
+	// A move entry.
+	mv := &entry{time: e.time, writer: e.writer, nonce: [8]byte{9}, move: store.Move{Number: 987654321, List: "linux-mips", Moved: time.Unix(1700000000, 123).UTC()}}
+	b = appendEntry(nil, mv)
+	if b[0] != moveVersion {
+		t.Errorf("appendEntry(move) is of version %d, want %d", b[0], moveVersion)
+	}
+	got, err = decodeEntry(b)
+	if err != nil || !got.time.Equal(mv.time) || got.nonce != mv.nonce || got.move.Number != mv.move.Number || got.move.List != mv.move.List || !got.move.Moved.Equal(mv.move.Moved) || len(got.items) != 0 || got.size() != 1 {
+		t.Errorf("decodeEntry(appendEntry(move)) = %+v, %v; want %+v", got, err, mv)
+	}
+	for _, v := range [][]byte{b[:41], append(bytes.Clone(b[:len(b)-1]), '/'), appendEntry(nil, &entry{move: store.Move{Number: 1 << callnumber.Bits, List: "x"}})} {
+		if _, err := decodeEntry(v); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("decodeEntry(%d bytes, a bad move) = %v, want %v", len(v), err, record.ErrCorrupt)
+		}
+	}
 }
 
 func TestCursor(t *testing.T) {

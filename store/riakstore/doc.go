@@ -51,8 +51,8 @@
 //
 //	chibrary_claims    ARCHIVE.meta     "binding": the authority, scheme and key (JSON)
 //	chibrary_claims    ARCHIVE.runs     the run in decimal: its lease, without the key (JSON)
-//	chibrary_claims    ARCHIVE.log      the ledger: slot N in decimal, one entry per batch
-//	                                    or removal (ledger.go)
+//	chibrary_claims    ARCHIVE.log      the ledger: slot N in decimal, one entry per batch,
+//	                                    removal or move (ledger.go)
 //	chibrary_claims    ARCHIVE.removed  call number: a removal's record and how far it got (remove.go)
 //	chibrary_kv        ARCHIVE.packs    "VERSION.RUN.PACK": up to 16 messages, or their
 //	                                    removal records (pack.go); secondary index
@@ -62,6 +62,7 @@
 //	                                    "current": the one new records use (dicts.go)
 //	chibrary_kv        ARCHIVE.removals call number: a copy of its removal record;
 //	                                    secondary index removed_int: when (Unix seconds)
+//	chibrary_kv        ARCHIVE.moves    call number: the list a moved message is in (move.go)
 //	chibrary_once      ARCHIVE.digests  digest in hex (".N" for generation N): a call number (digest.go)
 //	chibrary_counters  ARCHIVE.counts   "messages": the message count
 //

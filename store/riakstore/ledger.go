@@ -57,10 +57,27 @@ import (
 //
 // A program older than removals refuses a ledger holding one (the
 // version is unknown to it): it cannot follow the feed, nor claim.
+//
+// # Move entry, version 3
+//
+// A move (move.go) appends an entry of its own, which the change feed
+// hands out as the move of the message:
+//
+//	offset  size     field
+//	0       1        entry format version (3)
+//	1       8        time, as in version 1
+//	9       8        writer, as in version 1
+//	17      8        nonce, as in version 1
+//	25      8        call number of the message moved, big-endian
+//	33      8        when it was moved: Unix nanoseconds, big-endian
+//	41      1-64     the list it was moved to
+//
+// Programs older than moves refuse a ledger holding one, as above.
 
 const (
 	entryVersion   = 1
 	removalVersion = 2
+	moveVersion    = 3
 )
 
 type item struct {
@@ -76,12 +93,15 @@ type entry struct {
 	// removal is the number a removal entry removes (no call number is
 	// 0); a removal entry has no items.
 	removal callnumber.Number
+	// move is what a move entry moves (its Number is not 0); a move
+	// entry has no items.
+	move store.Move
 }
 
 // size is the number of things the entry tells the change feed: its
 // items, or the one removal.
 func (e *entry) size() int {
-	if e.removal != 0 {
+	if e.removal != 0 || e.move.Number != 0 {
 		return 1
 	}
 	return len(e.items)
@@ -89,15 +109,23 @@ func (e *entry) size() int {
 
 func appendEntry(dst []byte, e *entry) []byte {
 	v := byte(entryVersion)
-	if e.removal != 0 {
+	switch {
+	case e.removal != 0:
 		v = removalVersion
+	case e.move.Number != 0:
+		v = moveVersion
 	}
 	dst = append(dst, v)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(e.time.UnixMilli()))
 	dst = append(dst, e.writer[:]...)
 	dst = append(dst, e.nonce[:]...)
-	if e.removal != 0 {
+	switch v {
+	case removalVersion:
 		return binary.BigEndian.AppendUint64(dst, uint64(e.removal))
+	case moveVersion:
+		dst = binary.BigEndian.AppendUint64(dst, uint64(e.move.Number))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(e.move.Moved.UnixNano()))
+		return append(dst, e.move.List...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(e.items)))
 	for _, it := range e.items {
@@ -109,12 +137,12 @@ func appendEntry(dst []byte, e *entry) []byte {
 
 func decodeEntry(b []byte) (*entry, error) {
 	const head = 1 + 8 + 8 + 8
-	if len(b) < head+1 || b[0] != entryVersion && b[0] != removalVersion {
+	if len(b) < head+1 || b[0] != entryVersion && b[0] != removalVersion && b[0] != moveVersion {
 		v := -1
 		if len(b) > 0 {
 			v = int(b[0])
 		}
-		return nil, fmt.Errorf("%w: ledger entry of %d bytes, version %d (this program reads versions %d and %d)", record.ErrCorrupt, len(b), v, entryVersion, removalVersion)
+		return nil, fmt.Errorf("%w: ledger entry of %d bytes, version %d (this program reads versions %d, %d and %d)", record.ErrCorrupt, len(b), v, entryVersion, removalVersion, moveVersion)
 	}
 	e := &entry{time: time.UnixMilli(int64(binary.BigEndian.Uint64(b[1:9]))).UTC()}
 	copy(e.writer[:], b[9:17])
@@ -126,6 +154,20 @@ func decodeEntry(b []byte) (*entry, error) {
 		e.removal = callnumber.Number(binary.BigEndian.Uint64(b[head:]))
 		if e.removal == 0 || e.removal >= 1<<callnumber.Bits {
 			return nil, fmt.Errorf("%w: removal ledger entry: call number out of range", record.ErrCorrupt)
+		}
+		return e, nil
+	}
+	if b[0] == moveVersion {
+		if len(b) < head+16+1 {
+			return nil, fmt.Errorf("%w: move ledger entry of %d bytes", record.ErrCorrupt, len(b))
+		}
+		e.move = store.Move{
+			Number: callnumber.Number(binary.BigEndian.Uint64(b[head:])),
+			Moved:  time.Unix(0, int64(binary.BigEndian.Uint64(b[head+8:]))).UTC(),
+			List:   string(b[head+16:]),
+		}
+		if e.move.Number == 0 || e.move.Number >= 1<<callnumber.Bits || store.CheckList(e.move.List) != nil {
+			return nil, fmt.Errorf("%w: move ledger entry: call number out of range or bad list", record.ErrCorrupt)
 		}
 		return e, nil
 	}

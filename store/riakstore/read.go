@@ -174,7 +174,18 @@ func (s *Store) get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	if bd == nil {
 		return store.Stored{}, store.ErrNotFound
 	}
+	// The move, if any, is read at the same time as the pack (move.go).
+	var (
+		mv    *store.Move
+		mvErr error
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() { mv, _, mvErr = s.moveOf(ctx, n) })
 	got, removed, err := s.readMessages(ctx, bd.codec, []callnumber.Number{n})
+	wg.Wait()
+	if err == nil && mvErr != nil {
+		err = mvErr
+	}
 	if errors.Is(err, errConflict) {
 		err = fmt.Errorf("%w: call number %v was written by two writers at once: %w; both copies are kept as siblings in %s/%s: check both runs' leases", store.ErrNumberTaken, n, err, s.b.types.KV, s.b.packs)
 	}
@@ -187,6 +198,9 @@ func (s *Store) get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	m, ok := got[n]
 	if !ok {
 		return store.Stored{}, store.ErrNotFound
+	}
+	if mv != nil {
+		m.List = mv.List
 	}
 	return m, nil
 }

@@ -178,7 +178,7 @@ type buckets struct {
 	// in the claims type
 	meta, runs, log, removed string
 	// in the kv type
-	packs, large, dicts, removals string
+	packs, large, dicts, removals, moves string
 	// in the write-once type
 	digests string
 	// in the counters type
@@ -190,7 +190,7 @@ func newBuckets(archive string, t Types) buckets {
 	return buckets{
 		archive: archive, types: t,
 		meta: p + "meta", runs: p + "runs", log: p + "log", removed: p + "removed",
-		packs: p + "packs", large: p + "large", dicts: p + "dicts", removals: p + "removals",
+		packs: p + "packs", large: p + "large", dicts: p + "dicts", removals: p + "removals", moves: p + "moves",
 		digests: p + "digests",
 		counts:  p + "counts",
 	}

@@ -55,6 +55,8 @@ type follower struct {
 	index map[callnumber.Number]int
 	// removals are the removals seen, in feed order.
 	removals []store.Removal
+	// moves are the moves seen, in feed order.
+	moves []store.Move
 }
 
 func newFollower(t testing.TB, s store.Store, max int) *follower {
@@ -76,10 +78,11 @@ func (f *follower) poll(ctx context.Context) (int, error) {
 		if page.Empty() && page.Next != f.cursor {
 			return fresh, fmt.Errorf("Changes(%q) returned nothing and moved the cursor to %q", f.cursor, page.Next)
 		}
-		if f.max > 0 && len(page.Messages)+len(page.Removals) > f.max {
-			return fresh, fmt.Errorf("Changes(%q, max %d) returned %d messages and %d removals", f.cursor, f.max, len(page.Messages), len(page.Removals))
+		if f.max > 0 && page.Len() > f.max {
+			return fresh, fmt.Errorf("Changes(%q, max %d) returned %d messages, %d moves and %d removals", f.cursor, f.max, len(page.Messages), len(page.Moves), len(page.Removals))
 		}
 		f.removals = append(f.removals, page.Removals...)
+		f.moves = append(f.moves, page.Moves...)
 		for _, m := range page.Messages {
 			if _, ok := f.index[m.Number]; !ok {
 				f.index[m.Number] = len(f.seen)

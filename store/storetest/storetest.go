@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Opener) {
 	}
 	tests = append(tests, recordTests...)
 	tests = append(tests, removalTests...)
+	tests = append(tests, moveTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(t, newStore(t))

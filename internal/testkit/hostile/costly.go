@@ -16,6 +16,8 @@ const (
 	ManyReferencesCount = 100_000
 	// SoftBreaksSize is the size of "soft-breaks".
 	SoftBreaksSize = 40 << 20
+	// BigPatchSize is about the size of "big-patch".
+	BigPatchSize = 40 << 20
 	// BigAttachmentSize is decoded.
 	BigAttachmentSize = 44 << 20
 	// LongPhraseWords is how many words LongPhrase has by default.
@@ -109,6 +111,32 @@ func SoftBreaks(size int64) Message {
 			left--
 		}
 		if err := repeat(w, []byte("=\n"), left); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, tail)
+		return err
+	})
+}
+
+// BigPatch returns "big-patch": a patch of size bytes, one file whose
+// single hunk adds line after line, for the cost of colouring a patch,
+// counting its diffstat and indexing the paths it touches. It is
+// generated as it is written.
+func BigPatch(size int64) Message {
+	id := "big-patch@hostile.test"
+	const line = "+\tadded_line(\"a line that a big patch adds, again\");\n"
+	lines := size / int64(len(line))
+	head := "Message-ID: <" + id + ">\nFrom: Mallory <mallory@example.org>\nSubject: [PATCH] a big patch\n" + dateField(0) +
+		"MIME-Version: 1.0\nContent-Type: text/plain; charset=us-ascii\n\nA patch.\n---\n" +
+		"diff --git a/drivers/big.c b/drivers/big.c\n--- a/drivers/big.c\n+++ b/drivers/big.c\n" +
+		fmt.Sprintf("@@ -1,0 +1,%d @@\n", lines)
+	tail := "-- \n2.39.2\n"
+	total := int64(len(head)) + lines*int64(len(line)) + int64(len(tail))
+	return generated("big-patch", id, fmt.Sprintf("a %d-byte patch adding %d lines to one file", total, lines), total, func(w io.Writer) error {
+		if _, err := io.WriteString(w, head); err != nil {
+			return err
+		}
+		if err := repeat(w, []byte(line), lines*int64(len(line))); err != nil {
 			return err
 		}
 		_, err := io.WriteString(w, tail)

@@ -390,3 +390,35 @@ func UnmarshalRemoval(n callnumber.Number, b []byte) (store.Removal, error) {
 	}
 	return r, nil
 }
+
+// moveJSON is a move record as the backends keep it.
+type moveJSON struct {
+	List  string    `json:"list"`
+	Moved time.Time `json:"moved_at"`
+	// Slot is the Riak ledger slot of the move's entry, 0 elsewhere: of
+	// two values of one key, the later move's wins.
+	Slot uint64 `json:"slot,omitempty"`
+}
+
+// MarshalMove encodes a move record (its number is the key it is kept
+// under), with the ledger slot of its entry (0 where there is none).
+func MarshalMove(m store.Move, slot uint64) []byte {
+	out, err := json.Marshal(moveJSON{List: m.List, Moved: m.Moved.UTC(), Slot: slot})
+	if err != nil {
+		panic(err) // plain data
+	}
+	return out
+}
+
+// UnmarshalMove decodes a move record of the message n, and the ledger
+// slot it names.
+func UnmarshalMove(n callnumber.Number, b []byte) (store.Move, uint64, error) {
+	var j moveJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return store.Move{}, 0, fmt.Errorf("%w: move of %v: %w", ErrCorrupt, n, err)
+	}
+	if err := store.CheckList(j.List); err != nil {
+		return store.Move{}, 0, fmt.Errorf("%w: move of %v: list %q", ErrCorrupt, n, j.List)
+	}
+	return store.Move{Number: n, List: j.List, Moved: j.Moved}, j.Slot, nil
+}

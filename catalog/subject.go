@@ -1,0 +1,275 @@
+package catalog
+
+// Subject threading: mail without threading headers.
+//
+// Mail of the pipermail era often has no References or In-Reply-To at
+// all, and replies whose clients dropped the "Re:". Such a message (or
+// one whose references name no message the list has, if its subject has
+// a reply prefix) joins a thread of its list whose first message has the
+// same subject once normalised (BaseSubject: Re/Fwd/AW/SV/Antw... and
+// [tags] removed), active within subjectWindow of it. Never a thread of
+// another list. Of the threads that qualify (at most maxSubjectThreads,
+// the most recent first, read through the index on list and subject),
+// it joins:
+//
+//  1. the first whose text it quotes: a line it quotes is one of the
+//     first lines of a message of the thread (JoinedQuoting; the tree
+//     puts it under the message it quotes);
+//  2. else the first where it or the thread's first message has a reply
+//     prefix ("Re: X" joins "X", "X" joins the "Re: X" before it);
+//  3. else the first started by someone else, if the subject is
+//     distinctive enough: three words or more and 16 characters
+//     ("IDLE support broken?" asked, answered without "Re:" by another;
+//     "help" or "kernel panic" from two people are two questions).
+//
+// So the same person posting "Weekly report" twice starts two threads,
+// and a message joins one thread: it never merges two (the merge rule of
+// the package doc holds). What it compares is bounded: the hashes of the
+// first sketchLines lines of each message without references (kept in
+// the catalog, 8 bytes each), the first maxQuoteHashes lines it quotes,
+// and the newest sketchMessages messages of each thread looked at.
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/chibrary/chibrary/patch"
+)
+
+// JoinedBy says why a message sits where it does in its thread.
+type JoinedBy int
+
+const (
+	// JoinedByID: by the Message-IDs it and the others name (or it
+	// started the thread).
+	JoinedByID JoinedBy = iota
+	// JoinedBySubject: by its subject, it or the thread's start having
+	// a reply prefix.
+	JoinedBySubject
+	// JoinedQuoting: by its subject, quoting a message of the thread.
+	JoinedQuoting
+	// JoinedSameSubject: by its subject, the thread being someone
+	// else's.
+	JoinedSameSubject
+)
+
+// MarshalText names it in JSON.
+func (j JoinedBy) MarshalText() ([]byte, error) { return []byte(j.String()), nil }
+
+func (j JoinedBy) String() string {
+	switch j {
+	case JoinedBySubject:
+		return "subject"
+	case JoinedQuoting:
+		return "subject-quoting"
+	case JoinedSameSubject:
+		return "same-subject"
+	}
+	return "references"
+}
+
+// Bounds of subject threading.
+const (
+	maxSubjectThreads = 8
+	sketchLines       = 8
+	maxQuoteHashes    = 16
+	sketchMessages    = 20
+	// minDistinct is the shortest subject a message joins a thread
+	// by without a reply prefix or a quote.
+	minDistinct = 16
+	// minSketchLine is the shortest line compared: shorter ones ("Hi,",
+	// "Thanks!") are in every other message.
+	minSketchLine = 20
+)
+
+// normLine is a line as compared: lower-case, white space collapsed.
+func normLine(l string) string {
+	return strings.ToLower(strings.Join(strings.Fields(l), " "))
+}
+
+func lineHash(l string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(l))
+	return h.Sum64()
+}
+
+// sketch returns the hashes of the first sketchLines distinct lines of a
+// message's own text long enough to compare, up to its signature.
+func sketch(body string) []byte {
+	var out []byte
+	seen := map[uint64]bool{}
+	for line := range strings.Lines(body) {
+		if strings.TrimRight(line, "\r\n") == "-- " {
+			break
+		}
+		l := normLine(line)
+		if len(l) < minSketchLine {
+			continue
+		}
+		h := lineHash(l)
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		out = binary.BigEndian.AppendUint64(out, h)
+		if len(out) >= 8*sketchLines {
+			break
+		}
+	}
+	return out
+}
+
+// quoteHashes returns the hashes of the first maxQuoteHashes distinct
+// quoted lines long enough to compare, without their '>' marks.
+func quoteHashes(quoted string) []uint64 {
+	var out []uint64
+	for line := range strings.Lines(quoted) {
+		l := normLine(strings.TrimLeft(line, "> \t"))
+		if len(l) < minSketchLine {
+			continue
+		}
+		h := lineHash(l)
+		dup := false
+		for _, x := range out {
+			dup = dup || x == h
+		}
+		if !dup {
+			out = append(out, h)
+			if len(out) >= maxQuoteHashes {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// quotesSketch reports whether one of the hashes is in the sketch.
+func quotesSketch(quotes []uint64, sk []byte) bool {
+	for i := 0; i+8 <= len(sk); i += 8 {
+		h := binary.BigEndian.Uint64(sk[i:])
+		for _, q := range quotes {
+			if q == h {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Bounds of the paths kept of one message's patches.
+const (
+	maxPaths = 200
+	// fileEnd ends each path in the search index's files column, so
+	// that dfn:PATH matches a path's last components only: the phrase
+	// of PATH's words and fileEnd.
+	fileEnd = "zzdfnend"
+)
+
+// filesText returns the paths the patches in a message's own text touch,
+// as the files column of the search index keeps them: each path then
+// fileEnd, one a line.
+func filesText(body string) string {
+	if !strings.Contains(body, "\n+++ ") && !strings.Contains(body, "diff --git ") {
+		return "" // no patch: not worth a scan
+	}
+	_, d := patch.Scan(body, patch.Limits{MaxFiles: maxPaths})
+	var b strings.Builder
+	for _, p := range d.Paths() {
+		b.WriteString(p)
+		b.WriteString(" " + fileEnd + "\n")
+	}
+	return b.String()
+}
+
+// bySubject finds the thread d joins by its subject, if any, and how
+// (see the top of this file). Called with no thread found by
+// Message-ID.
+func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, err error) {
+	if d.base == "" {
+		return 0, JoinedByID, 0, nil
+	}
+	date := d.date.Unix()
+	window := int64(subjectWindow / time.Second)
+	rows, err := ix.threadsBySubject.QueryContext(ix.ctx, d.list, d.base, date-window, date+window, maxSubjectThreads)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	type cand struct {
+		id        int64
+		rootReply bool
+		rootAddr  string
+		rootName  string
+	}
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.id, &c.rootReply, &c.rootAddr, &c.rootName); err != nil {
+			rows.Close()
+			return 0, 0, 0, err
+		}
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, 0, err
+	}
+	if len(d.quotes) > 0 {
+		for _, c := range cands {
+			q, err := ix.quoted(c.id, d.quotes)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			if q != 0 {
+				return c.id, JoinedQuoting, q, nil
+			}
+		}
+	}
+	for _, c := range cands {
+		if d.reply || c.rootReply {
+			return c.id, JoinedBySubject, 0, nil
+		}
+	}
+	if len(d.base) >= minDistinct && strings.Count(d.base, " ") >= 2 {
+		for _, c := range cands {
+			other := c.rootAddr != "" && !strings.EqualFold(c.rootAddr, d.fromAddr) ||
+				c.rootAddr == "" && d.fromAddr == "" && c.rootName != d.fromName
+			if other {
+				return c.id, JoinedSameSubject, 0, nil
+			}
+		}
+	}
+	return 0, JoinedByID, 0, nil
+}
+
+// quoted returns the newest of the thread's newest sketchMessages
+// messages that a line of quotes comes from, or 0.
+func (ix *indexer) quoted(thread int64, quotes []uint64) (int64, error) {
+	rows, err := ix.sketches.QueryContext(ix.ctx, thread, sketchMessages)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var sk []byte
+		if err := rows.Scan(&id, &sk); err != nil {
+			return 0, err
+		}
+		if quotesSketch(quotes, sk) {
+			return id, nil
+		}
+	}
+	return 0, rows.Err()
+}
+
+// threadsBySubjectSQL reads the threads a message may join by subject
+// (1: list, 2: base, 3 and 4: the window, 5: how many), the most
+// recently active first, with their first message's sender.
+const threadsBySubjectSQL = `SELECT t.id, t.root_reply, r.from_addr, r.from_name FROM threads t JOIN messages r ON r.id = t.root
+	WHERE t.list = ? AND t.base = ? AND t.last >= ? AND t.first <= ? ORDER BY t.last DESC, t.id DESC LIMIT ?`
+
+// sketchesSQL reads the sketches of a thread's newest messages (1:
+// thread, 2: how many).
+const sketchesSQL = `SELECT id, sketch FROM messages WHERE thread = ? AND sketch IS NOT NULL ORDER BY date DESC, id DESC LIMIT ?`
