@@ -435,7 +435,7 @@ func (s *Store) appendRemoval(ctx context.Context, n callnumber.Number) (uint64,
 	e := &entry{time: time.Now(), writer: s.writer, removal: n}
 	rand.Read(e.nonce[:])
 	for {
-		if err := s.syncLedger(ctx); err != nil {
+		if err := s.syncLedger(ctx, 0); err != nil {
 			return 0, err
 		}
 		slot := lg.end + 1

@@ -146,6 +146,9 @@ type Store struct {
 	entries entryCache
 
 	requests atomic.Int64
+	// skipped counts the digests a Put did not look up: never claimed
+	// (ledger.ever). Logged at Close, for benchmarks.
+	skipped atomic.Int64
 	// written adds up the bytes of the values stored (each once, however
 	// many attempts it took), and messageBytes those of packs and large
 	// messages' objects among them: logged at Close, for benchmarks. A
@@ -435,7 +438,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	// A background training ends first: it reads and writes the archive.
 	s.comp.Close()
-	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load(), "message_bytes_kept", s.keptBytes.Load())
+	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load(), "message_bytes_kept", s.keptBytes.Load(), "lookups_skipped", s.skipped.Load())
 	s.inflight.Wait()
 	if err := s.cluster.Stop(); err != nil {
 		return fmt.Errorf("cannot stop riak cluster client: %w", err)
