@@ -25,6 +25,10 @@ type Compression struct {
 	// retrain rarely; one that keeps its records as written gains by
 	// retraining as it doubles.
 	Retrain int64
+	// SampleBytes is how much of the store's newest mail a dictionary
+	// learns from, in bytes of messages; a training's CPU grows with it.
+	// Zero means 2 MiB.
+	SampleBytes int64
 	// Level is how hard records are compressed as they are written.
 	// Zero (LevelBackend) is the backend's choice: the bolt store's is
 	// LevelFastest (a compaction rewrites its records harder), Riak's

@@ -152,6 +152,32 @@
 // (TestStalledLookup), or it could miss a claim whose message was stored
 // meanwhile, and store the message a second time without knowing.
 //
+// A digest no ledger entry ever claimed needs no lookup: a message is
+// claimed before it is stored, so no message with it is stored, and the
+// index holds no entry for it a reader may believe. A writer that has read
+// the ledger from its first slot (ledger.go, unclaimed) knows those
+// digests: it keeps the first 8 bytes of every digest claimed (a digest
+// sharing them with one is merely looked up), and of every digest a
+// removal recorded from another store reserved (RecordRemoval writes no
+// claim; the removal's state, which names the digest, is created before
+// its ledger entry, and a reader believes the reserved entry only once
+// the pack holds the removal, which comes after it). It judges a batch's
+// digests so after it has read the ledger to its end, as of the moment
+// it noted before doing so, exactly as a lookup sent then would; claims
+// made since are read when it claims the batch, as for a lookup. A handle
+// reads the whole ledger at its first write when the ledger has at most
+// half as many slots as that batch has digests (an empty archive's has
+// none; a slot costs Riak about four lookups, and a bulk import's slots
+// hold hundreds of messages), and gives this up beyond 2^20 digests. The
+// one thing a lookup would have seen and this does not: a removal being
+// recorded for a number never stored here, between the reservation of
+// its digest and its ledger entry, or whose recorder died in between.
+// A Put of the same bytes then writes the digest's first generation over
+// that entry, where after a lookup it would have written the second one
+// beside it. Either way its message is stored: RecordRemoval claims
+// nothing, so a Put of the same bytes under way while it reserves them
+// stores them too, with or without the lookup.
+//
 // A writer may die between its claim and its writes. Its claim then holds
 // for Options.ClaimTimeout + Options.MaxClockSkew (90 s by default): a
 // writer that meets it waits, and takes the message over once the claim is
@@ -184,9 +210,10 @@
 // stored messages come back as duplicates of their own numbers, and their
 // digest entries are repaired.
 //
-// Requests per new message, measured by TestRequestBudget: about 2.14 (a
-// digest lookup and a digest entry each; a pack read and written per 16
-// messages; the ledger and the count once per batch); about 1.13 per
+// Requests per new message, measured by TestRequestBudget: about 1.13 (a
+// digest entry each; a pack read and written per 16 messages; the ledger
+// and the count once per batch), or 2.13 with a digest lookup each for a
+// writer that did not read the ledger from its start; about 1.13 per
 // message already stored (a digest lookup, and a pack read per 16 to see
 // the message is there). Up to Options.Parallel (64) are in flight at
 // once.

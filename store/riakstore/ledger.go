@@ -306,7 +306,20 @@ type ledger struct {
 	end    uint64 // highest slot read (all slots up to it are folded)
 	claims map[store.Digest][]claim
 	recent []recentEntry // by slot
+	// ever, unless nil, holds the first 8 bytes of every digest that
+	// slots 1 to end claim, or that a removal in them reserved: a digest
+	// not in it was never claimed, so no message with it was stored
+	// (see unclaimed). Nil when the handle did not read the ledger from
+	// its start, or once it holds maxEver digests.
+	ever map[uint64]struct{}
 }
+
+// maxEver bounds ledger.ever (about 20 bytes each: 20 MiB).
+const maxEver = 1 << 20
+
+// everKey is a digest's key in ledger.ever. Two digests may share one: a
+// digest taken for claimed is merely looked up.
+func everKey(d store.Digest) uint64 { return binary.BigEndian.Uint64(d[:8]) }
 
 type claim struct {
 	slot   uint64
@@ -335,8 +348,21 @@ func (lg *ledger) fold(slot uint64, e *entry) {
 	for i, it := range e.items {
 		lg.claims[it.digest] = append(lg.claims[it.digest], claim{slot: slot, number: it.number, time: e.time})
 		r.digests[i] = it.digest
+		lg.remember(it.digest)
 	}
 	lg.recent = append(lg.recent, r)
+}
+
+// remember adds d to ever, or gives ever up once it is full.
+func (lg *ledger) remember(d store.Digest) {
+	if lg.ever == nil {
+		return
+	}
+	if len(lg.ever) >= maxEver {
+		lg.ever = nil
+		return
+	}
+	lg.ever[everKey(d)] = struct{}{}
 }
 
 // prune forgets entries older than keep.
@@ -359,53 +385,25 @@ func (lg *ledger) prune(now time.Time, keep time.Duration) {
 
 // syncLedger brings the writer's view up to the current end of the
 // ledger; on first use it finds the end and reads back the entries within
-// the retention. Called with s.ledger.mu held.
-func (s *Store) syncLedger(ctx context.Context) error {
+// the retention, or the whole ledger if it has at most full slots (which
+// ever then follows). Called with s.ledger.mu held.
+func (s *Store) syncLedger(ctx context.Context, full uint64) error {
 	lg := &s.ledger
 	if !lg.ready {
 		end, err := s.lastSlot(ctx, 0)
 		if err != nil {
 			return err
 		}
-		lg.claims = make(map[store.Digest][]claim)
-		// Read back while entries are recent; a few at a time in parallel.
-		now := time.Now()
-		var back []*entry
-		for slot := end; slot > 0; {
-			n := min(uint64(8), slot)
-			got := make([]*entry, n)
-			err := parallel(ctx, int(n), int(n), func(ctx context.Context, i int) error {
-				e, err := s.entry(ctx, slot-uint64(i))
-				if err == nil && e == nil {
-					err = fmt.Errorf("ledger slot %d not found below the end %d", slot-uint64(i), end)
-				}
-				got[i] = e
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			old := false
-			for _, e := range got {
-				if now.Sub(e.time) > s.retention() {
-					old = true
-					break
-				}
-				back = append(back, e)
-			}
-			if old {
-				break
-			}
-			slot -= n
+		if err := s.readBack(ctx, end, full); err != nil {
+			return err
 		}
-		for i := len(back) - 1; i >= 0; i-- {
-			lg.fold(end-uint64(i), back[i])
-		}
-		lg.end, lg.ready = end, true
 	}
 	for {
 		es, err := s.entriesFrom(ctx, lg.end+1, 64, math.MaxInt)
 		if err != nil {
+			return err
+		}
+		if err := s.rememberRemovals(ctx, es); err != nil {
 			return err
 		}
 		for _, e := range es {
@@ -418,6 +416,123 @@ func (s *Store) syncLedger(ctx context.Context) error {
 	}
 	lg.prune(time.Now(), s.retention())
 	return nil
+}
+
+// readBack starts the writer's view at the end of the ledger, slot end:
+// with the entries within the retention, read back from it, or, if end
+// is at most full, with none, and ever, which the caller then fills from
+// the first slot. Called with s.ledger.mu held.
+func (s *Store) readBack(ctx context.Context, end, full uint64) error {
+	lg := &s.ledger
+	lg.claims = make(map[store.Digest][]claim)
+	if end <= full {
+		lg.ever = make(map[uint64]struct{})
+		lg.ready = true
+		return nil
+	}
+	// Read back while entries are recent; a few at a time in parallel.
+	now := time.Now()
+	var back []*entry
+	for slot := end; slot > 0; {
+		n := min(uint64(8), slot)
+		got := make([]*entry, n)
+		err := parallel(ctx, int(n), int(n), func(ctx context.Context, i int) error {
+			e, err := s.entry(ctx, slot-uint64(i))
+			if err == nil && e == nil {
+				err = fmt.Errorf("ledger slot %d not found below the end %d", slot-uint64(i), end)
+			}
+			got[i] = e
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		old := false
+		for _, e := range got {
+			if now.Sub(e.time) > s.retention() {
+				old = true
+				break
+			}
+			back = append(back, e)
+		}
+		if old {
+			break
+		}
+		slot -= n
+	}
+	for i := len(back) - 1; i >= 0; i-- {
+		lg.fold(end-uint64(i), back[i])
+	}
+	lg.end, lg.ready = end, true
+	return nil
+}
+
+// rememberRemovals adds to ledger.ever the digests of the removals that
+// entries record: a removal recorded from another store (RecordRemoval)
+// reserves a digest no claim names. Its state, which holds the digest, is
+// created before its ledger entry is appended (remove.go, steps 2 and 4).
+// Called with s.ledger.mu held.
+func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
+	lg := &s.ledger
+	if lg.ever == nil {
+		return nil
+	}
+	var numbers []callnumber.Number
+	for _, e := range es {
+		if e.removal != 0 {
+			numbers = append(numbers, e.removal)
+		}
+	}
+	if len(numbers) == 0 {
+		return nil
+	}
+	states, err := s.removalStates(ctx, numbers)
+	if err != nil {
+		return err
+	}
+	for _, n := range numbers {
+		st := states[n]
+		if st == nil {
+			// Cannot happen (step 2 comes first); if it does, every
+			// digest is looked up again.
+			s.log.Warn("a removal in the ledger has no state", "callnumber", n.String())
+			lg.ever = nil
+			return nil
+		}
+		lg.remember(st.removal.Digest)
+	}
+	return nil
+}
+
+// unclaimed syncs the writer's view of the ledger and reports which of ds
+// no entry of it ever claimed (nor a removal in it reserved), if it holds
+// every entry since the first slot: their messages were never stored, as
+// a Put claims every message before it writes it, so looking them up in
+// the digest index would find nothing it may believe. That is so as of
+// the moment the view is synced, after the caller noted the time it
+// judges claims at (ref), as it is for a lookup sent after that moment;
+// claims made since are read when the batch is claimed (appendClaims).
+// A handle reads the whole ledger at its first write when the ledger has
+// at most half as many slots as that batch has digests (an empty
+// archive's has none): reading a slot costs Riak about what four lookups
+// do, and a bulk import's slots hold hundreds of messages each. It gives
+// the view up beyond maxEver digests. nil means look every digest up.
+func (s *Store) unclaimed(ctx context.Context, ds []store.Digest) ([]bool, error) {
+	lg := &s.ledger
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if err := s.syncLedger(ctx, uint64(len(ds)/2)); err != nil {
+		return nil, err
+	}
+	if lg.ever == nil {
+		return nil, nil
+	}
+	out := make([]bool, len(ds))
+	for i, d := range ds {
+		_, claimed := lg.ever[everKey(d)]
+		out[i] = !claimed
+	}
+	return out, nil
 }
 
 // owner returns the claim that owns digest d for a writer that would
@@ -465,7 +580,7 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 	defer lg.mu.Unlock()
 	claimed = items
 	for {
-		if err := s.syncLedger(ctx); err != nil {
+		if err := s.syncLedger(ctx, 0); err != nil {
 			return nil, nil, time.Time{}, 0, err
 		}
 		// After the sync: it forgot what it forgot as of a moment ago.
@@ -522,7 +637,7 @@ func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) (
 	lg := &s.ledger
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
-	if err := s.syncLedger(ctx); err != nil {
+	if err := s.syncLedger(ctx, 0); err != nil {
 		return nil, err
 	}
 	out := make([]bool, len(its))

@@ -154,9 +154,24 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 		}
 	}
 	pre.ref = time.Now()
+	// Digests no claim ever named need no lookup (see unclaimed).
+	fresh, err := s.unclaimed(ctx, digests)
+	if err != nil {
+		return nil, err
+	}
+	lookup := digests
+	if fresh != nil {
+		lookup = nil
+		for i, d := range digests {
+			if !fresh[i] {
+				lookup = append(lookup, d)
+			}
+		}
+	}
+	s.skipped.Add(int64(len(digests) - len(lookup)))
 	var mu sync.Mutex
 	var states []digestState
-	err := parallel(ctx, len(runs)+len(packs)+1, s.opts.Parallel, func(ctx context.Context, j int) error {
+	err = parallel(ctx, len(runs)+len(packs)+1, s.opts.Parallel, func(ctx context.Context, j int) error {
 		switch {
 		case j < len(runs):
 			l, err := s.lease(ctx, runs[j])
@@ -191,7 +206,7 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			mu.Unlock()
 		default:
 			var err error
-			states, err = s.lookupDigests(ctx, codec, digests)
+			states, err = s.lookupDigests(ctx, codec, lookup)
 			return err
 		}
 		return nil
@@ -201,12 +216,12 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 	}
 	for i, st := range states {
 		if st.stored != 0 {
-			pre.digests[digests[i]] = st.stored
+			pre.digests[lookup[i]] = st.stored
 			if st.removed != nil {
 				pre.removals[st.stored] = st.removed
 			}
 		} else if st.gen > 0 {
-			pre.gens[digests[i]] = st.gen
+			pre.gens[lookup[i]] = st.gen
 		}
 	}
 	return pre, nil

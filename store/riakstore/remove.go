@@ -331,7 +331,7 @@ func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f call
 		if round == maxNote {
 			return fmt.Errorf("the removal state of %v keeps changing", n)
 		}
-		slot, err := s.appendRemoval(ctx, n)
+		slot, err := s.appendRemoval(ctx, st.removal)
 		if err != nil {
 			return err
 		}
@@ -426,16 +426,16 @@ func (s *Store) putRemovalCopy(ctx context.Context, r store.Removal) error {
 	return nil
 }
 
-// appendRemoval appends a removal entry for n to the ledger and returns
+// appendRemoval appends a removal entry for r to the ledger and returns
 // its slot.
-func (s *Store) appendRemoval(ctx context.Context, n callnumber.Number) (uint64, error) {
+func (s *Store) appendRemoval(ctx context.Context, r store.Removal) (uint64, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
-	e := &entry{time: time.Now(), writer: s.writer, removal: n}
+	e := &entry{time: time.Now(), writer: s.writer, removal: r.Number}
 	rand.Read(e.nonce[:])
 	for {
-		if err := s.syncLedger(ctx); err != nil {
+		if err := s.syncLedger(ctx, 0); err != nil {
 			return 0, err
 		}
 		slot := lg.end + 1
@@ -462,6 +462,7 @@ func (s *Store) appendRemoval(ctx context.Context, n callnumber.Number) (uint64,
 		}
 		lg.end = slot
 		lg.fold(slot, e)
+		lg.remember(r.Digest) // as rememberRemovals would
 		return slot, nil
 	}
 }

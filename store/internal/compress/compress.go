@@ -17,8 +17,8 @@
 //     messages (store.Compression; 1,000 by default) records are
 //     compressed without a dictionary. The Put that brings the store to
 //     TrainAt trains the first one from the newest stored messages (up to
-//     FirstSampleBytes of them) before it returns, so that a bulk import
-//     uses it from its next batch on. A list's mail changes over the years
+//     store.Compression.SampleBytes of them) before it returns, so that a
+//     bulk import uses it from its next batch on. A list's mail changes over the years
 //     (its server, its headers, its people), and a dictionary learnt from
 //     the newest messages serves the next ones best: on the corpus, the
 //     messages under 16 KiB of its last fifth compress to 0.35 of their
@@ -26,7 +26,7 @@
 //     the archive's first 2 MB (0.48 without). So when the store has
 //     grown eight times, or by RetrainEvery messages, since the current
 //     dictionary was trained, a writer trains a newer one in the
-//     background from the newest RetrainSampleBytes; records keep using
+//     background from as many of the newest; records keep using
 //     the current one meanwhile.
 //   - Where: in the store, for every backend (Dictionaries): a
 //     dictionary is kept under its ID, which is a hash of its bytes
@@ -126,13 +126,15 @@ const (
 	// never compacted, retrains as it doubles (store/riakstore).
 	DefaultRetrain = 8
 	RetrainEvery   = 10000
-	// FirstSampleBytes bounds the first training (a writer waits for
-	// it): about a quarter of a second on one core.
-	FirstSampleBytes = 2 << 20
-	// RetrainSampleBytes bounds later trainings, which run in the
-	// background. Twice as much took twice the CPU (about half a second
-	// beside a Riak node on 2 cores) for records 0.1% smaller.
-	RetrainSampleBytes = 2 << 20
+	// DefaultSampleBytes is the default store.Compression.SampleBytes,
+	// which bounds every training (a writer waits for the first one):
+	// about a quarter of a second on one core. Twice as much took twice
+	// the CPU (about half a second beside a Riak node on 2 cores) for
+	// records 0.1% smaller. Half as much makes the bolt store's S2
+	// records larger (S2 uses the last 64 KiB of the dictionary's
+	// content, which more samples choose better), zstd's records no
+	// larger (store/riakstore uses 1 MiB; docs/performance.md).
+	DefaultSampleBytes = 2 << 20
 	// MaxSamples bounds the number of messages a dictionary learns from.
 	MaxSamples = 4000
 	// RefreshEvery is how often a writer rereads the current dictionary.
@@ -147,6 +149,7 @@ type Compressor struct {
 	off     bool
 	trainAt int64 // <= 0: never
 	retrain int64 // >= 2
+	sample  int64 // bytes a training learns from
 	level   record.Level
 	log     *slog.Logger
 	codec   record.Codec
@@ -177,9 +180,13 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 	if retrain == 0 {
 		retrain = DefaultRetrain
 	}
+	sample := opts.SampleBytes
+	if sample <= 0 {
+		sample = DefaultSampleBytes
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Compressor{
-		dicts: d, off: opts.Off, trainAt: trainAt, retrain: max(retrain, 2), level: recordLevel(opts.Level), log: log,
+		dicts: d, off: opts.Off, trainAt: trainAt, retrain: max(retrain, 2), sample: sample, level: recordLevel(opts.Level), log: log,
 		cache: make(map[record.DictID]*record.Dictionary),
 		ctx:   ctx, cancel: cancel,
 	}
@@ -393,12 +400,12 @@ func (c *Compressor) Stored(ctx context.Context, count int64) {
 	}
 	if !have {
 		defer c.training.Store(false)
-		c.train(ctx, count, FirstSampleBytes)
+		c.train(ctx, count, c.sample)
 		return
 	}
 	c.wg.Go(func() {
 		defer c.training.Store(false)
-		c.train(c.ctx, count, RetrainSampleBytes)
+		c.train(c.ctx, count, c.sample)
 	})
 }
 

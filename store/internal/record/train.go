@@ -107,21 +107,26 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 		total += len(s)
 		ends[i] = total
 	}
-	freq := make([]uint16, 1<<coverHashLog) // samples each d-mer occurs in
+	// cnt[h] holds two counters of the d-mers of hash h: in its low 16
+	// bits in how many samples they occur (at most 65,535), in its high
+	// 16 bits how many times they are in the window at hand (at most
+	// coverSegment). One table rather than two: the window's scan, which
+	// is most of the time, then misses the cache once per d-mer, not twice.
+	cnt := make([]uint32, 1<<coverHashLog)
 	seen := make([]uint16, 1<<coverHashLog) // the last sample counted, + 1
 	for si, s := range samples {
 		for i := 0; i+coverDmer <= len(s); i++ {
 			if h := dmerHash(s[i:]); seen[h] != uint16(si+1) {
 				seen[h] = uint16(si + 1)
-				freq[h]++
+				cnt[h]++
 			}
 		}
 	}
 	seen = nil
 	// A string of one sample only teaches nothing about the others.
-	for i, f := range freq {
+	for i, f := range cnt {
 		if f < 2 {
-			freq[i] = 0
+			cnt[i] = 0
 		}
 	}
 	// at returns the sample holding position i and where it starts.
@@ -155,7 +160,6 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 
 	dict := make([]byte, size)
 	free := size // dict[free:] is filled
-	inWindow := make([]uint16, 1<<coverHashLog)
 	// hashes holds the d-mers of the epoch at hand, hashed once per visit:
 	// hashes[i-begin] is the one at position i.
 	hashes := make([]uint32, epochSize+epochs)
@@ -167,21 +171,24 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 		hs := hashDmers(samples, ends, begin, end, hashes)
 		h := func(i int) uint32 { return hs[i-begin] }
 		// The window [lo, hi] of at most coverSegment-coverDmer+1
-		// d-mers with the greatest sum of freq over its distinct d-mers.
+		// d-mers with the greatest sum of frequencies over its distinct
+		// d-mers.
 		var score, best uint64
 		bestAt := -1
 		lo := begin
 		for hi := begin; hi < end; hi++ {
 			if d := h(hi); d != noDmer {
-				if inWindow[d] == 0 {
-					score += uint64(freq[d])
+				v := cnt[d]
+				if v < inWindow { // not in the window yet: v is its frequency
+					score += uint64(v)
 				}
-				inWindow[d]++
+				cnt[d] = v + inWindow
 			}
 			if hi-lo+1 > coverSegment-coverDmer+1 {
 				if d := h(lo); d != noDmer {
-					if inWindow[d]--; inWindow[d] == 0 {
-						score -= uint64(freq[d])
+					v := cnt[d] - inWindow
+					if cnt[d] = v; v < inWindow {
+						score -= uint64(v)
 					}
 				}
 				lo++
@@ -192,7 +199,7 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 		}
 		for i := lo; i < end; i++ {
 			if d := h(i); d != noDmer {
-				inWindow[d] = 0
+				cnt[d] &= freqMask
 			}
 		}
 		if bestAt < 0 || best == 0 {
@@ -209,15 +216,15 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 			}
 			return dmer(i)
 		}
-		for from < to && worthless(dm(from), freq) {
+		for from < to && worthless(dm(from), cnt) {
 			from++
 		}
-		for to-coverDmer > from && worthless(dm(to-coverDmer), freq) {
+		for to-coverDmer > from && worthless(dm(to-coverDmer), cnt) {
 			to--
 		}
 		for i := from; i+coverDmer <= to; i++ {
 			if d := dm(i); d != noDmer {
-				freq[d] = 0
+				cnt[d] &^= freqMask
 			}
 		}
 		from = max(from, to-free)
@@ -260,7 +267,14 @@ func hashDmers(samples [][]byte, ends []int, begin, end int, buf []uint32) []uin
 	return buf
 }
 
-func worthless(h uint32, freq []uint16) bool { return h == noDmer || freq[h] == 0 }
+func worthless(h uint32, cnt []uint32) bool { return h == noDmer || cnt[h]&freqMask == 0 }
+
+// The two counters of coverContent's cnt: a d-mer's frequency (its low
+// bits) and its count in the window (inWindow apiece).
+const (
+	freqMask = 1<<16 - 1
+	inWindow = 1 << 16
+)
 
 func dmerHash(b []byte) uint32 {
 	const prime8 = 0xcf1bbcdcb7a56463
