@@ -157,7 +157,7 @@ func (s *Store) appendMove(ctx context.Context, m store.Move) (uint64, error) {
 	e := &entry{time: time.Now(), writer: s.writer, move: m}
 	rand.Read(e.nonce[:])
 	for {
-		if err := s.syncLedger(ctx); err != nil {
+		if err := s.syncLedger(ctx, 0); err != nil {
 			return 0, err
 		}
 		slot := lg.end + 1

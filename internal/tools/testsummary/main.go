@@ -1,9 +1,11 @@
 // Command testsummary reads `go test -json` on standard input and writes
 // what `go test` would have written, then one line per reason tests were
-// skipped, so that tests that did not run are not invisible. A failed
-// package also shows the output of its tests that never ended (a timeout's
-// panic, os.Exit), which go test -json gives no fail event. It exits 1 when
-// anything failed or it read no result at all.
+// skipped, so that tests that did not run are not invisible, and last the
+// first lines of what each failed test said (t.Error, t.Log), so that the
+// end of a long log, which is what a CI page keeps, names the failure. A
+// failed package also shows the output of its tests that never ended (a
+// timeout's panic, os.Exit), which go test -json gives no fail event. It
+// exits 1 when anything failed or it read no result at all.
 //
 //	go test -json ./... | go run ./internal/tools/testsummary
 package main
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -37,6 +40,21 @@ type event struct {
 	Output  string
 }
 
+// failure is a failed test and the first lines of its messages.
+type failure struct {
+	pkg, test string
+	said      []string
+}
+
+// The first line of a t.Log or t.Error message; the lines it continues
+// on are indented further, without a file name.
+var message = regexp.MustCompile(`^ +[\w./-]+\.go:\d+: `)
+
+const (
+	maxSaid     = 20  // messages kept per failed test
+	maxSaidLine = 240 // bytes kept of each
+)
+
 // skipped is a reason tests were skipped, in one package.
 type skipped struct {
 	pkg, reason string
@@ -50,6 +68,7 @@ type state struct {
 	// result yet, in the order they started.
 	running map[string][]string
 	skips   []*skipped
+	fails   []failure
 	failed  bool
 	results int
 }
@@ -113,6 +132,7 @@ func (s *state) handle(e event) {
 			s.printPackage(key, true)
 		} else {
 			fmt.Fprint(s.w, strings.Join(s.output[key], ""))
+			s.fail(e.Package, e.Test, s.output[key])
 		}
 		delete(s.output, key)
 	}
@@ -171,8 +191,43 @@ func (s *state) skip(pkg, test string, lines []string) {
 	s.skips = append(s.skips, &skipped{pkg: pkg, reason: reason, tests: []string{test}})
 }
 
-// report prints the skipped tests, one line per package and reason.
+// fail records a failed test with the first lines of its messages.
+func (s *state) fail(pkg, test string, lines []string) {
+	f := failure{pkg: pkg, test: test}
+	for _, l := range lines {
+		if !message.MatchString(l) {
+			continue
+		}
+		if len(f.said) == maxSaid {
+			f.said = append(f.said, "...")
+			break
+		}
+		l = strings.TrimSpace(l)
+		if len(l) > maxSaidLine {
+			l = l[:maxSaidLine] + "..."
+		}
+		f.said = append(f.said, l)
+	}
+	s.fails = append(s.fails, f)
+}
+
+// report prints the skipped tests, one line per package and reason, then
+// the failed tests with what they said.
 func (s *state) report() {
+	s.reportSkips()
+	if len(s.fails) == 0 {
+		return
+	}
+	fmt.Fprintf(s.w, "\nfailed (the first lines each test logged; its whole output is above):\n")
+	for _, f := range s.fails {
+		fmt.Fprintf(s.w, "  %s: %s\n", f.pkg, f.test)
+		for _, l := range f.said {
+			fmt.Fprintf(s.w, "      %s\n", l)
+		}
+	}
+}
+
+func (s *state) reportSkips() {
 	n := 0
 	for _, sk := range s.skips {
 		n += len(sk.tests)

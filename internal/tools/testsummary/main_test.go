@@ -24,6 +24,7 @@ func TestSummarize(t *testing.T) {
 				"2 tests skipped (these did not run):\n",
 				"  tj: TestSkip: a_test.go:4: no Riak: set CHIBRARY_TEST_RIAK\n",
 				"  tj: TestSub/x: a_test.go:5: needs root\n",
+				"failed (the first lines each test logged; its whole output is above):\n  tj: TestFail\n      a_test.go:6: boom\n",
 			},
 			wantNot: []string{"=== RUN   TestOK", "a log line", "--- PASS"},
 		},
@@ -53,6 +54,16 @@ func TestSummarize(t *testing.T) {
 				"FAIL\ttj/t3\t0.003s\n",
 			},
 			wantNot: []string{"TestOK"},
+		},
+		// A failure whose processes' logs follow it: at the end, the
+		// first line of each message, without what it continues with.
+		{
+			name: "a failure and logs", file: "dump.json", wantFailed: true,
+			want: []string{
+				"FAIL\ttj/e\t",
+				"  tj/e: TestE2E\n      e_test.go:10: killed node 2 after 3026 runs\n      e_test.go:12: importer d exited 1:\n" +
+					"      harness_test.go:233: log of coordinator a (/tmp/a.log):\n",
+			},
 		},
 		{
 			name: "all passed", file: "pass.json", wantFailed: false,
