@@ -35,25 +35,6 @@ const (
 	maxSiblings, maxReplies = 10, 30
 )
 
-func (s *Server) routePages() {
-	s.mux.HandleFunc("GET /l/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/", http.StatusMovedPermanently) })
-	s.mux.HandleFunc("GET /l/{list}/{$}", s.cachedPage(s.listPage))
-	s.mux.HandleFunc("GET /l/{list}/{month}/{$}", s.cachedPage(s.monthPage))
-	s.mux.HandleFunc("GET /l/{list}/{file}", s.listFile)
-	s.mux.HandleFunc("GET /t/{callnumber}/{$}", s.cachedPage(s.threadPage))
-	s.mux.HandleFunc("GET /t/{callnumber}/atom.xml", s.cachedPage(s.threadFeed))
-	s.mux.HandleFunc("GET /t/{file}", s.threadFile)
-	s.mux.HandleFunc("GET /api/v1/lists", s.cachedPage(s.listsJSON))
-	s.mux.HandleFunc("GET /api/v1/lists/{list}", s.cachedPage(s.listJSON))
-	s.mux.HandleFunc("GET /api/v1/lists/{list}/{month}", s.cachedPage(s.monthJSON))
-	s.mux.HandleFunc("GET /api/v1/threads/{callnumber}", s.cachedPage(s.threadJSON))
-	s.mux.HandleFunc("GET /search", s.searchPage)
-	s.mux.HandleFunc("POST /search", s.searchPage)
-	s.mux.HandleFunc("GET /api/v1/search", s.searchJSON)
-	s.mux.HandleFunc("GET /robots.txt", s.robots)
-	s.mux.HandleFunc("GET /favicon.ico", s.favicon)
-}
-
 // listName reads the {list} of the path. A malformed name is 400; a name
 // that is well formed once lower-cased redirects there.
 func (s *Server) listName(w http.ResponseWriter, r *http.Request) (string, bool) {

@@ -2,35 +2,7 @@
 // an HTML page, as the raw stored bytes and as JSON, lookups by Message-ID,
 // and the archive's statistics.
 //
-// Routes (Go 1.22 ServeMux patterns):
-//
-//	GET /                                  the lists; a box for a call number, Message-ID, URL or search
-//	GET /go?n=...                          302 to what the box names, or to its search
-//	GET /{callnumber}                      the message as an HTML page, in its thread
-//	GET /{callnumber}/raw                  the stored bytes, message/rfc822
-//	GET /{callnumber}/attachments/{n}/{name} an attachment, as a download
-//	GET /m/{message-id}                    302 to the message; a list if several share the ID
-//	GET /l/{list}/                         a list's newest threads (?page=N), its months
-//	GET /l/{list}/{yyyy}-{mm}/             the threads of a month
-//	GET /l/{list}/atom.xml                 Atom feed of a list's newest messages
-//	GET /l/{list}/{yyyy}-{mm}.mbox.gz      a month as mboxrd, gzip, streamed
-//	GET /t/{callnumber}/                   the whole thread of a message (?page=N)
-//	GET /t/{callnumber}.mbox.gz            a thread as mboxrd, gzip, streamed
-//	GET /search?q=...                      full-text search (&page=N, &sort=relevance)
-//	GET /api/v1/lists                      JSON twins of the pages above:
-//	GET /api/v1/lists/{list}               ... a list (?page=N)
-//	GET /api/v1/lists/{list}/{yyyy}-{mm}   ... a month
-//	GET /api/v1/threads/{callnumber}       ... a thread
-//	GET /api/v1/search?q=...               ... a search
-//	GET /api/v1/messages/{callnumber}      the headers as JSON
-//	GET /api/v1/stats                      {"messages": N, "catalog": {...}}
-//	GET /api/v1/removals                   [{"callnumber", "removed_at", "reason"}...]
-//	GET /api/v1/changes?after=CURSOR       the store's change feed, for mirrors (package changes)
-//	GET /t/{callnumber}/atom.xml           Atom feed of a thread
-//	GET /{list}/{message-id}/...           public-inbox's routes, for b4 and lei (publicinbox.go)
-//	GET /api/v1/version                    the build: program, version, revision
-//	GET /healthz, /metrics                 liveness; Prometheus metrics
-//	GET /robots.txt, /favicon.ico
+// Its routes are in routes.go (Routes, for help texts).
 //
 // Lists, months and threads come from the catalog (package catalog), a
 // derived index that the server follows the store into (Options.Follow);
@@ -68,11 +40,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/httpserve"
-	"github.com/chibrary/chibrary/internal/version"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 )
@@ -229,28 +199,7 @@ func New(st store.Store, opts Options) *Server {
 	}
 	s.handler = mw.Wrap(s.mux)
 
-	s.mux.HandleFunc("GET /{$}", s.index)
-	s.mux.HandleFunc("GET /go", s.goTo)
-	s.mux.HandleFunc("GET /{callnumber}", s.page)
-	// "/m/{id...}", "/{callnumber}/raw" and "/{callnumber}/attachments/..."
-	// would all match "/m/raw", which ServeMux refuses as a conflict; one
-	// pattern dispatches them.
-	s.mux.HandleFunc("GET /{first}/{rest...}", s.twoSegments)
-	// A search as mbox, POSTed as b4 does (publicinbox.go).
-	s.mux.HandleFunc("POST /{list}/{$}", func(w http.ResponseWriter, r *http.Request) {
-		if !s.publicInbox(w, r, r.PathValue("list"), "") {
-			s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
-		}
-	})
-	s.mux.HandleFunc("GET /api/v1/messages/{callnumber}", s.messageJSON)
-	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
-	s.mux.HandleFunc("GET /api/v1/removals", s.removals)
-	s.mux.HandleFunc("GET /api/v1/changes", s.changesFeed)
-	s.routePages()
-	s.mux.Handle("GET /api/v1/version", version.Handler("resolver"))
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	s.mux.HandleFunc("GET /static/style.css", s.stylesheet)
+	s.handleRoutes()
 	return s
 }
 

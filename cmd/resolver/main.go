@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
@@ -63,7 +64,7 @@ Examples:
   resolver inspect --json --store bolt:/srv/archive/messages.db 2UrKPuW8
 `
 
-const serveUsage = `
+var serveUsage = `
 Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
                       [--listen 127.0.0.1:8080] [--base-url URL]
                       [--imap ADDR] [--nntp ADDR] [--nntp-prefix PREFIX]
@@ -87,30 +88,7 @@ read-only; when it cannot be opened at all (a read-only archive without
 one), message pages still work and the catalog's pages answer 503.
 
 Routes:
-  /                                 the lists; a box for a call number, Message-ID or URL
-  /l/LIST/                          a list's latest threads (?page=N) and its months
-  /l/LIST/YYYY-MM/                  the threads of a month
-  /l/LIST/atom.xml                  Atom feed of the list's newest messages
-  /l/LIST/YYYY-MM.mbox.gz           the month as mboxrd (gzip), streamed
-  /t/CALLNUMBER/                    the whole thread of a message (?page=N)
-  /t/CALLNUMBER.mbox.gz             the thread as mboxrd (gzip)
-  /t/CALLNUMBER/atom.xml            Atom feed of the thread
-  /search?q=WORDS                   full-text search (from:, subject:, dfn:, list:, after:,
-                                    before:, OR); &x=m: the results as mboxrd (gzip)
-  /CALLNUMBER                       a message, in its thread
-  /CALLNUMBER/raw                   the stored bytes (message/rfc822)
-  /CALLNUMBER/attachments/N/NAME    an attachment, as a download
-  /m/MESSAGE-ID                     redirect to the message(s) with that Message-ID
-  /LIST/MESSAGE-ID/[raw|t.mbox.gz]  public-inbox's routes (LIST or all), for b4 and lei
-                                    (docs/reading.md)
-  /api/v1/lists, /api/v1/lists/LIST, /api/v1/lists/LIST/YYYY-MM,
-  /api/v1/threads/CALLNUMBER, /api/v1/search?q=..., /api/v1/messages/CALLNUMBER,
-  /api/v1/stats, /api/v1/version    JSON
-  /api/v1/removals                  the messages taken down: when and why
-  /api/v1/changes?after=CURSOR      the change feed, for mirrors (docs/mirrors.md): public
-                                    unless --changes-token-file; it carries the shuffle key
-  /healthz, /metrics, /robots.txt, /favicon.ico
-
+` + routesHelp() + `
 Mail and news readers (read-only; docs/imap-nntp.md):
   --imap ADDR   IMAP: every list is a mailbox named as the list; any user
                 name and password log in, or AUTHENTICATE ANONYMOUS. UIDs
@@ -334,4 +312,13 @@ func lookupError(text string, err error) error {
 		return errors.New(msg)
 	}
 	return err
+}
+
+// routesHelp lists the resolver's routes, two columns.
+func routesHelp() string {
+	var b strings.Builder
+	for _, r := range resolver.Routes() {
+		fmt.Fprintf(&b, "  %-34s%s\n", r.Path, r.Doc)
+	}
+	return b.String()
 }
