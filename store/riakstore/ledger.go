@@ -238,11 +238,9 @@ func (s *Store) entry(ctx context.Context, slot uint64) (*entry, error) {
 }
 
 // entriesFrom reads the slots from first on, up to max of them, stopping
-// at the first not written, or once the entries read hold items items. It
-// reads ahead in parallel, two slots at first and twice as many each time
-// all were written (up to 64), so that a follower at the end of the
-// ledger asks for one slot or two, and one reading a long ledger of small
-// entries from the start many at once.
+// at the first not written, or once the entries read hold items items.
+// Its read-ahead window doubles while every slot is written, so a
+// follower at the end asks for few slots and one far behind for many.
 func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) ([]*entry, error) {
 	var out []*entry
 	window, have := 2, 0
@@ -298,8 +296,7 @@ func (s *Store) lastSlot(ctx context.Context, from uint64) (uint64, error) {
 	return lo, nil
 }
 
-// ledger is a writer's view of the recent ledger: every entry from shortly
-// before the handle's first write on, and the claims they make.
+// ledger is a writer's view of the recent ledger and the claims in it.
 type ledger struct {
 	mu     sync.Mutex
 	ready  bool
@@ -307,18 +304,17 @@ type ledger struct {
 	claims map[store.Digest][]claim
 	recent []recentEntry // by slot
 	// ever, unless nil, holds the first 8 bytes of every digest that
-	// slots 1 to end claim, or that a removal in them reserved: a digest
-	// not in it was never claimed, so no message with it was stored
-	// (see unclaimed). Nil when the handle did not read the ledger from
-	// its start, or once it holds maxEver digests.
+	// slots 1 to end claim or reserve for a removal (see unclaimed). Nil
+	// when the handle did not read the ledger from its start, or once it
+	// holds maxEver digests.
 	ever map[uint64]struct{}
 }
 
-// maxEver bounds ledger.ever (about 20 bytes each: 20 MiB).
+// maxEver bounds ledger.ever's memory.
 const maxEver = 1 << 20
 
-// everKey is a digest's key in ledger.ever. Two digests may share one: a
-// digest taken for claimed is merely looked up.
+// everKey is a digest's key in ledger.ever. Two digests may share one,
+// which is safe: a digest taken for claimed is merely looked up.
 func everKey(d store.Digest) uint64 { return binary.BigEndian.Uint64(d[:8]) }
 
 type claim struct {
@@ -383,10 +379,9 @@ func (lg *ledger) prune(now time.Time, keep time.Duration) {
 	lg.recent = lg.recent[cut:]
 }
 
-// syncLedger brings the writer's view up to the current end of the
-// ledger; on first use it finds the end and reads back the entries within
-// the retention, or the whole ledger if it has at most full slots (which
-// ever then follows). Called with s.ledger.mu held.
+// syncLedger brings the writer's view up to the end of the ledger; on
+// first use it reads the whole ledger if it has at most full slots, else
+// only the entries within the retention. Called with s.ledger.mu held.
 func (s *Store) syncLedger(ctx context.Context, full uint64) error {
 	lg := &s.ledger
 	if !lg.ready {
@@ -418,10 +413,9 @@ func (s *Store) syncLedger(ctx context.Context, full uint64) error {
 	return nil
 }
 
-// readBack starts the writer's view at the end of the ledger, slot end:
-// with the entries within the retention, read back from it, or, if end
-// is at most full, with none, and ever, which the caller then fills from
-// the first slot. Called with s.ledger.mu held.
+// readBack starts the writer's view at slot end: with the entries within
+// the retention, or, if end is at most full, with none and an empty ever
+// that the caller fills from the first slot. Called with s.ledger.mu held.
 func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 	lg := &s.ledger
 	lg.claims = make(map[store.Digest][]claim)
@@ -430,7 +424,6 @@ func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 		lg.ready = true
 		return nil
 	}
-	// Read back while entries are recent; a few at a time in parallel.
 	now := time.Now()
 	var back []*entry
 	for slot := end; slot > 0; {
@@ -467,10 +460,9 @@ func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 	return nil
 }
 
-// rememberRemovals adds to ledger.ever the digests of the removals that
-// entries record: a removal recorded from another store (RecordRemoval)
-// reserves a digest no claim names. Its state, which holds the digest, is
-// created before its ledger entry is appended (remove.go, steps 2 and 4).
+// rememberRemovals adds to ledger.ever the digests of the removals in es,
+// since RecordRemoval reserves a digest that no claim names. The removal's
+// state is created before its ledger entry, so it can be read here.
 // Called with s.ledger.mu held.
 func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	lg := &s.ledger
@@ -493,8 +485,7 @@ func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	for _, n := range numbers {
 		st := states[n]
 		if st == nil {
-			// Cannot happen (step 2 comes first); if it does, every
-			// digest is looked up again.
+			// Cannot happen; if it does, fall back to lookups.
 			s.log.Warn("a removal in the ledger has no state", "callnumber", n.String())
 			lg.ever = nil
 			return nil
@@ -504,19 +495,13 @@ func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	return nil
 }
 
-// unclaimed syncs the writer's view of the ledger and reports which of ds
-// no entry of it ever claimed (nor a removal in it reserved), if it holds
-// every entry since the first slot: their messages were never stored, as
-// a Put claims every message before it writes it, so looking them up in
-// the digest index would find nothing it may believe. That is so as of
-// the moment the view is synced, after the caller noted the time it
-// judges claims at (ref), as it is for a lookup sent after that moment;
-// claims made since are read when the batch is claimed (appendClaims).
-// A handle reads the whole ledger at its first write when the ledger has
-// at most half as many slots as that batch has digests (an empty
-// archive's has none): reading a slot costs Riak about what four lookups
-// do, and a bulk import's slots hold hundreds of messages each. It gives
-// the view up beyond maxEver digests. nil means look every digest up.
+// unclaimed syncs the writer's view and reports which of ds no entry ever
+// claimed or reserved, if the view holds every entry since the first
+// slot. A Put claims every message before writing it, so such a digest
+// has no stored message and needs no lookup. This holds as of the sync,
+// like a lookup sent then; later claims are seen by appendClaims. The
+// whole ledger is read only when it has few slots for the batch, since a
+// slot costs more than a lookup. nil means look every digest up.
 func (s *Store) unclaimed(ctx context.Context, ds []store.Digest) ([]bool, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -558,22 +543,17 @@ func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim
 var errStaleLookup = errors.New("riakstore: digests looked up too long ago to claim them")
 
 // lookupLimit is how old a digest lookup may be when its items are
-// claimed. A claim matters to a lookup made at ref if it is still valid
-// at ref, or made after it: made at ref-expiry or later, by its writer's
-// clock. The writer forgets claims older than the retention, so it must
-// judge before ref+retention-expiry (ClaimTimeout/2 + MaxClockSkew), or
-// it may not see a claim whose message was stored after its lookup, and
-// store that message a second time. ClaimTimeout/2 leaves a margin, and
-// is the age at which a claim is renewed before writing.
+// claimed. Claims that matter to a lookup at ref were made at ref-expiry
+// or later, and the writer forgets them after the retention, so it must
+// judge before ref+retention-expiry, or it may miss a claim whose message
+// was stored after its lookup and store it twice.
 func (s *Store) lookupLimit() time.Duration { return s.opts.ClaimTimeout / 2 }
 
-// appendClaims appends one entry claiming items, judged at time ref: when
-// the digests were looked up, which must be less than lookupLimit ago
-// (errStaleLookup otherwise: the caller looks them up again). Items
-// another writer claimed first are returned as contested and left out of
-// the entry; the rest are claimed (slot 0 when there were none left).
-// started is when the winning create was sent, on this process's
-// monotonic clock.
+// appendClaims appends one entry claiming items, judged at ref, the time
+// of their lookup (errStaleLookup if that is over lookupLimit ago). Items
+// another writer claimed first are returned as contested and left out;
+// slot is 0 when none were left. started is when the winning create was
+// sent, on the monotonic clock.
 func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (claimed, contested []item, started time.Time, slot uint64, err error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -583,7 +563,7 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 		if err := s.syncLedger(ctx, 0); err != nil {
 			return nil, nil, time.Time{}, 0, err
 		}
-		// After the sync: it forgot what it forgot as of a moment ago.
+		// Checked after the sync, which may have pruned claims.
 		if time.Since(ref) > s.lookupLimit() {
 			return nil, nil, time.Time{}, 0, errStaleLookup
 		}
@@ -608,8 +588,8 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 			return nil, nil, time.Time{}, 0, err
 		}
 		if !created {
-			// Someone else's, or ours with the reply lost and the create
-			// tried again: read it.
+			// Someone else's, or ours whose reply was lost: the nonce
+			// tells.
 			got, err := s.entry(ctx, slot)
 			if err != nil {
 				return nil, nil, time.Time{}, 0, err
@@ -631,8 +611,8 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 	}
 }
 
-// refreshLedger reads what other writers appended, and returns whether
-// digest d still has a valid claim by another number than n at ref.
+// claimedByOther reads what other writers appended, and reports for each
+// item whether its digest has a valid claim at ref by another number.
 func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) ([]bool, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -648,10 +628,10 @@ func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) (
 }
 
 // laterClaims returns, for each item, another number claimed for its
-// digest in a slot after slot, if any: a writer that finished late checks
-// whether someone took its messages over meanwhile. It reads those slots
-// themselves (most are in the cache), not the claims the writer keeps,
-// which it may have forgotten after a long stall.
+// digest after slot, if any, so a late writer sees whether its messages
+// were taken over. It reads the slots rather than the kept claims, which
+// a long stall may have pruned.
+
 func (s *Store) laterClaims(ctx context.Context, its []item, slot uint64) ([]callnumber.Number, error) {
 	want := make(map[store.Digest][]int, len(its))
 	for i, it := range its {
