@@ -17,19 +17,12 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// The ledger is the archive's log of batches: slots 1, 2, 3, ... of the
-// bucket ARCHIVE.log in the consistent bucket type, each written once,
-// with create-if-absent, by the writer that wins it. A writer only tries
-// slot N after it has read slot N-1, so the slots fill without gaps and a
-// reader stops at the first one not found.
-//
-// A Put appends one entry for its new messages (digest and call number of
-// each) before it writes them: that entry is its claim on them. A writer
-// has read every slot before the one it wins, so of two writers that
-// claim the same digest the one with the lower slot sees no earlier claim
-// and writes its message; the other sees the claim, waits until the
-// message is in the digest index and reports it as a duplicate of that
-// number. The change feed reads the same entries.
+// The ledger is the archive's log of batches: slots 1, 2, 3, ... of
+// ARCHIVE.log in the consistent bucket type, each created once. A writer
+// only tries slot N after it has read slot N-1, so the slots fill without
+// gaps and a reader stops at the first one not found. A Put's entry is
+// its claim on its new messages (see the package doc); the change feed
+// reads the same entries.
 //
 // # Ledger entry, version 1
 //
@@ -43,10 +36,7 @@ import (
 //	25      uvarint  number of items
 //	        40 each  item: SHA-256 digest (32), call number (8, big-endian)
 //
-// # Removal entry, version 2
-//
-// A removal (remove.go) appends an entry of its own, which the change
-// feed hands out as the removal of the message:
+// # Removal entry, version 2 (remove.go)
 //
 //	offset  size     field
 //	0       1        entry format version (2)
@@ -55,13 +45,7 @@ import (
 //	17      8        nonce, as in version 1
 //	25      8        call number of the message removed, big-endian
 //
-// A program older than removals refuses a ledger holding one (the
-// version is unknown to it): it cannot follow the feed, nor claim.
-//
-// # Move entry, version 3
-//
-// A move (move.go) appends an entry of its own, which the change feed
-// hands out as the move of the message:
+// # Move entry, version 3 (move.go)
 //
 //	offset  size     field
 //	0       1        entry format version (3)
@@ -72,7 +56,7 @@ import (
 //	33      8        when it was moved: Unix nanoseconds, big-endian
 //	41      1-64     the list it was moved to
 //
-// Programs older than moves refuse a ledger holding one, as above.
+// A program that does not know a version refuses the whole ledger.
 
 const (
 	entryVersion   = 1
@@ -90,16 +74,13 @@ type entry struct {
 	writer [8]byte
 	nonce  [8]byte
 	items  []item
-	// removal is the number a removal entry removes (no call number is
-	// 0); a removal entry has no items.
+	// removal, or move with a non-zero Number, marks the other entry
+	// versions, which have no items.
 	removal callnumber.Number
-	// move is what a move entry moves (its Number is not 0); a move
-	// entry has no items.
-	move store.Move
+	move    store.Move
 }
 
-// size is the number of things the entry tells the change feed: its
-// items, or the one removal.
+// size is the number of items the entry gives the change feed.
 func (e *entry) size() int {
 	if e.removal != 0 || e.move.Number != 0 {
 		return 1
@@ -267,8 +248,8 @@ func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) (
 	return out, nil
 }
 
-// lastSlot finds the highest slot written: an exponential probe, then a
-// binary search (slots fill without gaps, so "written" is monotone).
+// lastSlot finds the highest slot written by a binary search, which works
+// because slots fill without gaps.
 func (s *Store) lastSlot(ctx context.Context, from uint64) (uint64, error) {
 	lo, hi := from, from+1 // lo is written (or 0), hi is probed next
 	for {
@@ -335,8 +316,7 @@ func (s *Store) retention() time.Duration {
 	return s.opts.ClaimTimeout*3/2 + 2*s.opts.MaxClockSkew
 }
 
-// expiry is the age at which a claim whose message never appeared may be
-// taken over.
+// expiry is the age at which a claim may be taken over.
 func (s *Store) expiry() time.Duration { return s.opts.ClaimTimeout + s.opts.MaxClockSkew }
 
 func (lg *ledger) fold(slot uint64, e *entry) {
@@ -520,11 +500,8 @@ func (s *Store) unclaimed(ctx context.Context, ds []store.Digest) ([]bool, error
 	return out, nil
 }
 
-// owner returns the claim that owns digest d for a writer that would
-// store it as number n, judged at time ref: the claim in the lowest slot
-// made for another number that is still valid (younger than the expiry).
-// It returns nil when d is free, or claimed only for n (by this writer's
-// own earlier attempt). Called with s.ledger.mu held.
+// owner returns the lowest-slot claim on digest d, valid at ref, for
+// another number than n, or nil. Called with s.ledger.mu held.
 func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim {
 	var best *claim
 	for i, c := range s.ledger.claims[d] {
@@ -540,6 +517,7 @@ func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim
 
 // errStaleLookup is appendClaims' answer when the digests were looked up
 // too long ago to be judged against the claims the writer keeps.
+
 var errStaleLookup = errors.New("riakstore: digests looked up too long ago to claim them")
 
 // lookupLimit is how old a digest lookup may be when its items are
