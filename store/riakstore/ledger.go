@@ -36,26 +36,10 @@ import (
 //	25      uvarint  number of items
 //	        40 each  item: SHA-256 digest (32), call number (8, big-endian)
 //
-// # Removal entry, version 2 (remove.go)
-//
-//	offset  size     field
-//	0       1        entry format version (2)
-//	1       8        time, as in version 1
-//	9       8        writer, as in version 1
-//	17      8        nonce, as in version 1
-//	25      8        call number of the message removed, big-endian
-//
-// # Move entry, version 3 (move.go)
-//
-//	offset  size     field
-//	0       1        entry format version (3)
-//	1       8        time, as in version 1
-//	9       8        writer, as in version 1
-//	17      8        nonce, as in version 1
-//	25      8        call number of the message moved, big-endian
-//	33      8        when it was moved: Unix nanoseconds, big-endian
-//	41      1-64     the list it was moved to
-//
+// A removal entry (version 2, remove.go) has the same first 25 bytes,
+// then the call number removed (8, big-endian). A move entry (version 3,
+// move.go) has them too, then the call number moved (8), when it was
+// moved (Unix nanoseconds, 8, big-endian) and the list (1 to 64 bytes).
 // A program that does not know a version refuses the whole ledger.
 
 const (

@@ -43,16 +43,11 @@ import (
 //
 // # Pack value, version 1
 //
-// Written before records were compressed, and still read:
-//
-//	offset  size     field
-//	0       1        pack format version (1)
-//	1       1        compression of the rest: 0 none, 1 DEFLATE (RFC 1951)
-//	2                the entries, as in version 2 (every record
-//	                 uncompressed, version 1), DEFLATE-compressed whole
-//
-// A large message's object of version 1 is the same two-byte header
-// followed by its record (DEFLATE-compressed when the header says so).
+// Written before records were compressed, and still read: the version
+// (1), a compression byte (0 none, 1 DEFLATE), then the entries as in
+// version 2 with uncompressed records, compressed whole as that byte
+// says. A large message's object of version 1 has the same header.
+
 //
 // The key of a pack is "VERSION.RUN.PACK" in decimal, PACK being the
 // sequence number divided by 16, so a call number alone names its pack.
