@@ -323,7 +323,6 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 // mayAppear reports whether an item not stored may still be: its claim
 // has not expired. (readMessages asked every replica, and a live writer
 // of an expired claim claims again before writing.)
-
 func (s *Store) mayAppear(_ context.Context, c candidate, ref time.Time) (bool, error) {
 	return ref.Sub(c.e.time) <= s.expiry(), nil
 }

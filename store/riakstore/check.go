@@ -179,7 +179,6 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	// Message-IDs are looked up through a secondary index, which bitcask
 	// does not keep.
-
 	_, err = s.do(ctx, func() (riak.Command, error) {
 		return riak.NewSecondaryIndexQueryCommandBuilder().
 			WithBucketType(s.b.types.KV).WithBucket(s.b.packs).

@@ -147,7 +147,6 @@ func (d riakDicts) SetCurrentDict(ctx context.Context, c record.Current) error {
 
 // Sample reads the newest messages, walking the ledger backwards from its
 // end.
-
 func (d riakDicts) Sample(ctx context.Context, n int, maxBytes int64) ([][]byte, error) {
 	s := d.s
 	bd, err := s.binding(ctx)

@@ -68,7 +68,6 @@ func resolveDigest(values []*riak.Object) ([]callnumber.Number, error) {
 
 // lookupDigests reads the index entries of ds and the messages they name,
 // a generation at a time.
-
 func (s *Store) lookupDigests(ctx context.Context, codec *callnumber.Codec, ds []store.Digest) ([]digestState, error) {
 	out := make([]digestState, len(ds))
 	open := make([]int, len(ds)) // digests still being looked up

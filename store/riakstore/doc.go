@@ -37,8 +37,6 @@
 //	chibrary_once      ARCHIVE.digests  digest in hex (".N" for generation N): a call number (digest.go)
 //	chibrary_counters  ARCHIVE.counts   "messages": the message count
 //
-// The binding and the leases are created with create-if-absent on the
-// consistent bucket type, so exactly one of two racing programs wins.
 // Nothing lists keys.
 //
 // # Replication
@@ -86,12 +84,9 @@
 // # Compression
 //
 // Every message is compressed on its own with zstd and a dictionary
-// trained on the archive (store/internal/compress; dicts.go), so one
-// message is read without inflating its pack's neighbours. Records are
-// kept as written, with no compaction to recompress them, so they are
-// compressed harder than a bolt store's first pass. The leveled backend
-// should not compress values again (leveled.compression_point =
-// on_compact, see the README).
+// trained on the archive (dicts.go), so one message is read without
+// inflating its pack's neighbours. The leveled backend should not
+// compress values again (leveled.compression_point = on_compact).
 //
 // # The change feed
 //

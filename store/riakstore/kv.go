@@ -124,7 +124,6 @@ func (s *Store) fetchClaimContext(ctx context.Context, bucket, key string) ([]by
 // update replaces a key of the consistent bucket type with value if it is
 // still as read with vclock (compare-and-set), or reports false; as with
 // create, a retry after a lost reply also gets false.
-
 func (s *Store) update(ctx context.Context, bucket, key string, value, vclock []byte) (bool, error) {
 	_, err := s.do(ctx, func() (riak.Command, error) {
 		return riak.NewStoreValueCommandBuilder().

@@ -501,7 +501,6 @@ func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim
 
 // errStaleLookup is appendClaims' answer when the digests were looked up
 // too long ago to be judged against the claims the writer keeps.
-
 var errStaleLookup = errors.New("riakstore: digests looked up too long ago to claim them")
 
 // lookupLimit is how old a digest lookup may be when its items are
@@ -593,7 +592,6 @@ func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) (
 // digest after slot, if any, so a late writer sees whether its messages
 // were taken over. It reads the slots rather than the kept claims, which
 // a long stall may have pruned.
-
 func (s *Store) laterClaims(ctx context.Context, its []item, slot uint64) ([]callnumber.Number, error) {
 	want := make(map[store.Digest][]int, len(its))
 	for i, it := range its {

@@ -103,7 +103,6 @@ func (s *Store) recordLease(ctx context.Context, l callnumber.Lease) error {
 			return err
 		}
 		// Whatever the outcome, the next round reads the lease back.
-
 	}
 	return fmt.Errorf("lease records of run %d keep changing under concurrent writers", l.Run)
 }

@@ -47,7 +47,6 @@ import (
 // (1), a compression byte (0 none, 1 DEFLATE), then the entries as in
 // version 2 with uncompressed records, compressed whole as that byte
 // says. A large message's object of version 1 has the same header.
-
 //
 // The key of a pack is "VERSION.RUN.PACK" in decimal, PACK being the
 // sequence number divided by 16, so a call number alone names its pack.
@@ -353,7 +352,6 @@ func sameMessage(seq uint16, a, b packEntry, decode decodeFunc) (bool, error) {
 
 // packObject returns the Riak object of a pack holding entries, with
 // their Message-ID index terms.
-
 func packObject(entries map[uint16]packEntry, terms map[string]bool) *riak.Object {
 	sorted := make([]packEntry, 0, len(entries))
 	for _, e := range entries {

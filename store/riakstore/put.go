@@ -51,8 +51,7 @@ type prefetched struct {
 	packs    map[string]*packState
 	digests  map[store.Digest]callnumber.Number // of stored (or removed) messages
 	removals map[callnumber.Number]*store.Removal
-	// gens are the first free generations of digest entries that name no
-	// stored message.
+	// gens are the first free generations of unbelieved digest entries.
 	gens map[store.Digest]int
 	// ref is when the digests were looked up: claims are judged as of then.
 	ref time.Time
@@ -186,8 +185,7 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			}
 			p, err := mergePack(f.values, s.decoder(ctx))
 			if err == nil && (p.stale || p.suspect) {
-				// So that writing the pack drops a removed message's
-				// remains.
+				// Writing the pack then drops a removed message's remains.
 				p.terms, err = s.cleanTerms(ctx, p)
 			}
 			if err != nil {
@@ -315,8 +313,9 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		}
 	}
 	res := w.results()
-	// An earlier try of this batch may have stored messages without
-	// reaching their digest entries.
+	// Messages an earlier try of this batch stored but the digest index
+	// does not name: write their entries.
+
 	var repair []int
 	for i, a := range plan.Actions {
 		if a == batch.Retried {
@@ -599,8 +598,7 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 
 // putPack writes a pack with the causal context of its last read or
 // write, and returns the new causal context and the value's size. It
-// waits for every replica (w = all), since a secondary index query reads
-// one replica per partition and must find the message once Put returns.
+// waits for every replica, for the index queries (see the package doc).
 func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, terms map[string]bool, vclock []byte) ([]byte, int64, error) {
 	obj := packObject(entries, terms)
 	cmd, err := s.do(ctx, func() (riak.Command, error) {
@@ -618,9 +616,8 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 	s.messageBytes.Add(size)
 	r := cmd.(*riak.StoreValueCommand).Response
 	if r == nil || len(r.Values) > 1 {
-		// Another write went in beside ours; readers unite the siblings.
-		// Without their entries in hand, a later write must not replace
-		// them, so it goes in blind, as one more sibling.
+		// Siblings: without their entries in hand, a later write must not
+		// replace them, so it goes in blind.
 		return nil, size, nil
 	}
 	return r.VClock, size, nil
@@ -683,7 +680,6 @@ func (s *Store) settlePack(ctx context.Context, key string) (pack, []byte, int64
 // cleanTerms returns the Message-ID index terms of the messages p holds,
 // none of a removed one's unless another message shares it. It decodes
 // every message of the pack.
-
 func (s *Store) cleanTerms(ctx context.Context, p pack) (map[string]bool, error) {
 	decode := s.decoder(ctx)
 	terms := make(map[string]bool)

@@ -257,7 +257,6 @@ func (s *Store) byMessageID(ctx context.Context, id string) ([]callnumber.Number
 			}
 			// The Message-ID is compressed with the message, so finding
 			// the entries with it takes decoding them.
-
 			var m record.Message
 			if e.large {
 				m, err = record.DecodeMessage(e.rec)

@@ -589,7 +589,6 @@ func (s *Store) removals(ctx context.Context) ([]store.Removal, error) {
 			return fmt.Errorf("%w: the removal index names %v, whose record copy is not found", record.ErrCorrupt, n)
 		}
 		// Siblings are copies of one record.
-
 		out[i], err = record.UnmarshalRemoval(n, f.values[0].Value)
 		return err
 	})

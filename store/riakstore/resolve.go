@@ -102,7 +102,6 @@ func isTransient(re riak.RiakError) bool {
 
 // sortNumbers orders call numbers by run and sequence, as the bolt
 // backend does.
-
 func sortNumbers(codec *callnumber.Codec, ns []callnumber.Number) {
 	slices.SortFunc(ns, func(a, b callnumber.Number) int {
 		pa, pb := codec.Packed(a), codec.Packed(b)

@@ -408,7 +408,6 @@ func (s *Store) end() { s.mu.RUnlock() }
 
 // Close implements store.Store: it waits for running operations and
 // abandoned requests, and stops the cluster client.
-
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
