@@ -315,7 +315,6 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 	res := w.results()
 	// Messages an earlier try of this batch stored but the digest index
 	// does not name: write their entries.
-
 	var repair []int
 	for i, a := range plan.Actions {
 		if a == batch.Retried {
