@@ -138,7 +138,7 @@ type candidate struct {
 	e    *entry
 }
 
-// item is the candidate's item, of an entry that is not a removal.
+// item is the candidate's item; the entry must not be a removal.
 func (c candidate) item() item { return c.e.items[c.idx] }
 
 func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
@@ -163,10 +163,9 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 	size := 0
 	full := false
 	pending := make(map[uint64][]int)
-	// deliver hands out what is stored of cands, in order, until the page
-	// is full; the rest stays pending, or is dropped once surely never
-	// stored or removed since. It returns how many candidates it went
-	// through.
+	// deliver hands out what is stored of cands until the page is full,
+	// keeps the rest pending unless surely never stored or since removed,
+	// and returns how many candidates it went through.
 	deliver := func(cands []candidate) (int, error) {
 		var numbers, removals []callnumber.Number
 		for _, c := range cands {

@@ -155,8 +155,7 @@ func parsePackKey(k string) (version uint8, run uint32, pack uint16, err error) 
 	return uint8(v), uint32(r), uint16(p), nil
 }
 
-// encodePack returns the value of a pack holding entries, sorted by
-// sequence number.
+// encodePack returns the value of a pack holding entries.
 func encodePack(entries []packEntry) []byte {
 	size := 1 + binary.MaxVarintLen64
 	for _, e := range entries {
@@ -230,14 +229,11 @@ type pack struct {
 	stale, suspect bool
 }
 
-// mergePack unites the siblings of a pack: their entries and their index
-// terms. Two entries for one sequence number must be one message, though
-// perhaps compressed with another dictionary, so differing records are
-// decoded and compared; different messages are a conflict (errConflict)
-// no reader may resolve by choosing. Of two records of one message, the
-// one added first is kept. A removal entry wins over a message entry in
-// any order, so a Put that read the pack before a removal never brings
-// the message back.
+// mergePack unites the siblings of a pack. Two records of one sequence
+// number may differ only in compression, so they are decoded and
+// compared: different messages are a conflict (errConflict). A removal
+// entry wins in any order, so a Put that read the pack before a removal
+// never brings the message back.
 func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 	out := pack{entries: make(map[uint16]packEntry), terms: make(map[string]bool)}
 	for _, v := range values {

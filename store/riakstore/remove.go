@@ -5,27 +5,17 @@ package riakstore
 // redoes or finds done; a remover killed at any point leaves no removal
 // or one that a second Remove completes:
 //
-//  1. Read the message's pack (every replica) for its digest and
-//     Message-ID.
-//  2. Create the removal's state in ARCHIVE.removed (consistent,
-//     create-if-absent): of two removers, both go on with the winner's
-//     record. From here on the removal is begun.
-//  3. Write a copy of the record to ARCHIVE.removals, indexed by time,
-//     for Removals, which lists no keys.
+//  1. Read the message's pack for its digest and Message-ID.
+//  2. Create the removal's state (create-if-absent): of two removers,
+//     both go on with the winner's record.
+//  3. Write a copy of the record, indexed by time, for Removals.
 //  4. Append a removal entry to the ledger, then note its slot in the
-//     state (compare-and-set). The change feed hands out only the entry
-//     the state names, and holds it pending while the state names none.
-//     The message's own entry is in an earlier slot, since it was
-//     claimed before it was stored.
-//  5. Rewrite the pack, from a read of every replica, with a removal
-//     entry in place of the message and without its index term, until
-//     one value is left.
+//     state (compare-and-set); the change feed hands out only that entry.
+//  5. Rewrite the pack with a removal entry in place of the message and
+//     without its index term.
 //  6. Delete a large message's own object.
 //  7. Mark the state done (compare-and-set); the remover that does
 //     decrements the count, so each removal counts once.
-//
-// The digest index entry stays, so a Put of the same bytes is reported
-// Removed.
 
 import (
 	"context"
@@ -46,8 +36,7 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// indexRemoved indexes the copies of removal records by when, in Unix
-// seconds.
+// indexRemoved indexes removal record copies by time, in Unix seconds.
 const indexRemoved = "removed_int"
 
 // removalState is a removal's record and how far it got.
@@ -90,8 +79,7 @@ func unmarshalRemovalState(n callnumber.Number, b []byte) (*removalState, error)
 	return &removalState{removal: r, Slot: j.Slot, Done: j.Done, Reserved: j.Reserved}, nil
 }
 
-// removalState reads the state of n's removal, or nil, and its causal
-// context.
+// removalState reads n's removal state, or nil, and its causal context.
 func (s *Store) removalState(ctx context.Context, n callnumber.Number) (*removalState, []byte, error) {
 	v, vclock, err := s.fetchClaimContext(ctx, s.b.removed, n.String())
 	if err != nil || v == nil {
@@ -121,8 +109,7 @@ func (s *Store) removalStates(ctx context.Context, numbers []callnumber.Number) 
 	return out, nil
 }
 
-// Remove implements store.Store, by the steps listed at the top of this
-// file.
+// Remove implements store.Store.
 func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
 	if err := s.begin(); err != nil {
 		return store.Removal{}, err
@@ -266,8 +253,7 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 	return st.removal, nil
 }
 
-// removalOf reads the message stored under n (step 1) and returns its
-// removal record.
+// removalOf returns the removal record of the message under n (step 1).
 func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber.Fields, reason string) (store.Removal, error) {
 	key := packKey(f)
 	got, err := s.fetch(ctx, s.b.types.KV, s.b.packs, key, all)
@@ -412,8 +398,8 @@ func (s *Store) putRemovalCopy(ctx context.Context, r store.Removal) error {
 	return nil
 }
 
-// appendRemoval appends a removal entry for r to the ledger and returns
-// its slot.
+// appendRemoval appends r's removal entry to the ledger and returns its
+// slot.
 func (s *Store) appendRemoval(ctx context.Context, r store.Removal) (uint64, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -454,8 +440,7 @@ func (s *Store) appendRemoval(ctx context.Context, r store.Removal) (uint64, err
 }
 
 // removeFromPack replaces entry seq of the pack key with r's removal
-// entry (step 5), until the pack is one value holding nothing of the
-// message.
+// entry (step 5), until one value holding nothing of the message is left.
 func (s *Store) removeFromPack(ctx context.Context, key string, seq uint16, r store.Removal) error {
 	rec := record.MarshalRemoval(r)
 	decode := s.decoder(ctx)

@@ -92,13 +92,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// compression fills the zero values of c with a Riak store's defaults. A
-// Riak archive keeps its records as written (no compaction recompresses
-// them later, as in a bolt store), and an import is bound by the cluster
-// rather than the importer's CPU, so it trains its first dictionary
-// sooner, a newer one each time the archive doubles, and compresses at
-// zstd's better level. Smaller training samples cost less and give
-// records as small at that level.
+// compression fills the zero values of c with a Riak store's defaults:
+// records are kept as written, with no compaction to recompress them,
+// and an import waits on the cluster rather than the CPU, so dictionaries
+// are trained sooner and records compressed harder than in a bolt store.
 func compression(c store.Compression) store.Compression {
 	if c.TrainAt == 0 {
 		c.TrainAt = 250
@@ -137,12 +134,10 @@ type Store struct {
 	entries entryCache
 
 	requests atomic.Int64
-	// skipped counts the digests a Put did not look up (ledger.ever).
-	// Logged at Close, for benchmarks.
-	skipped atomic.Int64
-	// written, messageBytes (packs and large objects among them) and
-	// keptBytes (what the writes added to the archive, a pack rewritten
-	// counting once) add up bytes stored; logged at Close, for benchmarks.
+	// skipped (digests not looked up) and the byte counts written,
+	// messageBytes (packs and large objects) and keptBytes (what writes
+	// added to the archive) are logged at Close, for benchmarks.
+	skipped                          atomic.Int64
 	written, messageBytes, keptBytes atomic.Int64
 	// inflight counts requests the client library is still running, even
 	// those whose caller gave up: stopping the cluster under them makes
