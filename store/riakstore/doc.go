@@ -45,11 +45,10 @@
 // because a secondary index query reads one replica per partition and
 // must find a message once its Put has returned. Reads of what should
 // exist take the first replica that has a value, so a replica that is
-// behind cannot hide a message, and a pack lacking a message is read
-// again from all replicas. Every message read is checked against its
-// digest. A writer may report a duplicate of another writer's message
-// before that writer's write has reached every replica; if that write
-// then fails, read repair completes the copies.
+// behind cannot hide a message. Every message read is checked against
+// its digest. A duplicate may be reported before the other writer's
+// write has reached every replica; if that write fails, read repair
+// completes the copies.
 //
 // The consistent bucket type needs a majority of each consensus group.
 // On small clusters some groups have two members on one node, and while
@@ -115,10 +114,8 @@
 //
 // # Failures
 //
-// A request Riak could not serve (a timeout, an overloaded node, too few
-// replicas, a consensus group without a leader) is tried again on the
-// next node for Options.RetryFor; Open gives up sooner when no node
-// answers or strong consistency is not serving. Riak's own answers (not
-// found, a refused create) are final. A cancelled context abandons the
-// wait; the request itself ends at its timeout.
+// A request Riak could not serve is tried again on the next node for
+// Options.RetryFor; Riak's own answers (not found, a refused create) are
+// final. A cancelled context abandons the wait; the request itself ends
+// at its timeout.
 package riakstore

@@ -425,9 +425,8 @@ func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 }
 
 // rememberRemovals adds to ledger.ever the digests of the removals in es,
-// since RecordRemoval reserves a digest that no claim names. The removal's
-// state is created before its ledger entry, so it can be read here.
-// Called with s.ledger.mu held.
+// which RecordRemoval reserves without a claim; their states predate
+// their entries. Called with s.ledger.mu held.
 func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	lg := &s.ledger
 	if lg.ever == nil {
@@ -460,12 +459,11 @@ func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 }
 
 // unclaimed syncs the writer's view and reports which of ds no entry ever
-// claimed or reserved, if the view holds every entry since the first
-// slot. A Put claims every message before writing it, so such a digest
-// has no stored message and needs no lookup. This holds as of the sync,
-// like a lookup sent then; later claims are seen by appendClaims. The
-// whole ledger is read only when it has few slots for the batch, since a
-// slot costs more than a lookup. nil means look every digest up.
+// claimed or reserved; nil means look every digest up. A Put claims every
+// message before writing it, so such a digest needs no lookup: this holds
+// as of the sync, like a lookup sent then, and appendClaims sees later
+// claims. The whole ledger is read only when it has at most len(ds)/2
+// slots, since reading a slot costs more than a lookup.
 func (s *Store) unclaimed(ctx context.Context, ds []store.Digest) ([]bool, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -511,10 +509,9 @@ var errStaleLookup = errors.New("riakstore: digests looked up too long ago to cl
 func (s *Store) lookupLimit() time.Duration { return s.opts.ClaimTimeout / 2 }
 
 // appendClaims appends one entry claiming items, judged at ref, the time
-// of their lookup (errStaleLookup if that is over lookupLimit ago). Items
-// another writer claimed first are returned as contested and left out;
-// slot is 0 when none were left. started is when the winning create was
-// sent, on the monotonic clock.
+// of their lookup. Items another writer claimed first are returned as
+// contested and left out; slot is 0 when none were left. started is when
+// the winning create was sent.
 func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (claimed, contested []item, started time.Time, slot uint64, err error) {
 	lg := &s.ledger
 	lg.mu.Lock()

@@ -77,7 +77,7 @@ const (
 )
 
 // body checks the header of a pack or large message value and returns
-// what follows it, inflated if it is a deflated version 1 value.
+// what follows it, inflated if need be.
 func body(v []byte, what string) (version byte, b []byte, err error) {
 	if len(v) == 0 || v[0] != packVersion && v[0] != packVersion1 {
 		ver := -1
@@ -181,8 +181,7 @@ func encodePack(entries []packEntry) []byte {
 }
 
 // decodePack reads a pack value of either version into its entries,
-// whose records alias the value (or its inflated copy) and are decoded
-// only when read.
+// whose records alias the value and are decoded only when read.
 func decodePack(v []byte) ([]packEntry, error) {
 	_, b, err := body(v, "pack")
 	if err != nil {

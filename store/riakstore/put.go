@@ -18,8 +18,7 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// Put implements store.Store; the package doc says what a batch
-// guarantees on Riak.
+// Put implements store.Store; see the package doc for its guarantees.
 func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
 	if err := s.begin(); err != nil {
 		return nil, err
@@ -393,9 +392,8 @@ func (w *batchWrite) duplicate(n callnumber.Number, st digestState) {
 	w.dups[w.index[n]] = dup{st.stored, st.removed != nil}
 }
 
-// results are the plan's results with the messages found stored by
-// another writer as duplicates of that writer's number, and so the
-// batch's later copies of them.
+// results are the plan's results, with messages another writer stored,
+// and their later copies in the batch, as duplicates of its number.
 func (w *batchWrite) results() []store.Result {
 	res := append([]store.Result(nil), w.plan.Results...)
 	for i, d := range w.dups {
@@ -629,10 +627,9 @@ const maxSettle = 8
 // errUnsettled: a pack kept changing under settlePack.
 var errUnsettled = errors.New("riakstore: a pack kept changing while it was written without a removed message's remains")
 
-// settlePack reads a pack from every replica and, while a sibling still
-// holds a removed message or its index term, writes it anew with the
-// causal context read, which replaces every sibling. It returns the
-// pack, the causal context to write it with, and the size of its values.
+// settlePack reads a pack from every replica and, while a sibling holds a
+// removed message or its index term, writes it anew with the causal
+// context read, which replaces every sibling.
 func (s *Store) settlePack(ctx context.Context, key string) (pack, []byte, int64, error) {
 	decode := s.decoder(ctx)
 	for attempt := 0; ; attempt++ {
@@ -677,8 +674,7 @@ func (s *Store) settlePack(ctx context.Context, key string) (pack, []byte, int64
 }
 
 // cleanTerms returns the Message-ID index terms of the messages p holds,
-// none of a removed one's unless another message shares it. It decodes
-// every message of the pack.
+// decoding every one, so that a removed message's term goes.
 func (s *Store) cleanTerms(ctx context.Context, p pack) (map[string]bool, error) {
 	decode := s.decoder(ctx)
 	terms := make(map[string]bool)
