@@ -97,10 +97,9 @@
 // # Removal
 //
 // Remove works in steps that a second Remove of the number completes if
-// the first is killed (remove.go). What stays is the removal record and
-// the digest entry, so the same bytes are reported Removed and never
-// stored again; a pack sibling that still holds the message loses to the
-// removal and is dropped at the pack's next write.
+// the first is killed (remove.go). The removal record and the digest
+// entry stay, so the same bytes are reported Removed and never stored
+// again.
 //
 // Riak itself does not erase what is replaced or deleted: tombstones
 // stay until reaped (delete_mode), the leveled journal keeps old values

@@ -202,10 +202,10 @@ func (s *Store) entry(ctx context.Context, slot uint64) (*entry, error) {
 	return e, nil
 }
 
-// entriesFrom reads the slots from first on, up to max of them, stopping
-// at the first not written, or once the entries read hold items items.
-// Its read-ahead window doubles while every slot is written, so a
-// follower at the end asks for few slots and one far behind for many.
+// entriesFrom reads up to max slots from first on, stopping at the first
+// not written or once the entries hold items items. Its read-ahead window
+// doubles while every slot is written, so a follower at the end asks for
+// few.
 func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) ([]*entry, error) {
 	var out []*entry
 	window, have := 2, 0

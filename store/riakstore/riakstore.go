@@ -160,14 +160,11 @@ type bound struct {
 type buckets struct {
 	archive string
 	types   Types
-	// in the claims type
-	meta, runs, log, removed string
-	// in the kv type
+	// By bucket type: claims, kv, write-once, counters.
+	meta, runs, log, removed             string
 	packs, large, dicts, removals, moves string
-	// in the write-once type
-	digests string
-	// in the counters type
-	counts string
+	digests                              string
+	counts                               string
 }
 
 func newBuckets(archive string, t Types) buckets {
