@@ -16,15 +16,11 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// The change feed (store.Store.Changes) reads the ledger in slot order,
-// each entry's messages in its order. A message not stored yet is
-// pending: the cursor remembers it and later calls look again, until it
-// appears or its claim has expired without it (whoever stored it instead
-// has an entry of its own).
-//
-// Removal and move entries always follow the entry of their message. Of
-// a removal's entries, only the one its state names counts; the feed
-// keeps the entry pending while the state names none.
+// The change feed (store.Store.Changes) reads the ledger in slot order.
+// A message not stored yet is pending: the cursor remembers it and later
+// calls look again, until it appears or its claim expires. Of a
+// removal's entries only the one its state names counts, and an entry
+// stays pending while the state names none.
 //
 // A cursor is "L", 8 hex digits naming the archive, ":", the next slot
 // and item to read ("12.40"), then for each slot with pending items "~",

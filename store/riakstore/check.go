@@ -11,8 +11,7 @@ import (
 )
 
 // consensusWait is how long Open waits for a first strongly consistent
-// request before it says strong consistency is off; it exceeds a leader
-// election.
+// request, longer than a leader election, before it says it is off.
 const consensusWait = 15 * time.Second
 
 // ErrSetup is returned by Open when the cluster is not set up to hold an

@@ -1,16 +1,11 @@
 package riakstore
 
 // Moves (store.Store.Move). Records in packs are written once, so a move
-// is kept beside them, in two steps:
-//
-//  1. a ledger entry, which the change feed hands out;
-//  2. ARCHIVE.moves/CALLNUMBER (w = all), holding the list, the date and
-//     the entry's slot, which Get reads beside the pack; of siblings, the
-//     later slot wins, as in the feed.
-//
-// A mover killed between the two leaves the move in the feed but Get
-// answering the old list; moving the message again to the same list
-// writes the key.
+// is kept beside them: first a ledger entry for the change feed, then
+// ARCHIVE.moves/CALLNUMBER (w = all) with the list, the date and the
+// entry's slot, which Get reads beside the pack; of siblings, the later
+// slot wins, as in the feed. A mover killed between the two leaves Get
+// answering the old list until the message is moved there again.
 
 import (
 	"context"
