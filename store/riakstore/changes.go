@@ -16,29 +16,11 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// The change feed (store.Store.Changes) reads the ledger: every Put
-// appends one entry, before it writes, naming the messages it writes. A
-// follower reads the entries in slot order and each entry's messages in
-// its order. A message of an entry that is not stored yet (its Put is
-// still writing) is pending: the cursor remembers it, and every later
-// call looks again, until it appears, or until its claim expired without
-// it and the digest index confirms it was not stored (its writer died
-// before writing it; whoever stored the message instead has an entry of
-// its own). Messages appear in the feed once their Put has returned, at
-// the latest at the follower's next call.
-//
-// A removal appends an entry of its own (remove.go), always after the
-// entry of the message it removes; the feed hands it out in
-// ChangePage.Removals, and leaves out the message of an earlier entry
-// that was removed since. The removal record says which of its entries
-// counts (two removers at once, or a second Remove completing one cut
-// short, each append one): the feed hands out that one, leaves out the
-// others, and keeps an entry pending, as one item, while the record
-// names none yet.
-//
-// A move appends an entry of its own too (move.go), after the entry of
-// the message it moves; the feed hands it out in ChangePage.Moves, with
-// the list and date the entry holds.
+// The change feed (store.Store.Changes) reads the ledger in slot order.
+// A message not stored yet is pending: the cursor remembers it and later
+// calls look again, until it appears or its claim expires. Of a
+// removal's entries only the one its state names counts, and an entry
+// stays pending while the state names none.
 //
 // A cursor is "L", 8 hex digits naming the archive, ":", the next slot
 // and item to read ("12.40"), then for each slot with pending items "~",
@@ -63,7 +45,7 @@ type pendingSlot struct {
 }
 
 // tag names an archive in its cursors, so that a cursor of another
-// archive (or backend) is refused rather than taken for a position.
+// archive is refused rather than taken for a position.
 func tag(archive string) string {
 	sum := sha256.Sum256([]byte("chibrary riak feed " + archive))
 	return hex.EncodeToString(sum[:4])
@@ -152,7 +134,7 @@ type candidate struct {
 	e    *entry
 }
 
-// item is the candidate's item, of an entry that is not a removal.
+// item is the candidate's item; the entry must not be a removal.
 func (c candidate) item() item { return c.e.items[c.idx] }
 
 func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store.ChangePage, error) {
@@ -177,11 +159,9 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 	size := 0
 	full := false
 	pending := make(map[uint64][]int)
-	// deliver hands out what is stored of cands, and the removals among
-	// them, in order, until the page is full; what is not stored yet
-	// stays pending (or is dropped, once surely never stored, or removed
-	// since: its removal comes later in the ledger). It returns how many
-	// candidates it went through.
+	// deliver hands out what is stored of cands until the page is full,
+	// keeps the rest pending unless surely never stored or since removed,
+	// and returns how many candidates it went through.
 	deliver := func(cands []candidate) (int, error) {
 		var numbers, removals []callnumber.Number
 		for _, c := range cands {
@@ -216,13 +196,11 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 				case st.Slot == c.slot:
 					page.Removals = append(page.Removals, st.removal)
 				case st.Slot == 0:
-					// Its remover is between this entry and noting it in the
-					// record, or died there: a second Remove notes this
-					// entry or one of its own.
+					// Its remover has not noted an entry yet, or died
+					// first; a second Remove notes one.
 					pending[c.slot] = append(pending[c.slot], c.idx)
 				}
-				// Another entry of the same removal (two removers at once,
-				// or a second Remove after a crash) is left out.
+				// Another entry of the same removal.
 				continue
 			}
 			m, ok := got[c.item().number]
@@ -271,9 +249,8 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 		pending[c.slot] = append(pending[c.slot], c.idx)
 	}
 
-	// Then onward from the cursor, round after round while the page has
-	// room: a round of items none of which is stored yet (a writer still
-	// writing, or one that died) must not hold back the ones after it.
+	// Then onward from the cursor while the page has room: items not
+	// stored yet must not hold back the ones after them.
 	pos := candidate{slot: cur.slot, idx: cur.idx}
 	for !full && page.Len() < max {
 		room := max - page.Len()
@@ -317,8 +294,7 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 		}
 	}
 	if page.Empty() {
-		// Nothing new: the cursor stays, pending items included (they are
-		// looked at again next time).
+		// Nothing new: the cursor stays, pending items included.
 		return nothing, nil
 	}
 	next := cursor{slot: pos.slot, idx: pos.idx}
@@ -340,9 +316,8 @@ func (s *Store) changes(ctx context.Context, after store.Cursor, max int) (store
 }
 
 // mayAppear reports whether an item not stored may still be: its claim
-// has not expired. (An expired claim's message was read with every
-// replica asked, by readMessages: it is not stored, and its writer, if
-// alive, claims it again before writing it.)
+// has not expired. (readMessages asked every replica, and a live writer
+// of an expired claim claims again before writing.)
 func (s *Store) mayAppear(_ context.Context, c candidate, ref time.Time) (bool, error) {
 	return ref.Sub(c.e.time) <= s.expiry(), nil
 }

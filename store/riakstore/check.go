@@ -11,13 +11,11 @@ import (
 )
 
 // consensusWait is how long Open waits for a first strongly consistent
-// request to be served before it says that strong consistency is off: a
-// consensus group electing a leader takes a few seconds.
+// request, longer than a leader election, before it says it is off.
 const consensusWait = 15 * time.Second
 
 // ErrSetup is returned by Open when the cluster is not set up to hold an
-// archive: a bucket type is missing or has the wrong properties, strong
-// consistency is off, or the storage backend has no secondary indexes.
+// archive.
 var ErrSetup = errors.New("riakstore: cluster not set up for chibrary")
 
 // typeRole is what a bucket type must be for its use.
@@ -25,9 +23,7 @@ type typeRole struct {
 	what  string // what the archive keeps there
 	props string // the JSON properties to create it with
 	// check says what is wrong with a type's properties ("" when
-	// nothing), and whether an update of the type can set it right:
-	// allow_mult and last_write_wins can be changed, datatype, consistent
-	// and write_once are fixed when a type is created.
+	// nothing), and whether an update of the type can set it right.
 	check func(p *riak.FetchBucketPropsResponse) (why string, update bool)
 }
 
@@ -52,9 +48,8 @@ var (
 	roleOnce = typeRole{
 		what:  "the digest index",
 		props: `{"props":{"write_once":true}}`,
-		// write_once itself (a speed-up: no read before a write; every
-		// key here is written once) is not in the properties this client
-		// library reads.
+		// write_once is not among the properties this client library
+		// reads.
 		check: func(p *riak.FetchBucketPropsResponse) (string, bool) {
 			switch {
 			case p.DataType != "":
@@ -100,8 +95,8 @@ func createHint(name string, r typeRole) string {
 }
 
 // updateHint says how to change the properties of a bucket type on
-// today's Riak, whose `riak admin bucket-type update` garbles its JSON
-// argument as `create` does, and on 2.x.
+// today's Riak (through riak eval: `riak admin bucket-type update`
+// garbles its argument) and on 2.x.
 func updateHint(name string, r typeRole) string {
 	return fmt.Sprintf("change them once per cluster, on one node: riak eval 'riak_kv_console:bucket_type_update([\"%s\", \"%s\"]).' (Riak 2.x: riak-admin bucket-type update %s '%s')", name, erlString(r.props), name, r.props)
 }
@@ -127,9 +122,7 @@ func checkType(name string, r typeRole, p *riak.FetchBucketPropsResponse) string
 
 // check verifies at Open that the cluster can hold the archive.
 func (s *Store) check(ctx context.Context) error {
-	// A program started while no node answers at all (a wrong address, a
-	// cluster down) says so in seconds rather than wait RetryFor; once
-	// open, a store rides out a node restart.
+	// With no node answering at all, fail fast rather than wait RetryFor.
 	if _, err := s.doFor(ctx, min(s.opts.RetryFor, 5*time.Second), func() (riak.Command, error) { return (&riak.PingCommandBuilder{}).Build() }); err != nil {
 		return fmt.Errorf("no node answers: %w", err)
 	}
@@ -160,10 +153,9 @@ func (s *Store) check(ctx context.Context) error {
 			s.log.Warn("bucket type keeps fewer than 3 replicas: a node lost can lose messages or stop writes", "type", r.name, "n_val", p.NVal)
 		}
 	}
-	// A consistent request only works once the cluster's consensus
-	// subsystem runs. Without it every one is answered "unavailable", as
-	// are those of a consensus group electing a leader, for a few
-	// seconds: so the first is tried for consensusWait, not RetryFor.
+	// Without the consensus subsystem every consistent request is
+	// "unavailable", as during a leader election, so the first is tried
+	// only for consensusWait.
 	wait := min(s.opts.RetryFor, consensusWait)
 	_, err := s.doFor(ctx, wait, func() (riak.Command, error) {
 		return riak.NewFetchValueCommandBuilder().
@@ -184,8 +176,8 @@ func (s *Store) check(ctx context.Context) error {
 	if _, err := s.binding(ctx); err != nil {
 		return fmt.Errorf("cannot read the binding: %w", err)
 	}
-	// Message-IDs are looked up through a secondary index, which the
-	// leveled and leveldb backends keep and bitcask does not.
+	// Message-IDs are looked up through a secondary index, which bitcask
+	// does not keep.
 	_, err = s.do(ctx, func() (riak.Command, error) {
 		return riak.NewSecondaryIndexQueryCommandBuilder().
 			WithBucketType(s.b.types.KV).WithBucket(s.b.packs).

@@ -1,24 +1,18 @@
 package riakstore
 
-// Compression dictionaries (store/internal/compress) live in the bucket
-// ARCHIVE.dicts of the kv type: every dictionary a record may name under
-// its ID in hex (16 digits), and under the key "current" the current
-// one's record.Current (JSON). Both are written by the first training; an
-// archive without them has no dictionary yet.
+// Compression dictionaries (store/internal/compress) live in ARCHIVE.dicts
+// of the kv type: each under its ID in hex, and under "current" the
+// current one's record.Current (JSON).
 //
-// A dictionary is immutable: it is written with if_none_match, and a
-// writer that finds the key taken checks that the value there is its
-// own. (On the kv type if_none_match is a read then a write, so two
-// writers saving one dictionary at once may both write it: the siblings
-// are the same bytes, and a reader takes the one that matches the ID.)
+// A dictionary is immutable, written with if_none_match. On the kv type
+// that is a read then a write, so two writers may both write one; the
+// siblings are the same bytes, and a reader takes the one matching the
+// ID.
 //
-// The current dictionary is an ordinary kv key, not a key of the
-// consistent claims type: every writer reads it once a second (Encode),
-// and a consensus group without its leader (a node lost) would stop every
-// Put of the archive, where the kv type reads and writes on any two
-// replicas. Two writers training at once leave siblings, which resolve to
-// the one trained last (the latest Trained): the contract asks only that
-// one of them wins, and every dictionary stays readable.
+// "current" is a kv key, not a consistent one, because every writer reads
+// it often and a consensus group without a leader would stop every Put.
+// Siblings from two trainings resolve to the one trained last; any winner
+// will do, since every dictionary stays readable.
 
 import (
 	"bytes"
@@ -36,17 +30,16 @@ import (
 
 const currentDictKey = "current"
 
-// decoder returns the function that decodes the records of this store
-// (checking their digests), reading a dictionary it has not cached from
-// the archive with ctx.
+// decoder returns the function that decodes this store's records, reading
+// dictionaries it has not cached with ctx.
 func (s *Store) decoder(ctx context.Context) decodeFunc {
 	load := func(id record.DictID) ([]byte, error) { return s.loadDict(ctx, id) }
 	return func(rec []byte) (record.Message, error) { return s.comp.Decode(rec, load) }
 }
 
 // loadDict reads dictionary id. Of siblings, the one whose bytes match
-// the ID is taken (two writers that saved it at once); if none does, the
-// first, which the Compressor refuses as damaged.
+// the ID is taken; if none does, the first, which the Compressor refuses
+// as damaged.
 func (s *Store) loadDict(ctx context.Context, id record.DictID) ([]byte, error) {
 	f, err := s.fetch(ctx, s.b.types.KV, s.b.dicts, id.String(), sure)
 	if err != nil {
@@ -116,8 +109,8 @@ func (d riakDicts) CurrentDict(ctx context.Context) (record.Current, bool, error
 }
 
 // latestCurrent resolves the siblings of the current dictionary's key:
-// the one trained last wins (of two trained at the same instant, the
-// greater ID, so that every reader picks the same).
+// the one trained last wins, ties going to the greater ID so that every
+// reader picks the same.
 func latestCurrent(values []*riak.Object) (record.Current, bool, error) {
 	var best record.Current
 	found := false
@@ -146,15 +139,14 @@ func (d riakDicts) SetCurrentDict(ctx context.Context, c record.Current) error {
 	if err != nil {
 		return err
 	}
-	// With the causal context read: c replaces what this writer saw, and
+	// With the causal context read, c replaces what this writer saw and
 	// goes in beside what another wrote meanwhile.
 	obj := &riak.Object{ContentType: "application/json", Value: record.MarshalCurrent(c)}
 	return s.put(ctx, s.b.types.KV, s.b.dicts, currentDictKey, obj, cur.vclock)
 }
 
-// Sample reads the newest messages: the ledger's entries from its end
-// backwards, each entry's messages last first, a few hundred messages
-// at a time.
+// Sample reads the newest messages, walking the ledger backwards from its
+// end.
 func (d riakDicts) Sample(ctx context.Context, n int, maxBytes int64) ([][]byte, error) {
 	s := d.s
 	bd, err := s.binding(ctx)

@@ -14,28 +14,19 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// The digest index (ARCHIVE.digests, in the write-once bucket type) maps a
-// message's digest to its call number. A writer puts the entry after it
-// has claimed the message in the ledger and before it writes the message,
-// so that no message is ever stored without its entry, even by a writer
-// killed in between. An entry may therefore name a number whose message
-// is not stored (yet, or ever): every reader checks that the message is
-// there (or its removal record, which keeps the entry believed: the
-// digest of a removed message stays known) before it believes the entry.
+// The digest index (ARCHIVE.digests) maps a message's digest to its call
+// number. An entry is written before its message, so it may name a
+// number whose message is not stored (yet, or ever): a reader believes it
+// only once it sees the message or its removal record.
 //
-// Every key is written once (write-once keys cost Riak about a third less
-// than others: no read before the write). A writer that takes over a dead
-// writer's claim does not replace that writer's entry: it writes the next
-// generation of the digest's key, "DIGEST.1", "DIGEST.2", ... A reader
-// reads the generations in turn, and believes the first whose message is
-// stored. There is one generation per digest except after a writer died
-// between its entries and its messages.
+// Keys are write-once, so a writer taking over a dead writer's claim
+// writes the next generation of the key, "DIGEST.1", "DIGEST.2", ...; a
+// reader believes the first generation whose message is stored.
 
 // digestState is what the index says of one digest.
 type digestState struct {
-	// stored is the number of the stored message with this digest, or 0.
-	// The digest of a removed message stays known: stored is its number,
-	// and removed its removal record.
+	// stored is the number of the stored or removed message with this
+	// digest, or 0.
 	stored  callnumber.Number
 	removed *store.Removal
 	// gen is the first generation not written, where a new entry goes.
@@ -51,8 +42,8 @@ func digestKey(d store.Digest, gen int) string {
 }
 
 // resolveDigest returns the numbers of a digest entry's values, lowest
-// first (in base62 order). An entry has one value, except after a writer
-// stalled for longer than the claim timeout (see the package doc).
+// first. There is more than one only after a writer stalled past its
+// claim.
 func resolveDigest(values []*riak.Object) ([]callnumber.Number, error) {
 	var out []callnumber.Number
 	for _, v := range live(values) {
@@ -75,9 +66,8 @@ func resolveDigest(values []*riak.Object) ([]callnumber.Number, error) {
 	return slices.Compact(out), nil
 }
 
-// lookupDigests reads the index entries of ds, and the messages they name,
-// in parallel, a generation at a time. A not-found reply of one replica
-// does not count: an entry written to a quorum is found.
+// lookupDigests reads the index entries of ds and the messages they name,
+// a generation at a time.
 func (s *Store) lookupDigests(ctx context.Context, codec *callnumber.Codec, ds []store.Digest) ([]digestState, error) {
 	out := make([]digestState, len(ds))
 	open := make([]int, len(ds)) // digests still being looked up

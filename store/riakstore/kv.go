@@ -11,8 +11,8 @@ import (
 // (UINT32_MAX - 3): every replica, whatever the bucket type's n_val.
 const rAll = 0xffffffff - 3
 
-// fetched is the answer to a fetch: the live values (siblings without
-// tombstones) and the causal context to write back with.
+// fetched is the answer to a fetch: the live values and the causal
+// context to write back with.
 type fetched struct {
 	values []*riak.Object
 	vclock []byte
@@ -24,16 +24,13 @@ func (f fetched) found() bool { return len(f.values) > 0 }
 type readMode uint8
 
 const (
-	// quick: Riak's defaults (r = quorum, a not-found reply counts): for
-	// keys usually absent, where a miss is cheap.
+	// quick: Riak's defaults, for keys usually absent.
 	quick readMode = iota
-	// sure: the first replica that has a value answers, and the key is
-	// not found only when every replica says so (r = 1, a not-found reply
-	// does not count): for keys that may have been written a moment ago,
-	// by a write still under way on the other replicas.
+	// sure: r = 1, a not-found reply not counting, so a key being written
+	// is found as soon as one replica has it.
 	sure
-	// all: the values of every replica, merged (r = n_val): a second look
-	// when a value found lacks what it should hold (a replica behind).
+	// all: every replica's values, merged, for a second look when a
+	// replica seems behind.
 	all
 )
 
@@ -66,8 +63,7 @@ func (s *Store) fetch(ctx context.Context, bucketType, bucket, key string, mode 
 }
 
 // put writes obj under bucketType/bucket/key, with vclock as its causal
-// context (nil for a blind write, which on an allow_mult bucket adds a
-// sibling to whatever is there).
+// context; nil adds a sibling on an allow_mult bucket.
 func (s *Store) put(ctx context.Context, bucketType, bucket, key string, obj *riak.Object, vclock []byte) error {
 	_, err := s.do(ctx, func() (riak.Command, error) {
 		o := *obj
@@ -84,11 +80,8 @@ func (s *Store) put(ctx context.Context, bucketType, bucket, key string, obj *ri
 }
 
 // create writes a new key of the consistent bucket type, or reports false
-// if the key exists. On a consistent bucket a put without a causal
-// context succeeds only if the key is absent; Riak answers "failed"
-// otherwise. A create whose reply was lost and that was tried again also
-// gets "failed": callers read the key back to tell their own value from
-// another writer's.
+// if the key exists. A create retried after a lost reply also gets false,
+// so callers read the key back to tell their own value from another's.
 func (s *Store) create(ctx context.Context, bucket, key string, value []byte) (bool, error) {
 	_, err := s.do(ctx, func() (riak.Command, error) {
 		return riak.NewStoreValueCommandBuilder().
@@ -112,8 +105,7 @@ func (s *Store) fetchClaim(ctx context.Context, bucket, key string) ([]byte, err
 	return v, err
 }
 
-// fetchClaimContext reads a key of the consistent bucket type: its value,
-// or nil, and the causal context to update it with.
+// fetchClaimContext is fetchClaim with the causal context to update with.
 func (s *Store) fetchClaimContext(ctx context.Context, bucket, key string) ([]byte, []byte, error) {
 	f, err := s.fetch(ctx, s.b.types.Claims, bucket, key, quick)
 	if err != nil {
@@ -129,10 +121,9 @@ func (s *Store) fetchClaimContext(ctx context.Context, bucket, key string) ([]by
 	return f.values[0].Value, f.vclock, nil
 }
 
-// update replaces a key of the consistent bucket type with value, if it
-// is still as read with the causal context vclock (compare-and-set), or
-// reports false. As with create, a write whose reply was lost and that
-// was tried again also gets false: callers read the key again.
+// update replaces a key of the consistent bucket type with value if it is
+// still as read with vclock (compare-and-set), or reports false; as with
+// create, a retry after a lost reply also gets false.
 func (s *Store) update(ctx context.Context, bucket, key string, value, vclock []byte) (bool, error) {
 	_, err := s.do(ctx, func() (riak.Command, error) {
 		return riak.NewStoreValueCommandBuilder().

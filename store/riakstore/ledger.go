@@ -17,19 +17,12 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// The ledger is the archive's log of batches: slots 1, 2, 3, ... of the
-// bucket ARCHIVE.log in the consistent bucket type, each written once,
-// with create-if-absent, by the writer that wins it. A writer only tries
-// slot N after it has read slot N-1, so the slots fill without gaps and a
-// reader stops at the first one not found.
-//
-// A Put appends one entry for its new messages (digest and call number of
-// each) before it writes them: that entry is its claim on them. A writer
-// has read every slot before the one it wins, so of two writers that
-// claim the same digest the one with the lower slot sees no earlier claim
-// and writes its message; the other sees the claim, waits until the
-// message is in the digest index and reports it as a duplicate of that
-// number. The change feed reads the same entries.
+// The ledger is the archive's log of batches: slots 1, 2, 3, ... of
+// ARCHIVE.log in the consistent bucket type, each created once. A writer
+// only tries slot N after it has read slot N-1, so the slots fill without
+// gaps and a reader stops at the first one not found. A Put's entry is
+// its claim on its new messages (see the package doc); the change feed
+// reads the same entries.
 //
 // # Ledger entry, version 1
 //
@@ -43,36 +36,11 @@ import (
 //	25      uvarint  number of items
 //	        40 each  item: SHA-256 digest (32), call number (8, big-endian)
 //
-// # Removal entry, version 2
-//
-// A removal (remove.go) appends an entry of its own, which the change
-// feed hands out as the removal of the message:
-//
-//	offset  size     field
-//	0       1        entry format version (2)
-//	1       8        time, as in version 1
-//	9       8        writer, as in version 1
-//	17      8        nonce, as in version 1
-//	25      8        call number of the message removed, big-endian
-//
-// A program older than removals refuses a ledger holding one (the
-// version is unknown to it): it cannot follow the feed, nor claim.
-//
-// # Move entry, version 3
-//
-// A move (move.go) appends an entry of its own, which the change feed
-// hands out as the move of the message:
-//
-//	offset  size     field
-//	0       1        entry format version (3)
-//	1       8        time, as in version 1
-//	9       8        writer, as in version 1
-//	17      8        nonce, as in version 1
-//	25      8        call number of the message moved, big-endian
-//	33      8        when it was moved: Unix nanoseconds, big-endian
-//	41      1-64     the list it was moved to
-//
-// Programs older than moves refuse a ledger holding one, as above.
+// A removal entry (version 2, remove.go) has the same first 25 bytes,
+// then the call number removed (8, big-endian). A move entry (version 3,
+// move.go) has them too, then the call number moved (8), when it was
+// moved (Unix nanoseconds, 8, big-endian) and the list (1 to 64 bytes).
+// A program that does not know a version refuses the whole ledger.
 
 const (
 	entryVersion   = 1
@@ -90,16 +58,13 @@ type entry struct {
 	writer [8]byte
 	nonce  [8]byte
 	items  []item
-	// removal is the number a removal entry removes (no call number is
-	// 0); a removal entry has no items.
+	// removal, or move with a non-zero Number, marks the other entry
+	// versions, which have no items.
 	removal callnumber.Number
-	// move is what a move entry moves (its Number is not 0); a move
-	// entry has no items.
-	move store.Move
+	move    store.Move
 }
 
-// size is the number of things the entry tells the change feed: its
-// items, or the one removal.
+// size is the number of items the entry gives the change feed.
 func (e *entry) size() int {
 	if e.removal != 0 || e.move.Number != 0 {
 		return 1
@@ -237,12 +202,10 @@ func (s *Store) entry(ctx context.Context, slot uint64) (*entry, error) {
 	return e, nil
 }
 
-// entriesFrom reads the slots from first on, up to max of them, stopping
-// at the first not written, or once the entries read hold items items. It
-// reads ahead in parallel, two slots at first and twice as many each time
-// all were written (up to 64), so that a follower at the end of the
-// ledger asks for one slot or two, and one reading a long ledger of small
-// entries from the start many at once.
+// entriesFrom reads up to max slots from first on, stopping at the first
+// not written or once the entries hold items items. Its read-ahead window
+// doubles while every slot is written, so a follower at the end asks for
+// few.
 func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) ([]*entry, error) {
 	var out []*entry
 	window, have := 2, 0
@@ -269,8 +232,8 @@ func (s *Store) entriesFrom(ctx context.Context, first uint64, max, items int) (
 	return out, nil
 }
 
-// lastSlot finds the highest slot written: an exponential probe, then a
-// binary search (slots fill without gaps, so "written" is monotone).
+// lastSlot finds the highest slot written by a binary search, which works
+// because slots fill without gaps.
 func (s *Store) lastSlot(ctx context.Context, from uint64) (uint64, error) {
 	lo, hi := from, from+1 // lo is written (or 0), hi is probed next
 	for {
@@ -298,8 +261,7 @@ func (s *Store) lastSlot(ctx context.Context, from uint64) (uint64, error) {
 	return lo, nil
 }
 
-// ledger is a writer's view of the recent ledger: every entry from shortly
-// before the handle's first write on, and the claims they make.
+// ledger is a writer's view of the recent ledger and the claims in it.
 type ledger struct {
 	mu     sync.Mutex
 	ready  bool
@@ -307,18 +269,17 @@ type ledger struct {
 	claims map[store.Digest][]claim
 	recent []recentEntry // by slot
 	// ever, unless nil, holds the first 8 bytes of every digest that
-	// slots 1 to end claim, or that a removal in them reserved: a digest
-	// not in it was never claimed, so no message with it was stored
-	// (see unclaimed). Nil when the handle did not read the ledger from
-	// its start, or once it holds maxEver digests.
+	// slots 1 to end claim or reserve for a removal (see unclaimed). Nil
+	// when the handle did not read the ledger from its start, or once it
+	// holds maxEver digests.
 	ever map[uint64]struct{}
 }
 
-// maxEver bounds ledger.ever (about 20 bytes each: 20 MiB).
+// maxEver bounds ledger.ever's memory.
 const maxEver = 1 << 20
 
-// everKey is a digest's key in ledger.ever. Two digests may share one: a
-// digest taken for claimed is merely looked up.
+// everKey is a digest's key in ledger.ever. Two digests may share one,
+// which is safe: a digest taken for claimed is merely looked up.
 func everKey(d store.Digest) uint64 { return binary.BigEndian.Uint64(d[:8]) }
 
 type claim struct {
@@ -339,8 +300,7 @@ func (s *Store) retention() time.Duration {
 	return s.opts.ClaimTimeout*3/2 + 2*s.opts.MaxClockSkew
 }
 
-// expiry is the age at which a claim whose message never appeared may be
-// taken over.
+// expiry is the age at which a claim may be taken over.
 func (s *Store) expiry() time.Duration { return s.opts.ClaimTimeout + s.opts.MaxClockSkew }
 
 func (lg *ledger) fold(slot uint64, e *entry) {
@@ -383,10 +343,9 @@ func (lg *ledger) prune(now time.Time, keep time.Duration) {
 	lg.recent = lg.recent[cut:]
 }
 
-// syncLedger brings the writer's view up to the current end of the
-// ledger; on first use it finds the end and reads back the entries within
-// the retention, or the whole ledger if it has at most full slots (which
-// ever then follows). Called with s.ledger.mu held.
+// syncLedger brings the writer's view up to the end of the ledger; on
+// first use it reads the whole ledger if it has at most full slots, else
+// only the entries within the retention. Called with s.ledger.mu held.
 func (s *Store) syncLedger(ctx context.Context, full uint64) error {
 	lg := &s.ledger
 	if !lg.ready {
@@ -418,10 +377,9 @@ func (s *Store) syncLedger(ctx context.Context, full uint64) error {
 	return nil
 }
 
-// readBack starts the writer's view at the end of the ledger, slot end:
-// with the entries within the retention, read back from it, or, if end
-// is at most full, with none, and ever, which the caller then fills from
-// the first slot. Called with s.ledger.mu held.
+// readBack starts the writer's view at slot end: with the entries within
+// the retention, or, if end is at most full, with none and an empty ever
+// that the caller fills from the first slot. Called with s.ledger.mu held.
 func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 	lg := &s.ledger
 	lg.claims = make(map[store.Digest][]claim)
@@ -430,7 +388,6 @@ func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 		lg.ready = true
 		return nil
 	}
-	// Read back while entries are recent; a few at a time in parallel.
 	now := time.Now()
 	var back []*entry
 	for slot := end; slot > 0; {
@@ -467,11 +424,9 @@ func (s *Store) readBack(ctx context.Context, end, full uint64) error {
 	return nil
 }
 
-// rememberRemovals adds to ledger.ever the digests of the removals that
-// entries record: a removal recorded from another store (RecordRemoval)
-// reserves a digest no claim names. Its state, which holds the digest, is
-// created before its ledger entry is appended (remove.go, steps 2 and 4).
-// Called with s.ledger.mu held.
+// rememberRemovals adds to ledger.ever the digests of the removals in es,
+// which RecordRemoval reserves without a claim; their states predate
+// their entries. Called with s.ledger.mu held.
 func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	lg := &s.ledger
 	if lg.ever == nil {
@@ -493,8 +448,7 @@ func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	for _, n := range numbers {
 		st := states[n]
 		if st == nil {
-			// Cannot happen (step 2 comes first); if it does, every
-			// digest is looked up again.
+			// Cannot happen; if it does, fall back to lookups.
 			s.log.Warn("a removal in the ledger has no state", "callnumber", n.String())
 			lg.ever = nil
 			return nil
@@ -504,19 +458,12 @@ func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 	return nil
 }
 
-// unclaimed syncs the writer's view of the ledger and reports which of ds
-// no entry of it ever claimed (nor a removal in it reserved), if it holds
-// every entry since the first slot: their messages were never stored, as
-// a Put claims every message before it writes it, so looking them up in
-// the digest index would find nothing it may believe. That is so as of
-// the moment the view is synced, after the caller noted the time it
-// judges claims at (ref), as it is for a lookup sent after that moment;
-// claims made since are read when the batch is claimed (appendClaims).
-// A handle reads the whole ledger at its first write when the ledger has
-// at most half as many slots as that batch has digests (an empty
-// archive's has none): reading a slot costs Riak about what four lookups
-// do, and a bulk import's slots hold hundreds of messages each. It gives
-// the view up beyond maxEver digests. nil means look every digest up.
+// unclaimed syncs the writer's view and reports which of ds no entry ever
+// claimed or reserved; nil means look every digest up. A Put claims every
+// message before writing it, so such a digest needs no lookup: this holds
+// as of the sync, like a lookup sent then, and appendClaims sees later
+// claims. The whole ledger is read only when it has at most len(ds)/2
+// slots, since reading a slot costs more than a lookup.
 func (s *Store) unclaimed(ctx context.Context, ds []store.Digest) ([]bool, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -535,11 +482,8 @@ func (s *Store) unclaimed(ctx context.Context, ds []store.Digest) ([]bool, error
 	return out, nil
 }
 
-// owner returns the claim that owns digest d for a writer that would
-// store it as number n, judged at time ref: the claim in the lowest slot
-// made for another number that is still valid (younger than the expiry).
-// It returns nil when d is free, or claimed only for n (by this writer's
-// own earlier attempt). Called with s.ledger.mu held.
+// owner returns the lowest-slot claim on digest d, valid at ref, for
+// another number than n, or nil. Called with s.ledger.mu held.
 func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim {
 	var best *claim
 	for i, c := range s.ledger.claims[d] {
@@ -558,22 +502,16 @@ func (s *Store) owner(d store.Digest, n callnumber.Number, ref time.Time) *claim
 var errStaleLookup = errors.New("riakstore: digests looked up too long ago to claim them")
 
 // lookupLimit is how old a digest lookup may be when its items are
-// claimed. A claim matters to a lookup made at ref if it is still valid
-// at ref, or made after it: made at ref-expiry or later, by its writer's
-// clock. The writer forgets claims older than the retention, so it must
-// judge before ref+retention-expiry (ClaimTimeout/2 + MaxClockSkew), or
-// it may not see a claim whose message was stored after its lookup, and
-// store that message a second time. ClaimTimeout/2 leaves a margin, and
-// is the age at which a claim is renewed before writing.
+// claimed. Claims that matter to a lookup at ref were made at ref-expiry
+// or later, and the writer forgets them after the retention, so it must
+// judge before ref+retention-expiry, or it may miss a claim whose message
+// was stored after its lookup and store it twice.
 func (s *Store) lookupLimit() time.Duration { return s.opts.ClaimTimeout / 2 }
 
-// appendClaims appends one entry claiming items, judged at time ref: when
-// the digests were looked up, which must be less than lookupLimit ago
-// (errStaleLookup otherwise: the caller looks them up again). Items
-// another writer claimed first are returned as contested and left out of
-// the entry; the rest are claimed (slot 0 when there were none left).
-// started is when the winning create was sent, on this process's
-// monotonic clock.
+// appendClaims appends one entry claiming items, judged at ref, the time
+// of their lookup. Items another writer claimed first are returned as
+// contested and left out; slot is 0 when none were left. started is when
+// the winning create was sent.
 func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (claimed, contested []item, started time.Time, slot uint64, err error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -583,7 +521,7 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 		if err := s.syncLedger(ctx, 0); err != nil {
 			return nil, nil, time.Time{}, 0, err
 		}
-		// After the sync: it forgot what it forgot as of a moment ago.
+		// Checked after the sync, which may have pruned claims.
 		if time.Since(ref) > s.lookupLimit() {
 			return nil, nil, time.Time{}, 0, errStaleLookup
 		}
@@ -608,8 +546,8 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 			return nil, nil, time.Time{}, 0, err
 		}
 		if !created {
-			// Someone else's, or ours with the reply lost and the create
-			// tried again: read it.
+			// Someone else's, or ours whose reply was lost: the nonce
+			// tells.
 			got, err := s.entry(ctx, slot)
 			if err != nil {
 				return nil, nil, time.Time{}, 0, err
@@ -631,8 +569,8 @@ func (s *Store) appendClaims(ctx context.Context, items []item, ref time.Time) (
 	}
 }
 
-// refreshLedger reads what other writers appended, and returns whether
-// digest d still has a valid claim by another number than n at ref.
+// claimedByOther reads what other writers appended, and reports for each
+// item whether its digest has a valid claim at ref by another number.
 func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) ([]bool, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -648,10 +586,9 @@ func (s *Store) claimedByOther(ctx context.Context, its []item, ref time.Time) (
 }
 
 // laterClaims returns, for each item, another number claimed for its
-// digest in a slot after slot, if any: a writer that finished late checks
-// whether someone took its messages over meanwhile. It reads those slots
-// themselves (most are in the cache), not the claims the writer keeps,
-// which it may have forgotten after a long stall.
+// digest after slot, if any, so a late writer sees whether its messages
+// were taken over. It reads the slots rather than the kept claims, which
+// a long stall may have pruned.
 func (s *Store) laterClaims(ctx context.Context, its []item, slot uint64) ([]callnumber.Number, error) {
 	want := make(map[store.Digest][]int, len(its))
 	for i, it := range its {

@@ -11,15 +11,14 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// The binding and the leases live in the consistent bucket type, written
-// with create-if-absent: of two programs recording a first lease, or the
-// same run, at once, exactly one succeeds, and the other reads the winner
-// and checks its own lease against it.
+// The binding and the leases are created with create-if-absent on the
+// consistent bucket type: of two racing programs exactly one succeeds,
+// and the other checks its own against the winner's.
 
 const bindingKey = "binding"
 
-// binding returns the store's binding, or nil if unbound. A binding once
-// seen is cached: it never changes.
+// binding returns the store's binding, or nil if unbound; once seen it is
+// cached, since it never changes.
 func (s *Store) binding(ctx context.Context) (*bound, error) {
 	s.cache.Lock()
 	bd := s.bound
@@ -71,8 +70,7 @@ func (s *Store) RecordLease(ctx context.Context, l callnumber.Lease) error {
 }
 
 func (s *Store) recordLease(ctx context.Context, l callnumber.Lease) error {
-	// A lost race is followed by a read of the winner: two rounds at most
-	// (bind, then record), and one more for a lost reply.
+	// Bind, then record, and one more round for a lost reply.
 	for range 4 {
 		bd, err := s.binding(ctx)
 		if err != nil {
@@ -104,8 +102,7 @@ func (s *Store) recordLease(ctx context.Context, l callnumber.Lease) error {
 		if _, err := s.create(ctx, s.b.runs, strconv.FormatUint(uint64(l.Run), 10), record.MarshalLease(l)); err != nil {
 			return err
 		}
-		// Won, lost, or won with a lost reply: the next round reads the
-		// lease and finds it Known or refuses it.
+		// Whatever the outcome, the next round reads the lease back.
 	}
 	return fmt.Errorf("lease records of run %d keep changing under concurrent writers", l.Run)
 }

@@ -1,21 +1,11 @@
 package riakstore
 
-// Moves (store.Store.Move). The records in packs are written once, so a
-// move is kept beside them, in two steps:
-//
-//  1. a ledger entry (version 3, ledger.go) with the number, the list and
-//     the date: the change feed hands it out as the move;
-//  2. the key ARCHIVE.moves/CALLNUMBER of the kv type, written with every
-//     replica (w = all), holding the list, the date and the entry's
-//     slot: Get reads it beside the pack, and of siblings (two moves at
-//     once) the one of the later slot wins, as the feed's order says.
-//
-// A mover killed between the two leaves the move in the feed (a catalog
-// and mirrors apply it) and Get answering the old list: moving the
-// message again to the same list writes the key (a Move to where Get
-// says it is writes nothing). Moves are rare (an operator correcting an
-// import's --list): the cost is one more fetch per Get, made at the same
-// time as the pack's.
+// Moves (store.Store.Move). Records in packs are written once, so a move
+// is kept beside them: first a ledger entry for the change feed, then
+// ARCHIVE.moves/CALLNUMBER (w = all) with the list, the date and the
+// entry's slot, which Get reads beside the pack; of siblings, the later
+// slot wins, as in the feed. A mover killed between the two leaves Get
+// answering the old list until the message is moved there again.
 
 import (
 	"context"

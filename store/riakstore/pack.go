@@ -18,11 +18,9 @@ import (
 )
 
 // Messages are kept in packs: one Riak object per 16 consecutive sequence
-// numbers of a run, so that a batch of consecutive numbers is written in a
-// sixteenth of the requests, each a larger value (Riak's cost per request
-// is mostly per request, not per byte: see the package doc). A message
-// larger than largeMessage is kept in its own object, and its pack holds
-// a stub (its record without the raw bytes).
+// numbers of a run, because Riak's cost is mostly per request, not per
+// byte. A message larger than largeMessage is kept in its own object, and
+// its pack holds a stub (its record without the raw bytes).
 //
 // # Pack value, version 2
 //
@@ -35,38 +33,25 @@ import (
 //	                 the large bucket under the call number, 2 the
 //	                 message was removed (remove.go)
 //	        uvarint  length of the record
-//	        n        message record (store/internal/record), as the
-//	                 store's Compressor made it: compressed on its own,
-//	                 usually with the archive's dictionary; a large
-//	                 message's stub is an uncompressed record without
-//	                 raw bytes; a removed message's removal record
-//	                 (record.MarshalRemoval), in place of the message
+//	        n        message record (store/internal/record), compressed
+//	                 on its own; a large message's stub, uncompressed; or
+//	                 a removal record (record.MarshalRemoval)
 //
-// Kind 2 came with removals: a program older than them refuses such a
-// pack (an unknown kind is corrupt to it) rather than read the removed
-// number as never stored.
-//
-// The pack itself is not compressed: each message is, so that one message
-// is read and decompressed on its own. A large message's object is one
+// Programs older than removals refuse kind 2 as corrupt rather than read
+// the removed number as never stored. A large message's object is one
 // byte, version 2, followed by its record.
 //
 // # Pack value, version 1
 //
-// Written before records were compressed, and read as it is:
-//
-//	offset  size     field
-//	0       1        pack format version (1)
-//	1       1        compression of the rest: 0 none, 1 DEFLATE (RFC 1951)
-//	2                the entries, as in version 2 (every record
-//	                 uncompressed, version 1), DEFLATE-compressed whole
-//
-// A large message's object of version 1 is the same two-byte header
-// followed by its record (DEFLATE-compressed when the header says so).
+// Written before records were compressed, and still read: the version
+// (1), a compression byte (0 none, 1 DEFLATE), then the entries as in
+// version 2 with uncompressed records, compressed whole as that byte
+// says. A large message's object of version 1 has the same header.
 //
 // The key of a pack is "VERSION.RUN.PACK" in decimal, PACK being the
-// sequence number divided by 16: the pack of a call number follows from the
-// number alone. Each entry's Message-ID is in the pack's secondary index
-// msgid_bin (see msgIDKey).
+// sequence number divided by 16, so a call number alone names its pack.
+// Each entry's Message-ID is in the pack's secondary index msgid_bin (see
+// msgIDKey).
 
 const (
 	packShift    = 4
@@ -86,14 +71,13 @@ const (
 const (
 	compressNone    = 0
 	compressDeflate = 1
-	// maxInflated bounds what a value may decompress to: a pack holds at
-	// most 16 messages of at most largeMessage bytes inline, and a large
-	// message object one message (the largest the importer reads is 64 MiB).
+	// maxInflated bounds what a value may decompress to, above the
+	// largest pack or large message.
 	maxInflated = 256 << 20
 )
 
 // body checks the header of a pack or large message value and returns
-// what follows it, inflated if it is a deflated version 1 value.
+// what follows it, inflated if need be.
 func body(v []byte, what string) (version byte, b []byte, err error) {
 	if len(v) == 0 || v[0] != packVersion && v[0] != packVersion1 {
 		ver := -1
@@ -130,8 +114,7 @@ func body(v []byte, what string) (version byte, b []byte, err error) {
 	return 0, nil, fmt.Errorf("%w: %s: compression %d", record.ErrCorrupt, what, v[1])
 }
 
-// encodeLarge returns the value of a large message's object, given its
-// record.
+// encodeLarge returns the value of a large message's object.
 func encodeLarge(rec []byte) []byte {
 	return append(append(make([]byte, 0, 1+len(rec)), packVersion), rec...)
 }
@@ -142,14 +125,12 @@ func decodeLarge(v []byte) ([]byte, error) {
 	return b, err
 }
 
-// packEntry is an entry of a pack: a message's record, still encoded,
-// or the removal record of a message removed.
+// packEntry is an entry of a pack.
 type packEntry struct {
 	seq     uint16
 	large   bool
 	removed bool
-	// rec is the message record; a large message's stub holds no raw
-	// bytes; a removed message's entry holds its removal record. It may
+	// rec is the encoded message record, stub or removal record. It may
 	// alias the value it was read from.
 	rec []byte
 }
@@ -174,8 +155,7 @@ func parsePackKey(k string) (version uint8, run uint32, pack uint16, err error) 
 	return uint8(v), uint32(r), uint16(p), nil
 }
 
-// encodePack returns the value of a pack holding entries (sorted by
-// sequence number).
+// encodePack returns the value of a pack holding entries.
 func encodePack(entries []packEntry) []byte {
 	size := 1 + binary.MaxVarintLen64
 	for _, e := range entries {
@@ -201,8 +181,7 @@ func encodePack(entries []packEntry) []byte {
 }
 
 // decodePack reads a pack value of either version into its entries,
-// whose records alias the value (or its inflated copy). Records are
-// decoded, and checked, only when read.
+// whose records alias the value and are decoded only when read.
 func decodePack(v []byte) ([]packEntry, error) {
 	_, b, err := body(v, "pack")
 	if err != nil {
@@ -236,34 +215,24 @@ func decodePack(v []byte) ([]packEntry, error) {
 	return entries, nil
 }
 
-// decodeFunc decodes a message record and checks its digest (the
-// store's Compressor, reading dictionaries from the archive).
+// decodeFunc decodes a message record and checks its digest.
 type decodeFunc func(rec []byte) (record.Message, error)
 
-// pack is a pack as read: its entries by sequence number, and the
-// Message-ID index terms of its siblings.
+// pack is a pack as read, its siblings merged.
 type pack struct {
 	entries map[uint16]packEntry
 	terms   map[string]bool
-	// stale is true when a sibling written without knowing of a removal
-	// still holds the removed message's entry; suspect when an index
-	// term may be a removed message's Message-ID. A writer of the pack
-	// rewrites it without them (cleanTerms).
+	// stale: a sibling written without knowing of a removal still holds
+	// the removed message; suspect: an index term may be a removed
+	// message's Message-ID. A writer of the pack drops both (cleanTerms).
 	stale, suspect bool
 }
 
-// mergePack reads the siblings of a pack into one. Siblings come from
-// writes that did not see each other (two batches of one process sharing
-// a pack, written at once; a replica that was behind); their entries are
-// united, and so are their index terms. Two entries for one sequence
-// number must be one message: two writers may have compressed it
-// differently (another dictionary), so records that differ are decoded
-// and their messages compared; different messages are a conflict
-// (errConflict) that no reader resolves by choosing. Of two records of
-// one message, the one that says it was added first is kept. A removal
-// entry wins over a message entry of its sequence number, in whatever
-// order the siblings come: a sibling written by a Put that read the pack
-// before the removal never brings the message back.
+// mergePack unites the siblings of a pack. Two records of one sequence
+// number may differ only in compression, so they are decoded and
+// compared: different messages are a conflict (errConflict). A removal
+// entry wins in any order, so a Put that read the pack before a removal
+// never brings the message back.
 func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 	out := pack{entries: make(map[uint16]packEntry), terms: make(map[string]bool)}
 	for _, v := range values {
@@ -291,10 +260,8 @@ func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 				case !e.removed:
 					out.stale = true
 				case bytes.Compare(e.rec, old.rec) < 0:
-					// Two removal records: there is one per number (created
-					// once, in the consistent bucket type), so they differ
-					// only if written otherwise; keep one of them whatever
-					// the order.
+					// Removal records are created once per number, so
+					// these should not differ; keep one in any order.
 					out.entries[e.seq] = e
 				}
 				continue
@@ -312,11 +279,9 @@ func mergePack(values []*riak.Object, decode decodeFunc) (pack, error) {
 	return out, nil
 }
 
-// suspectTerms reports whether an index term of p may be the
-// Message-ID of a message it holds the removal of: a term whose SHA-256
-// (a hashed term's own) is a removal record's MessageIDSum. Whether
-// another message of the pack has that Message-ID too takes decoding
-// them: see cleanTerms.
+// suspectTerms reports whether an index term of p may be the Message-ID
+// of a removed message, its SHA-256 being a removal record's
+// MessageIDSum. Another message may share it; cleanTerms decides.
 func suspectTerms(p pack) bool {
 	sums := make(map[[sha256.Size]byte]bool)
 	for _, e := range p.entries {
@@ -342,8 +307,7 @@ func suspectTerms(p pack) bool {
 	return false
 }
 
-// termSum returns the SHA-256 of the Message-ID an index term stands
-// for (see msgIDKey).
+// termSum returns the SHA-256 of the Message-ID an index term stands for.
 func termSum(t string) [sha256.Size]byte {
 	if len(t) == 1+sha256.Size && t[0] == 0xff {
 		return [sha256.Size]byte([]byte(t[1:]))
@@ -382,7 +346,7 @@ func sameMessage(seq uint16, a, b packEntry, decode decodeFunc) (bool, error) {
 }
 
 // packObject returns the Riak object of a pack holding entries, with
-// the Message-ID index terms (see msgIDKey) of its entries.
+// their Message-ID index terms.
 func packObject(entries map[uint16]packEntry, terms map[string]bool) *riak.Object {
 	sorted := make([]packEntry, 0, len(entries))
 	for _, e := range entries {

@@ -18,8 +18,7 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// Put implements store.Store; see the package doc for what a batch
-// guarantees on Riak.
+// Put implements store.Store; see the package doc for its guarantees.
 func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
 	if err := s.begin(); err != nil {
 		return nil, err
@@ -45,16 +44,13 @@ type packState struct {
 
 // prefetched answers batch.Make from values fetched before it runs.
 type prefetched struct {
-	s       *Store
-	codec   *callnumber.Codec
-	leases  map[uint32]bool
-	packs   map[string]*packState
-	digests map[store.Digest]callnumber.Number // of stored (or removed) messages
-	// removals are the removal records of the numbers in digests that
-	// were removed.
+	s        *Store
+	codec    *callnumber.Codec
+	leases   map[uint32]bool
+	packs    map[string]*packState
+	digests  map[store.Digest]callnumber.Number // of stored (or removed) messages
 	removals map[callnumber.Number]*store.Removal
-	// gens are the first generations of digest entries not written, for
-	// digests whose entries name no stored message (absent: 0).
+	// gens are the first free generations of unbelieved digest entries.
 	gens map[store.Digest]int
 	// ref is when the digests were looked up: claims are judged as of then.
 	ref time.Time
@@ -64,8 +60,7 @@ func (p *prefetched) HasLease(_ context.Context, run uint32) (bool, error) {
 	return p.leases[run], nil
 }
 
-// Removal implements batch.Lookup, for the numbers of the batch (their
-// packs were read) and those the digests named.
+// Removal implements batch.Lookup.
 func (p *prefetched) Removal(_ context.Context, n callnumber.Number) (*store.Removal, error) {
 	if r := p.removals[n]; r != nil {
 		return r, nil
@@ -114,8 +109,7 @@ func (p *prefetched) Digest(_ context.Context, d store.Digest) (callnumber.Numbe
 	return n, ok, nil
 }
 
-// prefetch reads, in parallel, what batch.Make asks about: the leases of
-// the batch's runs, the packs of its numbers and its digests.
+// prefetch reads, in parallel, what batch.Make asks about.
 func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []store.Message) (*prefetched, error) {
 	pre := &prefetched{
 		s: s, codec: codec,
@@ -190,8 +184,7 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			}
 			p, err := mergePack(f.values, s.decoder(ctx))
 			if err == nil && (p.stale || p.suspect) {
-				// Written with these entries, the pack leaves nothing of
-				// a removed message behind.
+				// Writing the pack then drops a removed message's remains.
 				p.terms, err = s.cleanTerms(ctx, p)
 			}
 			if err != nil {
@@ -227,9 +220,9 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 	return pre, nil
 }
 
-// putBatch is Put: check the batch whole (batch.Make, on prefetched
-// values), claim its new messages in the ledger, write those claimed, and
-// wait for the ones another writer claimed first.
+// putBatch is Put: check the batch whole, claim its new messages in the
+// ledger, write those claimed, and wait for those another writer claimed
+// first.
 func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
 	if err := batch.CheckDigests(msgs); err != nil {
 		return nil, err
@@ -261,8 +254,8 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		}
 	}
 	if len(todo) > 0 {
-		// Compressed before anything is written (the ledger's claim
-		// included), on every CPU.
+		// Compressed before the claim, so the claim's clock does not run
+		// during compression.
 		w.added = time.Now().UTC()
 		if w.recs, err = s.comp.Encode(ctx, msgs, skip, w.added); err != nil {
 			return nil, err
@@ -280,8 +273,7 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		claimed, contested, started, slot, err := s.appendClaims(ctx, items, ref)
 		var again []item
 		if errors.Is(err, errStaleLookup) {
-			// Stalled since the lookup: a claim made meanwhile may be
-			// forgotten already. Judge the batch on a fresh lookup.
+			// A claim made since the lookup may be forgotten already.
 			s.log.Warn("digests looked up too long ago to claim: looking them up again", "messages", len(items), "age", time.Since(ref))
 			again, err = items, nil
 		}
@@ -303,8 +295,7 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 			}
 			again = append(again, retake...)
 		}
-		// What is claimed again is judged on a fresh look at the digest
-		// index: a message stored meanwhile is a duplicate.
+		// A message stored meanwhile is a duplicate: look again.
 		todo = todo[:0]
 		ref = time.Now()
 		states, err := s.lookupDigests(ctx, bd.codec, digestsOf(again))
@@ -321,8 +312,8 @@ func (s *Store) putBatch(ctx context.Context, msgs []store.Message) ([]store.Res
 		}
 	}
 	res := w.results()
-	// Messages stored by an earlier try of this batch: make sure their
-	// digest entries, which that try may not have reached, exist.
+	// Messages an earlier try of this batch stored but the digest index
+	// does not name: write their entries.
 	var repair []int
 	for i, a := range plan.Actions {
 		if a == batch.Retried {
@@ -401,9 +392,8 @@ func (w *batchWrite) duplicate(n callnumber.Number, st digestState) {
 	w.dups[w.index[n]] = dup{st.stored, st.removed != nil}
 }
 
-// results are the plan's results with the messages found stored by
-// another writer as duplicates of that writer's number, and so the
-// batch's later copies of them.
+// results are the plan's results, with messages another writer stored,
+// and their later copies in the batch, as duplicates of its number.
 func (w *batchWrite) results() []store.Result {
 	res := append([]store.Result(nil), w.plan.Results...)
 	for i, d := range w.dups {
@@ -423,10 +413,9 @@ func (w *batchWrite) results() []store.Result {
 }
 
 // write stores claimed messages: for each pack, the digest entries of its
-// new messages and the large ones' own objects, then the pack. If
-// the claim is already half its timeout old, nothing is written and the
-// items are returned to be claimed again: a claim this old may be taken
-// over while the messages are being written.
+// new messages and the large ones' objects, then the pack. A claim
+// already half its timeout old could expire mid-write, so its items are
+// returned to be claimed again instead.
 func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Time, slot uint64) (again []item, err error) {
 	s := w.s
 	if time.Since(started) > s.opts.ClaimTimeout/2 {
@@ -456,8 +445,8 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 	}
 	p := newPool(ctx, s.opts.Parallel)
 	for _, pw := range order {
-		// A pack is written once the digest entries of its new messages
-		// are: by whichever entry's task finishes last.
+		// No message is stored before its digest entry: the last entry
+		// task to finish writes the pack.
 		var left atomic.Int32
 		left.Store(int32(len(pw.msgs)))
 		for _, i := range pw.msgs {
@@ -480,9 +469,8 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 		return nil, err
 	}
 	if age := time.Since(started); age > s.opts.ClaimTimeout/2 {
-		// Written later than a claim is sure to hold: did anyone take the
-		// messages over meanwhile? Nothing can be undone here (a reader may
-		// have seen the messages already); say so.
+		// Written later than the claim is sure to hold. Nothing can be
+		// undone (a reader may have seen the messages); log it.
 		later, err := s.laterClaims(ctx, claimed, slot)
 		if err != nil {
 			return nil, err
@@ -496,8 +484,8 @@ func (w *batchWrite) write(ctx context.Context, claimed []item, started time.Tim
 	return nil, nil
 }
 
-// writePack writes the pack key with the new messages msgs (their large
-// ones first, in objects of their own) added to what it held.
+// writePack adds the messages msgs to the pack key, writing large ones'
+// objects first.
 func (w *batchWrite) writePack(ctx context.Context, key string, state *packState, msgs []int) error {
 	s := w.s
 	if err := s.at("pack"); err != nil {
@@ -524,7 +512,6 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 			}
 			s.messageBytes.Add(int64(len(obj.Value)))
 			s.keptBytes.Add(int64(len(obj.Value)))
-			// The pack keeps a stub: the record without the raw bytes.
 			stub := record.Message{Digest: m.Digest, Added: w.added, MessageID: m.MessageID, List: m.List}
 			if !m.Added.IsZero() {
 				stub.Added = m.Added.UTC()
@@ -541,10 +528,8 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 		return err
 	}
 	if vclock == nil {
-		// Another write went in beside this one: perhaps a removal, which
-		// this write, made from an older read, does not know of. Read the
-		// pack whole, and write it again if a sibling still holds
-		// something of a removed message.
+		// A sibling went in beside this write, perhaps a removal this
+		// write did not know of: settle the pack.
 		p, vc, sz, err := s.settlePack(ctx, key)
 		if err != nil {
 			return err
@@ -560,10 +545,8 @@ func (w *batchWrite) writePack(ctx context.Context, key string, state *packState
 }
 
 // await waits for messages another writer claimed first: each becomes a
-// duplicate of that writer's number once the digest index names it and it
-// is stored, or is returned to be claimed again once no valid claim by
-// another writer is left (the claim expired: that writer died or
-// stalled).
+// duplicate of that writer's number once it is stored, or is returned to
+// be claimed again once that claim has expired.
 func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item, err error) {
 	s := w.s
 	pause := 20 * time.Millisecond
@@ -610,12 +593,9 @@ func (w *batchWrite) await(ctx context.Context, contested []item) (retake []item
 	return retake, nil
 }
 
-// putPack writes a pack with the causal context of its last read (or
-// write), and returns the new causal context and the value's size. It
-// waits for every replica
-// (w = all; fallbacks stand in for a node that is down): a secondary
-// index query reads one replica of each partition, so a Message-ID
-// lookup made once Put has returned finds the message.
+// putPack writes a pack with the causal context of its last read or
+// write, and returns the new causal context and the value's size. It
+// waits for every replica, for the index queries (see the package doc).
 func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]packEntry, terms map[string]bool, vclock []byte) ([]byte, int64, error) {
 	obj := packObject(entries, terms)
 	cmd, err := s.do(ctx, func() (riak.Command, error) {
@@ -633,28 +613,23 @@ func (s *Store) putPack(ctx context.Context, key string, entries map[uint16]pack
 	s.messageBytes.Add(size)
 	r := cmd.(*riak.StoreValueCommand).Response
 	if r == nil || len(r.Values) > 1 {
-		// Another write of this pack went in beside ours (two batches of
-		// this process sharing it, at once): readers unite the siblings.
-		// Without their entries in hand, a later write must not replace
-		// them: it goes in blind, as one more sibling.
+		// Siblings: without their entries in hand, a later write must not
+		// replace them, so it goes in blind.
 		return nil, size, nil
 	}
 	return r.VClock, size, nil
 }
 
-// maxSettle bounds the writes of settlePack: each is made from a read of
-// every replica, and only a writer of the same pack at the same moment
-// can make another necessary.
+// maxSettle bounds the writes of settlePack: only a concurrent writer of
+// the same pack can make another one necessary.
 const maxSettle = 8
 
 // errUnsettled: a pack kept changing under settlePack.
 var errUnsettled = errors.New("riakstore: a pack kept changing while it was written without a removed message's remains")
 
-// settlePack reads a pack from every replica and, while a sibling still
-// holds a removed message's entry, or an index term its Message-ID,
-// writes the pack anew without them, with the causal context read
-// (which replaces every sibling). It returns the pack as it is then, the
-// causal context to write it with, and the size of its value(s).
+// settlePack reads a pack from every replica and, while a sibling holds a
+// removed message or its index term, writes it anew with the causal
+// context read, which replaces every sibling.
 func (s *Store) settlePack(ctx context.Context, key string) (pack, []byte, int64, error) {
 	decode := s.decoder(ctx)
 	for attempt := 0; ; attempt++ {
@@ -695,13 +670,11 @@ func (s *Store) settlePack(ctx context.Context, key string) (pack, []byte, int64
 			p.stale, p.suspect = false, false
 			return p, vclock, size, nil
 		}
-		// A sibling again: read and judge again.
 	}
 }
 
-// cleanTerms returns the Message-ID index terms of the messages p
-// holds: none of a removed one (unless another message has its
-// Message-ID). It decodes every message of the pack.
+// cleanTerms returns the Message-ID index terms of the messages p holds,
+// decoding every one, so that a removed message's term goes.
 func (s *Store) cleanTerms(ctx context.Context, p pack) (map[string]bool, error) {
 	decode := s.decoder(ctx)
 	terms := make(map[string]bool)

@@ -14,8 +14,7 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// largeRecord reads and decodes the record of a message kept apart from
-// its pack.
+// largeRecord reads and decodes a large message's record.
 func (s *Store) largeRecord(ctx context.Context, n callnumber.Number, decode decodeFunc) (record.Message, bool, error) {
 	f, err := s.fetch(ctx, s.b.types.KV, s.b.large, n.String(), sure)
 	if err != nil || !f.found() {
@@ -40,8 +39,7 @@ func (s *Store) largeRecord(ctx context.Context, n callnumber.Number, decode dec
 	return first, true, nil
 }
 
-// entryMessage decodes the message of pack entry e, numbered n, reading
-// a large one's own object.
+// entryMessage decodes the message of pack entry e, numbered n.
 func (s *Store) entryMessage(ctx context.Context, n callnumber.Number, e packEntry, decode decodeFunc) (record.Message, error) {
 	if !e.large {
 		m, err := decode(e.rec)
@@ -68,11 +66,10 @@ func (s *Store) entryMessage(ctx context.Context, n callnumber.Number, e packEnt
 	return big, nil
 }
 
-// readMessages reads the messages stored under numbers, a pack at a time,
-// in parallel, and the removal records of those removed. Numbers neither
-// stored nor removed are left out of both maps. A pack found without a
-// number it should hold is read again from every replica, once: a
-// replica may have been behind.
+// readMessages reads the messages stored under numbers and the removal
+// records of those removed; other numbers are left out. A pack found
+// without a number it should hold is read again from every replica, in
+// case one was behind.
 func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbers []callnumber.Number) (map[callnumber.Number]store.Stored, map[callnumber.Number]store.Removal, error) {
 	type want struct {
 		n callnumber.Number
@@ -134,8 +131,6 @@ func (s *Store) readMessages(ctx context.Context, codec *callnumber.Codec, numbe
 				mu.Unlock()
 				continue
 			}
-			// Decoding checks the digest: a damaged value is an error,
-			// never other bytes.
 			m, err := s.entryMessage(ctx, w.n, e, decode)
 			if err != nil {
 				return err
@@ -174,7 +169,6 @@ func (s *Store) get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	if bd == nil {
 		return store.Stored{}, store.ErrNotFound
 	}
-	// The move, if any, is read at the same time as the pack (move.go).
 	var (
 		mv    *store.Move
 		mvErr error
@@ -205,8 +199,7 @@ func (s *Store) get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	return m, nil
 }
 
-// ByMessageID implements store.Store. The numbers come in the order of
-// their run and sequence, the order one process stores them in.
+// ByMessageID implements store.Store, in run and sequence order.
 func (s *Store) ByMessageID(ctx context.Context, id string) ([]callnumber.Number, error) {
 	if err := s.begin(); err != nil {
 		return nil, err
@@ -262,8 +255,8 @@ func (s *Store) byMessageID(ctx context.Context, id string) ([]callnumber.Number
 			if int(e.seq)>>packShift != int(pk) || e.removed {
 				continue
 			}
-			// The Message-ID is compressed with the message (a stub's is
-			// not): which entries have it takes decoding them.
+			// The Message-ID is compressed with the message, so finding
+			// the entries with it takes decoding them.
 			var m record.Message
 			if e.large {
 				m, err = record.DecodeMessage(e.rec)

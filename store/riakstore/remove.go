@@ -1,40 +1,21 @@
 package riakstore
 
-// Removals (store.Store.Remove). Riak has no transactions: a removal is a
-// sequence of steps, each of which a second Remove of the same number
-// does again or finds done, so that a remover killed at any point leaves
-// either no removal or one that a second Remove completes. The steps, in
-// order (the package doc says what each guarantees):
+// Removals (store.Store.Remove). Riak has no transactions, so a removal
+// is a sequence of steps, each of which a second Remove of the number
+// redoes or finds done; a remover killed at any point leaves no removal
+// or one that a second Remove completes:
 //
-//  1. Read the message's pack (every replica) for its digest and
-//     Message-ID; a number neither stored nor removed is ErrNotFound.
-//  2. Create the removal's state under the number in ARCHIVE.removed, in
-//     the consistent bucket type, create-if-absent: of two removers at
-//     once one creates it, and both go on with the winner's record. From
-//     here on the removal is begun: a second Remove finds the state and
-//     completes what it says is left.
-//  3. Write a copy of the record to ARCHIVE.removals (the kv type, every
-//     replica), under the number, with the secondary index removed_int
-//     (when, in Unix seconds): Removals queries that index, and lists no
-//     keys.
+//  1. Read the message's pack for its digest and Message-ID.
+//  2. Create the removal's state (create-if-absent): of two removers,
+//     both go on with the winner's record.
+//  3. Write a copy of the record, indexed by time, for Removals.
 //  4. Append a removal entry to the ledger, then note its slot in the
-//     state (compare-and-set). The change feed hands out the entry the
-//     state names, skips any other (two removers, or a remover killed
-//     between the two), and keeps an entry pending while the state names
-//     none. The message's own entry is always in an earlier slot: it was
-//     claimed before it was stored.
-//  5. Rewrite the pack with a removal entry in place of the message's
-//     entry (its record, or a large message's stub) and without its
-//     Message-ID's index term, with the causal context of a read of
-//     every replica, until one value, without the message, is left.
+//     state (compare-and-set); the change feed hands out only that entry.
+//  5. Rewrite the pack with a removal entry in place of the message and
+//     without its index term.
 //  6. Delete a large message's own object.
-//  7. Mark the state done (compare-and-set); the remover that does takes
-//     one from the message count, once for every removal. (Killed
-//     between the two, the count stays one too high: an estimate, as
-//     Count says.)
-//
-// The digest index entry stays, naming the number: a Put of the same
-// bytes reads the pack's removal entry and reports them Removed.
+//  7. Mark the state done (compare-and-set); the remover that does
+//     decrements the count, so each removal counts once.
 
 import (
 	"context"
@@ -55,21 +36,19 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// indexRemoved is the secondary index of the copies of removal records:
-// when the message was removed, in Unix seconds.
+// indexRemoved indexes removal record copies by time, in Unix seconds.
 const indexRemoved = "removed_int"
 
-// removalState is a removal as kept in ARCHIVE.removed: its record, and
-// how far the removal got.
+// removalState is a removal's record and how far it got.
 type removalState struct {
 	removal store.Removal
-	// Slot is the ledger slot of the removal's entry in the change feed,
-	// 0 until it is appended and noted (step 4).
+	// Slot is the ledger slot of the removal's entry, 0 until noted
+	// (step 4).
 	Slot uint64
-	// Done is set once every step is done (step 7).
+	// Done is set at step 7.
 	Done bool
-	// Reserved: a removal recorded from another store (RecordRemoval) of
-	// a message never stored here: nothing to count out.
+	// Reserved marks a RecordRemoval of a message never stored here,
+	// which is not counted out.
 	Reserved bool
 }
 
@@ -100,8 +79,7 @@ func unmarshalRemovalState(n callnumber.Number, b []byte) (*removalState, error)
 	return &removalState{removal: r, Slot: j.Slot, Done: j.Done, Reserved: j.Reserved}, nil
 }
 
-// removalState reads the state of n's removal, or nil, and the causal
-// context to update it with.
+// removalState reads n's removal state, or nil, and its causal context.
 func (s *Store) removalState(ctx context.Context, n callnumber.Number) (*removalState, []byte, error) {
 	v, vclock, err := s.fetchClaimContext(ctx, s.b.removed, n.String())
 	if err != nil || v == nil {
@@ -111,8 +89,7 @@ func (s *Store) removalState(ctx context.Context, n callnumber.Number) (*removal
 	return st, vclock, err
 }
 
-// removalStates reads the states of the removals of numbers, in
-// parallel; numbers without one are left out.
+// removalStates reads the removal states of numbers that have one.
 func (s *Store) removalStates(ctx context.Context, numbers []callnumber.Number) (map[callnumber.Number]*removalState, error) {
 	out := make(map[callnumber.Number]*removalState, len(numbers))
 	var mu sync.Mutex
@@ -132,8 +109,7 @@ func (s *Store) removalStates(ctx context.Context, numbers []callnumber.Number) 
 	return out, nil
 }
 
-// Remove implements store.Store; see the package doc for what a removal
-// guarantees on Riak, and the top of this file for its steps.
+// Remove implements store.Store.
 func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
 	if err := s.begin(); err != nil {
 		return store.Removal{}, err
@@ -171,8 +147,8 @@ func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) 
 		if err != nil {
 			return store.Removal{}, err
 		}
-		// Step 2: won, lost to another remover, or won with a lost reply;
-		// the state read next says which record holds.
+		// Step 2: whether won, lost or won with a lost reply, the state
+		// read next says which record holds.
 		if _, err := s.create(ctx, s.b.removed, n.String(), removalState{removal: r}.marshal()); err != nil {
 			return store.Removal{}, err
 		}
@@ -192,10 +168,9 @@ func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) 
 	return st.removal, nil
 }
 
-// RecordRemoval implements store.Store: the removal r, made in another
-// store (a mirror's origin), by the same steps as Remove; for a number
-// never stored here, step 1 reserves the digest instead (its index entry,
-// naming the number), and step 7 counts nothing out.
+// RecordRemoval implements store.Store by the same steps as Remove; for a
+// number never stored here, step 1 reserves the digest's index entry
+// instead, and step 7 counts nothing out.
 func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Removal, error) {
 	if err := s.begin(); err != nil {
 		return store.Removal{}, err
@@ -278,8 +253,7 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 	return st.removal, nil
 }
 
-// removalOf reads the message stored under n (step 1) and returns the
-// record its removal leaves.
+// removalOf returns the removal record of the message under n (step 1).
 func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber.Fields, reason string) (store.Removal, error) {
 	key := packKey(f)
 	got, err := s.fetch(ctx, s.b.types.KV, s.b.packs, key, all)
@@ -297,8 +271,8 @@ func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber
 	if e.removed {
 		return store.Removal{}, fmt.Errorf("%w: pack %s holds a removal of %v that %s/%s does not record", record.ErrCorrupt, key, n, s.b.types.Claims, s.b.removed)
 	}
-	// The digest and Message-ID are in a large message's stub, and in an
-	// inline message's record: its bytes need not be read.
+	// A large message's stub holds the digest and Message-ID: its object
+	// need not be read.
 	var m record.Message
 	if e.large {
 		m, err = record.DecodeMessage(e.rec)
@@ -312,12 +286,11 @@ func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber
 		Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}, nil
 }
 
-// maxNote bounds the compare-and-set rounds of a step: each lost round
-// reads a state another remover changed, and there are two changes.
+// maxNote bounds the compare-and-set rounds of a step: a state changes
+// only twice, so few rounds can be lost.
 const maxNote = 8
 
-// completeRemoval does steps 3 to 7 of the removal st, or finds them
-// done.
+// completeRemoval does steps 3 to 7 of st, or finds them done.
 func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f callnumber.Fields, st *removalState, vclock []byte) error {
 	if !st.Done {
 		if err := s.putRemovalCopy(ctx, st.removal); err != nil {
@@ -343,8 +316,8 @@ func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f call
 		if _, err := s.update(ctx, s.b.removed, n.String(), next.marshal(), vclock); err != nil {
 			return err
 		}
-		// Noted, or another remover noted its own entry first (this one
-		// is then left out of the feed), or a reply was lost: read again.
+		// Whoever's entry got noted (this one's is otherwise left out of
+		// the feed), read the state again.
 		if st, vclock, err = s.removalState(ctx, n); err == nil && st == nil {
 			err = fmt.Errorf("the removal state of %v is gone", n)
 		}
@@ -399,8 +372,7 @@ func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f call
 	return nil
 }
 
-// putRemovalCopy writes the copy of r that Removals finds (step 3),
-// unless it is there.
+// putRemovalCopy writes the copy of r that Removals finds (step 3).
 func (s *Store) putRemovalCopy(ctx context.Context, r store.Removal) error {
 	v := record.MarshalRemoval(r)
 	f, err := s.fetch(ctx, s.b.types.KV, s.b.removals, r.Number.String(), sure)
@@ -426,8 +398,8 @@ func (s *Store) putRemovalCopy(ctx context.Context, r store.Removal) error {
 	return nil
 }
 
-// appendRemoval appends a removal entry for r to the ledger and returns
-// its slot.
+// appendRemoval appends r's removal entry to the ledger and returns its
+// slot.
 func (s *Store) appendRemoval(ctx context.Context, r store.Removal) (uint64, error) {
 	lg := &s.ledger
 	lg.mu.Lock()
@@ -467,10 +439,8 @@ func (s *Store) appendRemoval(ctx context.Context, r store.Removal) (uint64, err
 	}
 }
 
-// removeFromPack writes the pack key with a removal entry of r in place
-// of sequence seq's entry, and without the removed message's index term
-// (step 5), with the causal context of a read of every replica, until
-// the pack is one value holding nothing of the message.
+// removeFromPack replaces entry seq of the pack key with r's removal
+// entry (step 5), until one value holding nothing of the message is left.
 func (s *Store) removeFromPack(ctx context.Context, key string, seq uint16, r store.Removal) error {
 	rec := record.MarshalRemoval(r)
 	decode := s.decoder(ctx)
@@ -508,14 +478,12 @@ func (s *Store) removeFromPack(ctx context.Context, key string, seq uint16, r st
 		if vclock != nil {
 			return nil // one value: this one
 		}
-		// Another write went in beside this one (a Put into the pack):
-		// read both, and write their union without the message again.
+		// A Put went in beside this write: read both and write again.
 	}
 }
 
-// deleteLarge deletes the object of n if it is a large message's (step
-// 6), with the causal context of a read of every replica, which replaces
-// every sibling.
+// deleteLarge deletes n's large message object, if any (step 6), with
+// the causal context of a read of every replica, so no sibling survives.
 func (s *Store) deleteLarge(ctx context.Context, n callnumber.Number) error {
 	for attempt := 0; ; attempt++ {
 		f, err := s.fetch(ctx, s.b.types.KV, s.b.large, n.String(), all)
@@ -536,13 +504,11 @@ func (s *Store) deleteLarge(ctx context.Context, n callnumber.Number) error {
 	}
 }
 
-// removalsPage is how many numbers one query of the removal index
-// returns.
+// removalsPage is how many numbers one query of the removal index asks for.
 const removalsPage = 1000
 
-// Removals implements store.Store: the records in the order they were
-// made (by time, then call number, as the bolt store), found through the
-// secondary index of their copies, a page at a time.
+// Removals implements store.Store: the records by time, then call number,
+// as in the bolt store.
 func (s *Store) Removals(ctx context.Context) ([]store.Removal, error) {
 	if err := s.begin(); err != nil {
 		return nil, err
@@ -607,8 +573,7 @@ func (s *Store) removals(ctx context.Context) ([]store.Removal, error) {
 		if !f.found() {
 			return fmt.Errorf("%w: the removal index names %v, whose record copy is not found", record.ErrCorrupt, n)
 		}
-		// Siblings are copies of one record (each remover writes the
-		// state's).
+		// Siblings are copies of one record.
 		out[i], err = record.UnmarshalRemoval(n, f.values[0].Value)
 		return err
 	})

@@ -38,8 +38,7 @@ func live(values []*riak.Object) []*riak.Object {
 }
 
 // errConflict marks siblings that disagree: two writers wrote one call
-// number at once, which the run authority's unique runs (and the leases
-// this store records with compare-and-set) make impossible.
+// number, which unique runs and leases should make impossible.
 var errConflict = errors.New("conflicting siblings")
 
 // riakError returns the error Riak itself answered, looking through the
@@ -60,18 +59,14 @@ func riakError(err error) (riak.RiakError, bool) {
 }
 
 // isFailed reports whether err is Riak's answer to a refused write on a
-// consistent bucket: the key exists (a create), or it changed since it was
-// read (a write with a causal context).
+// consistent bucket.
 func isFailed(err error) bool {
 	re, ok := riakError(err)
 	return ok && strings.TrimSpace(re.Errmsg) == "failed"
 }
 
 // classify marks errors that say the cluster could not serve a request in
-// time (no node answered, a timeout, an overloaded node, too few replicas
-// or consensus peers up) as store.ErrUnavailable; what Riak answered
-// otherwise (a missing bucket type, a refused conditional write) is
-// returned as is.
+// time as store.ErrUnavailable; Riak's other answers are returned as is.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -83,9 +78,8 @@ func classify(err error) error {
 }
 
 // classifyAnswer is classify for the answer to cmd. To a read, Riak's
-// "failed" says that a consistent key's ensemble cannot serve it now (a
-// member lost, a leader being elected: seen when a node of three was
-// killed mid-import), where to a write it means refused (isFailed).
+// "failed" means a consistent key's ensemble cannot serve it now; to a
+// write, that the write was refused (isFailed).
 func classifyAnswer(cmd riak.Command, err error) error {
 	if _, read := cmd.(*riak.FetchValueCommand); read && isFailed(err) {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
@@ -94,9 +88,8 @@ func classifyAnswer(cmd riak.Command, err error) error {
 }
 
 // isTransient reports whether Riak's answer says it could not serve the
-// request now, rather than refused it. "Unknown message code" is what a
-// node starting up answers while it listens but its services are not
-// registered yet.
+// request now. "Unknown message code" is what a node still starting up
+// answers.
 func isTransient(re riak.RiakError) bool {
 	msg := strings.ToLower(re.Errmsg)
 	for _, s := range []string{"timeout", "overload", "insufficient_vnodes", "r_val_unsatisfied", "w_val_unsatisfied", "pw_val_unsatisfied", "pr_val_unsatisfied", "unavailable", "all_nodes_down", "nodedown", "unknown message code"} {
@@ -107,8 +100,8 @@ func isTransient(re riak.RiakError) bool {
 	return false
 }
 
-// sortNumbers orders call numbers by run and sequence (the packed value),
-// the order one process stores them in, as the bolt backend does.
+// sortNumbers orders call numbers by run and sequence, as the bolt
+// backend does.
 func sortNumbers(codec *callnumber.Codec, ns []callnumber.Number) {
 	slices.SortFunc(ns, func(a, b callnumber.Number) int {
 		pa, pb := codec.Packed(a), codec.Packed(b)

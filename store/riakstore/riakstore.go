@@ -51,13 +51,11 @@ func ValidArchive(name string) error {
 type Types struct {
 	// KV holds the messages: allow_mult true, last_write_wins false.
 	KV string
-	// Once holds the digest index, whose keys are each written once:
-	// write_once true.
+	// Once holds the digest index: write_once true.
 	Once string
 	// Counters holds the message count: datatype counter.
 	Counters string
-	// Claims holds the binding, the leases and the ledger: consistent
-	// true (strong consistency enabled on the cluster).
+	// Claims holds the binding, the leases and the ledger: consistent true.
 	Claims string
 }
 
@@ -66,53 +64,38 @@ type Types struct {
 type Options struct {
 	// Nodes are the protocol buffers addresses of Riak nodes, host:port.
 	Nodes []string
-	// Archive names the archive among others in the same cluster: every
-	// bucket of it is named ARCHIVE.something. Empty means "chibrary".
+	// Archive names the archive among others in the same cluster. Empty
+	// means DefaultArchive.
 	Archive string
 	// Types are the bucket types; see Types.
 	Types Types
 	// Timeout bounds every request to Riak. Zero means 10 seconds.
 	Timeout time.Duration
-	// RetryFor is how long a request that could not be served (no node
-	// answered, a timeout, an overloaded node, a consensus group electing
-	// a leader, which takes a few seconds) is tried again, on the next
-	// node each time, with a growing pause. Zero means 20 seconds.
+	// RetryFor is how long a request that could not be served is tried
+	// again, on the next node each time, with a growing pause. Zero means
+	// 60 seconds.
 	RetryFor time.Duration
 	// Parallel is how many requests one operation has in flight at once.
 	// Zero means 64.
 	Parallel int
 	// ClaimTimeout is how long a writer's claim on messages holds while
-	// the messages do not appear: another writer takes them over once the
-	// claim is ClaimTimeout + MaxClockSkew old, and a writer that has not
-	// written its claimed messages within ClaimTimeout/2 claims them again
-	// before writing. Zero means 60 seconds.
+	// the messages do not appear (plus MaxClockSkew). Zero means 60
+	// seconds.
 	ClaimTimeout time.Duration
 	// MaxClockSkew is how far the clocks of the hosts writing to the
 	// archive may disagree. Zero means 30 seconds.
 	MaxClockSkew time.Duration
-	// Compression says how messages are compressed (see
-	// store.Compression). Zero values mean a Riak store's own defaults:
-	// the first dictionary at 250 messages, a newer one each time the
-	// archive doubles, zstd's better level (see compression).
+	// Compression says how messages are compressed. Zero values mean a
+	// Riak store's own defaults (see compression).
 	Compression store.Compression
 	// Logger receives notes on races and repairs. Nil discards them.
 	Logger *slog.Logger
 }
 
-// compression returns the compression options a Riak store uses for c:
-// a Riak archive keeps its records as they were written (no compaction
-// trains dictionaries of each era, or compresses harder, afterwards, as
-// in a bolt store), and an import is bound by the cluster rather than by
-// the importer's CPU. So it trains its first dictionary sooner, at 250
-// messages, trains a newer one each time it doubles, and compresses at
-// zstd's "better" level, as a compaction does; zero values only. (On the
-// linux-mips sample, the messages kept take 0.391 bytes per input byte
-// so, against 0.403 at zstd's default level and 0.424 with the bolt
-// store's old schedule at its fastest level, for about 0.25 ms more of
-// the importer's CPU per message: 1,000 against 1,170 msg/s with the
-// node on the same two cores.) It learns from 1 MiB of the newest mail
-// rather than 2: half the CPU per training and half the reads of the
-// samples, for records as small at the better level (docs/performance.md).
+// compression fills the zero values of c with a Riak store's defaults:
+// records are kept as written, with no compaction to recompress them,
+// and an import waits on the cluster rather than the CPU, so dictionaries
+// are trained sooner and records compressed harder than in a bolt store.
 func compression(c store.Compression) store.Compression {
 	if c.TrainAt == 0 {
 		c.TrainAt = 250
@@ -151,26 +134,20 @@ type Store struct {
 	entries entryCache
 
 	requests atomic.Int64
-	// skipped counts the digests a Put did not look up: never claimed
-	// (ledger.ever). Logged at Close, for benchmarks.
-	skipped atomic.Int64
-	// written adds up the bytes of the values stored (each once, however
-	// many attempts it took), and messageBytes those of packs and large
-	// messages' objects among them: logged at Close, for benchmarks. A
-	// pack a later batch adds to is written again, and counted again:
-	// keptBytes counts what its writes added to it, the archive's share
-	// of what this Store wrote.
+	// skipped (digests not looked up) and the byte counts written,
+	// messageBytes (packs and large objects) and keptBytes (what writes
+	// added to the archive) are logged at Close, for benchmarks.
+	skipped                          atomic.Int64
 	written, messageBytes, keptBytes atomic.Int64
-	// inflight counts requests the client library is still running,
-	// including those whose caller gave up waiting (its context ended):
-	// the cluster must not be stopped under them, or the library panics
-	// on a goroutine of its own.
+	// inflight counts requests the client library is still running, even
+	// those whose caller gave up: stopping the cluster under them makes
+	// the library panic on a goroutine of its own.
 	inflight sync.WaitGroup
 	// hook, when set by a test, is called at named points of Put and
 	// Remove; an error it returns stops it there, as a crash would.
 	hook func(point string) error
 	// removalsPage is how many numbers one query of the removal index
-	// asks for (removalsPage; tests make it small).
+	// asks for; tests make it small.
 	removalsPage uint32
 }
 
@@ -183,14 +160,11 @@ type bound struct {
 type buckets struct {
 	archive string
 	types   Types
-	// in the claims type
-	meta, runs, log, removed string
-	// in the kv type
+	// By bucket type: claims, kv, write-once, counters.
+	meta, runs, log, removed             string
 	packs, large, dicts, removals, moves string
-	// in the write-once type
-	digests string
-	// in the counters type
-	counts string
+	digests                              string
+	counts                               string
 }
 
 func newBuckets(archive string, t Types) buckets {
@@ -206,10 +180,9 @@ func newBuckets(archive string, t Types) buckets {
 
 var _ store.Store = (*Store)(nil)
 
-// Open connects to the cluster and checks that it can hold the archive:
-// the bucket types exist with the properties the package doc lists,
-// strong consistency answers, and the storage backend has secondary
-// indexes. Each failed check is named in the error.
+// Open connects to the cluster and checks that it can hold the archive
+// (bucket type properties, strong consistency, secondary indexes),
+// naming each failed check in the error.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if len(opts.Nodes) == 0 {
 		return nil, errors.New("cannot open riak store: no nodes given")
@@ -271,7 +244,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		nodes = append(nodes, n)
 	}
 	// One attempt per command in the client: do retries what is worth
-	// retrying (see do), never a conditional write Riak refused.
+	// retrying, never a conditional write Riak refused.
 	cluster, err := riak.NewCluster(&riak.ClusterOptions{Nodes: nodes, ExecutionAttempts: 1})
 	if err != nil {
 		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
@@ -301,16 +274,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 // primeNodeManager works around a bug of riak-go-client's default node
-// manager: ExecuteOnNode goes round the nodes until its round-robin index,
-// incremented after each try, comes back to the index it started from.
-// An index of 0 never comes back (it is 1 to len(nodes) after an
-// increment), so a command that finds no node able to take it while the
-// index is still at its initial 0 (the first command, when no node
-// answers) makes the client spin on a goroutine of its own, forever,
-// burning a core. Setting the index to 1 before the first command makes
-// every call give up after one round. The field is unexported: this
-// reaches it through reflect and unsafe, and refuses (rather than risk a
-// spin) if the library changed shape. TestNoNodeDoesNotSpin shows it.
+// manager: ExecuteOnNode goes round the nodes until its round-robin index
+// comes back to where it started, and an initial index of 0 never does,
+// so a first command no node takes spins forever. Setting the index to 1
+// makes every call give up after one round. The field is unexported, so
+// this uses reflect and unsafe, and refuses if the library changed shape.
 func primeNodeManager(c *riak.Cluster) error {
 	bad := errors.New("riak-go-client's node manager is not the one this package knows (a newer client?): see primeNodeManager")
 	m := reflect.ValueOf(c).Elem().FieldByName("nodeManager")
@@ -330,9 +298,8 @@ func primeNodeManager(c *riak.Cluster) error {
 }
 
 // The client library logs connection trouble to stderr through package
-// variables of its own; the first Open routes those lines to its logger at
-// debug level (this package reports what fails in its errors, and a node
-// that stops answering is skipped).
+// variables; the first Open routes those lines to its logger at debug
+// level, since this package reports failures in its errors.
 var clientLogs sync.Once
 
 func routeClientLogs(l *slog.Logger) {
@@ -358,9 +325,8 @@ func (s *Store) Requests() int64 { return s.requests.Load() }
 func (s *Store) Archive() string { return s.b.archive }
 
 // do builds and runs a command, retrying on the next node what could not
-// be served (store.ErrUnavailable) with a growing pause, for up to
-// Options.RetryFor. Riak's own answers (not found, a refused conditional
-// write) are returned at once.
+// be served (store.ErrUnavailable) for up to Options.RetryFor. Riak's own
+// answers (not found, a refused conditional write) are returned at once.
 func (s *Store) do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
 	return s.doFor(ctx, s.opts.RetryFor, build)
 }
@@ -432,8 +398,8 @@ func (s *Store) begin() error {
 
 func (s *Store) end() { s.mu.RUnlock() }
 
-// Close implements store.Store: it waits for running operations, and for
-// requests their callers gave up on, and stops the cluster client.
+// Close implements store.Store: it waits for running operations and
+// abandoned requests, and stops the cluster client.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
