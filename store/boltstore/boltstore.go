@@ -4,21 +4,15 @@
 //
 // # Sharing the file
 //
-// The watcher, importers and the resolver run at once against one data
-// directory, and bbolt flocks its file for as long as it is open. So a
-// Store holds a handle only for one operation (one transaction: a whole
-// Put batch, or one read), shared within the process (handles.go).
-// flock is not fair and bbolt polls for it, so a reading loop could starve
-// a writer: a side file, PATH.lock, is the turnstile. A process takes it
-// while it waits to open the file; a process that sees it taken starts no
-// more operations on its handle and closes it when they end.
-// Options.Linger keeps an idle handle open briefly, so that a burst of
-// requests shares one open, at the cost of holding others off that long.
+// The watcher, importers and the resolver share one data directory, and
+// bbolt flocks its file while it is open, so a Store holds a handle only
+// for one transaction (shared within the process, handles.go). flock is
+// not fair and bbolt polls for it, so a reading loop could starve a
+// writer: a process waiting to open the file holds the turnstile PATH.lock,
+// and a process that sees it taken closes its handle once idle.
 //
-// Opening stays cheap as the archive grows: the freelist is persisted
-// (without it every writable open would scan the whole file to rebuild
-// it), and read-only opens do not load it at all. Every open reads the
-// format, to notice a file Compact has replaced.
+// Opening stays cheap as the archive grows: the freelist is persisted, as
+// otherwise every writable open would scan the file to rebuild it.
 //
 // # Layout
 //
@@ -65,14 +59,6 @@
 // A backup copies the file and then the packs, in that order (or takes a
 // file-system snapshot): packs only grow, and the file names only what
 // was in them when it committed.
-//
-// # Put
-//
-// Put hashes and compresses (store/internal/compress) on all CPUs before
-// it takes the file lock. A batch is one transaction: the new records are
-// written to the pack and synced, then their locators and indexes are put
-// and the transaction commits, so either all of the batch is durable when
-// Put returns nil or nothing of it is named by the file.
 package boltstore
 
 import (
@@ -163,7 +149,7 @@ type Options struct {
 	// lock on the file. Zero means one minute; negative means not at all.
 	LockTimeout time.Duration
 	// Linger is how long an idle handle stays open for the next operation,
-	// holding others off meanwhile. Zero means 5ms; negative means close at once.
+	// holding other processes off. Zero means 5ms; negative, close at once.
 	Linger time.Duration
 	// Logger receives warnings (a long wait for a lock). Nil discards them.
 	Logger *slog.Logger
@@ -216,7 +202,7 @@ type bound struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens the message store at path, creating the file and its parent
-// directory if missing. It takes the file's lock only briefly.
+// directory if missing.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	switch {
 	case opts.LockTimeout == 0:
@@ -395,8 +381,8 @@ func (s *Store) binding(tx *bolt.Tx) (*bound, error) {
 	return bd, nil
 }
 
-// RecordLease implements store.Store. A lease already recorded, or one
-// refused, is settled by a read, without the write lock.
+// RecordLease implements store.Store. A lease known or refused is settled
+// by a read, without the write lock.
 func (s *Store) RecordLease(ctx context.Context, l callnumber.Lease) error {
 	var d batch.LeaseDecision
 	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
@@ -492,9 +478,9 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 	return b, err
 }
 
-// Put implements store.Store. The costly work, hashing and compressing, is
-// done before taking the file lock that other processes wait for; messages
-// whose digest is stored already (a re-run import) are not compressed.
+// Put implements store.Store. A batch is one transaction; the costly work,
+// hashing and compressing, is done before taking the file lock that other
+// processes wait for, and skips messages whose digest is stored already.
 func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
 	if err := s.h.check(); err != nil {
 		return nil, err
@@ -791,8 +777,7 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Close implements store.Store: it waits for running operations and a
-// training, and releases the file.
+// Close implements store.Store; it waits for running operations.
 func (s *Store) Close() error {
 	cerr := s.comp.Close()
 	if err := s.h.close(); err != nil {

@@ -57,18 +57,16 @@ const compactSuffix = ".compact"
 const compactChunk = 1000
 
 // Eras: a compaction cuts the store, in key order, into eras of at least
-// eraMessages and at most maxEras of them, and compresses each era at
-// record.Strong with a dictionary trained on the era itself: a list's mail
-// changes over the years, and records written as messages arrive only had
-// a dictionary of the messages before them.
+// eraMessages and at most maxEras of them, each compressed at record.Strong
+// with a dictionary trained on itself: a list's mail changes over the
+// years, and records written as messages arrive only had older messages'.
 const (
 	eraMessages = 1500
 	maxEras     = 16
 	// eraBytes ends an era early when its messages add up to this many
 	// bytes, to bound what a compaction holds in memory.
 	eraBytes = 64 << 20
-	// eraSampleBytes is how much of an era its dictionary learns from,
-	// spread over it.
+	// eraSampleBytes is how much of an era its dictionary learns from.
 	eraSampleBytes = 2 << 20
 )
 
@@ -88,8 +86,7 @@ type CompactOptions struct {
 type CompactStats struct {
 	// Messages is the number of messages copied.
 	Messages int64
-	// Dicts is the number of dictionaries the copy's records use (one per
-	// era; 0 when records are not compressed).
+	// Dicts is the number of dictionaries the copy's records use, one per era.
 	Dicts int
 	// Before and After are the bytes on disk of the old file and the copy.
 	Before, After int64
@@ -99,9 +96,8 @@ type CompactStats struct {
 
 // Compact copies the store into a new file with every record written
 // anew, and in place (opts.To empty) replaces the store's file by the
-// copy, while other processes keep working (see the comment atop
-// compact.go). It holds about 100 bytes per message in memory, and needs
-// the disk space of the copy.
+// copy, while other processes keep working. It holds about 100 bytes per
+// message in memory, and needs the disk space of the copy.
 func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats, error) {
 	if err := s.h.check(); err != nil {
 		return CompactStats{}, err
@@ -545,7 +541,6 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	})
 }
 
-// pendingMessage is a message of the era being gathered.
 type pendingMessage struct {
 	key []byte
 	m   record.Message
@@ -647,7 +642,6 @@ func (c *copier) train(ctx context.Context) (*record.Dictionary, error) {
 	return d, nil
 }
 
-// decode decodes records (checking their digests) on all CPUs.
 func (c *copier) decode(keys, recs [][]byte, load compress.LoadFunc) ([]record.Message, error) {
 	s := c.s
 	msgs := make([]record.Message, len(keys))
@@ -725,7 +719,6 @@ func (c *copier) write(keys [][]byte, msgs []record.Message, d *record.Dictionar
 	return nil
 }
 
-// parallel calls fn(0) to fn(n-1) on all CPUs.
 func parallel(n int, fn func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -765,7 +758,6 @@ func (x *indexes) add(d store.Digest, msgid string, key []byte) {
 
 func (x *indexes) size() int { return len(x.digests) + len(x.arena) + 4*len(x.msgids) }
 
-// flush writes the entries in key order within tx, and forgets them.
 func (x *indexes) flush(tx *bolt.Tx) error {
 	const w = 32 + 8
 	n := len(x.digests) / w
@@ -815,7 +807,6 @@ func (s *Store) recordCopy(tx *bolt.Tx, v []byte) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-// syncPacks makes the copy's packs durable.
 func (c *copier) syncPacks() error {
 	c.packs.mu.Lock()
 	defer c.packs.mu.Unlock()
@@ -830,7 +821,6 @@ func (c *copier) syncPacks() error {
 	return syncDir(c.packs.dir)
 }
 
-// removePacks deletes the packs of a copy that was abandoned.
 func (c *copier) removePacks() {
 	c.packs.mu.Lock()
 	defer c.packs.mu.Unlock()
@@ -869,7 +859,6 @@ func truncateSync(path string, size int64) error {
 	return errors.Join(f.Sync(), f.Close())
 }
 
-// blocks returns the bytes on disk of the file at path.
 func blocks(path string) int64 {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -884,8 +873,7 @@ func blocks(path string) int64 {
 // Recover finishes a compaction that stopped between retiring the store's
 // file and moving its copy into place (ErrInterrupted): it checks that
 // PATH.compact is the complete copy the retired file names and renames it
-// over the file, holding the file's lock. Nothing else runs on a retired
-// file, so it is safe whenever Open says ErrInterrupted.
+// over the file. It is safe whenever Open says ErrInterrupted.
 func Recover(ctx context.Context, path string, opts Options) error {
 	lock, err := takeMaintenance(path, "recovery of an interrupted compaction")
 	if err != nil {
