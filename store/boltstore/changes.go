@@ -289,7 +289,6 @@ func translate(tx *bolt.Tx, cur cursor) (cursor, error) {
 	return cursor{seq: lo - 1}, nil
 }
 
-// storedAt reads the message under a packed key.
 func (s *Store) storedAt(tx *bolt.Tx, messages *bolt.Bucket, codec *callnumber.Codec, key []byte) (store.Stored, error) {
 	n := codec.Number(binary.BigEndian.Uint64(key))
 	v := messages.Get(key)

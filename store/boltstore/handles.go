@@ -178,7 +178,6 @@ func (h *handles) exclusive(ctx context.Context, fn func(*bolt.DB) error) error 
 	return err
 }
 
-// release ends one operation on db.
 func (h *handles) release(db *bolt.DB) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

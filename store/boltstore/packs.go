@@ -50,8 +50,7 @@ const (
 )
 
 // maxPackSize is the size at which a writer starts a new pack: small
-// enough for a backup to copy one quickly, large enough to be few. (A
-// variable for tests.)
+// enough for a backup to copy one quickly. (A variable for tests.)
 var maxPackSize uint64 = 1 << 30
 
 var (
@@ -59,7 +58,6 @@ var (
 	keyPack     = []byte("pack")
 )
 
-// packID names a pack.
 type packID [packIDLen]byte
 
 func (id packID) String() string { return hex.EncodeToString(id[:]) }
@@ -211,7 +209,6 @@ func (p *packs) read(tx *bolt.Tx, l locator) ([]byte, error) {
 	return b, nil
 }
 
-// packLength returns the committed length of pack id in tx's file.
 func packLength(tx *bolt.Tx, id packID) (uint64, bool) {
 	b := tx.Bucket(bucketPacks)
 	if b == nil {
@@ -238,7 +235,6 @@ type packWriter struct {
 	noSync bool
 }
 
-// writer returns a packWriter for tx.
 func (p *packs) writer(tx *bolt.Tx) *packWriter {
 	return &packWriter{p: p, tx: tx}
 }
@@ -290,7 +286,6 @@ func (w *packWriter) next(need uint64) error {
 	return nil
 }
 
-// start makes a new pack current.
 func (w *packWriter) start() error {
 	id := newPackID()
 	if err := w.p.create(id); err != nil {
@@ -329,7 +324,6 @@ func (w *packWriter) commit() error {
 	return w.tx.Bucket(bucketPacks).Put(w.id[:], binary.BigEndian.AppendUint64(nil, w.at))
 }
 
-// listedPacks returns the IDs of the packs tx's file lists.
 func listedPacks(tx *bolt.Tx) map[packID]bool {
 	out := map[packID]bool{}
 	if b := tx.Bucket(bucketPacks); b != nil {
@@ -388,7 +382,6 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// packBlocks returns the bytes on disk of the pack files in dir.
 func packBlocks(dir string) int64 {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
