@@ -25,11 +25,10 @@
 //	        rest      the payload, compressed as one zstd frame (RFC 8878;
 //	                  compressions 1 and 2) or one S2 block (3 and 4)
 //
-// Dictionaries are immutable and never deleted, so a newer one changes
-// nothing for older records. An S2 record's dictionary is the S2
-// dictionary made from the zstd dictionary's content. Frames and blocks
-// carry no checksum and no meaningful dictionary ID: the digest covers the
-// decoded bytes, and the header names the dictionary.
+// An S2 record's dictionary is the S2 dictionary of the zstd one's
+// content. Frames and blocks carry no checksum and no meaningful
+// dictionary ID: the digest covers the decoded bytes, and the header names
+// the dictionary, which is never deleted.
 //
 // # Payload
 //
@@ -77,11 +76,9 @@ const (
 	Zstd Compression = 1
 	// ZstdDict: one zstd frame, made with the dictionary the record names.
 	ZstdDict Compression = 2
-	// S2: one S2 block (Snappy's block format, extended), made without a
-	// dictionary.
+	// S2: one S2 block (Snappy's format, extended), without a dictionary.
 	S2 Compression = 3
-	// S2Dict: one S2 block, made with the S2 dictionary of the record's
-	// dictionary (see Dictionary).
+	// S2Dict: one S2 block, with the S2 dictionary of the record's one.
 	S2Dict Compression = 4
 )
 
@@ -103,8 +100,7 @@ func (c Compression) String() string {
 // wrote, or whose bytes do not match the digest it carries.
 var ErrCorrupt = errors.New("store: corrupt record")
 
-// ErrNoDictionary is returned for a record compressed with a dictionary
-// the store or the caller does not have.
+// ErrNoDictionary: the record's dictionary is not in the store (or given).
 var ErrNoDictionary = errors.New("store: compression dictionary missing")
 
 const (
@@ -213,10 +209,9 @@ func ParseHeader(b []byte) (Header, []byte, error) {
 	return h, rest, nil
 }
 
-// DecodeMessage decodes a record that needs no dictionary, without
-// checking its digest: a Riak pack keeps a large message's record without
-// its bytes. Codec.Decode reads a message and checks it. The returned Raw
-// may alias b.
+// DecodeMessage decodes a record that needs no dictionary without checking
+// its digest, for a record whose raw bytes are kept elsewhere (a Riak
+// pack's); Codec.Decode checks it. The returned Raw may alias b.
 func DecodeMessage(b []byte) (Message, error) {
 	return defaultCodec.decode(b, nil, false)
 }
@@ -236,7 +231,6 @@ func decodePayload(m *Message, p []byte) error {
 	return nil
 }
 
-// verify checks that m's raw bytes have the digest the record carries.
 func verify(m Message, h Header) error {
 	if d := store.DigestOf(m.Raw); d != m.Digest {
 		what := fmt.Sprintf("version %d", h.Version)
@@ -300,8 +294,7 @@ func UnmarshalBinding(b []byte) (store.Binding, error) {
 	return store.Binding(v), nil
 }
 
-// MarshalLease returns the JSON record of l without its key, which a store
-// keeps once, in its binding.
+// MarshalLease returns the JSON record of l without its key, which the binding holds.
 func MarshalLease(l callnumber.Lease) []byte {
 	l.Key = shuffle.Key{}
 	out, err := json.Marshal(l)
@@ -382,8 +375,7 @@ func MarshalMove(m store.Move, slot uint64) []byte {
 	return out
 }
 
-// UnmarshalMove decodes a move record of the message n, and the ledger
-// slot it names.
+// UnmarshalMove decodes a move record of the message n, and its ledger slot.
 func UnmarshalMove(n callnumber.Number, b []byte) (store.Move, uint64, error) {
 	var j moveJSON
 	if err := json.Unmarshal(b, &j); err != nil {

@@ -33,9 +33,8 @@ const (
 	minContent = 1 << 10
 )
 
-// Train builds a dictionary from samples, the raw bytes of stored
-// messages (those over MaxSample are left out). It fails when the samples
-// share too little to learn from, and stops early when ctx ends.
+// Train builds a dictionary from samples, the raw bytes of stored messages
+// (those over MaxSample left out), failing if they share too little.
 func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 	var in [][]byte
 	total := 0
@@ -83,11 +82,9 @@ func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 
 const noDmer = ^uint32(0)
 
-// coverContent returns at most size bytes of the samples, chosen as the
-// top of this file says, the most valuable segment last, where zstd
-// reaches it with the shortest offsets. It hashes an epoch's d-mers once
-// per visit, into a buffer, rather than as a window passes. At most 65,535
-// samples.
+// coverContent returns at most size bytes of the samples, chosen as the top
+// of this file says, the best segment last, where zstd reaches it with the
+// shortest offsets. At most 65,535 samples.
 func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, error) {
 	samples = samples[:min(len(samples), 1<<16-1)]
 	// Positions run through the samples end to end: sample si covers
@@ -229,7 +226,7 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 
 // hashDmers returns the d-mer hashes of positions [begin, end) of the
 // samples end to end (noDmer where none starts within one sample), in buf
-// if it is large enough.
+// if large enough.
 func hashDmers(samples [][]byte, ends []int, begin, end int, buf []uint32) []uint32 {
 	if cap(buf) < end-begin {
 		buf = make([]uint32, end-begin)

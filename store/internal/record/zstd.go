@@ -18,9 +18,8 @@ import (
 // Compression parameters. Only writers use them: they can change without a
 // new record version.
 const (
-	// MaxPayload is the largest payload compressed (a larger message is
-	// written uncompressed), and the most a decoder lets a frame decode to,
-	// so that a damaged size field cannot allocate gigabytes.
+	// MaxPayload is the largest payload compressed, and the most a decoder
+	// lets a frame decode to: a damaged size field must not allocate gigabytes.
 	MaxPayload = 256 << 20
 	// LargeMessage is the payload size from which a message is compressed
 	// without the dictionary: a dictionary knows a small message's header
@@ -69,17 +68,15 @@ type Level int
 
 const (
 	// Fastest is S2 for messages under LargeMessage (with the dictionary's
-	// content, given one), zstd's fastest level for larger ones: what a bolt
-	// store writes as messages arrive, keeping an import fast, until a
-	// compaction rewrites them at Strong.
+	// content), zstd's fastest level for larger ones: a bolt store's records
+	// as messages arrive, until a compaction rewrites them at Strong.
 	Fastest Level = iota
 	// Fast is zstd's fastest level.
 	Fast
 	// Default is zstd's default level.
 	Default
 	// Strong is zstd's "better" level: what a compaction writes, and a Riak
-	// store, whose records are never compacted and whose import the cluster
-	// rather than the importer's CPU bounds.
+	// store, whose import the cluster rather than the importer's CPU bounds.
 	Strong
 )
 
@@ -98,9 +95,8 @@ type Dictionary struct {
 	s2      *s2.Dict // nil: its content is too small
 }
 
-// s2Dict returns the S2 dictionary made from the last 64 KiB of d's
-// content, where a trained dictionary keeps its most valuable content, or
-// nil if d has too little content.
+// s2Dict returns the S2 dictionary of the last 64 KiB of d's content
+// (where a trained dictionary keeps its best), or nil if there is too little.
 func (d *Dictionary) s2Dict() *s2.Dict {
 	d.s2Once.Do(func() {
 		info, err := zstd.InspectDictionary(d.Bytes)
@@ -172,17 +168,15 @@ func (d *Dictionary) encoder(l Level) (*zstd.Encoder, error) {
 	return d.enc[l], nil
 }
 
-// ReleaseEncoder lets go of the dictionary's encoders (a few MiB each)
-// once nothing compresses with it any more. An encoding under way keeps
-// its encoder; a later one makes a new one.
+// ReleaseEncoder lets go of the dictionary's encoders once nothing compresses
+// with it any more; a later encoding makes a new one.
 func (d *Dictionary) ReleaseEncoder() {
 	d.encMu.Lock()
 	defer d.encMu.Unlock()
 	d.enc = [Strong + 1]*zstd.Encoder{}
 }
 
-// zstdMagic begins every zstd frame (RFC 8878 section 3.1.1); a
-// dictionary begins with another (section 5).
+// zstdMagic begins every zstd frame (RFC 8878 section 3.1.1).
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // StoredDict returns the form a store keeps dictionary b in: a zstd frame
@@ -243,9 +237,8 @@ func encoderOptions(level zstd.EncoderLevel, more ...zstd.EOption) []zstd.EOptio
 	}, more...)
 }
 
-// smallOptions are those of the encoders of messages under LargeMessage:
-// one per CPU, with a window no larger than they are, since an encoder
-// keeps a history buffer of twice its window.
+// smallOptions are those of the encoders of messages under LargeMessage,
+// with a small window: an encoder keeps a history of twice its window.
 func smallOptions(l Level, more ...zstd.EOption) []zstd.EOption {
 	level := zstd.SpeedFastest // Fastest, Fast
 	switch l {
@@ -262,8 +255,7 @@ func smallOptions(l Level, more ...zstd.EOption) []zstd.EOption {
 }
 
 // largeOptions are those of the encoders of large messages: a 1 MiB window
-// (a large message is mostly an attachment, with no matches further back)
-// and one at a time (they are few, and each holds MiB of tables).
+// (an attachment has no matches further back), one at a time (they are few).
 func largeOptions(l Level) []zstd.EOption {
 	level := zstd.SpeedDefault
 	switch l {
@@ -282,9 +274,8 @@ func largeOptions(l Level) []zstd.EOption {
 // smallWindow is a power of two above LargeMessage and its fields.
 const smallWindow = 2 * LargeMessage
 
-// Codec writes and reads message records. The zero value is ready to use
-// and safe for concurrent use; create one per store, as its coders hold
-// buffers worth reusing.
+// Codec writes and reads message records; the zero value is ready and safe
+// for concurrent use. One per store: its coders hold buffers worth reusing.
 type Codec struct {
 	bufs    sync.Pool // *[]byte: payloads and their decoded copies
 	decOnce sync.Once
@@ -292,7 +283,7 @@ type Codec struct {
 	decErr  error
 	encMu   sync.Mutex
 	small   [Strong + 1]*zstd.Encoder // without a dictionary
-	large   [Strong + 1]*zstd.Encoder // Fastest uses Fast's
+	large   [Strong + 1]*zstd.Encoder // one per level
 }
 
 func (c *Codec) decoder() (*zstd.Decoder, error) {
@@ -300,7 +291,7 @@ func (c *Codec) decoder() (*zstd.Decoder, error) {
 	return c.dec, c.decErr
 }
 
-// encoders returns level l's zstd encoders for small messages without a
+// encoders returns level l's encoders for small messages without a
 // dictionary and for large ones.
 func (c *Codec) encoders(l Level) (small, large *zstd.Encoder, err error) {
 	c.encMu.Lock()
@@ -318,7 +309,6 @@ func (c *Codec) encoders(l Level) (small, large *zstd.Encoder, err error) {
 	return c.small[l], c.large[l], nil
 }
 
-// buffer returns a pooled buffer of at least n bytes' capacity.
 func (c *Codec) buffer(n int) *[]byte {
 	if b, ok := c.bufs.Get().(*[]byte); ok && cap(*b) >= n {
 		return b
@@ -415,7 +405,6 @@ func (c *Codec) AppendLevel(dst []byte, m Message, d *Dictionary, l Level) ([]by
 	return dst, nil
 }
 
-// check decodes frame and compares it with payload.
 func (c *Codec) check(frame, payload []byte, d *Dictionary, comp Compression) error {
 	buf := c.buffer(len(payload))
 	defer c.release(buf)
@@ -471,9 +460,8 @@ func decompress(c *Codec, frame, dst []byte, d *Dictionary, comp Compression) ([
 	return dec.DecodeAll(frame, dst)
 }
 
-// Decode decodes a message record of any version and checks its digest.
-// dict supplies the dictionary a record names, and may be nil. The
-// returned Raw may alias b.
+// Decode decodes a message record of any version and checks its digest;
+// dict, which may be nil, supplies the dictionary it names. Raw may alias b.
 func (c *Codec) Decode(b []byte, dict func(DictID) (*Dictionary, error)) (Message, error) {
 	return c.decode(b, dict, true)
 }
