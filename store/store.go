@@ -47,8 +47,8 @@ var (
 	ErrUnbound = errors.New("store: not bound to a run authority yet")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
-	// ErrUnavailable: the store could not be reached in time (bbolt file held
-	// by another process, Riak nodes silent); a server answers 503.
+	// ErrUnavailable: the store could not be reached in time (bbolt file
+	// held elsewhere, Riak nodes silent); a server answers 503.
 	ErrUnavailable = errors.New("store: unavailable")
 	// ErrBadCursor: a cursor this store's change feed did not hand out. A
 	// follower may restart from the empty cursor: it may see messages twice.
@@ -200,8 +200,7 @@ type Stored struct {
 type Result struct {
 	// Number is the call number given, or for a duplicate the one stored.
 	Number callnumber.Number
-	// Duplicate: the digest is stored already (or came earlier in the batch);
-	// nothing was written.
+	// Duplicate: the digest was stored or came earlier in the batch.
 	Duplicate bool
 	// Removed: with Duplicate, that message was removed.
 	Removed bool

@@ -9,7 +9,8 @@
 // for one transaction (shared within the process, handles.go). flock is
 // not fair and bbolt polls for it, so a reading loop could starve a
 // writer: a process waiting to open the file holds the turnstile PATH.lock,
-// and a process that sees it taken closes its handle once idle.
+// and a process that sees it taken stops reusing its handle and closes it
+// once its running operations end.
 //
 // Opening stays cheap as the archive grows: the freelist is persisted, as
 // otherwise every writable open would scan the file to rebuild it.
