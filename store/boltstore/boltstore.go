@@ -4,51 +4,21 @@
 //
 // # Sharing the file
 //
-// The watcher, importers and the resolver run at once against one data
-// directory. bbolt locks its file with flock for as long as it is open
-// (LOCK_EX writable, LOCK_SH read-only), so a Store holds a handle only for
-// the duration of one operation: it opens the file (waiting up to
-// Options.LockTimeout for another process's lock), runs one transaction —
-// a whole Put batch, or one read — and closes it again. Within a process
-// the operations share one handle (see handles.go): reads share it in
-// either mode, writes need it writable.
+// The watcher, importers and the resolver share one data directory, and
+// bbolt flocks its file while it is open, so a Store holds a handle only
+// for one transaction (shared within the process, handles.go). flock is
+// not fair and bbolt polls for it, so a reading loop could starve a
+// writer: a process waiting to open the file holds the turnstile PATH.lock,
+// and a process that sees it taken stops reusing its handle and closes it
+// once its running operations end.
 //
-// flock is not fair and bbolt polls for it every 50ms, so a process reading
-// in a loop could starve a writer elsewhere. A side file, PATH.lock, is the
-// turnstile: a process takes its exclusive lock while it waits to open the
-// database, and a process that sees it taken stops starting operations on
-// its open handle and closes it when the running ones end. Waiting
-// processes thus get in, in turn, within a millisecond or so of each
-// other's batch (TestMultiProcess: three writers and a busy reader).
-//
-// Options.Linger keeps an idle handle open a few milliseconds, so that a
-// burst of reads (a busy resolver) or back-to-back batches reuse one open.
-// The trade-off: for that long the lock stays held, and other processes
-// wait; a lingering writable handle holds them all off, a read-only one
-// holds off writers. The default of 5 ms is well below the time to write a
-// batch, so others are delayed by at most that, while a burst of requests
-// saves an open each.
-//
-// # Opening stays cheap
-//
-// Opening reads the two meta pages and maps the file (lazily: pages are
-// read when touched). A writable open also loads the freelist, so this
-// package keeps it persisted (NoFreelistSync false): with NoFreelistSync
-// every writable open would scan every page of the file to rebuild the
-// freelist, which grows with the archive. A persisted freelist costs a
-// page or two per commit. Read-only opens do not load the freelist at all.
-// FreelistType is the hashmap kind: its allocation does not degrade with a
-// fragmented freelist, and the on-disk format is the same either way.
-// Every open also reads the format once, to notice a file that Compact
-// has replaced (compact.go) and open its successor.
-// BenchmarkOpen measures it on a file of 112,000 messages (477 MB): a
-// read-only open and close took 67µs, a writable one 355µs, an open, Get
-// and close 123µs (2 shared cores, loaded machine).
+// Opening stays cheap as the archive grows: the freelist is persisted, as
+// otherwise every writable open would scan the file to rebuild it.
 //
 // # Layout
 //
-// A store is the bbolt file, DATA/messages.db, and the packs its records
-// are in, DATA/messages.packs/ID.pack (packs.go). Buckets of the file:
+// Buckets of the file (the records themselves are in
+// DATA/messages.packs/ID.pack, packs.go):
 //
 //	messages  key: the call number's unshuffled 47-bit value, 8 bytes
 //	          big-endian (Codec.Packed). Within a run it grows with the
@@ -56,8 +26,7 @@
 //	          value: the locator of the message's record in a pack
 //	          (first byte 0x80: pack ID, offset, length), or, in a file
 //	          written before packs, the record itself (store/internal/
-//	          record: version 1, uncompressed, or 2, compressed with
-//	          zstd, perhaps with a dictionary of the dicts bucket)
+//	          record)
 //	digests   key: the 32-byte Digest; value: the 8-byte packed number
 //	msgids    key: idkey 0x00 packed; value: empty. idkey is the
 //	          Message-ID itself, or for one over 512 bytes or starting
@@ -71,45 +40,26 @@
 //	packs     key: a pack's 8-byte ID; value: the length of it that
 //	          committed transactions wrote, 8 bytes big-endian
 //	dicts     compression dictionaries (dicts.go): key: the 8-byte
-//	          record.DictID; value: the zstd dictionary, compressed
-//	          (record.StoredDict) or, stored before that, as it is.
-//	          Created by the first training; nothing is ever deleted.
-//	meta      "format": "chibrary-messages/3"; "binding": the authority,
-//	          scheme and key as JSON; "count": the number of messages,
-//	          8 bytes big-endian, so Count is O(1); "backfilled": the
-//	          last sequence number given by the upgrade from format 1
-//	          (see changes.go), absent in a file created later;
-//	          "dict": the current dictionary (record.Current as JSON),
-//	          absent until one is trained; "pack": the pack new records
-//	          go to; "compaction": the ID of the compaction that wrote
-//	          the file (compact.go)
+//	          record.DictID; value: the dictionary (record.StoredDict).
+//	          Nothing is ever deleted.
+//	removed   removal records (removals.go)
+//	moves     the latest move of each moved message (moves.go)
+//	meta      "format": see format; "binding": the authority, scheme
+//	          and key as JSON; "count": the number of messages, 8 bytes
+//	          big-endian, so Count is O(1); "backfilled": the last
+//	          sequence number given by the upgrade from format 1
+//	          (changes.go); "dict": the current dictionary
+//	          (record.Current as JSON); "pack": the pack new records go
+//	          to; "compaction": the ID of the compaction that wrote the
+//	          file (compact.go)
 //
-// Older files are read as they are and upgraded by the first writable
-// open: format 1 gains the change feed, format 2 the packs bucket; their
-// records stay where they are, and resolver compact (Compact) rewrites
-// them. A file written before compression has version 1 records and no
-// dicts bucket. A reader of a format or record version this program does
-// not know refuses it, naming it.
+// The first writable open upgrades an older file; its records stay where
+// they are until resolver compact (Compact) rewrites them. A reader
+// refuses a format or record version it does not know.
 //
-// A copy of the store, for a backup, is the file and then the packs, in
-// that order (or a file-system snapshot): packs only grow, and the file
-// names only what was in them when it committed.
-//
-// # Compression
-//
-// Put compresses every new message (store/internal/compress) on all CPUs
-// before it takes the file lock, and Get decodes after its read
-// transaction: the lock is held no longer than before. Every read checks
-// the record's digest. A compaction compresses harder (compact.go).
-//
-// # Put
-//
-// A batch is one bbolt transaction: every message is checked (see
-// store/internal/batch.Make), then the new ones' records are written to
-// the pack and synced, their locators and indexes put, and the
-// transaction commits (synced). Either all of the batch is durable when
-// Put returns nil, or nothing of it is named by the file. (The messages
-// were compressed before: see Compression.)
+// A backup copies the file and then the packs, in that order (or takes a
+// file-system snapshot): packs only grow, and the file names only what
+// was in them when it committed.
 package boltstore
 
 import (
@@ -142,26 +92,21 @@ var ErrLocked = fmt.Errorf("boltstore: messages database locked by another proce
 // ErrFormat: the file is not a message store this package can read.
 var ErrFormat = errors.New("boltstore: not a chibrary message store")
 
-// ErrInterrupted: the file was replaced by a compaction that stopped
-// before it moved its copy into place (see Compact). Nothing is lost, but
-// the store is unavailable until a compaction (Recover, which `resolver
-// compact` runs) finishes the move.
+// ErrInterrupted: a compaction stopped before it moved its copy into
+// place. Nothing is lost, but the store is unavailable until Recover
+// (which `resolver compact` runs) finishes the move.
 var ErrInterrupted = fmt.Errorf("boltstore: a compaction stopped half-way, after retiring the file and before moving its copy (PATH.compact) into place; nothing is lost: run `resolver compact` on this store to finish it (%w)", store.ErrUnavailable)
 
 // ErrMaintenance: a compaction or a removal of the store is running, in
 // this process or another (Compact, Recover, Remove).
 var ErrMaintenance = errors.New("boltstore: a compaction or removal of this store is running")
 
-// format is the layout written today. Older files are read as they are
-// and upgraded in place by the first writable open: formatV1 lacks the
-// change feed (changes.go), formatV2 keeps every record in the messages
-// bucket (its records stay there; new ones go to packs, packs.go).
-// formatRemovals is format 3 with the removed bucket: the first Remove
-// sets it, so that a program that does not know removals refuses the file
-// rather than compact the removal records (and with them the refusal of
-// the removed bytes) away. formatRetired marks a file Compact has
-// replaced (compact.go). formatMoves is format 3 or 4 with the moves
-// bucket (moves.go): the first Move sets it, for the same reason.
+// format is the layout written today; the first writable open upgrades
+// formatV1 (no change feed) and formatV2 (no packs). The first Remove sets
+// formatRemovals, and the first Move formatMoves, so that a program that
+// does not know them refuses the file rather than compact the records
+// (and with them the refusal of removed bytes) away. formatRetired marks a
+// file Compact has replaced.
 const (
 	format         = "chibrary-messages/3"
 	formatRemovals = "chibrary-messages/4"
@@ -188,19 +133,12 @@ var (
 )
 
 // Fill percents: messages and runs are appended in key order, so their
-// pages are filled whole (an insert into the middle of a full page, a
-// long-lived watcher's run among newer ones, splits that one page);
-// digests and Message-IDs arrive in random order and keep bbolt's
-// default (0.9 made the two indexes no smaller on the corpus).
+// pages are filled whole; digests and Message-IDs arrive in random order
+// and keep bbolt's default.
 const appendFill = 1.0
 
-// DefaultPageSize is the bbolt page size of a new file (Options.PageSize).
-//
-// The file holds the indexes and the records' locators, small values all:
-// the operating system's page, as bbolt's own default. (Before records
-// went to packs, 64 KiB pages lost less to the tails of pages that whole
-// records did not fit in; an existing file keeps its page size until it
-// is compacted.)
+// DefaultPageSize is the bbolt page size of a new file (Options.PageSize):
+// the operating system's, as the file holds only small values.
 const DefaultPageSize = 4 << 10
 
 // maxInlineID is the longest Message-ID used as its own index key.
@@ -211,34 +149,30 @@ type Options struct {
 	// LockTimeout is how long an operation waits for another process's
 	// lock on the file. Zero means one minute; negative means not at all.
 	LockTimeout time.Duration
-	// Linger is how long an idle handle stays open for the next operation
-	// (see the package doc for the trade-off). Zero means 5ms; negative
-	// means close at once.
+	// Linger is how long an idle handle stays open for the next operation,
+	// holding other processes off. Zero means 5ms; negative, close at once.
 	Linger time.Duration
 	// Logger receives warnings (a long wait for a lock). Nil discards them.
 	Logger *slog.Logger
 	// ReadOnly opens an existing store for reading only, without the
-	// turnstile PATH.lock, for an archive nobody can write (on a read-only
-	// file system: a snapshot, a backup); see CannotWrite. Writes fail with
-	// ErrReadOnly.
+	// turnstile, for an archive nobody can write (a snapshot, a backup); see
+	// CannotWrite. Writes fail with ErrReadOnly.
 	ReadOnly bool
-	// Compression says how messages are compressed; the zero value is
-	// the default (see store.Compression).
+	// Compression says how messages are compressed (store.Compression). Zero
+	// values mean LevelFastest (a compaction rewrites records harder), the
+	// first dictionary at 10,000 messages and the compress package's defaults
+	// otherwise: a newer one each time the store grows eightfold (or by
+	// 10,000 messages), learnt from 2 MiB of mail.
 	Compression store.Compression
 	// PageSize is the bbolt page size of a file created now; an existing
 	// file keeps its own. Zero means DefaultPageSize.
 	PageSize int
 }
 
-// compression returns the options a bolt store compresses with, given c:
-// unless c says otherwise, records are written as messages arrive at
-// store.LevelFastest (S2, with the store's dictionary once it has one),
-// which keeps an import at more than half the speed of storing the
-// messages uncompressed, and a compaction rewrites them harder, each era
-// with a dictionary of its own (compact.go). The first dictionary is
-// trained as the store reaches 10,000 messages, not 1,000: a training
-// costs a tenth of a second or more, which a small import would feel and
-// a large one does not, and a compaction trains better ones.
+// compression fills in the bolt store's defaults (Options.Compression):
+// records are written fast as messages arrive, and a compaction rewrites
+// them harder, each era with a dictionary of its own; the first dictionary
+// is trained late, as a training costs a small import more than it saves.
 func compression(c store.Compression) store.Compression {
 	if c.Level == store.LevelBackend {
 		c.Level = store.LevelFastest
@@ -269,7 +203,7 @@ type bound struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens the message store at path, creating the file and its parent
-// directory if missing. It takes the file's lock only briefly.
+// directory if missing.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	switch {
 	case opts.LockTimeout == 0:
@@ -319,8 +253,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// init creates the buckets of a new file and checks the format of an
-// existing one.
+// init creates the buckets of a new file and checks an existing one's format.
 func (s *Store) init(ctx context.Context) error {
 	if fi, err := os.Stat(s.path); err == nil && fi.Size() > 0 {
 		// Existing file: a read-only check, so as not to wait on writers.
@@ -360,9 +293,8 @@ func (s *Store) init(ctx context.Context) error {
 	})
 }
 
-// checkFormat checks that tx's file is a message store this program
-// reads, and returns its format's version: 1, 2 (both to be upgraded by a
-// writer), 3, 4 or 5.
+// checkFormat checks that tx's file is a message store this program reads,
+// and returns its format's version: 1 to 5.
 func checkFormat(tx *bolt.Tx) (version int, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
@@ -450,8 +382,8 @@ func (s *Store) binding(tx *bolt.Tx) (*bound, error) {
 	return bd, nil
 }
 
-// RecordLease implements store.Store. A lease already recorded, or one
-// refused, is settled by a read, without taking the write lock.
+// RecordLease implements store.Store. A lease known or refused is settled
+// by a read, without the write lock.
 func (s *Store) RecordLease(ctx context.Context, l callnumber.Lease) error {
 	var d batch.LeaseDecision
 	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
@@ -547,13 +479,9 @@ func (s *Store) Binding(ctx context.Context) (store.Binding, error) {
 	return b, err
 }
 
-// Put implements store.Store. See the store package and batch.Make for what
-// it does with each message; the batch is one transaction.
-//
-// The costly work is done before taking the file lock, which readers in
-// other processes wait for: hashing (the digest check) and compressing,
-// both on all CPUs. Messages whose digest is stored already (a re-run
-// import) are not compressed at all: a read transaction finds them first.
+// Put implements store.Store. A batch is one transaction; the costly work,
+// hashing and compressing, is done before taking the file lock that other
+// processes wait for, and skips messages whose digest is stored already.
 func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
 	if err := s.h.check(); err != nil {
 		return nil, err
@@ -603,9 +531,8 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	return results, nil
 }
 
-// known reports, for each message, whether its digest is stored already:
-// such a message is a duplicate (or a retry), and need not be compressed.
-// A single message is not looked up: the Put's own transaction will.
+// known reports, for each message, whether its digest is stored already,
+// so need not be compressed. A single message is left to Put's transaction.
 func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error) {
 	if len(msgs) < 2 {
 		return nil, nil
@@ -621,8 +548,8 @@ func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error)
 	return skip, err
 }
 
-// write writes the messages plan says to write, and returns the store's
-// message count after them (0 if nothing was written).
+// write writes what plan says, and returns the store's message count after
+// it (0 if nothing was written).
 func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, recs [][]byte, now time.Time, plan batch.Plan) (uint64, error) {
 	messages := tx.Bucket(bucketMessages)
 	messages.FillPercent = appendFill
@@ -651,8 +578,7 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 		key := packedKey(codec.Packed(m.Number))
 		rec := recs[i]
 		if rec == nil {
-			// Its digest was stored when Put looked, so this cannot
-			// happen; compressing under the lock is merely slow.
+			// Its digest was stored when Put looked: this cannot happen.
 			var err error
 			if rec, err = s.comp.EncodeOne(ctx, m, now); err != nil {
 				return 0, err
@@ -734,9 +660,8 @@ func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number,
 	return l.codec.Number(binary.BigEndian.Uint64(v)), true, nil
 }
 
-// Get implements store.Store. The record is copied out of the read
-// transaction and decoded after it, so that the file is held no longer
-// than a read takes.
+// Get implements store.Store. The record is decoded after the read
+// transaction, so that the file is held no longer than a read takes.
 func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, error) {
 	var rec []byte
 	list := "\x00" // none moved
@@ -784,8 +709,7 @@ func (s *Store) Get(ctx context.Context, n callnumber.Number) (store.Stored, err
 	return store.Stored{Number: n, Raw: m.Raw, Digest: m.Digest, MessageID: m.MessageID, List: list, Added: m.Added}, nil
 }
 
-// ByMessageID implements store.Store. The numbers come in the order of
-// their run and sequence, which is the order a process stored them in.
+// ByMessageID implements store.Store, in packed (run, sequence) order.
 func (s *Store) ByMessageID(ctx context.Context, id string) ([]callnumber.Number, error) {
 	out := []callnumber.Number{}
 	if id == "" {
@@ -854,8 +778,7 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Close implements store.Store: it waits for running operations and a
-// dictionary being trained, and releases the file.
+// Close implements store.Store; it waits for running operations.
 func (s *Store) Close() error {
 	cerr := s.comp.Close()
 	if err := s.h.close(); err != nil {

@@ -4,20 +4,15 @@ package boltstore
 //
 // Every commit that writes messages appends one entry per message to the
 // changes bucket, under the bucket's next sequence number. bbolt has one
-// writer at a time and a reader sees only committed states, so sequence
-// numbers follow commit order and no reader sees entry N+1 without entry
-// N: a follower that resumes after the last sequence it saw misses
-// nothing, whichever run the messages were numbered under. Cursors are
-// "s" and the decimal sequence number of the last entry seen.
+// writer at a time and readers see only committed states, so sequence
+// numbers follow commit order and no reader sees entry N+1 without entry N:
+// a follower resuming after the last sequence it saw misses nothing. Cursors
+// are "s" and the decimal sequence number of the last entry seen.
 //
-// A format 1 file has no changes bucket. The first writable open upgrades
-// it: the feed is backfilled with every stored message in key (run,
-// sequence) order, and meta "backfilled" records the last sequence number
-// the backfill gave. Until then (a format 1 file that nobody can write: a
-// read-only snapshot) the feed is read from the messages bucket in key
-// order, with cursors "k" and the 16 hex digits of the last packed number
-// seen. Such a cursor still works after the upgrade: the backfilled
-// entries are in key order too, so a binary search finds where it stands.
+// A format 1 file, until a writable open backfills its feed in key order,
+// serves the feed from the messages bucket in key order, with cursors "k"
+// and the hex packed number last seen. Such a cursor still works after the
+// upgrade: the backfilled entries are in key order too.
 
 import (
 	"bytes"
@@ -38,7 +33,7 @@ const (
 	// defaultPageMessages is the page size when Changes is given max <= 0.
 	defaultPageMessages = 100
 	// maxPageBytes stops a page early once its messages add up to this
-	// many bytes (a page holds at least one message).
+	// many bytes; a page holds at least one message.
 	maxPageBytes = 16 << 20
 )
 
@@ -78,9 +73,8 @@ func (s *Store) upgrade(ctx context.Context) error {
 }
 
 // upgradeTx brings a file of format version from to format 3: a format 1
-// file gets the changes bucket, backfilled with every stored message in
-// key order (format 2); a format 2 file gets the packs bucket. Records
-// stay where they are.
+// file gets the backfilled changes bucket, a format 2 file the packs
+// bucket. Records stay where they are.
 func upgradeTx(tx *bolt.Tx, from int) error {
 	if from == 1 {
 		if err := addChanges(tx); err != nil {
@@ -93,8 +87,7 @@ func upgradeTx(tx *bolt.Tx, from int) error {
 	return tx.Bucket(bucketMeta).Put(keyFormat, []byte(format))
 }
 
-// addChanges adds the changes bucket to a format 1 file, backfilled with
-// every stored message in key order.
+// addChanges adds the changes bucket to a format 1 file, backfilled in key order.
 func addChanges(tx *bolt.Tx) error {
 	changes, err := tx.CreateBucket(bucketChanges)
 	if err != nil {
@@ -271,8 +264,7 @@ func (s *Store) legacyPage(tx *bolt.Tx, codec *callnumber.Codec, cur cursor, max
 }
 
 // translate turns a format 1 key-order cursor into the sequence number of
-// the upgraded feed: the last backfilled entry whose packed number is at
-// most the cursor's. Entries 1..backfilled are in key order.
+// the last backfilled entry whose packed number is at most the cursor's.
 func translate(tx *bolt.Tx, cur cursor) (cursor, error) {
 	b := tx.Bucket(bucketMeta).Get(keyBackfilled)
 	if len(b) != 8 {
@@ -280,7 +272,7 @@ func translate(tx *bolt.Tx, cur cursor) (cursor, error) {
 	}
 	changes := tx.Bucket(bucketChanges)
 	// The first sequence in [1, n+1) whose packed number exceeds the
-	// cursor's; the one before it is where the follower stands.
+	// cursor's; the follower stands at the one before.
 	lo, hi := uint64(1), binary.BigEndian.Uint64(b)+1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -297,7 +289,6 @@ func translate(tx *bolt.Tx, cur cursor) (cursor, error) {
 	return cursor{seq: lo - 1}, nil
 }
 
-// storedAt reads the message under a packed key.
 func (s *Store) storedAt(tx *bolt.Tx, messages *bolt.Bucket, codec *callnumber.Codec, key []byte) (store.Stored, error) {
 	n := codec.Number(binary.BigEndian.Uint64(key))
 	v := messages.Get(key)

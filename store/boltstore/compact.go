@@ -1,41 +1,25 @@
 package boltstore
 
 // Compaction: a copy of the store with every record written anew, in
-// place (the copy replaces the file) or into another file.
+// place (the copy replaces the file) or into another file. It compresses
+// each era of the archive harder than records written as messages arrive,
+// with a dictionary trained on that era; it converts older files, and gives
+// back the space bbolt frees but never returns.
 //
-// It is the archive's packing step: records written as messages arrive
-// are compressed for speed, each with the dictionary of the messages
-// stored before it; the copy compresses each era of the archive harder,
-// with a dictionary trained on that era (see eraMessages). It also
-// converts an archive written before compression or before packs, and
-// gives back the space bbolt never returns: bbolt reuses the pages it
-// frees but never shrinks its file. The copy's records go to new packs;
-// in place, the old packs are deleted once the copy replaces the file.
+// The copy is made while other processes keep using the store: messages
+// are copied in key order, in chunks of short read transactions, into a new
+// file nobody else opens. Then, in place, Compact takes the write lock,
+// copies what was stored meanwhile (through the change feed), the leases
+// and the meta records, syncs the copy, marks the old file retired in the
+// same transaction, renames the copy over it and only then lets go of the
+// lock. A process that had opened the old file sees the mark once it gets
+// the lock, and opens the path again (handles.go). The change feed keeps
+// its sequence numbers, so saved cursors stay valid.
 //
-// The copy is made while other processes keep using the store. Messages
-// are copied in key order, in chunks, each read in its own short read
-// transaction, decoded (digest checked), compressed again on all CPUs,
-// and written to the new file, which nobody else opens. Then, in place,
-// Compact takes the file's write lock, copies what was stored meanwhile
-// (found through the change feed), the leases and the meta records,
-// syncs the copy, marks the old file retired in the same write
-// transaction, renames the copy over it and only then lets go of the
-// lock. A process that opens the path gets the copy; one that had opened
-// the old file before the rename and gets its lock after sees the mark
-// and opens the path again (handles.go). The change feed keeps its
-// sequence numbers, so a follower's saved cursor stays valid.
-//
-// One compaction at a time: Compact and Recover hold the lock file
-// PATH.compact.lock for their whole run, and a second one, in any
-// process, is refused at once (ErrMaintenance): it would take the first
-// one's copy for an abandoned one and delete it, and the first would then
-// move the second's partial copy into place.
-//
-// If Compact stops before the mark, the old file is untouched and the
-// partial copy (PATH.compact) is deleted by the next Compact. If it stops
-// between the mark and the rename, the old file refuses to open
-// (ErrInterrupted) until Recover (resolver compact) renames the complete
-// copy into place.
+// If Compact stops before the mark, the old file is untouched and the next
+// Compact deletes the partial copy (PATH.compact). If it stops between the
+// mark and the rename, the old file refuses to open (ErrInterrupted) until
+// Recover renames the complete copy into place.
 
 import (
 	"bytes"
@@ -72,36 +56,26 @@ const compactSuffix = ".compact"
 // compactChunk bounds the messages copied per read transaction.
 const compactChunk = 1000
 
-// Eras: a compaction cuts the store, in key order (each run's messages in
-// the order they were stored, runs mostly in the order they began), into
-// eras of at least eraMessages messages and at most maxEras of them, and
-// compresses each era's messages at record.Strong with a dictionary
-// trained on that era's own messages: a list's mail changes over the
-// years, and records written as messages arrive use a dictionary of
-// messages before them, never after. (On the linux-mips sample, messages
-// under 64 KiB: 0.284 of their size, dictionaries and record headers
-// included, with a dictionary per 1,500 messages at the strong level;
-// 0.311 at the fast level; 0.331 with one dictionary of the archive's
-// newest messages, as written.)
+// Eras: a compaction cuts the store, in key order, into eras of at least
+// eraMessages and at most maxEras of them, each compressed at record.Strong
+// with a dictionary trained on itself: a list's mail changes over the
+// years, and records written as messages arrive only had older messages'.
 const (
 	eraMessages = 1500
 	maxEras     = 16
 	// eraBytes ends an era early when its messages add up to this many
 	// bytes, to bound what a compaction holds in memory.
 	eraBytes = 64 << 20
-	// eraSampleBytes is how much of an era its dictionary learns from,
-	// spread over it.
+	// eraSampleBytes is how much of an era its dictionary learns from.
 	eraSampleBytes = 2 << 20
 )
 
 // CompactOptions configure Compact. The zero value compacts in place.
 type CompactOptions struct {
-	// To is the path of a new file to copy the store into; the store
-	// stays as it is, and what is stored after the copy's last read is
-	// not in it. Empty means in place.
+	// To is the path of a new file to copy the store into, leaving the store
+	// as it is. Empty means in place.
 	To string
-	// PageSize is the bbolt page size of the new file. Zero means
-	// DefaultPageSize.
+	// PageSize is the new file's bbolt page size; zero means DefaultPageSize.
 	PageSize int
 	// Progress, if not nil, is called after every era with the messages
 	// copied so far and the number the store held at the start.
@@ -112,11 +86,9 @@ type CompactOptions struct {
 type CompactStats struct {
 	// Messages is the number of messages copied.
 	Messages int64
-	// Dicts is the number of dictionaries the copy's records were
-	// compressed with (one per era; 0 when records are not compressed).
+	// Dicts is the number of dictionaries the copy's records use, one per era.
 	Dicts int
-	// Before and After are the bytes on disk (blocks) of the old file
-	// and of the copy.
+	// Before and After are the bytes on disk of the old file and the copy.
 	Before, After int64
 	// Path is the copy's path (the store's own, in place).
 	Path string
@@ -124,9 +96,8 @@ type CompactStats struct {
 
 // Compact copies the store into a new file with every record written
 // anew, and in place (opts.To empty) replaces the store's file by the
-// copy, while other processes keep working. See compact.go's doc. It
-// holds about 100 bytes per message in memory (what it copied, and index
-// entries up to 64 MiB), and needs the disk space of the copy.
+// copy, while other processes keep working. It holds about 100 bytes per
+// message in memory, and needs the disk space of the copy.
 func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats, error) {
 	if err := s.h.check(); err != nil {
 		return CompactStats{}, err
@@ -147,10 +118,9 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats,
 }
 
 // maintenanceSuffix names the lock file (PATH.compact.lock) that Compact
-// and Recover hold for their whole run. Two of them at once would each
-// take the other's copy (PATH.compact) for an abandoned one, and the
-// first to finish would move the other's partial copy into place and
-// delete the packs it does not list: the whole archive.
+// and Recover hold for their whole run: two at once would each take the
+// other's copy for an abandoned one, and the first to finish would move the
+// other's partial copy into place and delete the packs it does not list.
 const maintenanceSuffix = ".compact.lock"
 
 // takeMaintenance takes the maintenance lock of the store at path, or
@@ -217,8 +187,7 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 		return CompactStats{}, fmt.Errorf("cannot create %s: %w", to, err)
 	}
 	dst.AllocSize = 16 << 20
-	// The copy's packs go where the file will be: in place, beside the
-	// store's own, under new names.
+	// In place, the copy's packs go beside the store's, under new names.
 	final := to
 	if inPlace {
 		final = s.path
@@ -254,9 +223,8 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 		if err := c.syncPacks(); err != nil {
 			return err
 		}
-		// bbolt grows a file ahead of its pages: cut the copy to its
-		// last page (a bbolt backup, Tx.WriteTo, is that long too), and
-		// make it durable.
+		// bbolt grows a file ahead of its pages: cut the copy to its last
+		// page, and make it durable.
 		return truncateSync(to, size)
 	}
 	if inPlace {
@@ -277,10 +245,9 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 			// The old file is retired: from here on only the copy is
 			// the store, and the lock is held until it is in place.
 			ok = true
-			// Nobody can be in a transaction of the old file, nor open
-			// the copy yet: delete the packs the copy does not list
-			// (the old file's, and those of writers that crashed
-			// before their commit) before the copy can create its own.
+			// Nobody can be in a transaction of the old file, nor open the copy
+			// yet: delete the packs the copy does not list (the old file's, and
+			// those of crashed writers) before the copy can create its own.
 			if n, err := removeUnlisted(c.packs.dir, c.listed); err != nil {
 				s.log.Warn("cannot delete the packs of the old file: delete those the store does not list by hand", "dir", c.packs.dir, "err", err)
 			} else if n > 0 {
@@ -341,9 +308,8 @@ func (c *copier) start(ctx context.Context) error {
 	})
 }
 
-// bulk copies, chunk by chunk, every message stored when it starts (and
-// some stored since), and the change feed up to its sequence then, which
-// it returns.
+// bulk copies every message stored when it starts (and some stored
+// since), and the change feed up to its sequence then, which it returns.
 func (c *copier) bulk(ctx context.Context) (uint64, error) {
 	s := c.s
 	var seq uint64
@@ -428,9 +394,8 @@ func (c *copier) bulk(ctx context.Context) (uint64, error) {
 	return seq, nil
 }
 
-// tail copies, within tx (the store's last transaction of the
-// compaction), what was stored after the bulk copy, the leases and the
-// meta records, and checks the count.
+// tail copies, within the store's last transaction of the compaction,
+// what was stored after the bulk copy, the leases and the meta records.
 func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	messages := tx.Bucket(bucketMessages)
 	var keys, recs, feedKeys, feedVals [][]byte
@@ -503,9 +468,8 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(len(c.copied)))); err != nil {
 			return err
 		}
-		// The removal records, and the digests of what they removed,
-		// which stay refused. (No removal runs during a compaction:
-		// both hold the maintenance lock.)
+		// The removal records, and the digests of what they removed, which
+		// stay refused. (No removal runs now: both hold the maintenance lock.)
 		if rb := tx.Bucket(bucketRemoved); rb != nil {
 			drb, err := dtx.CreateBucketIfNotExists(bucketRemoved)
 			if err != nil {
@@ -545,10 +509,9 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 				return err
 			}
 		}
-		// Every dictionary of the store: a writer elsewhere may have
-		// one cached that the copy's records do not name, and go on
-		// writing records with it into the copy. (Compressed, if it
-		// was stored before dictionaries were.)
+		// Every dictionary of the store: a writer elsewhere may have one
+		// cached that the copy's records do not name, and go on writing
+		// records with it into the copy.
 		if d := tx.Bucket(bucketDicts); d != nil {
 			dd := dtx.Bucket(bucketDicts)
 			err := d.ForEach(func(k, v []byte) error {
@@ -565,9 +528,8 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 				return err
 			}
 		}
-		// Writers go on with the store's current dictionary, trained on
-		// the messages it stored last; one that never had one gets the
-		// last era's.
+		// Writers go on with the store's current dictionary, trained on its
+		// newest messages; a store without one gets the last era's.
 		cur := from.Get(keyDict)
 		if cur == nil && c.last != nil {
 			cur = record.MarshalCurrent(record.Current{ID: c.last.ID, Messages: int64(len(c.copied)), Samples: -1, Trained: time.Now().UTC()})
@@ -579,14 +541,13 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	})
 }
 
-// pendingMessage is a message of the era being gathered.
 type pendingMessage struct {
 	key []byte
 	m   record.Message
 }
 
-// gather decodes a chunk of records and adds them to the era being
-// gathered, writing each era once it is complete.
+// gather decodes a chunk of records into the era being gathered, writing
+// each era once complete.
 func (c *copier) gather(ctx context.Context, keys, recs [][]byte, load compress.LoadFunc) error {
 	msgs, err := c.decode(keys, recs, load)
 	if err != nil {
@@ -637,9 +598,9 @@ func (c *copier) flush(ctx context.Context, last bool) error {
 	return c.write(keys, msgs, d)
 }
 
-// train trains the dictionary of the era gathered on a sample spread over
-// its messages, and saves it in the copy. It returns the dictionary before
-// it (or nil) when the era is too small or too uniform to learn from.
+// train trains the era's dictionary on a sample spread over it and saves
+// it in the copy; an era too small or uniform to learn from gets the one
+// before (or nil).
 func (c *copier) train(ctx context.Context) (*record.Dictionary, error) {
 	var small, size int
 	for _, p := range c.pending {
@@ -681,7 +642,6 @@ func (c *copier) train(ctx context.Context) (*record.Dictionary, error) {
 	return d, nil
 }
 
-// decode decodes records (checking their digests) on all CPUs.
 func (c *copier) decode(keys, recs [][]byte, load compress.LoadFunc) ([]record.Message, error) {
 	s := c.s
 	msgs := make([]record.Message, len(keys))
@@ -759,7 +719,6 @@ func (c *copier) write(keys [][]byte, msgs []record.Message, d *record.Dictionar
 	return nil
 }
 
-// parallel calls fn(0) to fn(n-1) on all CPUs.
 func parallel(n int, fn func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -777,14 +736,12 @@ func parallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// indexBuffer bounds the index entries a compaction keeps in memory (a
-// hundred bytes or so per message) to write them in key order.
+// indexBuffer bounds the index entries a compaction keeps in memory.
 const indexBuffer = 64 << 20
 
-// indexes are digest and Message-ID index entries to write in key order:
-// the copy's index pages are then filled whole, where entries in the
-// (random) order of the messages fill them by half to two thirds (on the
-// 84,096-message archive: 18.2 MB of index pages, 10.9 MB in key order).
+// indexes are digest and Message-ID index entries, written in key order
+// so that the copy's index pages are filled whole rather than by half to
+// two thirds.
 type indexes struct {
 	digests []byte   // entries of 32-byte digest and 8-byte key
 	arena   []byte   // Message-ID index keys, end to end
@@ -801,7 +758,6 @@ func (x *indexes) add(d store.Digest, msgid string, key []byte) {
 
 func (x *indexes) size() int { return len(x.digests) + len(x.arena) + 4*len(x.msgids) }
 
-// flush writes the entries in key order within tx, and forgets them.
 func (x *indexes) flush(tx *bolt.Tx) error {
 	const w = 32 + 8
 	n := len(x.digests) / w
@@ -842,8 +798,8 @@ func (x *indexes) flush(tx *bolt.Tx) error {
 	return nil
 }
 
-// recordCopy returns the record a messages bucket value read in tx is or
-// locates, in memory of its own.
+// recordCopy returns, in memory of its own, the record a messages bucket
+// value is or locates.
 func (s *Store) recordCopy(tx *bolt.Tx, v []byte) ([]byte, error) {
 	if isLocator(v) {
 		return s.readRecord(tx, v)
@@ -851,7 +807,6 @@ func (s *Store) recordCopy(tx *bolt.Tx, v []byte) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-// syncPacks makes the copy's packs durable.
 func (c *copier) syncPacks() error {
 	c.packs.mu.Lock()
 	defer c.packs.mu.Unlock()
@@ -866,7 +821,6 @@ func (c *copier) syncPacks() error {
 	return syncDir(c.packs.dir)
 }
 
-// removePacks deletes the packs of a copy that was abandoned.
 func (c *copier) removePacks() {
 	c.packs.mu.Lock()
 	defer c.packs.mu.Unlock()
@@ -877,7 +831,6 @@ func (c *copier) removePacks() {
 	}
 }
 
-// numberOf returns the call number under a messages key, for errors.
 func (s *Store) numberOf(key []byte) string {
 	if b := s.bound.Load(); b != nil && len(key) == 8 {
 		return b.codec.Number(binary.BigEndian.Uint64(key)).String()
@@ -894,7 +847,6 @@ func moveInto(copy, path string) error {
 	return syncDir(filepath.Dir(path))
 }
 
-// truncateSync cuts the file at path to size bytes and syncs it.
 func truncateSync(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -907,7 +859,6 @@ func truncateSync(path string, size int64) error {
 	return errors.Join(f.Sync(), f.Close())
 }
 
-// blocks returns the bytes on disk of the file at path.
 func blocks(path string) int64 {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -921,10 +872,8 @@ func blocks(path string) int64 {
 
 // Recover finishes a compaction that stopped between retiring the store's
 // file and moving its copy into place (ErrInterrupted): it checks that
-// PATH.compact is the complete copy the retired file names, and renames it
-// over the file. It holds the file's lock meanwhile. Nothing else runs on
-// a retired file, so Recover is safe to call whenever Open says
-// ErrInterrupted.
+// PATH.compact is the complete copy the retired file names and renames it
+// over the file. It is safe whenever Open says ErrInterrupted.
 func Recover(ctx context.Context, path string, opts Options) error {
 	lock, err := takeMaintenance(path, "recovery of an interrupted compaction")
 	if err != nil {

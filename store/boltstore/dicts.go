@@ -1,9 +1,7 @@
 package boltstore
 
-// Compression dictionaries (store/internal/compress): the dicts bucket
-// holds every dictionary a record may name, under its 8-byte ID, and
-// meta "dict" names the current one (record.Current as JSON). Both are
-// created by the first training; a file without them has no dictionary.
+// Compression dictionaries (store/internal/compress): the dicts bucket and
+// meta "dict" are created by the first training.
 
 import (
 	"bytes"
@@ -18,9 +16,8 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// decode decodes a messages bucket value read in tx (a record, or the
-// locator of one in a pack), reading a dictionary it needs in tx too.
-// The Raw it returns may alias v.
+// decode decodes a messages bucket value read in tx (a record or a
+// locator), reading a dictionary it needs in tx too. Raw may alias v.
 func (s *Store) decode(tx *bolt.Tx, v []byte) (record.Message, error) {
 	if isLocator(v) {
 		var err error
@@ -72,8 +69,7 @@ func (d dicts) SaveDict(ctx context.Context, id record.DictID, b []byte) error {
 			return err
 		}
 		if old := bk.Get(id[:]); old != nil {
-			// Stored already (perhaps in another form: uncompressed,
-			// by an older version): the ID says it is the same.
+			// Stored already, perhaps in another form: the ID says it is the same.
 			if _, err := record.CheckDictionary(id, old); err != nil {
 				return fmt.Errorf("cannot save dictionary %v: one is stored under its ID already, and does not check: %w", id, err)
 			}

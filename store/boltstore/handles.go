@@ -22,15 +22,13 @@ const (
 )
 
 // handles shares one bbolt handle among the operations of a process and
-// closes it as soon as none uses it (after Linger), so that the file lock is
+// closes it once none uses it (after Linger), so that the file lock is
 // held only while this process reads or writes.
 //
-// bbolt locks the file with flock when it opens it: LOCK_EX for a writable
-// handle, LOCK_SH for a read-only one. flock belongs to the open file
-// description, so two handles of one process conflict like two processes
-// would. Hence one handle at a time: reads share it whatever its mode;
-// a write needs it writable, and waits until the readers of a read-only
-// handle are done (new readers then wait behind the writer, so a busy
+// flock belongs to the open file description, so two handles of one
+// process conflict like two processes would. Hence one handle at a time:
+// reads share it whatever its mode; a write waits until the readers of a
+// read-only handle are done (new readers wait behind it, so a busy
 // resolver cannot starve an import), closes it and opens a writable one.
 type handles struct {
 	path        string
@@ -40,8 +38,8 @@ type handles struct {
 	pageSize    int // of a file created now
 	log         *slog.Logger
 	readOnly    bool // never open the file writable (Options.ReadOnly)
-	// opened, if set, is told the compaction ID of each file opened (see
-	// inspect), so that the packs of a replaced file are let go.
+	// opened, if set, is told the compaction ID of each file opened, so
+	// that the packs of a replaced file are let go.
 	opened func(gen string)
 
 	mu       sync.Mutex
@@ -67,8 +65,8 @@ func (h *handles) notify() {
 	h.changed = make(chan struct{})
 }
 
-// acquire returns a handle for one operation, writable if write is set.
-// The caller must release it.
+// acquire returns a handle for one operation, writable if write is set;
+// the caller must release it.
 func (h *handles) acquire(ctx context.Context, write bool) (*bolt.DB, error) {
 	if write && h.readOnly {
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, h.path)
@@ -180,7 +178,6 @@ func (h *handles) exclusive(ctx context.Context, fn func(*bolt.DB) error) error 
 	return err
 }
 
-// release ends one operation on db.
 func (h *handles) release(db *bolt.DB) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -226,8 +223,7 @@ func (h *handles) closeDB() {
 	h.db = nil
 }
 
-// close refuses new operations, waits for the running ones and closes the
-// handle.
+// close refuses new operations, waits for the running ones, and closes.
 func (h *handles) close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -295,9 +291,8 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				}
 			}
 			if err == nil && gone {
-				// Compact replaced the file: its successor is at the
-				// path now, unless the compaction stopped before the
-				// rename.
+				// Compact replaced the file: its successor is at the path, unless
+				// the compaction stopped before the rename.
 				db.Close()
 				if replaced {
 					return nil, fmt.Errorf("cannot open %s: %w", h.path, ErrInterrupted)
@@ -352,11 +347,9 @@ func inspect(db *bolt.DB) (retired bool, gen string) {
 	return retired, gen
 }
 
-// allocSize is how much a writable handle grows the file by when it must:
-// bbolt's default, 16 MiB, is a third of a small archive, all of it
-// counted by ls and by a copy. A sixty-fourth of the file (at least 1 MiB,
-// at most bbolt's default) costs a growth, a truncate and an fsync, every
-// few dozen batches, and never more than 1.6% of the file.
+// allocSize is how much a writable handle grows the file by: a
+// sixty-fourth of it, between 1 MiB and bbolt's default, as that default
+// (16 MiB) is much of a small archive, counted by ls and by a copy.
 func allocSize(db *bolt.DB) int {
 	var size int64
 	if fi, err := os.Stat(db.Path()); err == nil {

@@ -1,13 +1,10 @@
 package boltstore
 
 // Moves (store.Store.Move). A move, in one write transaction, records the
-// message's new list in the moves bucket under the message's key (the
-// record in its pack keeps the list it was stored with: records are
-// written once) and appends the move to the change feed: an entry of the
-// key, the byte 'm', the time of the move in Unix nanoseconds (8 bytes)
-// and the list, so that a follower reading the feed from its start sees
-// every move of a message in turn. Get reads the moves bucket after the
-// message's locator, in the same transaction.
+// message's new list in the moves bucket (its record keeps the list it was
+// stored with: records are written once) and appends the move to the
+// change feed: the key, the byte 'm', the time in Unix nanoseconds (8
+// bytes) and the list, so that a follower sees every move in turn.
 
 import (
 	"context"
@@ -22,9 +19,9 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// bucketMoves holds the latest move of each moved message: key: the
-// packed number, 8 bytes; value: record.MarshalMove. Created by the first
-// move, which sets the format to formatMoves.
+// bucketMoves holds the latest move of each moved message under its
+// packed number (value: record.MarshalMove). The first move creates it and
+// sets formatMoves.
 var bucketMoves = []byte("moves")
 
 // moveTag follows the key in a change feed entry that is a move.
@@ -50,8 +47,7 @@ func decodeMoveEntry(codec *callnumber.Codec, v []byte) (store.Move, error) {
 	return m, nil
 }
 
-// moveOf returns the latest move of n (whose key is key) read in tx, or
-// nil.
+// moveOf returns the latest move of n (key key) read in tx, or nil.
 func moveOf(tx *bolt.Tx, n callnumber.Number, key [8]byte) (*store.Move, error) {
 	b := tx.Bucket(bucketMoves)
 	if b == nil {
@@ -86,7 +82,7 @@ func (s *Store) RecordMove(ctx context.Context, m store.Move) (store.Move, error
 	return got, nil
 }
 
-// move moves want.Number to want.List: with given, at want.Moved
+// move moves want.Number to want.List: at want.Moved if given
 // (RecordMove), else now (Move).
 func (s *Store) move(ctx context.Context, want store.Move, given bool) (store.Move, error) {
 	n := want.Number

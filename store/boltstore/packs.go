@@ -2,32 +2,26 @@ package boltstore
 
 // Packs: where the message records of a format 3 file live.
 //
-// A bbolt leaf page holds whole values: a page's tail that the next record
-// does not fit in is lost, a record larger than a page takes whole pages,
-// and every bucket, the meta and the freelist take a page of their own.
-// With compressed records of 1 to 10 KiB that costs a fifth of the store
-// on 4 KiB pages, and even on 64 KiB pages (DefaultPageSize before packs)
-// the compacted linux-mips sample lost 3.0 MB of 19.8 to it, 0.074 bytes
-// per input byte. So records are appended, end to end, to pack files
-// beside the bbolt file, and the messages bucket holds for each message a
-// locator: which pack, where, how long. The bbolt file keeps the indexes
-// and locators only, in small pages.
+// A bbolt leaf page holds whole values, so the tails of pages that the
+// next record does not fit in are lost, and compressed records of a few
+// KiB lose much of the store that way. So records are appended end to end
+// to pack files beside the bbolt file, and the messages bucket holds a
+// locator for each (pack, offset, length); the bbolt file keeps small
+// values only, in small pages.
 //
-// A pack is DIR/NAME.packs/ID.pack (packDir), ID 16 hex digits, random,
-// so that a compaction's new packs never meet the old ones. The packs
-// bucket lists a file's packs with the length of each that its
-// transactions have committed; meta "pack" names the one new records go
-// to, until it reaches maxPackSize.
+// A pack is DIR/NAME.packs/ID.pack (packDir), its ID random so that a
+// compaction's new packs never meet the old ones. The packs bucket lists a
+// file's packs with the length of each that committed transactions wrote;
+// meta "pack" names the one new records go to, until maxPackSize.
 //
-// Writing a batch (within its bbolt write transaction, whose lock keeps
-// other writers out): the records are written at the pack's committed
-// length, the pack is synced, the locators and the new length go into
-// the transaction, which commits (synced). A crash before the commit
-// leaves bytes past the committed length, which nothing references and
-// the next batch writes over. Bytes below it never change, so a reader
-// reads them without a lock of their own; it reads them within a read
-// transaction of the file that references them, whose shared lock keeps
-// a compaction from deleting the pack meanwhile (compact.go).
+// A batch, within its write transaction (whose lock keeps other writers
+// out), writes its records at the pack's committed length, syncs the pack,
+// and puts the locators and the new length in the transaction, which
+// commits. A crash before the commit leaves bytes past the committed
+// length, which nothing references and the next batch writes over. Bytes
+// below it never change, so readers need no lock of their own; they read
+// within a read transaction of the file, whose shared lock keeps a
+// compaction from deleting the pack meanwhile.
 
 import (
 	"bytes"
@@ -46,9 +40,8 @@ import (
 )
 
 const (
-	// locatorTag is the first byte of a locator in the messages bucket.
-	// Message records begin with their version (1 or 2), so a value is
-	// told apart by it: a format 2 file's records stay where they are.
+	// locatorTag is the first byte of a locator. Records begin with their
+	// version (1 or 2), so a format 2 file's inline records are told apart.
 	locatorTag = 0x80
 	// packIDLen is the length of a pack's ID.
 	packIDLen = 8
@@ -57,8 +50,7 @@ const (
 )
 
 // maxPackSize is the size at which a writer starts a new pack: small
-// enough for a backup to copy a file in a few seconds, large enough that an
-// archive has few of them. (A variable for tests.)
+// enough for a backup to copy one quickly. (A variable for tests.)
 var maxPackSize uint64 = 1 << 30
 
 var (
@@ -66,7 +58,6 @@ var (
 	keyPack     = []byte("pack")
 )
 
-// packID names a pack.
 type packID [packIDLen]byte
 
 func (id packID) String() string { return hex.EncodeToString(id[:]) }
@@ -77,8 +68,7 @@ func newPackID() packID {
 	return id
 }
 
-// packDir is the directory of the packs of the bbolt file at path:
-// messages.db's are in messages.packs.
+// packDir is the directory of the packs of the bbolt file at path.
 func packDir(path string) string {
 	return strings.TrimSuffix(path, ".db") + ".packs"
 }
@@ -117,8 +107,8 @@ func parseLocator(v []byte) (locator, error) {
 	return l, nil
 }
 
-// packs keeps a Store's open pack files. Files are opened on first use
-// and kept open; forget closes those of packs a replaced file listed.
+// packs keeps a Store's pack files open once used; forget closes those a
+// replaced file listed.
 type packs struct {
 	dir      string
 	readOnly bool
@@ -134,7 +124,6 @@ func newPacks(dir string, readOnly bool) *packs {
 
 func (p *packs) path(id packID) string { return filepath.Join(p.dir, id.String()+packExt) }
 
-// file returns the open file of pack id.
 func (p *packs) file(id packID) (*os.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,9 +158,8 @@ func (p *packs) create(id packID) error {
 	return syncDir(p.dir)
 }
 
-// generation closes the files of the packs of an earlier file when the
-// store's file is not the one they were opened for (a compaction has
-// replaced it): they are deleted, and would hold their space while open.
+// generation closes the packs of a file a compaction has replaced: they
+// are deleted, and would hold their space while open.
 func (p *packs) generation(gen string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -197,9 +185,8 @@ func (p *packs) close() error {
 	return p.closeLocked()
 }
 
-// read returns the record l locates, reading it in tx (see the file's
-// doc): the pack must be one tx's file lists, and the record within its
-// committed length.
+// read returns the record l locates, reading it in tx: the pack must be
+// one tx's file lists, and the record within its committed length.
 func (p *packs) read(tx *bolt.Tx, l locator) ([]byte, error) {
 	committed, ok := packLength(tx, l.pack)
 	if !ok {
@@ -222,7 +209,6 @@ func (p *packs) read(tx *bolt.Tx, l locator) ([]byte, error) {
 	return b, nil
 }
 
-// packLength returns the committed length of pack id in tx's file.
 func packLength(tx *bolt.Tx, id packID) (uint64, bool) {
 	b := tx.Bucket(bucketPacks)
 	if b == nil {
@@ -235,8 +221,8 @@ func packLength(tx *bolt.Tx, id packID) (uint64, bool) {
 	return binary.BigEndian.Uint64(v), true
 }
 
-// packWriter appends the records of one write transaction to the current
-// pack, and commits their length in that transaction.
+// packWriter appends one write transaction's records to the current pack,
+// and commits their length in that transaction.
 type packWriter struct {
 	p    *packs
 	tx   *bolt.Tx
@@ -245,19 +231,16 @@ type packWriter struct {
 	f    *os.File
 	n    uint64 // bytes written at at
 	open bool
-	// noSync leaves syncing the pack to the caller (a compaction syncs
-	// its copy once, before it is used).
+	// noSync leaves syncing to the caller (a compaction syncs its copy once).
 	noSync bool
 }
 
-// writer returns a packWriter for tx: new records go to the current pack,
-// or to a new one if there is none or it is full.
 func (p *packs) writer(tx *bolt.Tx) *packWriter {
 	return &packWriter{p: p, tx: tx}
 }
 
-// add writes rec to the pack and returns its locator. The record is
-// durable only after sync.
+// add writes rec to the pack and returns its locator; it is durable
+// only after commit.
 func (w *packWriter) add(rec []byte) ([]byte, error) {
 	if !w.open || w.at+w.n+uint64(len(rec)) > maxPackSize && w.at+w.n > 0 {
 		if err := w.next(uint64(len(rec))); err != nil {
@@ -272,15 +255,13 @@ func (w *packWriter) add(rec []byte) ([]byte, error) {
 	return appendLocator(nil, l), nil
 }
 
-// next commits what was written to the pack in use, if any, and moves to
-// the current pack, or a new one when there is none or need bytes would
-// take it past maxPackSize.
+// next commits what was written to the pack in use, and moves to the
+// current pack, or a new one when need bytes would take it past maxPackSize.
 func (w *packWriter) next(need uint64) error {
 	if w.open {
 		if err := w.commit(); err != nil {
 			return err
 		}
-		// The current pack is full: start another.
 		return w.start()
 	}
 	w.open = true
@@ -305,7 +286,6 @@ func (w *packWriter) next(need uint64) error {
 	return nil
 }
 
-// start makes a new pack current.
 func (w *packWriter) start() error {
 	id := newPackID()
 	if err := w.p.create(id); err != nil {
@@ -329,8 +309,7 @@ func (w *packWriter) start() error {
 	return nil
 }
 
-// commit syncs what was written to the pack in use and records its new
-// length in the transaction.
+// commit syncs the pack in use and records its new length in the transaction.
 func (w *packWriter) commit() error {
 	if !w.open || w.n == 0 {
 		return nil
@@ -345,7 +324,6 @@ func (w *packWriter) commit() error {
 	return w.tx.Bucket(bucketPacks).Put(w.id[:], binary.BigEndian.AppendUint64(nil, w.at))
 }
 
-// listedPacks returns the IDs of the packs tx's file lists.
 func listedPacks(tx *bolt.Tx) map[packID]bool {
 	out := map[packID]bool{}
 	if b := tx.Bucket(bucketPacks); b != nil {
@@ -360,9 +338,8 @@ func listedPacks(tx *bolt.Tx) map[packID]bool {
 }
 
 // removeUnlisted deletes the pack files in dir that keep does not list:
-// those of a file a compaction replaced, and those a writer created and
-// then crashed before committing. Call it only where no process can read
-// a file that lists them (compact.go).
+// those of a replaced file, and those of writers that crashed before
+// committing. Call it only where no process can read a file that lists them.
 func removeUnlisted(dir string, keep map[packID]bool) (int, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -405,7 +382,6 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// packBlocks returns the bytes on disk of the pack files in dir.
 func packBlocks(dir string) int64 {
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -17,9 +17,7 @@ import (
 var ErrReadOnly = errors.New("boltstore: store opened read-only")
 
 // openReadOnly opens an existing store at path for reading only. Without
-// writers there is nobody to take turns with: no turnstile. The file is
-// still opened with bbolt's shared lock for each read, which a writer (if
-// one could exist) would wait for.
+// writers there is nobody to take turns with, so no turnstile.
 func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -45,10 +43,9 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 }
 
 // CannotWrite returns nil when this process can write the store at path
-// (the file, if it exists, its turnstile PATH.lock and its packs'
-// directory, or the directory to create them in), or why not: an error wrapping syscall.EROFS on a
-// read-only file system, syscall.EACCES without permission. A store that
-// cannot be written can still be read, with Options.ReadOnly.
+// (the file, its turnstile, its packs' directory, or where they would be
+// created), or why not: an error wrapping syscall.EROFS or syscall.EACCES.
+// A store that cannot be written can still be read, with Options.ReadOnly.
 func CannotWrite(path string) error {
 	for _, p := range writeTargets(path) {
 		if err := access(p); err != nil {
@@ -59,8 +56,7 @@ func CannotWrite(path string) error {
 }
 
 // writeTargets lists what a writable open writes: the file and the lock
-// file where they exist, else the directory where they would be created
-// (or the nearest existing parent of a directory to create).
+// file where they exist, else the nearest existing directory above them.
 func writeTargets(path string) []string {
 	var out []string
 	needDir := false

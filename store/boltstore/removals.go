@@ -2,16 +2,14 @@ package boltstore
 
 // Removals (store.Store.Remove). A removal, in one write transaction,
 // deletes the message's locator and Message-ID index entry, keeps its
-// digest index entry (so that the same bytes are refused from then on),
-// records the removal in the removed bucket under the message's key,
-// appends it to the change feed (an entry of the key and the byte 'r'),
-// and counts the message out. The record's bytes stay in their pack until
-// the next compaction, which copies only the messages still stored: a
-// removal is complete once `resolver compact` has run.
+// digest index entry (so that the same bytes stay refused), records the
+// removal in the removed bucket, appends it to the change feed (the key
+// and the byte 'r') and counts the message out. The record's bytes stay in
+// their pack until the next compaction, which copies only what is stored.
 //
-// A removal holds the maintenance lock (compact.go) for its transaction:
-// a compaction copies the store in many transactions, and would carry a
-// message removed meanwhile into its copy.
+// A removal holds the maintenance lock for its transaction: a compaction
+// copies the store in many transactions, and would carry a message removed
+// meanwhile into its copy.
 
 import (
 	"bytes"
@@ -28,9 +26,9 @@ import (
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
-// bucketRemoved holds the removal records: key: the packed number, 8
-// bytes; value: the record (record.MarshalRemoval). Created by the first
-// removal, which sets the format to formatRemovals.
+// bucketRemoved holds the removal records under the packed number (value:
+// record.MarshalRemoval). The first removal creates it and sets
+// formatRemovals.
 var bucketRemoved = []byte("removed")
 
 // removalTag ends a change feed entry that is a removal.
@@ -38,8 +36,7 @@ const removalTag = 'r'
 
 func isRemovalEntry(v []byte) bool { return len(v) == 9 && v[8] == removalTag }
 
-// removalOf returns the removal record of n (whose key is key) read in
-// tx, or nil.
+// removalOf returns the removal record of n (key key) read in tx, or nil.
 func removalOf(tx *bolt.Tx, n callnumber.Number, key [8]byte) (*store.Removal, error) {
 	b := tx.Bucket(bucketRemoved)
 	if b == nil {
@@ -80,8 +77,8 @@ func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Remov
 	return got, nil
 }
 
-// remove removes the message want.Number: with given, as want says
-// (RecordRemoval), else now, for want.Reason (Remove).
+// remove removes want.Number: as want says if given (RecordRemoval),
+// else now, for want.Reason (Remove).
 func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (store.Removal, error) {
 	n, reason := want.Number, want.Reason
 	if err := store.CheckReason(reason); err != nil {
@@ -193,8 +190,7 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 	return r, err
 }
 
-// Removals implements store.Store: the records in the order they were
-// made (by time, then call number).
+// Removals implements store.Store, by time, then call number.
 func (s *Store) Removals(ctx context.Context) ([]store.Removal, error) {
 	out := []store.Removal{}
 	err := s.view(ctx, func(tx *bolt.Tx) error {

@@ -9,14 +9,9 @@ import (
 	"syscall"
 )
 
-// turnstile is the side file PATH.lock that makes sharing the database fair
-// between processes. bbolt polls for its flock every 50ms, and flock is not
-// fair: a process that reads in a loop would keep a shared lock almost all
-// the time and a writer polling for an exclusive one would starve. So every
-// process that wants to open the database first takes the turnstile's
-// exclusive lock and keeps it until its bbolt open succeeded; a process
-// that sees the turnstile taken stops reusing its open handle and closes
-// it as soon as its running operations end. Waiters thus get in, in turn.
+// turnstile is the side file PATH.lock that makes sharing the database
+// fair between processes (see the package doc): a process holds it while
+// it waits to open the database.
 type turnstile struct {
 	f *os.File // nil for a read-only store: nobody writes, nobody waits
 }
@@ -51,9 +46,8 @@ func (t *turnstile) leave() {
 	syscall.Flock(int(t.f.Fd()), syscall.LOCK_UN)
 }
 
-// othersWaiting reports whether another process holds the turnstile, that
-// is, waits to open the database. It must not be called while this process
-// holds it.
+// othersWaiting reports whether another process holds the turnstile. It
+// must not be called while this process holds it.
 func (t *turnstile) othersWaiting() bool {
 	if t.f == nil {
 		return false

@@ -1,8 +1,6 @@
-// Package batch holds the logic every store backend shares: deciding what
-// a Put does with each message of a batch, and whether a lease may be
-// recorded. Backends supply the lookups; the decisions and the wording of
-// the refusals are made here once, so that bolt and Riak refuse the same
-// batches with the same explanations.
+// Package batch holds the decisions every store backend shares: what a Put
+// does with each message of a batch, and whether a lease may be recorded,
+// so that bolt and Riak refuse the same batches with the same words.
 package batch
 
 import (
@@ -17,8 +15,8 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// Lookup reads what a backend has stored. Backends implement it over a
-// transaction (bolt) or over prefetched values (Riak).
+// Lookup reads what a backend has stored: over a transaction (bolt) or
+// prefetched values (Riak).
 type Lookup interface {
 	// HasLease reports whether a lease is recorded for run.
 	HasLease(ctx context.Context, run uint32) (bool, error)
@@ -26,8 +24,7 @@ type Lookup interface {
 	Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error)
 	// Digest returns the call number indexed under d, and false if none.
 	Digest(ctx context.Context, d store.Digest) (callnumber.Number, bool, error)
-	// Removal returns the removal record of n, or nil if n was not
-	// removed.
+	// Removal returns the removal record of n, or nil.
 	Removal(ctx context.Context, n callnumber.Number) (*store.Removal, error)
 }
 
@@ -37,28 +34,23 @@ type Action uint8
 const (
 	// Write: the message is new; store it and index it.
 	Write Action = iota
-	// Duplicate: a message with the same digest is stored under another
-	// number (or comes earlier in the batch); write nothing.
+	// Duplicate: the digest is stored under another number, or came earlier.
 	Duplicate
-	// Retried: the same bytes are already stored under this very number (a
-	// retried batch); write nothing, though a backend without transactions
-	// may repair the message's indexes.
+	// Retried: the same bytes are stored under this very number already (a
+	// retried batch); a backend without transactions may repair its indexes.
 	Retried
 )
 
-// Plan is the decision for a batch: one Action and one Result per message,
-// in the batch's order, and the decoded fields of every call number.
+// Plan is the decision for a batch, per message in the batch's order.
 type Plan struct {
 	Actions []Action
 	Results []store.Result
 	Fields  []callnumber.Fields
 }
 
-// CheckDigests refuses a batch in which a message's Digest is not
-// DigestOf(Raw) (ErrInvalidMessage). A wrong digest could make a new
-// message pass for a duplicate of another and go unstored, so every backend
-// checks, before Make. It hashes on all CPUs and needs no lock: call it
-// before taking one.
+// CheckDigests refuses a batch in which a Digest is not DigestOf(Raw)
+// (ErrInvalidMessage): a wrong digest could pass a new message off as a
+// duplicate, unstored. It needs no lock: call it before taking one.
 func CheckDigests(msgs []store.Message) error {
 	workers := min(runtime.GOMAXPROCS(0), len(msgs))
 	errs := make([]error, len(msgs))
@@ -83,19 +75,11 @@ func CheckDigests(msgs []store.Message) error {
 }
 
 // Make decides what Put does with msgs, or returns the error that refuses
-// the whole batch. It checks every message before anything is written
-// (digests are checked before, by CheckDigests):
-//
-//   - the number must decode under codec (ErrInvalidMessage);
-//   - the number's run must have a recorded lease (ErrUnknownRun);
-//   - a number given different bytes earlier in the batch or already stored
-//     with different bytes is refused (ErrNumberTaken); the same bytes under
-//     the same number is a retry, reported as a duplicate of that number;
-//   - a digest that came earlier in the batch or is already stored makes the
-//     message a duplicate of that number, Removed if that number was
-//     removed;
-//   - a removed number is never filled again: the bytes it held are a
-//     duplicate (Removed) of it, other bytes are refused (ErrNumberTaken).
+// the whole batch: a number that does not decode (ErrInvalidMessage), a run
+// without a lease (ErrUnknownRun), a number given other bytes than it holds,
+// held before its removal, or got earlier in the batch (ErrNumberTaken).
+// The same bytes under the same number are a retry; a digest seen earlier
+// or stored is a duplicate of that number, Removed if it was removed.
 func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, look Lookup) (Plan, error) {
 	p := Plan{
 		Actions: make([]Action, len(msgs)),
@@ -227,7 +211,6 @@ func CheckLease(bound *store.Binding, old *callnumber.Lease, l callnumber.Lease)
 	return Record, nil
 }
 
-// describe says who held a lease, for error messages.
 func describe(l callnumber.Lease) string {
 	s := l.Program
 	if s == "" {

@@ -1,10 +1,8 @@
 // Package record encodes the values the store backends keep: a message
 // record and the lease and binding records. The bolt and Riak backends
 // share these layouts, so a message moved between them keeps its bytes.
-//
-// A message record is one of two layouts, told apart by its first byte.
-// Every reader reads both; neither is ever rewritten behind a reader's
-// back, and a reader refuses versions it does not know rather than guess.
+// A message record has one of two layouts, told apart by its first byte;
+// readers read both and refuse versions they do not know.
 //
 // # Message record, version 1: uncompressed
 //
@@ -13,10 +11,6 @@
 //	1       32        digest: SHA-256 of the raw bytes, CRLF read as LF
 //	33      8         added: Unix time in nanoseconds, big-endian int64
 //	41      rest      the payload (below), as it is
-//
-// Written by every store before compression existed, and still written for
-// a message that does not get smaller compressed and by a store with
-// compression turned off.
 //
 // # Message record, version 2: compressed
 //
@@ -31,18 +25,10 @@
 //	        rest      the payload, compressed as one zstd frame (RFC 8878;
 //	                  compressions 1 and 2) or one S2 block (3 and 4)
 //
-// A record names the dictionary it was written with, and dictionaries are
-// immutable and never deleted, so a newer dictionary changes nothing for
-// records written before it. Dictionaries are zstd dictionaries; an S2
-// record's is the S2 dictionary made from the zstd dictionary's content
-// (Dictionary.s2Dict). Neither a frame nor a block carries a checksum,
-// nor a meaningful dictionary ID (every dictionary has zstd ID 1): the
-// digest, checked on every read, covers the decoded bytes, and the record
-// header names the dictionary.
-//
-// S2 (github.com/klauspost/compress/s2, Snappy's format extended) is the
-// fastest level's (Fastest): a third of zstd's CPU per message, verifying
-// included, for records a fifth larger; a compaction writes zstd.
+// An S2 record's dictionary is the S2 dictionary of the zstd one's
+// content. Frames and blocks carry no checksum and no meaningful
+// dictionary ID: the digest covers the decoded bytes, and the header names
+// the dictionary, which is never deleted.
 //
 // # Payload
 //
@@ -52,19 +38,13 @@
 //	n         list name bytes
 //	rest      the raw message bytes, exactly as received
 //
-// The raw bytes come last so that they need no length. The Message-ID is
-// compressed with them because it repeats one of their header lines:
-// zstd codes the second occurrence in a few bytes.
+// The raw bytes come last so that they need no length; the Message-ID is
+// compressed with them, which repeat it.
 //
-// # Reading is checked
-//
-// Decoding a message record (Codec.Decode) recomputes the digest of the
-// raw bytes it yields and refuses the record (ErrCorrupt) when it differs
-// from the digest in the header: a damaged record is an error, never
-// other bytes.
-// (The digest reads CRLF as LF, so a carriage return inserted before or
-// removed from before a line feed would go unnoticed; no bit flip does
-// that.)
+// Codec.Decode recomputes the digest of the raw bytes and refuses a record
+// whose digest differs (ErrCorrupt): a damaged record is an error, never
+// other bytes. (As the digest reads CRLF as LF, a CR added or removed
+// before an LF would pass; no bit flip does that.)
 package record
 
 import (
@@ -96,11 +76,9 @@ const (
 	Zstd Compression = 1
 	// ZstdDict: one zstd frame, made with the dictionary the record names.
 	ZstdDict Compression = 2
-	// S2: one S2 block (github.com/klauspost/compress/s2: Snappy's block
-	// format, extended), made without a dictionary.
+	// S2: one S2 block (Snappy's format, extended), without a dictionary.
 	S2 Compression = 3
-	// S2Dict: one S2 block, made with the S2 dictionary of the content of
-	// the zstd dictionary the record names (see Dictionary).
+	// S2Dict: one S2 block, with the S2 dictionary of the record's one.
 	S2Dict Compression = 4
 )
 
@@ -122,8 +100,7 @@ func (c Compression) String() string {
 // wrote, or whose bytes do not match the digest it carries.
 var ErrCorrupt = errors.New("store: corrupt record")
 
-// ErrNoDictionary is returned for a record compressed with a dictionary
-// the store does not have (or that the caller did not supply).
+// ErrNoDictionary: the record's dictionary is not in the store (or given).
 var ErrNoDictionary = errors.New("store: compression dictionary missing")
 
 const (
@@ -141,8 +118,7 @@ type Message struct {
 	Raw       []byte
 }
 
-// Header is what a record says about itself before its payload is
-// decoded.
+// Header is what a record says about itself before its payload.
 type Header struct {
 	Version     uint8
 	Compression Compression // version 2 only
@@ -152,7 +128,6 @@ type Header struct {
 }
 
 // AppendMessage appends the version 1 (uncompressed) record of m to dst.
-// A Codec writes compressed records.
 func AppendMessage(dst []byte, m Message) []byte {
 	dst = append(dst, Version1)
 	dst = append(dst, m.Digest[:]...)
@@ -182,7 +157,6 @@ func uvarintLen(n int) int {
 	return binary.PutUvarint(b[:], uint64(n))
 }
 
-// appendHeader2 appends a version 2 header.
 func appendHeader2(dst []byte, c Compression, dict DictID, m Message) []byte {
 	dst = append(dst, Version2, byte(c))
 	dst = append(dst, m.Digest[:]...)
@@ -194,7 +168,7 @@ func appendHeader2(dst []byte, c Compression, dict DictID, m Message) []byte {
 }
 
 // ParseHeader reads the header of a message record and returns it with
-// the payload that follows, still encoded.
+// the still encoded payload.
 func ParseHeader(b []byte) (Header, []byte, error) {
 	if len(b) == 0 {
 		return Header{}, nil, fmt.Errorf("%w: empty value", ErrCorrupt)
@@ -235,22 +209,16 @@ func ParseHeader(b []byte) (Header, []byte, error) {
 	return h, rest, nil
 }
 
-// DecodeMessage decodes a message record that needs no dictionary
-// (version 1, or version 2 without one), without checking its digest: a
-// record may hold the digest of raw bytes kept elsewhere (a Riak pack
-// keeps a large message's record without its bytes). To read a message,
-// use Codec.Decode, which checks it. A record compressed with a
-// dictionary needs a Codec and the dictionary: this returns
-// ErrNoDictionary for it. The returned Raw may alias b.
+// DecodeMessage decodes a record that needs no dictionary without checking
+// its digest, for a record whose raw bytes are kept elsewhere (a Riak
+// pack's); Codec.Decode checks it. The returned Raw may alias b.
 func DecodeMessage(b []byte) (Message, error) {
 	return defaultCodec.decode(b, nil, false)
 }
 
-// defaultCodec decodes records without a dictionary for DecodeMessage. Its
-// zstd decoder is created on first use and never changes.
+// defaultCodec decodes records without a dictionary for DecodeMessage.
 var defaultCodec = &Codec{}
 
-// decodePayload reads the fields of a decoded payload into m.
 func decodePayload(m *Message, p []byte) error {
 	var err error
 	if m.MessageID, p, err = field(p, "Message-ID"); err != nil {
@@ -263,7 +231,6 @@ func decodePayload(m *Message, p []byte) error {
 	return nil
 }
 
-// verify checks that m's raw bytes have the digest the record carries.
 func verify(m Message, h Header) error {
 	if d := store.DigestOf(m.Raw); d != m.Digest {
 		what := fmt.Sprintf("version %d", h.Version)
@@ -327,8 +294,7 @@ func UnmarshalBinding(b []byte) (store.Binding, error) {
 	return store.Binding(v), nil
 }
 
-// MarshalLease returns the JSON record of l without its key: a store
-// keeps the key once, in its binding.
+// MarshalLease returns the JSON record of l without its key, which the binding holds.
 func MarshalLease(l callnumber.Lease) []byte {
 	l.Key = shuffle.Key{}
 	out, err := json.Marshal(l)
@@ -355,8 +321,7 @@ type removalJSON struct {
 	Reason       string    `json:"reason,omitempty"`
 }
 
-// MarshalRemoval encodes a removal record (its number is the key it is
-// kept under).
+// MarshalRemoval encodes a removal record (kept under its number).
 func MarshalRemoval(r store.Removal) []byte {
 	j := removalJSON{Digest: r.Digest.String(), Removed: r.Removed.UTC(), Reason: r.Reason}
 	if r.MessageIDSum != ([32]byte{}) {
@@ -400,8 +365,8 @@ type moveJSON struct {
 	Slot uint64 `json:"slot,omitempty"`
 }
 
-// MarshalMove encodes a move record (its number is the key it is kept
-// under), with the ledger slot of its entry (0 where there is none).
+// MarshalMove encodes a move record (kept under its number) with the
+// ledger slot of its entry, 0 where there is none.
 func MarshalMove(m store.Move, slot uint64) []byte {
 	out, err := json.Marshal(moveJSON{List: m.List, Moved: m.Moved.UTC(), Slot: slot})
 	if err != nil {
@@ -410,8 +375,7 @@ func MarshalMove(m store.Move, slot uint64) []byte {
 	return out
 }
 
-// UnmarshalMove decodes a move record of the message n, and the ledger
-// slot it names.
+// UnmarshalMove decodes a move record of the message n, and its ledger slot.
 func UnmarshalMove(n callnumber.Number, b []byte) (store.Move, uint64, error) {
 	var j moveJSON
 	if err := json.Unmarshal(b, &j); err != nil {

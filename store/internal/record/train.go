@@ -11,37 +11,30 @@ import (
 
 // Training a dictionary: which bytes of the samples go into it.
 //
-// Train selects the dictionary's content the way zstd's own trainer does
-// (fastCover, from "Effective construction of Relative Lempel-Ziv
-// dictionaries", Liao, Petri, Moffat, Wirth, WWW 2016): it counts in how
-// many samples each 8-byte string (d-mer) occurs, then repeatedly picks
-// the 256-byte segment of the samples whose distinct d-mers are worth
-// most, appends it to the dictionary, and forgets the d-mers it covers,
-// so that nothing is learnt twice. The samples are cut into epochs and
-// each epoch gives a segment in turn, so that the dictionary draws on all
-// of them. Strings that occur in one sample only are worth nothing. Then
-// zstd.BuildDict adds the entropy tables.
-//
-// On the linux-mips sample it beats github.com/klauspost/compress/dict
-// (messages under 16 KiB compress to 0.385 of their size with a
-// dictionary learnt from 2 MB, against 0.397), takes a fifth of the time
-// or less, and, unlike it, gives the same dictionary for the same samples:
-// two writers that train on the same messages store one dictionary.
+// Train selects the dictionary's content as zstd's own trainer does
+// (fastCover, after Liao, Petri, Moffat and Wirth, "Effective construction
+// of Relative Lempel-Ziv dictionaries", WWW 2016): it counts in how many
+// samples each 8-byte string (d-mer) occurs, then repeatedly appends the
+// 256-byte segment whose distinct d-mers are worth most and forgets the
+// d-mers it covers, so that nothing is learnt twice. Epochs of the samples
+// take turns, so that the dictionary draws on all of them; a string of one
+// sample only is worth nothing. zstd.BuildDict then adds the entropy tables.
+// Unlike github.com/klauspost/compress/dict, it gives the same dictionary
+// for the same samples: two writers training on the same messages store one.
 const (
 	coverSegment = 256 // k: bytes per selected segment
 	coverDmer    = 8   // d: bytes per counted string
 	coverHashLog = 20  // the counters' table has 2^20 entries
 	coverPasses  = 4   // segments each epoch gives, about
-	// statsBytes bounds the samples zstd.BuildDict compresses to learn
-	// the entropy tables: a megabyte is plenty, and it takes time.
+	// statsBytes bounds the samples zstd.BuildDict compresses to learn the
+	// entropy tables: more takes time and teaches little.
 	statsBytes = 1 << 20
 	// minContent is the least content worth a dictionary.
 	minContent = 1 << 10
 )
 
-// Train builds a dictionary from samples, the raw bytes of stored
-// messages (those over MaxSample are left out). It fails when the samples
-// share too little to learn from, and stops early when ctx ends.
+// Train builds a dictionary from samples, the raw bytes of stored messages
+// (those over MaxSample left out), failing if they share too little.
 func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 	var in [][]byte
 	total := 0
@@ -61,7 +54,7 @@ func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 	if len(content) < minContent {
 		return nil, fmt.Errorf("cannot train a dictionary: %d messages share only %d bytes worth learning", len(in), len(content))
 	}
-	// Every other sample, or fewer, up to statsBytes, spread over all.
+	// About statsBytes of samples, spread over all.
 	var stats [][]byte
 	step := max(1, total/statsBytes)
 	for i := 0; i < len(in); i += step {
@@ -69,9 +62,8 @@ func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			// zstd.BuildDict indexed out of range on a 467 KB sample of
-			// the corpus (samples are smaller now): a failed training
-			// must cost nothing but the dictionary.
+			// zstd.BuildDict has panicked (index out of range) on a large
+			// sample: a failed training must cost nothing but the dictionary.
 			b, err = nil, fmt.Errorf("cannot train a dictionary: zstd.BuildDict failed: %v", r)
 		}
 	}()
@@ -90,13 +82,9 @@ func Train(ctx context.Context, samples [][]byte) (b []byte, err error) {
 
 const noDmer = ^uint32(0)
 
-// coverContent returns at most size bytes of the samples, chosen as the
-// package doc says; the most valuable segment comes last, where zstd
-// reaches it with the shortest offsets. Besides the samples it needs 6
-// MiB of counters, whatever their size, and the d-mer hashes of one epoch
-// (4 bytes a position: 72 KiB of 2 MB of samples), which it hashes once
-// each time it visits the epoch (hashing each d-mer as the window reached
-// it, left it and was reset took twice the time). At most 65,535 samples.
+// coverContent returns at most size bytes of the samples, chosen as the top
+// of this file says, the best segment last, where zstd reaches it with the
+// shortest offsets. At most 65,535 samples.
 func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, error) {
 	samples = samples[:min(len(samples), 1<<16-1)]
 	// Positions run through the samples end to end: sample si covers
@@ -107,11 +95,10 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 		total += len(s)
 		ends[i] = total
 	}
-	// cnt[h] holds two counters of the d-mers of hash h: in its low 16
-	// bits in how many samples they occur (at most 65,535), in its high
-	// 16 bits how many times they are in the window at hand (at most
-	// coverSegment). One table rather than two: the window's scan, which
-	// is most of the time, then misses the cache once per d-mer, not twice.
+	// cnt[h] holds two counters of the d-mers of hash h: in its low 16 bits
+	// in how many samples they occur, in its high 16 bits how many times they
+	// are in the window at hand. One table, so the window's scan misses the
+	// cache once per d-mer, not twice.
 	cnt := make([]uint32, 1<<coverHashLog)
 	seen := make([]uint16, 1<<coverHashLog) // the last sample counted, + 1
 	for si, s := range samples {
@@ -160,8 +147,7 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 
 	dict := make([]byte, size)
 	free := size // dict[free:] is filled
-	// hashes holds the d-mers of the epoch at hand, hashed once per visit:
-	// hashes[i-begin] is the one at position i.
+	// hashes[i-begin] is the hash of the d-mer at position i of the epoch.
 	hashes := make([]uint32, epochSize+epochs)
 	for epoch, barren := 0, 0; free > 0 && barren < epochs; epoch = (epoch + 1) % epochs {
 		if err := ctx.Err(); err != nil {
@@ -170,9 +156,8 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 		begin, end := epoch*epochSize, min((epoch+1)*epochSize, total)
 		hs := hashDmers(samples, ends, begin, end, hashes)
 		h := func(i int) uint32 { return hs[i-begin] }
-		// The window [lo, hi] of at most coverSegment-coverDmer+1
-		// d-mers with the greatest sum of frequencies over its distinct
-		// d-mers.
+		// The window of at most coverSegment-coverDmer+1 d-mers with the
+		// greatest sum of frequencies over its distinct d-mers.
 		var score, best uint64
 		bestAt := -1
 		lo := begin
@@ -240,8 +225,8 @@ func coverContent(ctx context.Context, samples [][]byte, size int) ([]byte, erro
 }
 
 // hashDmers returns the d-mer hashes of positions [begin, end) of the
-// samples end to end (noDmer where no d-mer starts within one sample),
-// in buf if it is large enough.
+// samples end to end (noDmer where none starts within one sample), in buf
+// if large enough.
 func hashDmers(samples [][]byte, ends []int, begin, end int, buf []uint32) []uint32 {
 	if cap(buf) < end-begin {
 		buf = make([]uint32, end-begin)

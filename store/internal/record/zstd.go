@@ -15,39 +15,29 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Compression parameters. They decide only how records are written; a
-// reader needs none of them, so they can change without a new version.
+// Compression parameters. Only writers use them: they can change without a
+// new record version.
 const (
-	// MaxPayload is the largest payload compressed: a larger message is
-	// written uncompressed (version 1), and a decoder refuses a frame
-	// that would decode to more (a damaged size field must not allocate
-	// gigabytes). The archive refuses messages over 64 MiB anyway.
+	// MaxPayload is the largest payload compressed, and the most a decoder
+	// lets a frame decode to: a damaged size field must not allocate gigabytes.
 	MaxPayload = 256 << 20
 	// LargeMessage is the payload size from which a message is compressed
-	// without the dictionary at zstd's default level. A dictionary matters
-	// for small messages, whose every header line it knows; for a large
-	// one (a patch series, an attachment) it hardly does, and the default
-	// level's higher per-message cost is then small beside the message's
-	// own. (On the corpus's messages over 64 KiB, a quarter of its bytes:
-	// 0.579 of their size at the fastest level, 0.572 at the default one,
-	// 0.568 at the better one, which cost as much CPU as all the small
-	// messages together.)
+	// without the dictionary: a dictionary knows a small message's header
+	// lines, but hardly matters to a patch series or an attachment.
 	LargeMessage = 64 << 10
 	// DictSize is the largest dictionary Train builds.
 	DictSize = 112 << 10
-	// MaxSample is the largest message Train learns from: attachments
-	// teach a dictionary nothing, and the trainer's cost grows with them.
+	// MaxSample is the largest message Train learns from: attachments teach
+	// a dictionary nothing, and the trainer's cost grows with them.
 	MaxSample = 64 << 10
-	// zstdDictID is the zstd dictionary ID of every dictionary: frames
-	// then spend one byte on it. Which dictionary a record needs is said
-	// by its header (a DictID), not by the frame.
+	// zstdDictID is the zstd dictionary ID of every dictionary, so frames
+	// spend one byte on it: a record's header names its dictionary.
 	zstdDictID = 1
 )
 
 // DictID names a dictionary: the first 8 bytes of the SHA-256 of its
-// bytes. Dictionaries are content-addressed: two processes that train at
-// once store two dictionaries under two IDs, or one if they trained the
-// same bytes, and a dictionary read back is checked against its ID.
+// bytes, so that a dictionary read back is checked against its ID and two
+// processes training the same bytes store one.
 type DictID [dictIDLen]byte
 
 // IDOf returns the ID of the dictionary b.
@@ -73,39 +63,25 @@ func ParseDictID(s string) (DictID, error) {
 // IsZero reports whether id is the zero ID, which names no dictionary.
 func (id DictID) IsZero() bool { return id == DictID{} }
 
-// Level is how hard a record is compressed: how much CPU is spent for how
-// few bytes. Readers need not know it.
+// Level is how hard a record is compressed. Readers need not know it.
 type Level int
 
 const (
-	// Fastest is the level of records a bolt store writes as messages
-	// arrive: S2 for messages under LargeMessage (with the dictionary's
-	// content, given one), zstd's fastest level for larger ones. Of the
-	// linux-mips sample's messages under 64 KiB, S2 takes 25 µs each on
-	// one core, verifying included, for 0.48 of their size with a
-	// dictionary (0.56 without); zstd's fastest takes 50-75 µs for 0.36
-	// (0.43): what keeps an import into bbolt at half the speed of writing
-	// the messages uncompressed or better. A compaction then rewrites
-	// them at Strong.
+	// Fastest is S2 for messages under LargeMessage (with the dictionary's
+	// content), zstd's fastest level for larger ones: a bolt store's records
+	// as messages arrive, until a compaction rewrites them at Strong.
 	Fastest Level = iota
 	// Fast is zstd's fastest level.
 	Fast
-	// Default is zstd's default level (on the linux-mips sample's
-	// messages under 64 KiB, with a dictionary: 3% smaller than Fast,
-	// for three times its CPU).
+	// Default is zstd's default level.
 	Default
-	// Strong is the level of records a compaction writes, and a Riak
-	// store's, which are never compacted and whose import the cluster
-	// rather than the importer's CPU bounds: zstd's "better" level, a
-	// tenth smaller than Fast for about six times the CPU (on the
-	// linux-mips sample's messages under 64 KiB, with a dictionary: 0.286
-	// of their size against 0.314, 15-30 MB/s against 100-170 per core).
+	// Strong is zstd's "better" level: what a compaction writes, and a Riak
+	// store, whose import the cluster rather than the importer's CPU bounds.
 	Strong
 )
 
-// Dictionary is a zstd dictionary (RFC 8878 section 5) that records are
-// compressed with. Its coders are created on first use; it is safe for
-// concurrent use.
+// Dictionary is a zstd dictionary (RFC 8878 section 5), safe for
+// concurrent use; its coders are created on first use.
 type Dictionary struct {
 	ID    DictID
 	Bytes []byte
@@ -119,9 +95,8 @@ type Dictionary struct {
 	s2      *s2.Dict // nil: its content is too small
 }
 
-// s2Dict returns the S2 dictionary made from d's content (at most the
-// last 64 KiB of it, where a trained dictionary keeps the most valuable
-// content), or nil if d has too little content for one.
+// s2Dict returns the S2 dictionary of the last 64 KiB of d's content
+// (where a trained dictionary keeps its best), or nil if there is too little.
 func (d *Dictionary) s2Dict() *s2.Dict {
 	d.s2Once.Do(func() {
 		info, err := zstd.InspectDictionary(d.Bytes)
@@ -134,8 +109,7 @@ func (d *Dictionary) s2Dict() *s2.Dict {
 }
 
 // NewDictionary checks that b is a zstd dictionary this package can use
-// and returns it. It keeps b. (A dictionary read from a store is checked
-// with CheckDictionary.)
+// and returns it, keeping b. A stored one is read with CheckDictionary.
 func NewDictionary(b []byte) (*Dictionary, error) {
 	d := &Dictionary{ID: IDOf(b), Bytes: b}
 	info, err := zstd.InspectDictionary(b)
@@ -151,10 +125,9 @@ func NewDictionary(b []byte) (*Dictionary, error) {
 	return d, nil
 }
 
-// CheckDictionary returns the Dictionary of b, as a store keeps it (see
-// StoredDict), if it is the dictionary named id: a damaged dictionary, or
-// another one under its name, is refused here, before it can decode
-// anything.
+// CheckDictionary returns the Dictionary of b, in its stored form (see
+// StoredDict), if it is the dictionary named id: a damaged or misnamed
+// dictionary is refused before it can decode anything.
 func CheckDictionary(id DictID, b []byte) (*Dictionary, error) {
 	if bytes.HasPrefix(b, zstdMagic) {
 		d, err := storedDictDecoder()
@@ -195,25 +168,20 @@ func (d *Dictionary) encoder(l Level) (*zstd.Encoder, error) {
 	return d.enc[l], nil
 }
 
-// ReleaseEncoder lets go of the dictionary's encoders (a few MiB of
-// tables and buffers each), once nothing compresses with it any more:
-// when a newer dictionary has become current, or a compaction is done
-// with it. An encoding under way keeps its encoder until it is done; a
-// later one makes a new one.
+// ReleaseEncoder lets go of the dictionary's encoders once nothing compresses
+// with it any more; a later encoding makes a new one.
 func (d *Dictionary) ReleaseEncoder() {
 	d.encMu.Lock()
 	defer d.encMu.Unlock()
 	d.enc = [Strong + 1]*zstd.Encoder{}
 }
 
-// zstdMagic begins every zstd frame (RFC 8878 section 3.1.1); a
-// dictionary begins with another (section 5).
+// zstdMagic begins every zstd frame (RFC 8878 section 3.1.1).
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
-// StoredDict returns the form a store keeps dictionary b in: compressed,
-// as a zstd frame (a dictionary is mostly text, and halves), or b itself
-// if that is not smaller. CheckDictionary reads either, and so dictionaries
-// stored before they were compressed.
+// StoredDict returns the form a store keeps dictionary b in: a zstd frame
+// (a dictionary is mostly text), or b itself if that is not smaller.
+// CheckDictionary reads either.
 func StoredDict(b []byte) []byte {
 	enc, err := storedDictEncoder()
 	if err != nil {
@@ -248,9 +216,8 @@ func storedDictDecoder() (*zstd.Decoder, error) {
 	return dictDec, dictCodeErr
 }
 
-// concurrency is how many records one coder works on at once: as many as
-// there are CPUs to run them, within reason (each encoder of the stronger
-// level holds several MiB of tables).
+// concurrency is how many records one coder works on at once: one per CPU,
+// within reason, as each stronger encoder holds several MiB of tables.
 func concurrency() int { return min(runtime.GOMAXPROCS(0), 16) }
 
 func decoderOptions(more ...zstd.DOption) []zstd.DOption {
@@ -264,17 +231,14 @@ func encoderOptions(level zstd.EncoderLevel, more ...zstd.EOption) []zstd.EOptio
 	return append([]zstd.EOption{
 		zstd.WithEncoderLevel(level),
 		zstd.WithEncoderCRC(false), // the digest covers the decoded bytes
-		// Huffman-code literals at the fastest level too: base64
-		// attachments shrink to 0.58 of their size instead of 0.70, and
-		// the encoder is no slower for it.
+		// Huffman-code literals at the fastest level too: base64 attachments
+		// shrink much more, at no cost in speed.
 		zstd.WithAllLitEntropyCompression(true),
 	}, more...)
 }
 
-// smallOptions are those of the encoders of messages under LargeMessage:
-// at level l, one per CPU, and a window no larger than they are (an
-// encoder keeps a history buffer of twice its window: 16 MiB each by
-// default).
+// smallOptions are those of the encoders of messages under LargeMessage,
+// with a small window: an encoder keeps a history of twice its window.
 func smallOptions(l Level, more ...zstd.EOption) []zstd.EOption {
 	level := zstd.SpeedFastest // Fastest, Fast
 	switch l {
@@ -290,12 +254,8 @@ func smallOptions(l Level, more ...zstd.EOption) []zstd.EOption {
 	}, more...)...)
 }
 
-// largeOptions are those of the encoders of large messages: the fastest
-// level (Fastest), the default one (Fast, Default) or the better one
-// (Strong), a 1 MiB window (matches
-// further back are rare in mail: a large message is mostly an
-// attachment, which has none), one at a time (large messages are few,
-// and it holds 3 MiB of tables and history).
+// largeOptions are those of the encoders of large messages: a 1 MiB window
+// (an attachment has no matches further back), one at a time (they are few).
 func largeOptions(l Level) []zstd.EOption {
 	level := zstd.SpeedDefault
 	switch l {
@@ -311,14 +271,11 @@ func largeOptions(l Level) []zstd.EOption {
 	)
 }
 
-// smallWindow is the window of the encoders of messages under
-// LargeMessage: a power of two above it and its fields.
+// smallWindow is a power of two above LargeMessage and its fields.
 const smallWindow = 2 * LargeMessage
 
-// Codec writes and reads message records. The zero value is ready to
-// use; it creates its zstd coders on first use, and is safe for
-// concurrent use. Create one per store: the coders hold buffers worth
-// reusing.
+// Codec writes and reads message records; the zero value is ready and safe
+// for concurrent use. One per store: its coders hold buffers worth reusing.
 type Codec struct {
 	bufs    sync.Pool // *[]byte: payloads and their decoded copies
 	decOnce sync.Once
@@ -326,7 +283,7 @@ type Codec struct {
 	decErr  error
 	encMu   sync.Mutex
 	small   [Strong + 1]*zstd.Encoder // without a dictionary
-	large   [Strong + 1]*zstd.Encoder // Fastest uses Fast's
+	large   [Strong + 1]*zstd.Encoder // one per level
 }
 
 func (c *Codec) decoder() (*zstd.Decoder, error) {
@@ -334,8 +291,8 @@ func (c *Codec) decoder() (*zstd.Decoder, error) {
 	return c.dec, c.decErr
 }
 
-// encoders returns the zstd encoders of level l for small messages without
-// a dictionary and for large ones, made on first use.
+// encoders returns level l's encoders for small messages without a
+// dictionary and for large ones.
 func (c *Codec) encoders(l Level) (small, large *zstd.Encoder, err error) {
 	c.encMu.Lock()
 	defer c.encMu.Unlock()
@@ -352,8 +309,6 @@ func (c *Codec) encoders(l Level) (small, large *zstd.Encoder, err error) {
 	return c.small[l], c.large[l], nil
 }
 
-// buffer returns a pooled buffer of at least n bytes' capacity; put it
-// back when done.
 func (c *Codec) buffer(n int) *[]byte {
 	if b, ok := c.bufs.Get().(*[]byte); ok && cap(*b) >= n {
 		return b
@@ -373,9 +328,9 @@ func (c *Codec) release(b *[]byte) {
 // pooledBuffer is the largest buffer kept for reuse.
 const pooledBuffer = 2 * LargeMessage
 
-// ErrVerify is returned by Append when a compressed record does not
-// decode to the message it was made from: a compressor bug, caught before
-// anything is stored. The caller can store the message uncompressed.
+// ErrVerify: a compressed record does not decode to its message, a
+// compressor bug caught before anything is stored; the caller can store
+// the message uncompressed.
 var ErrVerify = errors.New("store: compressed record does not decode to its message")
 
 // Append appends the record of m to dst at level Fast (see AppendLevel).
@@ -384,11 +339,9 @@ func (c *Codec) Append(dst []byte, m Message, d *Dictionary) ([]byte, error) {
 }
 
 // AppendLevel appends the record of m to dst: compressed (version 2) at
-// level l with d if d is not nil and m is small (see LargeMessage),
-// without a dictionary otherwise, or uncompressed (version 1) when
-// compressing does not make it smaller. Every compressed record is
-// decoded again and compared with m before it is returned: what is
-// stored is known to read back.
+// level l, with d if given and m is under LargeMessage, or uncompressed
+// (version 1) when that is not smaller. A compressed record is decoded and
+// compared with m before it is returned, so what is stored reads back.
 func (c *Codec) AppendLevel(dst []byte, m Message, d *Dictionary, l Level) ([]byte, error) {
 	size := payloadSize(m)
 	if size > MaxPayload {
@@ -422,8 +375,7 @@ func (c *Codec) AppendLevel(dst []byte, m Message, d *Dictionary, l Level) ([]by
 	}
 	start := len(dst)
 	if dst == nil {
-		// Mail compresses to less than half: room for that, and one
-		// growth for what does not.
+		// Mail compresses to less than half; one growth for what does not.
 		dst = make([]byte, 0, v2HeaderLen+dictIDLen+size/2+64)
 	}
 	dst = appendHeader2(dst, comp, id, m)
@@ -453,7 +405,6 @@ func (c *Codec) AppendLevel(dst []byte, m Message, d *Dictionary, l Level) ([]by
 	return dst, nil
 }
 
-// check decodes frame and compares it with payload.
 func (c *Codec) check(frame, payload []byte, d *Dictionary, comp Compression) error {
 	buf := c.buffer(len(payload))
 	defer c.release(buf)
@@ -468,8 +419,8 @@ func (c *Codec) check(frame, payload []byte, d *Dictionary, comp Compression) er
 	return nil
 }
 
-// decompress appends the payload a record's frame or block holds to dst:
-// compressed as comp, with d if it names one.
+// decompress appends to dst the payload of a frame or block compressed
+// as comp, with d if it names one.
 func decompress(c *Codec, frame, dst []byte, d *Dictionary, comp Compression) ([]byte, error) {
 	switch comp {
 	case S2, S2Dict:
@@ -509,10 +460,8 @@ func decompress(c *Codec, frame, dst []byte, d *Dictionary, comp Compression) ([
 	return dec.DecodeAll(frame, dst)
 }
 
-// Decode decodes a message record of any version and checks its digest.
-// For a record compressed with a dictionary it asks dict for the
-// dictionary the record names; dict may be nil if there is none to
-// offer. The returned Raw may alias b.
+// Decode decodes a message record of any version and checks its digest;
+// dict, which may be nil, supplies the dictionary it names. Raw may alias b.
 func (c *Codec) Decode(b []byte, dict func(DictID) (*Dictionary, error)) (Message, error) {
 	return c.decode(b, dict, true)
 }
@@ -551,8 +500,7 @@ func (c *Codec) decode(b []byte, dict func(DictID) (*Dictionary, error), check b
 	return m, nil
 }
 
-// Current is a store's current dictionary: the one new records are
-// compressed with.
+// Current is a store's current dictionary, which new records use.
 type Current struct {
 	// ID names the dictionary.
 	ID DictID
