@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -389,4 +391,58 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkMessagePage compares a message's page, in its thread, with the
+// message's raw bytes: one client asks for both, in a random order, for
+// b.N random messages of the corpus (cold: the first time), then for the
+// same messages again (cached: the store's pages and the text cache warm).
+// It reports the median of each and their ratio, page/raw.
+func BenchmarkMessagePage(b *testing.B) {
+	a, c, raws := corpusArchive(b)
+	var numbers []string
+	for cn := range raws {
+		numbers = append(numbers, cn)
+	}
+	slices.Sort(numbers)
+	srv := httptest.NewServer(New(a.st, Options{Catalog: c}))
+	defer srv.Close()
+	client := &http.Client{Timeout: time.Minute}
+	fetch := func(path string) time.Duration {
+		start := time.Now()
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("GET %s: %d, %v", path, resp.StatusCode, err)
+		}
+		return time.Since(start)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	picked := make([]string, b.N)
+	for i := range picked {
+		picked[i] = numbers[r.IntN(len(numbers))]
+	}
+	median := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	b.ResetTimer()
+	for _, pass := range []string{"cold", "cached"} {
+		raw, page := make([]time.Duration, b.N), make([]time.Duration, b.N)
+		for i, cn := range picked {
+			if r.IntN(2) == 0 {
+				raw[i], page[i] = fetch("/"+cn+"/raw"), fetch("/"+cn)
+			} else {
+				page[i], raw[i] = fetch("/"+cn), fetch("/"+cn+"/raw")
+			}
+		}
+		rm, pm := median(raw), median(page)
+		b.ReportMetric(float64(rm.Microseconds()), pass+"-raw-µs")
+		b.ReportMetric(float64(pm.Microseconds()), pass+"-page-µs")
+		b.ReportMetric(float64(pm)/float64(rm), pass+"-page/raw")
+	}
 }

@@ -33,10 +33,6 @@ const (
 	// LevelFastest is S2 (zstd's fastest level for messages of 64 KiB or
 	// more).
 	LevelFastest
-	// LevelFast is zstd's fastest level.
-	LevelFast
-	// LevelDefault is zstd's default level.
-	LevelDefault
 	// LevelStrong is zstd's "better" level, which compactions write.
 	LevelStrong
 )

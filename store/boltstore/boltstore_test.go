@@ -50,7 +50,7 @@ func TestConformance(t *testing.T) {
 		// Dictionaries trained as messages are written, as a large
 		// import's are: with S2 (the default level) and with zstd.
 		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}},
-		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelFast}}},
+		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Opener {

@@ -86,7 +86,9 @@ type Options struct {
 	// archive may disagree. Zero means 30 seconds.
 	MaxClockSkew time.Duration
 	// Compression says how messages are compressed. Zero values mean a
-	// Riak store's own defaults (see compression).
+	// Riak store's own defaults: the first dictionary at 250 messages, a
+	// newer one each time the archive doubles, learnt from 1 MiB of the
+	// newest mail, and zstd's stronger level (see compression).
 	Compression store.Compression
 	// Logger receives notes on races and repairs. Nil discards them.
 	Logger *slog.Logger

@@ -184,13 +184,12 @@ func (c *Compressor) encode(m *store.Message, added time.Time, d *record.Diction
 	return b, nil
 }
 
-// recordLevel maps a store's level to the record package's.
+// recordLevel maps a store's level to the record package's; LevelBackend,
+// which a backend replaces with its own before this, is zstd's fastest.
 func recordLevel(l store.CompressionLevel) record.Level {
 	switch l {
 	case store.LevelFastest:
 		return record.Fastest
-	case store.LevelDefault:
-		return record.Default
 	case store.LevelStrong:
 		return record.Strong
 	}

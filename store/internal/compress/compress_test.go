@@ -462,7 +462,7 @@ func TestTrainingFails(t *testing.T) {
 func TestLevel(t *testing.T) {
 	msgs := batch(0, 80)
 	var sizes []int
-	for _, l := range []store.CompressionLevel{store.LevelFast, store.LevelDefault, store.LevelStrong, store.LevelFastest} {
+	for _, l := range []store.CompressionLevel{store.LevelFastest, store.LevelStrong} {
 		m := newMem()
 		c := New(m, store.Compression{TrainAt: -1, Level: l}, nil)
 		recs := m.put(t, c, msgs)
@@ -474,8 +474,8 @@ func TestLevel(t *testing.T) {
 		sizes = append(sizes, n)
 		c.Close()
 	}
-	if !(sizes[2] < sizes[0] && sizes[1] <= sizes[0] && sizes[3] > sizes[0]) {
-		t.Errorf("80 records at the fast, default, strong and fastest levels: %v bytes; want the strong level's smallest, the default's no larger than the fast, the fastest's (S2) largest", sizes)
+	if sizes[1] >= sizes[0] {
+		t.Errorf("80 records at the fastest (S2) and strong (zstd) levels: %v bytes; want the strong level's smaller", sizes)
 	}
 	for _, l := range []store.CompressionLevel{store.LevelBackend, store.CompressionLevel(9)} {
 		if got := recordLevel(l); got != record.Fast {

@@ -73,8 +73,6 @@ const (
 	Fastest Level = iota
 	// Fast is zstd's fastest level.
 	Fast
-	// Default is zstd's default level.
-	Default
 	// Strong is zstd's "better" level: what a compaction writes, and a Riak
 	// store, whose import the cluster rather than the importer's CPU bounds.
 	Strong
@@ -242,8 +240,6 @@ func encoderOptions(level zstd.EncoderLevel, more ...zstd.EOption) []zstd.EOptio
 func smallOptions(l Level, more ...zstd.EOption) []zstd.EOption {
 	level := zstd.SpeedFastest // Fastest, Fast
 	switch l {
-	case Default:
-		level = zstd.SpeedDefault
 	case Strong:
 		level = zstd.SpeedBetterCompression
 	}
