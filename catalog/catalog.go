@@ -19,23 +19,16 @@ import (
 	"modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
 )
 
-// SchemaVersion is the layout of the catalog this package writes, or what
-// goes into it: a catalog of another version is rebuilt by its writer,
-// and refused by a reader (ErrSchema). 3: the text of enclosed messages
-// (message/rfc822 parts) is searched. 4: the numbers of IMAP and NNTP
-// (numbers.go). 5: removals (the removed table; the search index deletes
-// by rowid). 6: subject threading that says why (messages.joined,
-// quotes, sketch), the writer of list-rewritten mail (via), arrival
-// (arrived; threads.last is the last arrival), the lists' addresses,
-// moves (the moved table), the files patches touch (fts.files).
+// SchemaVersion is the layout of the catalog this package writes: a
+// catalog of another version is rebuilt by its writer, and refused by a
+// reader (ErrSchema).
 const SchemaVersion = 6
 
 // Sentinel errors. Test with errors.Is.
 var (
 	// ErrNoCatalog: a read-only Open found no catalog file.
 	ErrNoCatalog = errors.New("catalog: no catalog")
-	// ErrSchema: the catalog was written by another version of this
-	// package; its writer rebuilds it.
+	// ErrSchema: the catalog was written by another version of this package.
 	ErrSchema = errors.New("catalog: written with another schema")
 	// ErrLocked: another process writes this catalog.
 	ErrLocked = errors.New("catalog: another process writes this catalog")
@@ -45,10 +38,9 @@ var (
 	ErrOtherStore = errors.New("catalog: built from another archive")
 	// ErrNotFound: no such list, month, thread or message.
 	ErrNotFound = errors.New("catalog: not found")
-	// ErrDamaged: the catalog file is not a database, or is corrupt (a
-	// file cut short, pages overwritten): SQLite's SQLITE_NOTADB or
-	// SQLITE_CORRUPT. Derived, it is rebuilt from the store (RebuildOpen,
-	// Catalog.RebuildFrom, Rebuild).
+	// ErrDamaged: the catalog file is not a database or is corrupt
+	// (SQLITE_NOTADB, SQLITE_CORRUPT); it is rebuilt from the store
+	// (RebuildOpen, Catalog.RebuildFrom, Rebuild).
 	ErrDamaged = errors.New("catalog: the catalog file is damaged")
 	// ErrSearchCost: a search needed more than Options.SearchTimeout.
 	ErrSearchCost = errors.New("catalog: the search takes more work than one search is given")
@@ -60,28 +52,24 @@ type Options struct {
 	// ReadOnly opens an existing catalog for reading only: no lock is
 	// taken, nothing is created or rebuilt.
 	ReadOnly bool
-	// Immutable, with ReadOnly, reads a catalog that nothing can change
-	// (on a read-only file system: a snapshot, a backup), where SQLite
-	// cannot create the shared-memory file a reader of a WAL database
-	// otherwise needs: it is read without locks (SQLite's immutable=1).
+	// Immutable, with ReadOnly, reads a catalog nothing can change (a
+	// snapshot on a read-only file system) without locks (SQLite's
+	// immutable=1): SQLite could not create the shared-memory file a WAL
+	// reader otherwise needs.
 	Immutable bool
 	// Logger receives notes (a schema rebuild). nil discards them.
 	Logger *slog.Logger
-	// step, if set, is called at each step of a rebuild, for tests that
-	// stop a rebuild there.
+	// step, if set, is called at each step of a rebuild (tests).
 	step func(string)
-	// SearchTimeout bounds the time one search may read the index (its
-	// count and its page); a search that needs more is stopped (SQLite is
-	// interrupted) and fails with ErrSearchCost. 0 means
-	// DefaultSearchTimeout.
+	// SearchTimeout bounds the time one search may read the index; a
+	// search that needs more is interrupted and fails with ErrSearchCost.
+	// 0 means DefaultSearchTimeout.
 	SearchTimeout time.Duration
 }
 
-// DefaultSearchTimeout is Options.SearchTimeout's default: a search runs
-// on one CPU, so it costs at most this much CPU time. The words a query
-// may have are bounded too (MaxQueryWords), which keeps searches far
-// below it; this is the backstop, with room for a loaded machine, whose
-// searches take longer than the CPU they use.
+// DefaultSearchTimeout is Options.SearchTimeout's default. MaxQueryWords
+// keeps searches far below it; this is the backstop, with room for a
+// loaded machine, whose searches take longer than the CPU they use.
 const DefaultSearchTimeout = 500 * time.Millisecond
 
 // SearchConns is how many searches read the catalog at once: half the
@@ -105,8 +93,7 @@ type Catalog struct {
 	status atomic.Pointer[Status]
 
 	searchTimeout time.Duration
-	// file is the catalog file as opened, to tell when it is deleted or
-	// replaced (Replaced).
+	// file is the file as opened, to tell when it is replaced (Replaced).
 	file os.FileInfo
 
 	pagesMu sync.Mutex

@@ -314,12 +314,10 @@ func (c *Catalog) resetCursor(ctx context.Context) error {
 // level it merges as it goes.
 const ftsAutomerge = 4
 
-// compact merges the search index into one segment, which every word of
-// a query then reads once: built message by message, it is a dozen or
-// more segments (FTS5 merges them only now and then), and a search of
-// the whole linux-mips archive takes about twice as long. (A VACUUM
-// after it would return the old segments' pages, 14% of the file, but
-// writes the whole file twice more: the rebuild's time matters more.)
+// compact merges the search index into one segment, which every word of a
+// query then reads once: built message by message, it is many segments,
+// which FTS5 merges only now and then. No VACUUM follows: it would return
+// the old segments' pages but write the whole file twice more.
 func (c *Catalog) compact(ctx context.Context) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

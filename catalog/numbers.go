@@ -2,42 +2,25 @@ package catalog
 
 // Numbers: the IMAP UIDs and NNTP article numbers of a list's messages.
 //
-// Each list is a mailbox (IMAP) and a newsgroup (NNTP), and each of its
-// messages has a number in it: the list's next number when the message
-// came into the list, so numbers only grow (RFC 9051 section 2.3.1.1: a
-// new message's UID is above every UID the mailbox had; RFC 3977 section
-// 6.1.1: article numbers never go down, and may have gaps). A number is
-// never given twice in a list, even once its message has left the list;
-// a message that leaves and comes back gets a new one.
+// Each list is a mailbox and a newsgroup, and each of its messages gets
+// the list's next number when it comes into the list, so numbers only grow
+// and are never given twice in a list (RFC 9051 section 2.3.1.1, RFC 3977
+// section 6.1.1); a message that leaves and comes back gets a new one. The
+// store's feed order cannot serve: the Riak feed can surface a message
+// after messages stored later, and a moved message needs a new number.
 //
-// The indexer numbers the messages it inserts (index.go); triggers on the
-// messages table keep the numbers right for any other writer of it,
-// without it knowing of them: a row deleted (a removed message) loses its
-// number, which the gone log records; a row whose list changes (a moved
-// message) loses its number in the old list and gets a new one in the
-// new. Clients that have the mailbox selected learn of gone numbers from
-// the log (IMAP EXPUNGE). Inserts are not numbered by a trigger: a
-// statement with a trigger opens a savepoint, and FTS5 writes its pending
-// terms out at every savepoint, which made a segment per message and a
-// rebuild a third slower, its file a third larger.
+// The indexer numbers the messages it inserts (index.go); triggers keep
+// the numbers right for other writers of the messages table (removals,
+// moves) and log the numbers that leave a list in gone (IMAP EXPUNGE).
+// Inserts are not numbered by a trigger because a statement with a trigger
+// opens a savepoint, and FTS5 writes its pending terms out at every
+// savepoint: a segment per message.
 //
-// Numbers must outlive the catalog file they are in: the catalog is
-// derived data, rebuilt from the store by `resolver reindex` and after a
-// schema change, and an IMAP client that sees a mailbox's UIDs change
-// under the same UIDVALIDITY shows the wrong messages. So a rebuild
-// carries them over (carry): the new catalog is seeded, before it reads
-// the store, with each list's UIDVALIDITY and next number and with the
-// number of each call number in its list (the carried table); a message
-// indexed into a list where it has a carried number gets that number
-// back. Only a catalog lost altogether starts again, with a new
-// UIDVALIDITY: the time it was created, in seconds, as RFC 9051 section
-// 2.3.1.1 suggests, so that it differs from the lost one's.
-//
-// The store's own feed order cannot serve as the numbers: the Riak
-// backend's feed can surface a message after messages stored later (a
-// pending ledger item), which would give it a number below those already
-// announced, and a moved message needs a new number in its new list,
-// which no store position gives.
+// Numbers must outlive the catalog file: an IMAP client that sees UIDs
+// change under the same UIDVALIDITY shows the wrong messages. So a rebuild
+// carries them over (carry, the carried table) before it reads the store.
+// Only a catalog lost altogether starts again, with a new UIDVALIDITY: its
+// creation time, as RFC 9051 section 2.3.1.1 suggests.
 
 import (
 	"context"
@@ -123,13 +106,7 @@ const numberMessage = `
 	DELETE FROM carried WHERE cn = NEW.cn AND list = NEW.list;
 `
 
-// The indexer's statements that number a message: takeNext reads its
-// list's next number (1: list), when no number is carried over;
-// newMailbox makes its list's mailbox if there is none; numberFor finds
-// its number when some are carried over (1: call number, 2: list);
-// addNumber records it (1: list, 2: number, 3: messages.id) and
-// countNumber counts it; dropCarried uses up a carried number (1: call
-// number, 2: list).
+// The indexer's statements that number a message (number).
 const (
 	takeNextSQL   = `SELECT next FROM mailboxes WHERE list = ?`
 	hasCarriedSQL = `SELECT EXISTS (SELECT 1 FROM carried)`
@@ -144,10 +121,9 @@ const (
 	dropCarriedSQL = `DELETE FROM carried WHERE cn = ? AND list = ?`
 )
 
-// number gives the message just inserted (its messages.id id) its
-// number in its list. Without numbers carried over (but in a rebuild),
-// that is three statements, none of which opens a savepoint (an UPDATE
-// ... RETURNING would, see the top of this file).
+// number gives the message just inserted (messages.id id) its number in
+// its list. Without carried numbers none of its statements opens a
+// savepoint (an UPDATE ... RETURNING would; see the top of this file).
 func (ix *indexer) number(d *doc, id int64) error {
 	if !ix.carried {
 		var num int64
@@ -188,8 +164,7 @@ func (ix *indexer) number(d *doc, id int64) error {
 	return nil
 }
 
-// initNumbers records a new catalog's UIDVALIDITY. Called in create's
-// transaction.
+// initNumbers records a new catalog's UIDVALIDITY, in create's transaction.
 func initNumbers(ctx context.Context, tx *sql.Tx) error {
 	return setMeta(ctx, tx, "uidvalidity", strconv.FormatInt(newValidity(), 10))
 }
@@ -318,8 +293,7 @@ type Mailbox struct {
 	Next uint32
 	// Messages is how many messages it has.
 	Messages int
-	// Low and High are its lowest and highest numbers, 0 when it is
-	// empty.
+	// Low and High are its lowest and highest numbers, 0 when it is empty.
 	Low, High uint32
 }
 
@@ -364,8 +338,7 @@ func (c *Catalog) Mailbox(ctx context.Context, list string) (Mailbox, error) {
 	return b, nil
 }
 
-// Numbers returns the numbers of a list's messages from from on, in
-// order.
+// Numbers returns the numbers of a list's messages from from on, in order.
 func (c *Catalog) Numbers(ctx context.Context, list string, from uint32) ([]uint32, error) {
 	return c.nums(ctx, "the numbers of "+list, `SELECT num FROM numbers WHERE list = ? AND num >= ? ORDER BY num`, list, from)
 }
@@ -425,8 +398,7 @@ type Entry struct {
 	Archived       time.Time
 }
 
-// From returns the sender as "Name <address>", or the address alone,
-// decoded.
+// From returns the sender as "Name <address>", or the address alone.
 func (e *Entry) From() string {
 	if e.FromName == "" {
 		return e.FromAddr
@@ -439,8 +411,7 @@ func (e *Entry) From() string {
 
 const entryColumns = `n.num, m.cn, m.list, m.date, m.from_name, m.from_addr, m.subject, m.msgid, m.size, w.size, w.lines, m.added`
 
-// refsColumn is the Message-IDs a message names, space-separated, in
-// order.
+// refsColumn is the Message-IDs a message names, space-separated, in order.
 const refsColumn = `, (SELECT group_concat(msgid, ' ') FROM (SELECT msgid FROM refs WHERE msg = m.id ORDER BY pos))`
 
 func scanEntry(s scanner, refs bool) (Entry, error) {

@@ -19,9 +19,8 @@ type List struct {
 	Messages int       `json:"messages"`
 	First    time.Time `json:"first"`
 	Last     time.Time `json:"last"`
-	// Address is the list's posting address, as the List-Post header (or
-	// a From the list rewrote) of its messages last named it; "" when
-	// none did.
+	// Address is the list's posting address, as its messages' List-Post
+	// (or a From the list rewrote) last named it; "" when none did.
 	Address string `json:"address,omitempty"`
 }
 
@@ -51,12 +50,10 @@ type Message struct {
 	quotes int64 // messages.id it quotes, joined by subject
 }
 
-// ThreadID identifies the message's thread, for grouping messages (as
-// search results) by it.
+// ThreadID identifies the message's thread, for grouping messages by it.
 func (m *Message) ThreadID() int64 { return m.thread }
 
-// From returns the sender as a reader knows them: the name, else the
-// address.
+// From returns the sender's name, else the address.
 func (m *Message) From() string {
 	if m.FromName != "" {
 		return m.FromName
@@ -68,8 +65,7 @@ func (m *Message) From() string {
 type ThreadSummary struct {
 	// Root is the thread's first message: its subject and who started it.
 	Root Message `json:"root"`
-	// Messages is the number of messages of the thread (Replies is one
-	// less).
+	// Messages is the number of messages of the thread.
 	Messages int `json:"messages"`
 	// First is the date of its earliest message; Last when its last
 	// message arrived (Arrival), which orders a list's threads.
@@ -227,11 +223,9 @@ const pageStride = 50
 type threadKey struct{ last, id int64 }
 
 // pageIndex is where the stretches of pageStride threads of a list start,
-// newest first, and how many threads the list has, as the catalog was at
-// generation gen. Threads reads a page by its stretch's key, a range of
-// the index, where OFFSET walked every thread before it and a count all
-// of them: on a list of 69,000 threads (the whole linux-mips archive), 7
-// ms of CPU for a deep page. The index is read in one pass, kept until the
+// newest first, and how many threads the list has, as of generation gen:
+// Threads reads a page as a range of the index from its stretch's key,
+// where OFFSET would walk every thread before it. It is kept until the
 // catalog changes.
 type pageIndex struct {
 	gen   string

@@ -9,10 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of a search query: its length, and its words, those of a
-// phrase each counted (FTS5 reads a list of places for each word of a
-// phrase: a phrase of 499 one-letter words read the whole index 499
-// times).
+// Limits of a search query: its length, and its words, those of a phrase
+// each counted, since FTS5 reads a list of places for each word of a phrase.
 const (
 	MaxQueryBytes = 1000
 	MaxQueryWords = 32
@@ -29,8 +27,7 @@ type Term struct {
 	// Phrase is set when it was typed in double quotes.
 	Phrase bool
 	// Field limits it to "subject", "from", "dfn" (the paths a patch
-	// touches: a path, or its last components) or "body" (the text and
-	// its quoted lines: no search typed asks for it, IMAP's BODY does);
+	// touches) or "body" (the text and its quoted lines, for IMAP's BODY);
 	// "" is anywhere.
 	Field   string
 	Negated bool
@@ -46,11 +43,9 @@ type Query struct {
 	Terms []Term
 	// Lists limit the search to these lists (list:NAME, ListName form).
 	Lists []string
-	// After and Before bound the date: after:X finds messages from the
-	// start of X on, before:X messages before the start of X. Nil: no
-	// bound. They are the dates as typed (any year from 0000 to 9999);
-	// Search reads a date before 1970 as 1970-01-01, when no message is
-	// earlier, and a date after 2242 as no upper bound.
+	// After and Before bound the date: after:X from the start of X on,
+	// before:X before the start of X; nil is no bound. Search clamps them
+	// to the dates an fts rowid holds (Query.rowids).
 	After, Before *time.Time
 }
 
@@ -65,9 +60,8 @@ func (q *Query) Positive() bool {
 	return false
 }
 
-// SearchesText reports whether q looks for a word or phrase anywhere
-// (not only in the subject or the sender), which a message's text may
-// hold.
+// SearchesText reports whether q looks for a word or phrase anywhere, not
+// only in the subject or the sender.
 func (q *Query) SearchesText() bool {
 	for _, t := range q.Terms {
 		if !t.Negated && t.Field == "" {
@@ -99,11 +93,10 @@ func (q *Query) SearchesText() bool {
 // digits, so "r4k_cache" is the phrase "r4k cache". Anything else with a
 // colon is a word.
 //
-// What looks like the syntax of another search engine is refused (an
-// ErrQuery that says what to type instead) rather than read as words:
-// AND, NOT and NEAR in capitals, NEAR(...), a leading ^, and OR where
-// it joins nothing. In lower case or in quotes they are words. Error texts show the piece as typed
-// and where it is, counted in characters from 1.
+// What looks like another search engine's syntax (AND, NOT and NEAR in
+// capitals, NEAR(...), a leading ^, an OR joining nothing) is refused with
+// an ErrQuery that says what to type instead; in lower case or in quotes
+// they are words. Errors count characters from 1.
 func ParseQuery(s string) (*Query, error) {
 	if len(s) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: the search is %d bytes long; at most %d are read", ErrQuery, len(s), MaxQueryBytes)
@@ -228,10 +221,8 @@ func ParseQuery(s string) (*Query, error) {
 const minPrefix = 3
 
 // foreignSyntax refuses an unquoted word that another search syntax
-// (FTS5's, a web search engine's) reads as an operator, which this one
-// would read as a word, and tells the reader what to type instead.
-// Standalone says it has no field and no '-' before it: only then are
-// AND, OR, NOT and NEAR operators.
+// (FTS5's, a web search engine's) reads as an operator, saying what to
+// type instead. Standalone (no field, no '-') words only are operators.
 func foreignSyntax(text string, standalone bool, piece string, at int) error {
 	if standalone {
 		const lower = ` (to look for the word itself, write it in lower case or in quotes)`
@@ -258,8 +249,7 @@ type queryParser struct {
 	i int
 }
 
-// at returns where byte offset i of the query is, in characters from 1,
-// as a reader counts them.
+// at returns where byte offset i is in the query, in characters from 1.
 func (p *queryParser) at(i int) int { return utf8.RuneCountInString(p.s[:i]) + 1 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -276,8 +266,8 @@ func (p *queryParser) skipSpace() {
 	}
 }
 
-// operator consumes "from:", "subject:", "dfn:", "list:", "after:" or "before:"
-// (case-insensitive) when followed by a value.
+// operator consumes a field operator ("from:", "list:"...), in any case,
+// when a value follows it.
 func (p *queryParser) operator() (string, bool) {
 	rest := p.s[p.i:]
 	for _, op := range []string{"from", "subject", "dfn", "list", "after", "before"} {
@@ -402,9 +392,8 @@ func (t Term) fts() string {
 	return e
 }
 
-// ftsPhrase quotes text as an FTS5 string: inside double quotes, a double
-// quote is written twice. The tokenizer splits it into words, matched
-// next to each other.
+// ftsPhrase quotes text as an FTS5 string, whose words are matched next
+// to each other; inside double quotes, a double quote is written twice.
 func ftsPhrase(text string) string {
 	return `"` + strings.ReplaceAll(text, `"`, `""`) + `"`
 }

@@ -2,32 +2,24 @@ package catalog
 
 // Subject threading: mail without threading headers.
 //
-// Mail of the pipermail era often has no References or In-Reply-To at
-// all, and replies whose clients dropped the "Re:". Such a message (or
-// one whose references name no message the list has, if its subject has
-// a reply prefix) joins a thread of its list whose first message has the
-// same subject once normalised (BaseSubject: Re/Fwd/AW/SV/Antw... and
-// [tags] removed), active within subjectWindow of it. Never a thread of
-// another list. Of the threads that qualify (at most maxSubjectThreads,
-// the most recent first, read through the index on list and subject),
-// it joins:
+// Mail of the pipermail era often has no References or In-Reply-To, and
+// replies whose clients dropped the "Re:". Such a message (or one whose
+// references name no message of the list, if its subject has a reply
+// prefix) joins a thread of its list with the same BaseSubject, active
+// within subjectWindow of it. Of those (at most maxSubjectThreads, most
+// recent first) it joins:
 //
-//  1. the first whose text it quotes: a line it quotes is one of the
-//     first lines of a message of the thread (JoinedQuoting; the tree
-//     puts it under the message it quotes);
+//  1. the first whose text it quotes (JoinedQuoting);
 //  2. else the first where it or the thread's first message has a reply
 //     prefix ("Re: X" joins "X", "X" joins the "Re: X" before it);
 //  3. else the first started by someone else, if the subject is
-//     distinctive enough: three words or more and 16 characters
-//     ("IDLE support broken?" asked, answered without "Re:" by another;
-//     "help" or "kernel panic" from two people are two questions).
+//     distinctive (three words and minDistinct characters): "help" from
+//     two people is two questions.
 //
-// So the same person posting "Weekly report" twice starts two threads,
-// and a message joins one thread: it never merges two (the merge rule of
-// the package doc holds). What it compares is bounded: the hashes of the
-// first sketchLines lines of each message without references (kept in
-// the catalog, 8 bytes each), the first maxQuoteHashes lines it quotes,
-// and the newest sketchMessages messages of each thread looked at.
+// It never merges two threads, and what it compares is bounded: the
+// first sketchLines lines of each message without references, the first
+// maxQuoteHashes lines it quotes, and the newest sketchMessages messages
+// of each thread.
 
 import (
 	"encoding/binary"
@@ -50,8 +42,7 @@ const (
 	JoinedBySubject
 	// JoinedQuoting: by its subject, quoting a message of the thread.
 	JoinedQuoting
-	// JoinedSameSubject: by its subject, the thread being someone
-	// else's.
+	// JoinedSameSubject: by its subject, in a thread someone else started.
 	JoinedSameSubject
 )
 
@@ -168,8 +159,7 @@ const (
 )
 
 // filesText returns the paths the patches in a message's own text touch,
-// as the files column of the search index keeps them: each path then
-// fileEnd, one a line.
+// each followed by fileEnd, one a line (the search index's files column).
 func filesText(body string) string {
 	if !strings.Contains(body, "\n+++ ") && !strings.Contains(body, "diff --git ") {
 		return "" // no patch: not worth a scan
@@ -183,9 +173,8 @@ func filesText(body string) string {
 	return b.String()
 }
 
-// bySubject finds the thread d joins by its subject, if any, and how
-// (see the top of this file). Called with no thread found by
-// Message-ID.
+// bySubject finds the thread d joins by its subject, if any, and how,
+// when no thread was found by Message-ID.
 func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, err error) {
 	if d.base == "" {
 		return 0, JoinedByID, 0, nil

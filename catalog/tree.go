@@ -10,13 +10,11 @@ import (
 type Node struct {
 	// Message is the message here, or nil for a placeholder.
 	Message *Message `json:"message,omitempty"`
-	// MessageID is the placeholder's Message-ID (the message's own is in
-	// Message).
+	// MessageID is a placeholder's Message-ID.
 	MessageID string `json:"message_id,omitempty"`
 	// Depth is 0 for a root.
 	Depth int `json:"depth"`
-	// Parent is the index of the parent node in Thread.Nodes, -1 for a
-	// root.
+	// Parent is the index of the parent node in Thread.Nodes, -1 for a root.
 	Parent int `json:"parent"`
 	// Children are the indexes of the replies, oldest first.
 	Children []int `json:"children,omitempty"`
