@@ -11,13 +11,11 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// A catalog is derived: damaged (ErrDamaged), deleted or replaced while
-// a resolver serves it, it is built again from the store, beside the old
-// file, and renamed over it once complete. Whoever rebuilds holds the
-// lock file from start to end (no other writer comes between), and a
-// rebuild stopped at any point leaves the old file or the new one, each
-// of which a writable Open either uses (and follows the store from its
-// cursor) or finds damaged (and the rebuild is done again); never a mix.
+// A catalog is derived: damaged (ErrDamaged), deleted or replaced while a
+// resolver serves it, it is rebuilt from the store beside the old file and
+// renamed over it once complete. The rebuilder holds the lock throughout,
+// and a rebuild stopped at any point leaves the old file or the new one,
+// never a mix.
 
 // Steps of a rebuild, as Options.step hears them.
 const (
@@ -48,9 +46,7 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
 	// FTS5 merges its index's segments as it goes; a rebuild merges them
-	// all once at the end instead (compact), which takes a seventh less
-	// CPU for the whole linux-mips archive (33.5 -> 28.8 s; the file is
-	// 5% larger, the pages of the unmerged segments left free).
+	// all once at the end instead (compact), which costs less CPU.
 	o.at(stepStarted)
 	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
 	if err == nil {
@@ -121,12 +117,11 @@ func RebuildOpen(ctx context.Context, path string, st store.Store, opts SyncOpti
 	return openRebuilt(ctx, path, lock, st, opts, o)
 }
 
-// RebuildFrom rebuilds c's file from st, as RebuildOpen does, keeping
-// c's lock: it returns the new catalog, open for writing, which holds
-// it. c must be writable and no longer followed; it is left open for
-// reading only (of the old file, or what is left of it) for the readers
-// still at it: close it once they are done. On an error the lock is let
-// go, and c is left read-only.
+// RebuildFrom rebuilds c's file from st, as RebuildOpen does, keeping c's
+// lock, and returns the new catalog, open for writing. c must be writable
+// and no longer followed; it is left open read-only for the readers still
+// at it: close it once they are done. On an error the lock is let go, and
+// c is left read-only.
 func (c *Catalog) RebuildFrom(ctx context.Context, st store.Store, opts SyncOptions) (*Catalog, int, error) {
 	c.wmu.Lock()
 	lock, w := c.lock, c.w
@@ -161,10 +156,9 @@ func openRebuilt(ctx context.Context, path string, lock *lockFile, st store.Stor
 	return c, n, nil
 }
 
-// Replaced reports whether the catalog file was deleted or replaced by
-// another since c opened it (its device and inode are not the file's at
-// its path any more): a writer then rebuilds it, a reader opens the new
-// one.
+// Replaced reports whether the catalog file was deleted or replaced since
+// c opened it (its device and inode changed): a writer then rebuilds it, a
+// reader opens the new one.
 func (c *Catalog) Replaced() bool {
 	fi, err := os.Stat(c.path)
 	if err != nil {
