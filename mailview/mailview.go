@@ -1,16 +1,13 @@
 // Package mailview turns a stored message into what a reader sees: its
 // main header fields decoded to UTF-8, the text of its body, the messages
-// it carries (a forward, or a list's DMARC wrapping), and a list of its
-// attachments, each of which can be taken out again (AttachmentData).
+// it carries (a forward, a list's DMARC wrapping) and its attachments,
+// each of which can be taken out again (AttachmentData).
 //
-// Mail is hostile input. Parse never fails and never panics: a message that
-// is not valid MIME still yields its header fields as far as they parse and
-// its body as text. The work is bounded by Options (nesting depth, number
-// of parts, bytes of text). Every string in a Message is valid UTF-8 with
-// no control characters other than newline and tab (in bodies); none of
-// them is escaped, so callers must escape them (html/template does). The
-// only markup is Part.HTML, produced by a sanitizer that keeps formatting
-// and links and drops everything executable or remote.
+// Mail is hostile input. Parse never fails or panics, and Options bound
+// its work. Every string in a Message is valid UTF-8 without control
+// characters other than newline and tab, and unescaped: callers must
+// escape them. The only markup is Part.HTML, from a sanitizer that drops
+// everything executable or remote.
 package mailview
 
 import (
@@ -41,8 +38,7 @@ const (
 	DefaultMaxParts       = 1000
 	DefaultMaxTextBytes   = 4 << 20
 	DefaultMaxHeaderBytes = 1 << 20
-	// DefaultMaxAttachmentBytes is as large as a stored message can be:
-	// any attachment of the archive can be taken out.
+	// DefaultMaxAttachmentBytes lets any attachment of the archive out.
 	DefaultMaxAttachmentBytes = 64 << 20
 )
 
@@ -50,47 +46,35 @@ const (
 var (
 	// ErrNoAttachment: the message has no attachment of that number.
 	ErrNoAttachment = errors.New("mailview: no such attachment")
-	// ErrAttachmentTooLarge: the attachment decodes to more than
-	// Options.MaxAttachmentBytes.
+	// ErrAttachmentTooLarge: it decodes to more than MaxAttachmentBytes.
 	ErrAttachmentTooLarge = errors.New("mailview: attachment too large")
 )
 
-// Options bound the work Parse does on one message. The zero value uses the
-// defaults above.
+// Options bound the work Parse does on one message; 0 means the default.
 type Options struct {
-	// MaxDepth is how many multipart levels are followed; deeper parts are
-	// not shown. 0 means DefaultMaxDepth.
+	// MaxDepth is how many multipart levels are followed.
 	MaxDepth int
-	// MaxParts is how many MIME parts are examined. 0 means DefaultMaxParts.
+	// MaxParts is how many MIME parts are examined.
 	MaxParts int
-	// MaxTextBytes is how many bytes of body text (all parts together) are
-	// kept; the rest is cut and Truncated set. 0 means DefaultMaxTextBytes.
+	// MaxTextBytes is how many bytes of body text (all parts together)
+	// are kept; the rest is cut and Truncated set.
 	MaxTextBytes int
-	// MaxHeaderBytes bounds the header block of the message and of each
-	// part. 0 means DefaultMaxHeaderBytes.
+	// MaxHeaderBytes bounds the header of the message and of each part.
 	MaxHeaderBytes int
 	// MaxAttachmentBytes bounds what AttachmentData decodes and returns.
-	// 0 means DefaultMaxAttachmentBytes.
 	MaxAttachmentBytes int
 	// SkipAttachments lists attachments without reading their bodies, for
-	// a reader that wants only the text (a search index, an excerpt): a
-	// base64 attachment of megabytes is then not decoded just to learn its
-	// size, and Attachment.Size is -1. Enclosed messages are still read.
+	// a reader that wants only the text: a large base64 attachment is not
+	// decoded just to learn its size (Attachment.Size is -1).
 	SkipAttachments bool
-	// TextOnly reads the body and not the header fields, for a reader
-	// that wants only the text (an excerpt): Fields, Header, Subject,
-	// MessageID, InReplyTo and References stay empty, also those of
-	// enclosed messages. Parts and Attachments are as without it.
+	// TextOnly reads the body and not the header fields (of enclosed
+	// messages too), for a reader that wants only the text.
 	TextOnly bool
 	// Enough, if set, is asked as a plain text part is read, EnoughStep
 	// bytes at a time, whether the reader has what it wants: part is what
-	// has been read of the part (transfer-decoded, before its charset is
-	// applied), of which the last added bytes are new. Once it says so,
-	// the rest of the text (of that part and of the parts after it) is
-	// left unread and Truncated is set: an excerpt stops decoding a long
-	// message at the first words searched for. HTML parts are read to
-	// MaxTextBytes as without it (their text is what is left of markup
-	// that Enough would see).
+	// has been read of the part (transfer-decoded, charset not applied),
+	// its last added bytes new. Once it says so, the rest of the text is
+	// left unread and Truncated set. HTML parts are read as without it.
 	Enough func(part []byte, added int) bool
 }
 
@@ -129,58 +113,46 @@ type Field struct {
 type Part struct {
 	// Text is a text/plain body, converted to UTF-8.
 	Text string
-	// HTML is a text/html body (shown only where a message has no plain
-	// alternative) after sanitizing: formatting, tables and http(s)/mailto
-	// links only; no scripts, styles, images, forms or frames.
+	// HTML is a sanitized text/html body, shown only where a message has
+	// no plain alternative: formatting, tables and http(s)/mailto links.
 	HTML template.HTML
 	// Message is a message/rfc822 part (RFC 2046 section 5.2.1): a
-	// forwarded message, or the original that a list wrapped to pass
-	// DMARC. It has its own Fields and Parts; its attachments are listed
-	// with the outer message's (Message.Attachments), so that one number
-	// names each attachment of the whole message. The part itself is also
-	// an attachment (the message as a file).
+	// forward, or the original a list wrapped to pass DMARC. Its
+	// attachments are listed with the outer message's, so that one number
+	// names each attachment; the part itself is also an attachment.
 	Message *Message
 }
 
 // Attachment is a part that is not shown inline.
 type Attachment struct {
-	// Name is the file name the sender gave, made safe for display (no
-	// path, no control or bidirectional-override characters), or "".
+	// Name is the sender's file name made safe for display, or "".
 	Name string
-	// Type is the media type, e.g. "application/pdf".
 	Type string
-	// Size is the decoded size in bytes; -1 with Options.SkipAttachments,
-	// and for an attachment over 1 MiB whose size cannot be counted
-	// without decoding it (quoted-printable, malformed base64, text/*).
+	// Size is the decoded size in bytes, or -1 with SkipAttachments and
+	// where a large attachment cannot be counted without decoding it.
 	Size int64
 
-	// entity is the attachment's place among the message's MIME entities,
-	// depth first, counting from 1: how AttachmentData finds it again.
+	// entity is its place among the MIME entities, depth first from 1.
 	entity int
 }
 
 // Message is the readable view of a message.
 type Message struct {
-	// Fields are the main header fields present, in display order: From,
-	// To, Cc, Date, Subject, List-Id.
+	// Fields are the main header fields present (displayed), in order.
 	Fields []Field
 	// Header is every header field of the message, in order, decoded.
-	Header []Field
-	// Subject is the decoded Subject, or "".
+	Header  []Field
 	Subject string
-	// MessageID is the Message-ID without angle brackets, as the archive
-	// indexes it, or "".
+	// MessageID is without angle brackets, as the archive indexes it.
 	MessageID string
-	// InReplyTo and References are the Message-IDs the message refers to,
-	// without angle brackets.
+	// InReplyTo and References are Message-IDs without angle brackets.
 	InReplyTo  []string
 	References []string
 	// Parts are the bodies to show.
 	Parts []Part
 	// Attachments are the parts not shown inline.
 	Attachments []Attachment
-	// Truncated is set when text was cut or parts were skipped because of
-	// Options.
+	// Truncated is set when Options cut text or skipped parts.
 	Truncated bool
 	// Problems says, one line each, what could not be parsed.
 	Problems []string
@@ -189,8 +161,7 @@ type Message struct {
 // displayed are the fields of Message.Fields, in order.
 var displayed = []string{"From", "To", "Cc", "Date", "Subject", "List-Id"}
 
-// policy is the HTML sanitizer. A bluemonday Policy is safe for concurrent
-// use once built.
+// policy is the HTML sanitizer, safe for concurrent use once built.
 var policy = func() *bluemonday.Policy {
 	p := bluemonday.NewPolicy()
 	p.AllowElements("p", "br", "hr", "div", "span", "b", "i", "u", "s", "em", "strong",
@@ -215,8 +186,7 @@ var policy = func() *bluemonday.Policy {
 	return p
 }()
 
-// ParseHeader reads only the header of raw: Parts and Attachments stay
-// empty. It never fails.
+// ParseHeader reads only the header of raw. It never fails.
 func ParseHeader(raw []byte, opts Options) *Message {
 	p := &parser{opts: opts.withDefaults(), m: &Message{}, headerOnly: true}
 	p.parse(raw)
@@ -249,20 +219,16 @@ type parser struct {
 	tooLarge bool
 	sinkErr  error
 
-	// raw counts the undecoded bytes of the entity made last (newEntity),
-	// which entity takes over.
+	// raw counts the undecoded bytes of the entity newEntity made last.
 	raw *rawCounter
-	// textRaw and textOut are the undecoded bytes of text parts read so
-	// far and the text they gave, which bound the reading of text (see
-	// readText).
+	// textRaw and textOut are the undecoded bytes of the text parts read
+	// so far and the text they gave (readText).
 	textRaw, textOut int64
 }
 
-// AttachmentData returns the attachment numbered n (an index into Parse's
-// Message.Attachments) and its decoded bytes. It fails with
-// ErrNoAttachment when there is no such attachment and
-// ErrAttachmentTooLarge when it decodes to more than
-// Options.MaxAttachmentBytes.
+// AttachmentData returns the attachment numbered n (an index into
+// Message.Attachments) and its decoded bytes, or fails with
+// ErrNoAttachment or ErrAttachmentTooLarge.
 func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error) {
 	var b bytes.Buffer
 	a, err := WriteAttachment(raw, n, opts, &b)
@@ -272,10 +238,9 @@ func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error)
 	return a, b.Bytes(), nil
 }
 
-// WriteAttachment writes the decoded bytes of the attachment numbered n
-// to w as it decodes them, and returns it with its Size: what it wrote.
-// Its errors are AttachmentData's, and w's. After an error w may have
-// been written to in part.
+// WriteAttachment writes the decoded bytes of the attachment numbered n to
+// w as it decodes them, and returns it with its Size. Its errors are
+// AttachmentData's and w's; w may then have been written to in part.
 func WriteAttachment(raw []byte, n int, opts Options, w io.Writer) (Attachment, error) {
 	// Neither walk decodes the other attachments.
 	opts.SkipAttachments = true
@@ -340,8 +305,7 @@ func (p *parser) parse(raw []byte) {
 	p.entity(e, 0)
 }
 
-// rawCounter counts the undecoded bytes of an entity's body as its
-// decoder reads them.
+// rawCounter counts the undecoded bytes its decoder reads.
 type rawCounter struct {
 	r io.Reader
 	n int64
@@ -375,8 +339,7 @@ func (p *parser) newEntity(h message.Header, body io.Reader) (*message.Entity, e
 	return message.New(h, p.raw)
 }
 
-// multipartReader is message's reader of the parts of a multipart
-// entity, making each part with newEntity.
+// multipartReader reads the parts of a multipart entity with newEntity.
 type multipartReader struct {
 	p *parser
 	r *textproto.MultipartReader
@@ -450,8 +413,8 @@ func (p *parser) header(h message.Header) {
 // line, skipping lines that are neither; the body is shown as text.
 func (p *parser) lenient(raw []byte) {
 	rest := raw
-	// A field's value is gathered as bytes: appending a continuation
-	// line to a string copied the field for each of 100,000 of them.
+	// A field's value is gathered as bytes: appending each
+	// continuation line to a string would copy the field every time.
 	type field struct {
 		name  string
 		value []byte
@@ -562,15 +525,12 @@ func (p *parser) entity(e *message.Entity, depth int) {
 }
 
 // decodedSizeLimit is the largest attachment (undecoded) whose size is
-// counted by decoding it. A larger one is counted without decoding
-// where its encoding allows: base64 that is well formed, or no encoding
-// (not text/*, whose charset is converted); else its size is unknown
-// (-1). Decoding 44 MB of base64 only to say its size cost a page view
-// a third of a second.
+// counted by decoding it. A larger one is counted without decoding where
+// its encoding allows (well-formed base64, or no encoding and not text/*);
+// else its size is unknown (-1).
 const decodedSizeLimit = 1 << 20
 
-// attachmentSize returns the decoded size of the attachment e, whose
-// undecoded body raw has not been read.
+// attachmentSize returns the decoded size of attachment e, raw unread.
 func (p *parser) attachmentSize(e *message.Entity, raw *rawCounter, name string) int64 {
 	if raw == nil {
 		return p.decodedSize(e.Body, name)
@@ -607,7 +567,6 @@ func (p *parser) attachmentSize(e *message.Entity, raw *rawCounter, name string)
 	return -1
 }
 
-// decodedSize reads body to its end and returns how long it was.
 func (p *parser) decodedSize(body io.Reader, name string) int64 {
 	n, err := io.Copy(io.Discard, body)
 	if err != nil {
@@ -628,9 +587,8 @@ func base64Size(r io.Reader) (int64, error) {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
 		seen := classes(chunk)
-		// The letters are what is not white space (nor "=", which only
-		// the padding branch below counts): a count of each kind of white
-		// space seen is much faster than a count of letters.
+		// The letters are what is not white space (nor "=", counted by
+		// the padding branch): counting white space is the cheaper loop.
 		l := int64(len(chunk))
 		for _, ws := range []byte(" \t\r\n") {
 			if seen&base64Class[ws] != 0 {
@@ -672,8 +630,7 @@ func base64Size(r io.Reader) (int64, error) {
 	return (letters+pad)/4*3 - pad, nil
 }
 
-// classes returns the base64Class bits of the bytes of b, eight at a
-// time (the loop that also counted letters took three times as long).
+// classes returns the base64Class bits of the bytes of b, eight at a time.
 func classes(b []byte) byte {
 	var seen byte
 	for len(b) >= 8 {
@@ -725,8 +682,7 @@ func (p *parser) attachmentBody(r io.Reader, entity int) *countingReader {
 }
 
 // countingReader counts what is read through it and, for the entity
-// WriteAttachment wants (p set), writes it to p.sink up to
-// MaxAttachmentBytes (setting p.tooLarge beyond).
+// WriteAttachment wants, writes it to p.sink up to MaxAttachmentBytes.
 type countingReader struct {
 	r io.Reader
 	n int64
@@ -748,8 +704,7 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// embedded shows a message/rfc822 body as a Part of its own: its header
-// fields and its body, parsed like a top-level message.
+// embedded shows a message/rfc822 body as a Part, parsed like a message.
 func (p *parser) embedded(r io.Reader, depth int) {
 	saved := p.m
 	inner := &Message{}
@@ -790,7 +745,6 @@ func (p *parser) embedded(r io.Reader, depth int) {
 	p.entity(e, depth)
 }
 
-// eachPart calls fn for each part of mr, recording parse errors.
 func (p *parser) eachPart(mr message.MultipartReader, depth int, fn func(*message.Entity)) {
 	if mr == nil {
 		return
@@ -811,9 +765,8 @@ func (p *parser) eachPart(mr message.MultipartReader, depth int, fn func(*messag
 	}
 }
 
-// alternative shows one of the alternatives of a multipart/alternative
-// (RFC 2046 section 5.1.4): the first that has plain text, else the first
-// that shows anything.
+// alternative shows the first alternative of a multipart/alternative (RFC
+// 2046 section 5.1.4) that has plain text, else the first that shows any.
 func (p *parser) alternative(mr message.MultipartReader, depth int) {
 	var chosen *Message
 	plain := func(m *Message) bool {
@@ -848,8 +801,7 @@ func (p *parser) alternative(mr message.MultipartReader, depth int) {
 	}
 }
 
-// readText reads at most what is left of MaxTextBytes from r, as UTF-8;
-// plain text with Options.Enough asked as it is read.
+// readText reads at most what is left of MaxTextBytes from r, as UTF-8.
 func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 	var enough func([]byte, int) bool
 	if plain {
@@ -860,10 +812,9 @@ func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 		p.problem("cannot read body: %v", err)
 	}
 	if len(b) > p.textLeft {
-		// The rest is left unread: decoding it (quoted-printable,
-		// base64, a charset) only to throw it away is most of the cost
-		// of a long text, and a multipart reader skips to the next part
-		// by itself.
+		// The rest is left unread: decoding it only to throw it away
+		// is most of the cost of a long text, and a multipart reader
+		// skips to the next part by itself.
 		b = b[:p.textLeft]
 		p.m.Truncated = true
 	}
@@ -873,20 +824,17 @@ func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 
 // Bounds of the reading of text against its undecoded size: text parts
 // are read while their undecoded bytes stay within textRawFloor plus
-// textRawRatio times the text they gave (every byte of a text escaped
-// in quoted-printable is three; base64 is 4/3), all text parts of the
-// message together. Past that the text is cut: a part of soft line
-// breaks, which decode to nothing, cost 1.7 s for 40 MB.
+// textRawRatio times the text they gave (quoted-printable triples a byte,
+// base64 is 4/3). Past that the text is cut: soft line breaks decode to
+// nothing.
 const (
 	textRawFloor = 64 << 10
 	textRawRatio = 4
 )
 
 // readChunks reads at most one byte more than what is left of
-// MaxTextBytes from r, EnoughStep bytes at a time. It stops early, with
-// Truncated set, when enough (if set) says that what it read is enough,
-// or when raw (the undecoded bytes of r, if known) outgrows the text it
-// gave (textRawFloor, textRawRatio).
+// MaxTextBytes from r, EnoughStep bytes at a time, stopping early
+// (Truncated) when enough says so or when raw outgrows the text.
 func (p *parser) readChunks(r io.Reader, raw *rawCounter, enough func([]byte, int) bool) ([]byte, error) {
 	limit := p.textLeft + 1
 	var start int64
@@ -911,8 +859,7 @@ func (p *parser) readChunks(r io.Reader, raw *rawCounter, enough func([]byte, in
 		var err error
 		for n < len(chunk) && err == nil {
 			if raw != nil {
-				// As far as the text could go if this read gave all it
-				// may.
+				// As far as the text could go if this read gave all it may.
 				raw.limit = start - p.textRaw + textRawFloor + textRawRatio*(p.textOut+int64(len(b)+len(chunk)))
 				raw.bounded = true
 			}
@@ -952,8 +899,8 @@ func (p *parser) text(r io.Reader, raw *rawCounter) {
 }
 
 func (p *parser) html(r io.Reader, raw *rawCounter) {
-	// The sanitizer keeps control characters in text (a NUL: found by
-	// the CI fuzz run), which the page must not show.
+	// The sanitizer keeps control characters in text (a NUL), which the
+	// page must not show.
 	s := policy.Sanitize(cleanBody(p.readText(r, raw, false)))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{HTML: template.HTML(s)})
@@ -1020,8 +967,7 @@ func cleanBody(s string) string {
 	}, s)
 }
 
-// printableASCII reports whether s is printable ASCII, with newlines and
-// tabs if lines is set: text that clean and cleanBody leave as it is.
+// printableASCII reports text that clean (cleanBody, with lines) keeps as is.
 func printableASCII(s string, lines bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
