@@ -1,35 +1,22 @@
 // Package changes is the store's change feed over HTTP: the wire format
 // of GET /api/v1/changes, which the resolver writes and mirrors read.
 //
-// An answer is a sequence of records. Each record is one line of JSON (at
-// most MaxHeader bytes, ending in a line feed); a message's line is
-// followed by exactly Size bytes, the message as stored, and a line feed.
-// The records, in this order:
+// An answer is a sequence of records, each a line of JSON (header, at most
+// MaxHeader bytes); a message's line is followed by its Size bytes as
+// stored and a line feed. The records, in this order:
 //
-//	{"type":"feed","version":1,"authority":HEX,"scheme":"mix","key":HEX}
-//	    once, first: the run authority the archive is bound to, with its
-//	    shuffle key, without which a mirror cannot decode call numbers
-//	{"type":"lease","run":N,"nonce":..,"program":..,"host":..,"pid":..,"note":..,"issued_at":..}
-//	    a run's lease, before the first message, move or removal of that run
-//	    in the answer
-//	{"type":"message","callnumber":..,"digest":HEX,"message_id":..,"list":..,"added":..,"size":N}
-//	    a message: its call number, the SHA-256 of its bytes (CRLF read as
-//	    LF, store.DigestOf), and Size bytes
-//	{"type":"move","callnumber":..,"list":..,"moved_at":..}
-//	    a move to another list (store.Move); its message, if any, came
-//	    before it
-//	{"type":"removal","callnumber":..,"digest":HEX,"message_id_sha256":HEX,"removed_at":..,"reason":..}
-//	    a removal (store.Removal); its message, if any, came before it
-//	{"type":"end","next":CURSOR,"more":BOOL}
-//	    last: the cursor to ask from next, and whether the answer stopped
-//	    at its limit (more may follow at once) rather than at the feed's
-//	    end
+//	feed     once, first: the authority and its shuffle key, without
+//	         which a mirror cannot decode call numbers
+//	lease    a run's lease, before anything of that run
+//	message  call number, SHA-256 (store.DigestOf), size, then the bytes
+//	move     a move (store.Move), after its message if any
+//	removal  a removal (store.Removal), after its message if any
+//	end      last: the cursor to ask from next, and whether the answer
+//	         stopped at its limit rather than at the feed's end
 //
 // An answer without its end record was cut short: a reader keeps what it
-// verified of it, and asks again from the cursor it had. The records are
-// in the store's feed order, so a reader that applies them in order and
-// saves the end's cursor misses nothing (store.Store.Changes); it may
-// see a message twice.
+// verified and asks again from the cursor it had. Records come in the
+// store's feed order (store.Store.Changes); a message may come twice.
 package changes
 
 import (
@@ -55,8 +42,7 @@ const ContentType = "application/vnd.chibrary.changes.v1"
 // MaxHeader bounds a record's JSON line.
 const MaxHeader = 64 << 10
 
-// ErrFormat: the answer is not a change feed this package reads, or is
-// damaged.
+// ErrFormat: the answer is damaged or not a change feed this package reads.
 var ErrFormat = errors.New("changes: malformed change feed")
 
 // ErrTruncated: the answer ended before its end record.
@@ -180,8 +166,8 @@ func (fw *Writer) End(next store.Cursor, more bool) error {
 	return fw.err
 }
 
-// Flush writes what is buffered (to send a slow answer's records as they
-// come).
+// Flush writes what is buffered, to send a slow answer's records as they
+// come.
 func (fw *Writer) Flush() error {
 	if fw.err == nil {
 		fw.err = fw.w.Flush()
@@ -204,8 +190,7 @@ type Record struct {
 
 // Options bound what a Reader accepts.
 type Options struct {
-	// MaxMessage is the largest message accepted; zero means 64 MiB,
-	// the importer's limit.
+	// MaxMessage is the largest message accepted; 0 means 64 MiB.
 	MaxMessage int64
 }
 
@@ -261,7 +246,6 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 // Binding returns the authority of the archive the answer is from.
 func (fr *Reader) Binding() store.Binding { return fr.binding }
 
-// header reads one JSON line.
 func (fr *Reader) header() (header, error) {
 	line, err := fr.r.ReadSlice('\n')
 	switch {

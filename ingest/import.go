@@ -17,8 +17,7 @@ type Item struct {
 	Raw []byte
 	// Where says where it came from: file:line, a path, "stdin".
 	Where string
-	// Err, when set, says why the message could be delimited but not read
-	// (e.g. it is too large); it is reported as failed.
+	// Err, when set, says why the message could be delimited but not read.
 	Err error
 }
 
@@ -34,10 +33,9 @@ type ImportOptions struct {
 	Archiver *Archiver
 	// Workers digest and parse messages in parallel; 0 means GOMAXPROCS.
 	Workers int
-	// BatchMessages and BatchBytes bound a store batch: a batch is written
-	// when it reaches either. 0 means DefaultBatchMessages and
-	// DefaultBatchBytes. Memory use is a small multiple of BatchBytes (plus
-	// the largest message), whatever the size of the input.
+	// BatchMessages and BatchBytes bound a store batch, written when it
+	// reaches either (0: the defaults). Memory use is a small multiple of
+	// BatchBytes plus the largest message.
 	BatchMessages int
 	BatchBytes    int
 	// Partition K of N (1 <= K <= N) imports only the messages whose
@@ -47,18 +45,16 @@ type ImportOptions struct {
 	// Manifest, if set, receives one JSON object per message of this
 	// process's share, in input order (see ManifestEntry).
 	Manifest io.Writer
-	// OnBatch, if set, is called after every stored batch with the totals
-	// so far (for progress reporting). It runs on Import's goroutine.
+	// OnBatch, if set, gets the totals after every stored batch, on
+	// Import's goroutine.
 	OnBatch func(Stats)
 }
 
 // Default batch bounds. A batch's messages, their store records and the
-// index pages its inserts touch (random keys: a page per message, at
-// worst) are in memory at once, so the batch bounds the importer's memory;
-// 500 messages and 8 MiB import as fast as twice that (the fsync per batch
-// is not what limits the speed), with half the memory. 512 rather than
-// 500: a multiple of the Riak store's packs of 16 consecutive numbers, so
-// that a batch does not end inside a pack the next one writes again.
+// index pages its inserts touch are in memory at once, so the batch bounds
+// the importer's memory. 512 is a multiple of the Riak store's packs of 16
+// consecutive numbers, so that a batch does not end inside a pack the next
+// one writes again.
 const (
 	DefaultBatchMessages = 512
 	DefaultBatchBytes    = 8 << 20
@@ -67,9 +63,8 @@ const (
 // Stats count what Import did.
 type Stats struct {
 	Imported, Duplicates, Failed int64
-	// Removed counts the duplicates of messages removed since they
-	// were archived (manifest status "removed"); Duplicates counts them
-	// too.
+	// Removed counts the duplicates of messages removed since they were
+	// archived (manifest status "removed"), also counted as Duplicates.
 	Removed int64
 	// OtherList counts the duplicates archived in another list than
 	// the one the import names (Outcome.OtherList).
@@ -134,12 +129,10 @@ const (
 )
 
 // Import reads src to the end and archives every message of this
-// process's share. It returns the totals; its error is a read error of
-// src (after everything read before it was stored) or a store error (which
-// stops the import: messages of earlier batches are stored, the failed
-// batch and everything after it are not). Messages that could not be
-// stored individually are counted as Failed, not returned as an error;
-// so are the messages of a batch the store refused as a whole.
+// process's share, returning the totals. Its error is a read error of src
+// (after all read before it was stored) or a store error, which stops it:
+// earlier batches are stored, the failed one and later ones are not.
+// Messages the store refused are counted as Failed, not returned.
 func Import(ctx context.Context, src Source, opts ImportOptions) (Stats, error) {
 	if opts.Archiver == nil {
 		return Stats{}, errors.New("ingest: ImportOptions.Archiver is required")

@@ -1,19 +1,14 @@
 // Package patch reads the patches in mail: the unified diffs that git
 // format-patch, diff -u and Subversion write into a message's text. It
-// tells each line's part in a diff (for colouring), and counts what each
-// file gains and loses (a diffstat, and the files a patch touches, which
-// the catalog indexes for the dfn: search).
+// tells each line's part in a diff (for colouring) and counts what each
+// file gains and loses (a diffstat, and the files the catalog indexes).
 //
-// A diff is recognised by its file header: "diff --git a/X b/Y", or
-// "--- X" directly followed by "+++ Y" (GNU diff -u, and Subversion's
-// after "Index: X"). A hunk ("@@ -a,b +c,d @@") holds exactly the lines
-// its counts say (GNU diff's unified format, as git writes it): so the
-// "-- " line that ends a git format-patch message, after the last hunk,
-// is text, not a removed line. A hunk header without counts holds the
-// lines that start with ' ', '+' or '-'.
-//
-// Mail is hostile: Scan reads at most Limits.MaxBytes of text and keeps at
-// most Limits.MaxFiles files; the work is linear in what it reads.
+// A diff starts at "diff --git a/X b/Y", or at "--- X" directly followed
+// by "+++ Y". A hunk holds exactly the lines its counts say, so the "-- "
+// line that ends a git format-patch message is text, not a removed line;
+// one without counts holds the lines that start with ' ', '+' or '-'.
+// Mail is hostile: Scan reads at most Limits.MaxBytes and keeps at most
+// Limits.MaxFiles files, in time linear in what it reads.
 package patch
 
 import (
@@ -27,13 +22,12 @@ type Kind uint8
 const (
 	// Text is a line outside any diff (the message, a commit log).
 	Text Kind = iota
-	// Header is a file header line: diff --git, index, ---, +++, mode
-	// and rename lines, Index: and its ===.
+	// Header is a file header line: diff --git, index, ---, +++, mode,
+	// rename, Index: and its ===.
 	Header
 	// Hunk is a hunk header, @@ ... @@.
 	Hunk
-	// Added and Deleted are lines a hunk adds and removes; Context is a
-	// line it keeps.
+	// Added, Deleted and Context are lines a hunk adds, removes and keeps.
 	Added
 	Deleted
 	Context
@@ -71,8 +65,8 @@ const (
 // Diff is what Scan found.
 type Diff struct {
 	Files []File
-	// Truncated says the text or the files went past the limits: what
-	// is past them is not read (its lines are Text), or not kept.
+	// Truncated says the text or the files went past the limits: what is
+	// past them is read as Text, or not kept.
 	Truncated bool
 }
 
@@ -91,8 +85,7 @@ func (d *Diff) Deleted() (n int) {
 	return n
 }
 
-// Paths returns the paths the diff touches: each file's, and the old
-// path of a rename, without repeats.
+// Paths returns the paths the diff touches, a rename's old path too, once.
 func (d *Diff) Paths() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -107,7 +100,6 @@ func (d *Diff) Paths() []string {
 	return out
 }
 
-// state of the scanner between lines.
 type state uint8
 
 const (
@@ -117,8 +109,7 @@ const (
 	between              // after a hunk: another hunk, a file, or text
 )
 
-// scanner reads a text line by line (Scan). Its zero value is not
-// usable: use newScanner.
+// scanner reads a text line by line (Scan); make it with newScanner.
 type scanner struct {
 	lim      Limits
 	read     int
@@ -134,7 +125,6 @@ type scanner struct {
 	lone bool
 }
 
-// newScanner returns a scanner with the given limits.
 func newScanner(lim Limits) *scanner {
 	if lim.MaxBytes <= 0 {
 		lim.MaxBytes = DefaultMaxBytes
@@ -178,8 +168,7 @@ func (s *scanner) Diff() Diff {
 	return d
 }
 
-// line reads the next line (with or without its line end) and returns
-// its kind.
+// line reads the next line (with or without its line end); it returns its kind.
 func (s *scanner) line(line string) Kind {
 	if s.read >= s.lim.MaxBytes {
 		s.diff.Truncated = true
@@ -319,9 +308,8 @@ func isHeaderLine(l string) bool {
 	return false
 }
 
-// hunkCounts reads "@@ -a,b +c,d @@": the lines the hunk takes from the
-// old file and gives the new one (b and d; 1 when omitted, RFC-less but
-// as GNU diff writes it), or -1, -1 when it cannot.
+// hunkCounts reads "@@ -a,b +c,d @@": b and d, the lines the hunk takes
+// and gives (1 when omitted, as GNU diff writes it), or -1, -1.
 func hunkCounts(l string) (old, new int) {
 	rest := strings.TrimPrefix(l, "@@ ")
 	end := strings.Index(rest, " @@")
@@ -382,10 +370,9 @@ func clip(p string) string {
 	return p
 }
 
-// Suffixes returns the ways the dfn: search finds a path: the path
-// itself and each of its last components ("arch/mips/Kconfig":
-// "Kconfig", "mips/Kconfig", "arch/mips/Kconfig"), at most max of them
-// (the shortest first).
+// Suffixes returns the ways the dfn: search finds a path, at most max,
+// the shortest first: each of its last components and the path itself
+// ("Kconfig", "mips/Kconfig", "arch/mips/Kconfig").
 func Suffixes(path string, max int) []string {
 	path = strings.Trim(path, "/")
 	var out []string
