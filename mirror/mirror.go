@@ -1,21 +1,15 @@
 // Package mirror follows another archive's change feed (GET
 // /api/v1/changes, package changes) into a store of its own: the same
-// messages under the same call numbers with the same leases, and the same
-// removals and moves, so that the mirror serves every URL of the origin. A mirror of
-// a mirror works the same way: its resolver serves the feed of its store.
+// messages under the same call numbers and leases, and the same removals
+// and moves, so that the mirror serves every URL of the origin.
 //
 // The origin is untrusted input. Every message's digest is checked, its
 // size bounded, its call number decoded under the origin's authority and
-// its run's lease recorded before it; the store's own rules then refuse
-// what does not fit (a number it holds with other bytes, a lease of
-// another authority, a run leased twice), and the mirror stops, saying
-// why, rather than store anything wrongly.
+// its run's lease recorded before it; the store refuses what does not fit,
+// and the mirror stops, saying why, rather than store anything wrongly.
 //
-// The cursor is saved (written to a new file, synced, renamed over the
-// old) only once everything before it is durably in the store, so a
-// mirror killed at any moment carries on where it stood; what it stored
-// after the cursor it saved comes again and is taken as a duplicate of
-// itself.
+// The cursor is saved only once everything before it is durably in the
+// store, so a mirror killed at any moment carries on where it stood.
 package mirror
 
 import (
@@ -65,8 +59,7 @@ var ErrOrigin = errors.New("mirror: the origin's change feed cannot be mirrored"
 
 // Options configure a Mirror.
 type Options struct {
-	// From is the origin's base URL (https://lists.example.org/).
-	// Required.
+	// From is the origin's base URL (https://lists.example.org/). Required.
 	From string
 	// Token, if set, is sent as a bearer token (an origin that keeps its
 	// feed for its mirrors).
@@ -198,8 +191,7 @@ func ParseOrigin(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// StatePathFor is the default state file of a mirror of origin in the
-// data directory dir.
+// StatePathFor is the default state file of a mirror of origin in dir.
 func StatePathFor(dir, origin string) string {
 	sum := sha256.Sum256([]byte(origin))
 	host := "origin"
@@ -269,11 +261,10 @@ func (m *Mirror) State() State { return m.state }
 // Stats returns what the mirror did so far.
 func (m *Mirror) Stats() Stats { return m.stats }
 
-// CatchUp reads the origin's feed until it has nothing more, and returns.
-// A passing failure (the network, the origin busy or restarting, an
-// answer cut short) is tried again, DefaultOnceAttempts times at most; an
-// origin that cannot be mirrored (ErrOrigin) or a store that refuses is
-// not.
+// CatchUp reads the origin's feed until it has nothing more. A passing
+// failure (the network, the origin busy, an answer cut short) is tried
+// again, DefaultOnceAttempts times at most; ErrOrigin and store refusals
+// are not.
 func (m *Mirror) CatchUp(ctx context.Context) (Stats, error) {
 	err := m.run(ctx, true)
 	return m.stats, err
@@ -533,8 +524,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	return false, errors.New("mirror: the answer's reader stopped early") // not reached: it ends with end or err
 }
 
-// read reads the answer's records into steps until its end or an error,
-// or until stop is closed.
+// read reads the answer's records into steps until its end, an error or stop.
 func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{}) {
 	defer close(steps)
 	var cur step
