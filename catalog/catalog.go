@@ -49,21 +49,18 @@ var (
 // Options configure Open. The zero value opens the catalog for writing,
 // creating it if missing, with logs discarded.
 type Options struct {
-	// ReadOnly opens an existing catalog for reading only: no lock is
-	// taken, nothing is created or rebuilt.
+	// ReadOnly opens an existing catalog for reading only, without the lock.
 	ReadOnly bool
 	// Immutable, with ReadOnly, reads a catalog nothing can change (a
-	// snapshot on a read-only file system) without locks (SQLite's
-	// immutable=1): SQLite could not create the shared-memory file a WAL
-	// reader otherwise needs.
+	// snapshot on a read-only file system) without locks (immutable=1), as
+	// SQLite cannot create the shared-memory file a WAL reader needs.
 	Immutable bool
 	// Logger receives notes (a schema rebuild). nil discards them.
 	Logger *slog.Logger
 	// step, if set, is called at each step of a rebuild (tests).
 	step func(string)
-	// SearchTimeout bounds the time one search may read the index; a
-	// search that needs more is interrupted and fails with ErrSearchCost.
-	// 0 means DefaultSearchTimeout.
+	// SearchTimeout bounds the time one search may read the index; one
+	// that needs more is interrupted and fails with ErrSearchCost.
 	SearchTimeout time.Duration
 }
 
@@ -72,13 +69,12 @@ type Options struct {
 // loaded machine, whose searches take longer than the CPU they use.
 const DefaultSearchTimeout = 500 * time.Millisecond
 
-// SearchConns is how many searches read the catalog at once: half the
-// CPUs, at least one, on connections of their own, so that however
-// costly the searches, page reads have their own connections and CPUs.
+// SearchConns is how many searches read the catalog at once, on
+// connections of their own, so that page reads keep theirs and some CPUs.
 func SearchConns() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Catalog is an open catalog. Its read methods are safe for concurrent
-// use; its write methods (Add, Sync, Follow, Rebuild) are serialized.
+// use; its write methods (Sync, Follow, RebuildFrom) are serialized.
 type Catalog struct {
 	path string
 	log  *slog.Logger
@@ -101,9 +97,8 @@ type Catalog struct {
 }
 
 // Open opens the catalog at path. A writable Open takes the lock file
-// path.lock (ErrLocked if another process holds it), creates the catalog
-// if missing, and empties one of another schema version so that it is
-// rebuilt from the store.
+// path.lock (ErrLocked if another process holds it), creates a missing
+// catalog, and empties one of another schema to rebuild it from the store.
 func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 	log := opts.Logger
 	if log == nil {
@@ -239,9 +234,8 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 	return nil
 }
 
-// openDB opens a pool of connections to the SQLite file. Readers are
-// query_only; the writer is one connection, so that its transactions never
-// wait on each other.
+// openDB opens a pool of query_only readers, or the one writer connection,
+// whose transactions then never wait on each other.
 func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -253,15 +247,13 @@ func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Add("_txlock", "immediate")
-		// What is deleted (a removed message) is overwritten, not
-		// left in free pages.
+		// A removed message is overwritten, not left in free pages.
 		q.Add("_pragma", "secure_delete(1)")
 	}
 	return openPool(path, q, conns)
 }
 
-// openPool opens a pool of conns connections (0: twice the CPUs) to the
-// SQLite file at path with the URI parameters q.
+// openPool opens conns connections (0: twice the CPUs) to path with q.
 func openPool(path string, q url.Values, conns int) (*sql.DB, error) {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
 	db, err := sql.Open("sqlite", u.String())
@@ -450,8 +442,7 @@ func (c *Catalog) Close() error {
 		c.s = nil
 	}
 	if c.w != nil {
-		// A checkpoint folds the WAL into the file, so that a catalog at
-		// rest is one file.
+		// A checkpoint folds the WAL in: a catalog at rest is one file.
 		c.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 		errs = append(errs, c.w.Close())
 		c.w = nil

@@ -78,8 +78,7 @@ type doc struct {
 }
 
 // extract reads what the catalog keeps from a stored message. It never
-// fails: mail that does not parse still gets a row, with what could be
-// read.
+// fails: mail that does not parse still gets a row.
 func extract(m store.Stored, opts mailview.Options) doc {
 	// Attachments are counted, not read: their sizes are not kept.
 	opts.SkipAttachments = true
@@ -187,8 +186,7 @@ func ListPost(h []mailview.Field) string {
 	return ""
 }
 
-// MaxReferences is how many of the IDs a message names the catalog
-// keeps: the last ones, its nearest ancestors.
+// MaxReferences is how many of the IDs a message names are kept: the last.
 const MaxReferences = 50
 
 // references returns the IDs a message names, parent last, without its own
@@ -303,8 +301,7 @@ func ListName(s string) string {
 func ValidListName(s string) bool { return s != "" && ListName(s) == s }
 
 // listFromID returns the list named by a List-Id header value (RFC 2919
-// section 3: the list-id between angle brackets, after an optional
-// phrase).
+// section 3: the list-id between angle brackets, after an optional phrase).
 func listFromID(v string) string {
 	if i := strings.LastIndexByte(v, '<'); i >= 0 {
 		if j := strings.IndexByte(v[i:], '>'); j > 0 {
@@ -318,10 +315,9 @@ func listFromID(v string) string {
 // translations (German, Scandinavian, Dutch, Polish, Italian, Finnish).
 var replyPrefixes = []string{"re", "aw", "sv", "antw", "odp", "rif", "vs"}
 
-// BaseSubject returns a subject as threads are grouped by: without reply
-// ("Re:", "Re[2]:", "AW:") and forward prefixes and without leading
-// [tags] ("[linux-mips]", "[PATCH]"), white space collapsed, lower-case;
-// and whether a reply prefix was there.
+// BaseSubject returns a subject as threads are grouped by, without reply
+// and forward prefixes ("Re:", "Re[2]:", "AW:") and leading [tags], white
+// space collapsed, lower-case; and whether a reply prefix was there.
 func BaseSubject(s string) (base string, reply bool) {
 	s = strings.TrimSpace(s)
 	for {

@@ -57,8 +57,7 @@ type indexer struct {
 	wire                                         *sql.Stmt
 	newMailbox, numberFor, addNumber             *sql.Stmt
 	countNumber, dropCarried, takeNext           *sql.Stmt
-	// carried: numbers carried over from an old catalog wait for their
-	// messages (numbers.go).
+	// carried: numbers carried over from an old catalog wait (numbers.go).
 	carried bool
 	// moved: moves wait for their messages (move.go).
 	moved bool
@@ -273,9 +272,8 @@ func (ix *indexer) connected(d *doc) (threads []int64, how JoinedBy, quotes int6
 	return threads, JoinedByID, 0, nil
 }
 
-// threadsOf returns the threads of id in list: that of an archived
-// message with that Message-ID, and that of a message naming it (one
-// each: they are nearly always one thread), the first first.
+// threadsOf returns the threads of id in list, the first first: that of an
+// archived message with that Message-ID, and that of a message naming it.
 func (ix *indexer) threadsOf(id, list string) ([]int64, error) {
 	var out []int64
 	for _, st := range []*sql.Stmt{ix.threadByMsgID, ix.threadByRef} {
@@ -327,9 +325,8 @@ func (ix *indexer) merge(threads []int64) (int64, error) {
 	return into, err
 }
 
-// apply indexes a page of documents, then applies its moves and its
-// removals, and saves the cursor after them, in one transaction. Called
-// with wmu held.
+// apply indexes a page of documents, applies its moves and removals and
+// saves the cursor, in one transaction. Called with wmu held.
 func (c *Catalog) apply(ctx context.Context, docs []doc, moves []store.Move, removals []store.Removal, next store.Cursor, authority string) (int, error) {
 	st, err := c.state(ctx)
 	if err != nil {

@@ -176,8 +176,7 @@ func newValidity() int64 {
 	return max(1, time.Now().Unix()&0xffffffff)
 }
 
-// hasNumbers reports whether the catalog db has the tables numbers are
-// carried from.
+// hasNumbers reports whether db has the tables numbers are carried from.
 func hasNumbers(ctx context.Context, db *sql.DB) (bool, error) {
 	var n int
 	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('mailboxes', 'numbers', 'carried', 'meta', 'messages')`).Scan(&n)
@@ -196,8 +195,7 @@ type Carried struct {
 }
 
 // carry seeds the new catalog nc with the numbers of the catalog file at
-// old (see the comment at the top of this file). A missing file, or one
-// without numbers (an older schema), carries nothing.
+// old; a missing file, or one without numbers, carries nothing.
 func carry(ctx context.Context, nc *Catalog, old string) (Carried, error) {
 	if _, err := os.Stat(old); errors.Is(err, os.ErrNotExist) {
 		return Carried{}, nil
@@ -220,8 +218,7 @@ func carry(ctx context.Context, nc *Catalog, old string) (Carried, error) {
 		return Carried{}, fmt.Errorf("cannot read the UIDVALIDITY of %s: %q", old, v)
 	}
 	res.Validity = uint32(validity)
-	// One read transaction of the old file, so that what is carried is
-	// one state of it.
+	// One read transaction, so that what is carried is one state of old.
 	otx, err := odb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Carried{}, err
@@ -288,8 +285,7 @@ type Mailbox struct {
 	List string
 	// Validity is its UIDVALIDITY.
 	Validity uint32
-	// Next is the number its next message will get (IMAP's UIDNEXT):
-	// above every number it has given.
+	// Next is the number its next message will get (IMAP's UIDNEXT).
 	Next uint32
 	// Messages is how many messages it has.
 	Messages int
@@ -388,8 +384,7 @@ type Entry struct {
 	FromAddr   string
 	Subject    string
 	MessageID  string
-	// References are the Message-IDs it names, parent last (only when
-	// asked for).
+	// References are the Message-IDs it names, parent last, if asked for.
 	References []string
 	// Size is the stored size; WireSize the size with CRLF line ends,
 	// as sent; Lines the lines of its body.
@@ -463,8 +458,7 @@ func (c *Catalog) Entries(ctx context.Context, list string, from, to uint32, lim
 	return out, nil
 }
 
-// EntriesByMessageID returns the numbered messages with that Message-ID
-// (without angle brackets), in the order they were indexed.
+// EntriesByMessageID returns the numbered messages with Message-ID id.
 func (c *Catalog) EntriesByMessageID(ctx context.Context, id string) ([]Entry, error) {
 	what := "message <" + id + ">"
 	rows, err := c.r.QueryContext(ctx, `SELECT `+entryColumns+refsColumn+`
@@ -488,9 +482,8 @@ func (c *Catalog) EntriesByMessageID(ctx context.Context, id string) ([]Entry, e
 	return out, nil
 }
 
-// ArchivedSince returns the Message-IDs of the messages of the given
-// lists archived at or after since (NNTP's NEWNEWS), up to limit, and
-// whether there were more.
+// ArchivedSince returns the Message-IDs of the lists' messages archived
+// since since (NNTP's NEWNEWS), up to limit, and whether there were more.
 func (c *Catalog) ArchivedSince(ctx context.Context, lists []string, since time.Time, limit int) ([]string, bool, error) {
 	if len(lists) == 0 {
 		return nil, false, nil
@@ -543,8 +536,7 @@ type Gone struct {
 }
 
 // NumbersState is a token that changes whenever a number is given or
-// leaves its list, and the sequence of the last gone number: cheap to
-// read, for servers that poll the catalog for changes.
+// leaves, and the last gone number's sequence: cheap for pollers.
 func (c *Catalog) NumbersState(ctx context.Context) (state string, lastGone int64, err error) {
 	var next int64
 	err = c.r.QueryRowContext(ctx, `SELECT (SELECT total(next) FROM mailboxes), (SELECT coalesce(max(seq), 0) FROM gone)`).Scan(&next, &lastGone)

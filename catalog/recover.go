@@ -50,9 +50,8 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	o.at(stepStarted)
 	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
 	if err == nil {
-		// The IMAP and NNTP numbers of the catalog it replaces are kept
-		// (numbers.go). One that cannot be read (a damaged catalog is a
-		// reason to rebuild) is replaced all the same, with new numbers.
+		// The old catalog's IMAP and NNTP numbers are kept (numbers.go); a
+		// damaged one is replaced all the same, with new numbers.
 		kept, cerr := carry(ctx, nc, path)
 		switch {
 		case cerr != nil:
@@ -103,9 +102,8 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 }
 
 // RebuildOpen rebuilds the catalog at path from st, as Rebuild does, and
-// opens the new one for writing, holding the lock throughout: for a
-// writer whose Open found the catalog damaged (ErrDamaged). It refuses
-// (ErrLocked) while another process writes the catalog.
+// opens the new one for writing, holding the lock throughout: for a writer
+// whose Open found it damaged. ErrLocked while another process writes it.
 func RebuildOpen(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (*Catalog, int, error) {
 	if o.ReadOnly {
 		return nil, 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, ErrReadOnly)

@@ -1,17 +1,14 @@
 package catalog
 
-// Search, in SQLite FTS5 (https://sqlite.org/fts5.html).
-//
-// The fts table is contentless: it keeps the index, not the text, which
-// the store has. A message's own text and its quoted lines are separate
-// columns so that relevance ranks a message that says a word above one
-// that quotes it; each patched path ends with a word of its own (fileEnd)
-// so that dfn:PATH finds a path by its last components.
+// Search, in SQLite FTS5 (https://sqlite.org/fts5.html). The fts table is
+// contentless (the store has the text). A message's own text and its
+// quoted lines are separate columns, so that relevance ranks a message
+// that says a word above one that quotes it.
 //
 // A row's rowid is the message's date shifted left idBits, or'ed with its
 // messages.id: FTS5 walks matches in rowid order, so "newest first" is the
-// index's own order, a page of results costs the same however many
-// messages match, and a date range is a rowid range.
+// index's own order, a page costs the same however many messages match,
+// and a date range is a rowid range.
 
 import (
 	"bytes"
@@ -68,10 +65,9 @@ func (q *Query) rowids() (lo, hi int64) {
 	return lo, hi
 }
 
-// Text returns the text a reader searches in a message: its text parts,
-// its HTML parts as text, and the text of the messages it encloses (a
-// forward, a list's DMARC wrapping: often the whole of what was said), at
-// most about maxIndexedText bytes.
+// Text returns the text a reader searches in a message, at most about
+// maxIndexedText bytes: its text parts, its HTML parts as text, and the
+// text of enclosed messages (a forward, a list's DMARC wrapping).
 func Text(v *mailview.Message) string {
 	var b strings.Builder
 	var parts func(v *mailview.Message)
@@ -100,8 +96,7 @@ func Text(v *mailview.Message) string {
 	return b.String()
 }
 
-// indexText splits a message's Text into its own lines and its quoted
-// lines (those starting with '>'), within maxIndexedText.
+// indexText splits a message's Text into its own and its quoted lines.
 func indexText(v *mailview.Message) (body, quoted string) {
 	var b, q strings.Builder
 	left := maxIndexedText
@@ -154,16 +149,14 @@ const (
 	Relevance
 )
 
-// SearchOptions choose the page of results Search returns and how far
-// it counts. The zero value: newest first, no messages (only the count),
-// every match counted.
+// SearchOptions choose the page Search returns and how far it counts. The
+// zero value: newest first, only the count, every match counted.
 type SearchOptions struct {
 	Sort SortOrder
 	// Offset messages are skipped; at most Limit are returned.
 	Offset, Limit int
 	// CountLimit, if positive, stops the count there (SearchResult.More):
-	// counting every match of a common word costs more than finding a
-	// page of them.
+	// counting every match of a common word costs more than a page.
 	CountLimit int
 }
 
@@ -286,8 +279,7 @@ type Fragment struct {
 }
 
 // Excerpt returns about max bytes of text around the first line that has
-// one of words (as Query.Words returns them: a word that ends in '*'
-// stands for the words that start with it), with every such word marked,
+// one of words (as Query.Words returns them), with every such word marked,
 // or the start of the text if none matches. Quoted lines are used only if
 // no other line matches.
 func Excerpt(text string, words []string, max int) []Fragment {
@@ -328,8 +320,7 @@ func Excerpt(text string, words []string, max int) []Fragment {
 	return out
 }
 
-// wordSet is the folded words an excerpt marks: whole words, and the
-// prefixes of a prefix search.
+// wordSet is the folded words and prefixes an excerpt marks.
 type wordSet struct {
 	whole    map[string]bool
 	prefixes []string
@@ -412,9 +403,8 @@ func firstMatch(text string, want wordSet) int {
 	return bestQuoted
 }
 
-// isWordByte reports whether c is a byte of a word as the tokenizer sees
-// it in lower-cased text, bytes of multi-byte characters included (a
-// letter next to a match makes it part of a longer word).
+// isWordByte reports a byte of a word in lower-cased text, bytes of
+// multi-byte characters included: a letter next to a match extends it.
 func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
 }
@@ -443,9 +433,8 @@ func nextMatch(lower []byte, from int, w string, prefix bool) (at int, quoted bo
 }
 
 // lineEnd returns the offset of the newline that ends the line of at, or
-// -1 on the last line: past a quoted match, the next match looked at is
-// on another line (each match's line is found by looking back to its
-// start, which on one long line of matches would take quadratic time).
+// -1: past a quoted match, the next one looked at is on another line, lest
+// one long line of matches take quadratic time.
 func lineEnd(lower []byte, at int) int {
 	if i := bytes.IndexByte(lower[at:], '\n'); i >= 0 {
 		return at + i
@@ -455,10 +444,9 @@ func lineEnd(lower []byte, at int) int {
 
 // MatchSeen returns a test for mailview.Options.Enough that stops reading
 // a message's text once Excerpt has what it needs: a word of words on an
-// unquoted line with after more bytes behind it (after must exceed the max
-// given to Excerpt). For words beyond ASCII, which Excerpt finds by
-// tokenizing, it returns nil. The test keeps state between calls: one for
-// each mailview.Parse.
+// unquoted line with after (more than Excerpt's max) bytes behind it. It
+// returns nil for words beyond ASCII, which Excerpt finds by tokenizing.
+// The test keeps state between calls: one for each mailview.Parse.
 func MatchSeen(words []string, after int) func(part []byte, added int) bool {
 	want := newWordSet(words)
 	if !want.ascii {

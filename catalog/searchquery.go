@@ -16,8 +16,7 @@ const (
 	MaxQueryWords = 32
 )
 
-// ErrQuery: a search query that cannot be run. The error's text says why,
-// in words for the person who typed it.
+// ErrQuery: a search query that cannot be run; the text says why.
 var ErrQuery = errors.New("bad search")
 
 // Term is a word or phrase a search looks for (or, Negated, excludes).
@@ -49,8 +48,7 @@ type Query struct {
 	After, Before *time.Time
 }
 
-// Positive reports whether q looks for at least one word (as opposed to
-// only excluding words or filtering by list and date).
+// Positive reports whether q looks for a word, not only excludes or filters.
 func (q *Query) Positive() bool {
 	for _, t := range q.Terms {
 		if !t.Negated {
@@ -216,8 +214,7 @@ func ParseQuery(s string) (*Query, error) {
 }
 
 // minPrefix is how many letters or digits a prefix search (word*) needs:
-// FTS5 reads every word that starts with the prefix, and "a*" is most
-// of the index.
+// FTS5 reads every word that starts with the prefix.
 const minPrefix = 3
 
 // foreignSyntax refuses an unquoted word that another search syntax
@@ -266,8 +263,7 @@ func (p *queryParser) skipSpace() {
 	}
 }
 
-// operator consumes a field operator ("from:", "list:"...), in any case,
-// when a value follows it.
+// operator consumes a field operator ("from:"...), in any case, before a value.
 func (p *queryParser) operator() (string, bool) {
 	rest := p.s[p.i:]
 	for _, op := range []string{"from", "subject", "dfn", "list", "after", "before"} {
@@ -327,10 +323,9 @@ func parseSearchDate(s string) (time.Time, error) {
 	return time.Time{}, errors.New("not a date: write 2019, 2019-02 or 2019-02-03")
 }
 
-// match returns the FTS5 expression of q's terms: every word and phrase
-// quoted (so no text typed can be FTS5 syntax), a prefix as FTS5's
-// "..." *, fields as column filters, negations as NOT. It is "" when q
-// has no positive term.
+// match returns the FTS5 expression of q's terms, "" if none is positive.
+// Every word and phrase is quoted, so that no text typed can be FTS5
+// syntax; fields are column filters, negations NOT.
 func (q *Query) match() string {
 	var pos, neg []string
 	for i, t := range q.Terms {
@@ -398,9 +393,8 @@ func ftsPhrase(text string) string {
 	return `"` + strings.ReplaceAll(text, `"`, `""`) + `"`
 }
 
-// Words returns the words q looks for (not the excluded ones), lower-case,
-// for marking them in an excerpt (Excerpt). The last word of a prefix
-// search ends in '*': it stands for the words that start with it.
+// Words returns the lower-case words q looks for, to mark them (Excerpt);
+// a prefix search's last word ends in '*'.
 func (q *Query) Words() []string {
 	var out []string
 	for _, t := range q.Terms {

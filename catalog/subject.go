@@ -34,11 +34,9 @@ import (
 type JoinedBy int
 
 const (
-	// JoinedByID: by the Message-IDs it and the others name (or it
-	// started the thread).
+	// JoinedByID: by the Message-IDs it and the others name, or its start.
 	JoinedByID JoinedBy = iota
-	// JoinedBySubject: by its subject, it or the thread's start having
-	// a reply prefix.
+	// JoinedBySubject: by its subject, a reply prefix on it or the root.
 	JoinedBySubject
 	// JoinedQuoting: by its subject, quoting a message of the thread.
 	JoinedQuoting
@@ -67,8 +65,7 @@ const (
 	sketchLines       = 8
 	maxQuoteHashes    = 16
 	sketchMessages    = 20
-	// minDistinct is the shortest subject a message joins a thread
-	// by without a reply prefix or a quote.
+	// minDistinct is the shortest subject joined without a reply prefix.
 	minDistinct = 16
 	// minSketchLine is the shortest line compared: shorter ones ("Hi,",
 	// "Thanks!") are in every other message.
@@ -152,9 +149,8 @@ func quotesSketch(quotes []uint64, sk []byte) bool {
 // Bounds of the paths kept of one message's patches.
 const (
 	maxPaths = 200
-	// fileEnd ends each path in the search index's files column, so
-	// that dfn:PATH matches a path's last components only: the phrase
-	// of PATH's words and fileEnd.
+	// fileEnd ends each path in the files column, so that dfn:PATH, the
+	// phrase of PATH's words and fileEnd, matches a path's last components.
 	fileEnd = "zzdfnend"
 )
 

@@ -58,12 +58,10 @@ func (b *treeBuilder) get(id string) *container {
 	return c
 }
 
-// buildTree arranges a thread's messages (oldest first) as JWZ does,
-// given each message's references (refs[i] for msgs[i], parent last), and
-// returns the nodes in reading order: depth first, replies oldest first.
-// The placeholders of the Message-IDs keep names stay where their replies
-// put them, like messages (a message removed from the archive keeps its
-// place); other placeholders are pruned as JWZ prunes them.
+// buildTree arranges a thread's messages (oldest first) as JWZ does, given
+// their references (refs[i] for msgs[i], parent last), and returns the
+// nodes depth first, replies oldest first. Placeholders of the IDs in keep
+// (removed messages) keep their place; others are pruned as JWZ prunes.
 func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	return newTreeBuilder().build(msgs, refs, keep)
 }
@@ -134,9 +132,8 @@ func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bo
 		setFirst(r)
 	}
 	slices.SortFunc(roots, byFirst)
-	// Messages joined by subject (without references, or with none the
-	// thread has) hang under the message they quote, else under the
-	// thread's first message.
+	// Messages joined by subject hang under the message they quote, else
+	// under the thread's first message.
 	if len(roots) > 1 && roots[0].msg != nil {
 		main := roots[0]
 		byRow := map[int64]*container{}
@@ -234,9 +231,8 @@ func (b *treeBuilder) breakLoops(all []*container) {
 }
 
 // prune removes placeholders without replies, and replaces a placeholder
-// by its replies where it has only one, or where it is not a root (JWZ
-// step 4): a reader needs a placeholder only to see that several messages
-// answer the same missing one.
+// by its replies where it has one, or is not a root (JWZ step 4): a reader
+// needs one only to see several messages answer the same missing one.
 func prune(cs []*container, keep map[string]bool) []*container {
 	var out []*container
 	for _, c := range cs {
