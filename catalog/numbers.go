@@ -2,25 +2,19 @@ package catalog
 
 // Numbers: the IMAP UIDs and NNTP article numbers of a list's messages.
 //
-// Each list is a mailbox and a newsgroup, and each of its messages gets
-// the list's next number when it comes into the list, so numbers only grow
-// and are never given twice in a list (RFC 9051 section 2.3.1.1, RFC 3977
-// section 6.1.1); a message that leaves and comes back gets a new one. The
-// store's feed order cannot serve: the Riak feed can surface a message
-// after messages stored later, and a moved message needs a new number.
+// A message gets its list's next number when it comes into the list, so
+// numbers only grow and are never given twice in a list (RFC 9051 section
+// 2.3.1.1, RFC 3977 section 6.1.1). The store's feed order cannot serve:
+// the Riak feed can surface a message after later ones, and a moved
+// message needs a new number. Triggers renumber rows other writers change
+// (removals, moves) and log numbers that leave a list in gone (IMAP
+// EXPUNGE); inserts are numbered by the indexer, since a trigger's
+// savepoint would make FTS5 write a segment per message.
 //
-// The indexer numbers the messages it inserts (index.go); triggers keep
-// the numbers right for other writers of the messages table (removals,
-// moves) and log the numbers that leave a list in gone (IMAP EXPUNGE).
-// Inserts are not numbered by a trigger because a statement with a trigger
-// opens a savepoint, and FTS5 writes its pending terms out at every
-// savepoint: a segment per message.
-//
-// Numbers must outlive the catalog file: an IMAP client that sees UIDs
-// change under the same UIDVALIDITY shows the wrong messages. So a rebuild
-// carries them over (carry, the carried table) before it reads the store.
-// Only a catalog lost altogether starts again, with a new UIDVALIDITY: its
-// creation time, as RFC 9051 section 2.3.1.1 suggests.
+// Numbers must outlive the catalog file, since an IMAP client that sees
+// UIDs change under the same UIDVALIDITY shows the wrong messages: a
+// rebuild carries them over (carry). Only a catalog lost altogether gets a
+// new UIDVALIDITY, its creation time (RFC 9051 section 2.3.1.1).
 
 import (
 	"context"

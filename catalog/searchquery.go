@@ -72,29 +72,22 @@ func (q *Query) SearchesText() bool {
 // ParseQuery reads the search language:
 //
 //	word            messages with the word (all words must match)
-//	a OR b          messages with either (OR in capitals, between two
-//	                words, phrases or fields: "cache OR tlb flush" is
+//	a OR b          either (OR in capitals: "cache OR tlb flush" is
 //	                (cache or tlb) and flush)
 //	"a phrase"      the words next to each other
-//	word*           a word that starts with word (at least 3 letters or
-//	                digits before the *; "a phr"* ends a phrase so)
+//	word*           words starting with word (3 letters or digits at least)
 //	-word, -"..."   messages without it
 //	from:X          X in the sender's name or address (from:"Ralf B")
 //	subject:X       X in the subject
-//	dfn:PATH        patches touching the file PATH, given whole or by
-//	                its last components (dfn:setup.c, dfn:kernel/setup.c)
+//	dfn:PATH        patches touching PATH, whole or by its last components
 //	list:NAME       only that list (several: any of them)
-//	after:DATE      from DATE on; DATE is 2019, 2019-02 or 2019-02-03
+//	after:DATE      from DATE on (2019, 2019-02 or 2019-02-03)
 //	before:DATE     before DATE
 //
-// Words match regardless of case and accents; a word is letters and
-// digits, so "r4k_cache" is the phrase "r4k cache". Anything else with a
-// colon is a word.
-//
-// What looks like another search engine's syntax (AND, NOT and NEAR in
-// capitals, NEAR(...), a leading ^, an OR joining nothing) is refused with
-// an ErrQuery that says what to type instead; in lower case or in quotes
-// they are words. Errors count characters from 1.
+// Words are letters and digits ("r4k_cache" is the phrase "r4k cache"),
+// matched regardless of case and accents. Another search engine's syntax
+// (AND, NOT and NEAR in capitals, NEAR(...), a leading ^, an OR joining
+// nothing) is refused with an ErrQuery that says what to type instead.
 func ParseQuery(s string) (*Query, error) {
 	if len(s) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: the search is %d bytes long; at most %d are read", ErrQuery, len(s), MaxQueryBytes)

@@ -1,25 +1,17 @@
 package catalog
 
-// Subject threading: mail without threading headers.
-//
-// Mail of the pipermail era often has no References or In-Reply-To, and
-// replies whose clients dropped the "Re:". Such a message (or one whose
-// references name no message of the list, if its subject has a reply
-// prefix) joins a thread of its list with the same BaseSubject, active
-// within subjectWindow of it. Of those (at most maxSubjectThreads, most
-// recent first) it joins:
-//
-//  1. the first whose text it quotes (JoinedQuoting);
-//  2. else the first where it or the thread's first message has a reply
-//     prefix ("Re: X" joins "X", "X" joins the "Re: X" before it);
-//  3. else the first started by someone else, if the subject is
-//     distinctive (three words and minDistinct characters): "help" from
-//     two people is two questions.
-//
-// It never merges two threads, and what it compares is bounded: the
-// first sketchLines lines of each message without references, the first
-// maxQuoteHashes lines it quotes, and the newest sketchMessages messages
-// of each thread.
+// Subject threading: mail without threading headers (pipermail-era mail,
+// replies whose clients dropped the "Re:"), and mail whose references the
+// list does not know if its subject has a reply prefix. Such a message
+// joins a thread of its list with the same BaseSubject active within
+// subjectWindow of it: of at most maxSubjectThreads, the first whose text
+// it quotes (JoinedQuoting); else the first where it or the thread's root
+// has a reply prefix; else the first someone else started, if the subject
+// is distinctive (three words and minDistinct characters): "help" from two
+// people is two questions. It never merges two threads, and what it
+// compares is bounded: sketchLines lines of each message without
+// references, maxQuoteHashes lines it quotes, and the newest
+// sketchMessages messages of each thread.
 
 import (
 	"encoding/binary"
