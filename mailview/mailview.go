@@ -1,13 +1,12 @@
 // Package mailview turns a stored message into what a reader sees: its
-// main header fields decoded to UTF-8, the text of its body, the messages
-// it carries (a forward, a list's DMARC wrapping) and its attachments,
-// each of which can be taken out again (AttachmentData).
+// main header fields decoded, the text of its body, the messages it
+// carries (a forward, a list's DMARC wrapping) and its attachments, which
+// AttachmentData takes out again.
 //
-// Mail is hostile input. Parse never fails or panics, and Options bound
-// its work. Every string in a Message is valid UTF-8 without control
-// characters other than newline and tab, and unescaped: callers must
-// escape them. The only markup is Part.HTML, from a sanitizer that drops
-// everything executable or remote.
+// Mail is hostile input: Parse never fails or panics, and Options bound its
+// work. Strings in a Message are valid UTF-8 without control characters
+// but newline and tab, and unescaped; the only markup is Part.HTML, from a
+// sanitizer that drops everything executable or remote.
 package mailview
 
 import (
@@ -56,30 +55,25 @@ type Options struct {
 	MaxDepth int
 	// MaxParts is how many MIME parts are examined.
 	MaxParts int
-	// MaxTextBytes is how many bytes of body text (all parts together)
-	// are kept; the rest is cut and Truncated set.
+	// MaxTextBytes is how many bytes of body text are kept (then Truncated).
 	MaxTextBytes int
 	// MaxHeaderBytes bounds the header of the message and of each part.
 	MaxHeaderBytes int
 	// MaxAttachmentBytes bounds what AttachmentData decodes and returns.
 	MaxAttachmentBytes int
-	// SkipAttachments lists attachments without reading their bodies, for
-	// a reader that wants only the text: a large base64 attachment is not
-	// decoded just to learn its size (Attachment.Size is -1).
+	// SkipAttachments lists attachments without decoding their bodies just
+	// to learn their size, for a reader that wants only the text (Size -1).
 	SkipAttachments bool
-	// TextOnly reads the body and not the header fields (of enclosed
-	// messages too), for a reader that wants only the text.
+	// TextOnly reads the body, not the header fields (enclosed ones' too).
 	TextOnly bool
 	// Enough, if set, is asked as a plain text part is read, EnoughStep
-	// bytes at a time, whether the reader has what it wants: part is what
-	// has been read of the part (transfer-decoded, charset not applied),
-	// its last added bytes new. Once it says so, the rest of the text is
-	// left unread and Truncated set. HTML parts are read as without it.
+	// bytes at a time, whether the reader has what it wants (part: what was
+	// read, transfer-decoded; its last added bytes are new). Once it says
+	// so, the rest of the text is left unread and Truncated set.
 	Enough func(part []byte, added int) bool
 }
 
-// EnoughStep is how many bytes of a text part are read between two
-// questions to Options.Enough.
+// EnoughStep is how many bytes of a text part are read per Options.Enough.
 const EnoughStep = 4 << 10
 
 func (o Options) withDefaults() Options {
@@ -101,25 +95,22 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Field is a header field with its value decoded (RFC 2047) to UTF-8 and
-// unfolded.
+// Field is a header field, unfolded, its value decoded (RFC 2047) to UTF-8.
 type Field struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
 
-// Part is a piece of body to show, in message order. Exactly one of Text,
-// HTML and Message is set.
+// Part is a piece of body to show: exactly one of Text, HTML and Message.
 type Part struct {
 	// Text is a text/plain body, converted to UTF-8.
 	Text string
 	// HTML is a sanitized text/html body, shown only where a message has
 	// no plain alternative: formatting, tables and http(s)/mailto links.
 	HTML template.HTML
-	// Message is a message/rfc822 part (RFC 2046 section 5.2.1): a
-	// forward, or the original a list wrapped to pass DMARC. Its
-	// attachments are listed with the outer message's, so that one number
-	// names each attachment; the part itself is also an attachment.
+	// Message is a message/rfc822 part (RFC 2046 section 5.2.1): a forward,
+	// or what a list wrapped for DMARC. Its attachments are listed with the
+	// outer message's, one numbering for all; it is an attachment too.
 	Message *Message
 }
 
@@ -193,8 +184,7 @@ func ParseHeader(raw []byte, opts Options) *Message {
 	return p.m
 }
 
-// Parse reads raw, a message as the store keeps it. It never fails; what it
-// could not read is listed in Problems.
+// Parse reads raw, a message as stored. It never fails: see Problems.
 func Parse(raw []byte, opts Options) *Message {
 	p := &parser{opts: opts.withDefaults(), m: &Message{}}
 	p.textLeft = p.opts.MaxTextBytes
@@ -210,8 +200,7 @@ type parser struct {
 	textLeft   int
 
 	// capture is the entity whose decoded body WriteAttachment wants (0:
-	// none), written to sink; tooLarge says it exceeded
-	// MaxAttachmentBytes, sinkErr that sink failed.
+	// none), written to sink; tooLarge and sinkErr say what went wrong.
 	capture  int
 	sink     io.Writer
 	written  int64
@@ -221,14 +210,12 @@ type parser struct {
 
 	// raw counts the undecoded bytes of the entity newEntity made last.
 	raw *rawCounter
-	// textRaw and textOut are the undecoded bytes of the text parts read
-	// so far and the text they gave (readText).
+	// textRaw and textOut: the text parts' undecoded bytes and text so far.
 	textRaw, textOut int64
 }
 
 // AttachmentData returns the attachment numbered n (an index into
-// Message.Attachments) and its decoded bytes, or fails with
-// ErrNoAttachment or ErrAttachmentTooLarge.
+// Message.Attachments) and its decoded bytes.
 func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error) {
 	var b bytes.Buffer
 	a, err := WriteAttachment(raw, n, opts, &b)
@@ -239,8 +226,7 @@ func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error)
 }
 
 // WriteAttachment writes the decoded bytes of the attachment numbered n to
-// w as it decodes them, and returns it with its Size. Its errors are
-// AttachmentData's and w's; w may then have been written to in part.
+// w as it decodes them; after an error w may hold part of them.
 func WriteAttachment(raw []byte, n int, opts Options, w io.Writer) (Attachment, error) {
 	// Neither walk decodes the other attachments.
 	opts.SkipAttachments = true
@@ -314,9 +300,8 @@ type rawCounter struct {
 	bounded bool
 }
 
-// errTooSparse stops a decoder that reads far more than it gives: a
-// decoder may consume any number of bytes in one Read (quoted-printable
-// soft line breaks give nothing).
+// errTooSparse stops a decoder that reads far more than it gives, as soft
+// line breaks of quoted-printable do (they decode to nothing).
 var errTooSparse = errors.New("too little text for its encoded size")
 
 func (c *rawCounter) Read(b []byte) (int, error) {
@@ -408,9 +393,8 @@ func (p *parser) header(h message.Header) {
 	}
 }
 
-// lenient reads a header the MIME parser refused: lines of "Name: value"
-// with continuation lines (RFC 5322 section 2.2.3) up to the first empty
-// line, skipping lines that are neither; the body is shown as text.
+// lenient reads a header the MIME parser refused: "Name: value" lines with
+// continuations (RFC 5322 section 2.2.3), up to the first empty line.
 func (p *parser) lenient(raw []byte) {
 	rest := raw
 	// A field's value is gathered as bytes: appending each
@@ -510,8 +494,7 @@ func (p *parser) entity(e *message.Entity, depth int) {
 		}
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: body.n, entity: entity})
 	case p.opts.SkipAttachments && entity != p.capture:
-		// The multipart reader skips the undecoded bytes to the next
-		// boundary.
+		// The multipart reader skips to the next boundary.
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: -1, entity: entity})
 	case entity == p.capture:
 		body := p.attachmentBody(e.Body, entity)
@@ -525,9 +508,8 @@ func (p *parser) entity(e *message.Entity, depth int) {
 }
 
 // decodedSizeLimit is the largest attachment (undecoded) whose size is
-// counted by decoding it. A larger one is counted without decoding where
-// its encoding allows (well-formed base64, or no encoding and not text/*);
-// else its size is unknown (-1).
+// counted by decoding it; a larger one is counted only where its encoding
+// allows (well-formed base64, or none and not text/*), else -1.
 const decodedSizeLimit = 1 << 20
 
 // attachmentSize returns the decoded size of attachment e, raw unread.
@@ -576,9 +558,8 @@ func (p *parser) decodedSize(body io.Reader, name string) int64 {
 }
 
 // base64Size returns the decoded size of a base64 body (RFC 2045 section
-// 6.8) read from r, counted, not decoded: the letters of the alphabet,
-// with white space anywhere and "=" padding at the end. A body that is
-// not that (which a decoder would reject somewhere) has no size: -1.
+// 6.8) read from r, counting its letters without decoding; -1 for a body
+// a decoder would reject.
 func base64Size(r io.Reader) (int64, error) {
 	buf := make([]byte, 64<<10)
 	var letters, pad int64
@@ -601,8 +582,7 @@ func base64Size(r io.Reader) (int64, error) {
 		case pad > 0 && seen&b64Letter != 0:
 			valid = false // letters after the padding
 		case seen&b64Pad != 0:
-			// Padding: nothing but white space and at most two "=" from
-			// the first on.
+			// Padding: only white space and at most two "=" from here on.
 			i := bytes.IndexByte(chunk, '=')
 			for _, c := range chunk[i:] {
 				switch base64Class[c] {
@@ -644,8 +624,7 @@ func classes(b []byte) byte {
 	return seen
 }
 
-// Classes of the bytes of a base64 body, bits of base64Class: a letter
-// of the alphabet, "=", another byte, and each kind of white space.
+// Classes of base64 bytes: a letter, "=", another byte, each white space.
 const (
 	b64Letter = 1 << iota
 	b64Pad
@@ -656,8 +635,7 @@ const (
 	b64LF
 )
 
-// base64Class classifies the bytes of a base64 body (as go-message
-// decodes it: white space, tabs and spaces too, is skipped).
+// base64Class classifies bytes as go-message decodes base64 (skipping all white space).
 var base64Class = func() (t [256]byte) {
 	for i := range t {
 		t[i] = b64Other
@@ -670,8 +648,7 @@ var base64Class = func() (t [256]byte) {
 	return t
 }()
 
-// attachmentBody wraps the body of entity number entity: it counts the
-// bytes read, and keeps them when AttachmentData wants this entity.
+// attachmentBody wraps entity's body, counting and capturing its bytes.
 func (p *parser) attachmentBody(r io.Reader, entity int) *countingReader {
 	c := &countingReader{r: r}
 	if entity == p.capture && p.capture > 0 {
@@ -812,9 +789,8 @@ func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 		p.problem("cannot read body: %v", err)
 	}
 	if len(b) > p.textLeft {
-		// The rest is left unread: decoding it only to throw it away
-		// is most of the cost of a long text, and a multipart reader
-		// skips to the next part by itself.
+		// The rest is left unread: decoding it only to throw it away is
+		// most of the cost of a long text.
 		b = b[:p.textLeft]
 		p.m.Truncated = true
 	}
@@ -824,9 +800,8 @@ func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 
 // Bounds of the reading of text against its undecoded size: text parts
 // are read while their undecoded bytes stay within textRawFloor plus
-// textRawRatio times the text they gave (quoted-printable triples a byte,
-// base64 is 4/3). Past that the text is cut: soft line breaks decode to
-// nothing.
+// textRawRatio times the text they gave (quoted-printable triples a byte);
+// past that the text is cut, since soft line breaks decode to nothing.
 const (
 	textRawFloor = 64 << 10
 	textRawRatio = 4
@@ -899,8 +874,7 @@ func (p *parser) text(r io.Reader, raw *rawCounter) {
 }
 
 func (p *parser) html(r io.Reader, raw *rawCounter) {
-	// The sanitizer keeps control characters in text (a NUL), which the
-	// page must not show.
+	// The sanitizer keeps control characters (a NUL) the page must not show.
 	s := policy.Sanitize(cleanBody(p.readText(r, raw, false)))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{HTML: template.HTML(s)})
