@@ -24,13 +24,12 @@ const (
 	Imported  Status = "imported"
 	Duplicate Status = "duplicate"
 	Failed    Status = "failed"
-	// Removed: the same bytes were archived and removed since; the archive
-	// does not take them again. Number is the removed message's.
+	// Removed: archived and removed since, so not taken again; Number is
+	// the removed message's.
 	Removed Status = "removed"
 )
 
-// Prepared is a message ready to be stored: the CPU-bound part of
-// archiving, safe to do on many goroutines at once.
+// Prepared is a message ready to be stored: the CPU-bound part, safe in parallel.
 type Prepared struct {
 	Raw    []byte
 	Digest store.Digest
@@ -51,15 +50,13 @@ func Prepare(raw []byte, where string) Prepared {
 
 // Outcome is what became of one message.
 type Outcome struct {
-	// Number is the message's call number: the new one, or for a
-	// duplicate the one already stored; zero when it failed.
+	// Number is the new call number, or a duplicate's stored one; 0 if failed.
 	Number    callnumber.Number
 	MessageID string
 	Status    Status
 	Err       error
 	Where     string
-	// OtherList is, for a duplicate imported with a list, the other list
-	// the message is archived in ("" for none).
+	// OtherList is the other list a duplicate is archived in ("" for none).
 	OtherList *string
 }
 
@@ -67,8 +64,8 @@ type Outcome struct {
 type Options struct {
 	// Store receives the messages. Required.
 	Store store.Store
-	// Runs issues the runs the call numbers are taken from. Required.
-	// Every lease is recorded in Store before a number of its run is used.
+	// Runs issues the runs of call numbers, each lease recorded in Store
+	// before its run is used. Required.
 	Runs callnumber.RunSource
 	// List is recorded with every message ("" for none).
 	List string
@@ -187,8 +184,7 @@ func (a *Archiver) checkList(ctx context.Context, o *Outcome) error {
 }
 
 // RecordingSource returns a RunSource that records every lease src issues
-// in st before handing it out, so the store can check every later write
-// against it (the authority binding and the run-nonce rule).
+// in st first, so the store can check every later write against it.
 func RecordingSource(src callnumber.RunSource, st store.Store) callnumber.RunSource {
 	return callnumber.RunSourceFunc(func(ctx context.Context) (callnumber.Lease, error) {
 		l, err := src.NewRun(ctx)

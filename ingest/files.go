@@ -24,12 +24,10 @@ func (e nothingFound) Error() string {
 
 func (e nothingFound) Unwrap() error { return ErrNothingFound }
 
-// NothingFound is the error of paths that hold no message: it wraps
-// ErrNothingFound and names them.
+// NothingFound wraps ErrNothingFound, naming the paths.
 func NothingFound(paths []string) error { return nothingFound{paths} }
 
-// CheckPaths checks that every input exists ("-", standard input, always
-// does), so that a mistyped path is reported before anything is done.
+// CheckPaths checks that every input exists ("-" does) before anything is done.
 func CheckPaths(paths []string) error {
 	for _, p := range paths {
 		if p == "-" {
@@ -60,10 +58,9 @@ type FilesOptions struct {
 }
 
 // ImportFiles imports the inputs paths in order: mbox files, Maildirs,
-// folders of mbox and .eml files, "-" for the standard input (package
-// mailsource). It returns the totals, and stops at the first input that
-// cannot be read or at a store error (Import). Inputs without any message
-// give an error wrapping ErrNothingFound.
+// folders of mbox and .eml files, "-" for the standard input (mailsource).
+// It stops at the first input that cannot be read or at a store error
+// (Import); inputs without any message give ErrNothingFound.
 func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats, error) {
 	log := opts.Logger
 	if log == nil {
@@ -112,8 +109,8 @@ func HasMessages(ctx context.Context, paths []string, opts mailsource.Options) (
 	return false, nil
 }
 
-// importFile imports one input; it returns how many messages it found
-// (whether or not in this process's partition), and what it did.
+// importFile imports one input and returns how many messages it found
+// (in any partition) and the totals.
 func importFile(ctx context.Context, path string, opts FilesOptions, log *slog.Logger, before Stats) (int, Stats, error) {
 	sopts := opts.Source
 	sopts.Logger = log

@@ -21,8 +21,7 @@ type Item struct {
 	Err error
 }
 
-// Source yields the messages of one input, then io.EOF. Any other error
-// ends the input.
+// Source yields one input's messages, then io.EOF; any other error ends it.
 type Source interface {
 	Next() (Item, error)
 }
@@ -42,19 +41,16 @@ type ImportOptions struct {
 	// 0-based position in the input is K-1 modulo N, so that N processes
 	// given the same inputs share them out. N = 0 imports everything.
 	PartitionK, PartitionN int
-	// Manifest, if set, receives one JSON object per message of this
-	// process's share, in input order (see ManifestEntry).
+	// Manifest, if set, receives a ManifestEntry per message of this share.
 	Manifest io.Writer
-	// OnBatch, if set, gets the totals after every stored batch, on
-	// Import's goroutine.
+	// OnBatch, if set, gets the totals after each batch, on Import's goroutine.
 	OnBatch func(Stats)
 }
 
-// Default batch bounds. A batch's messages, their store records and the
-// index pages its inserts touch are in memory at once, so the batch bounds
-// the importer's memory. 512 is a multiple of the Riak store's packs of 16
-// consecutive numbers, so that a batch does not end inside a pack the next
-// one writes again.
+// Default batch bounds. A batch's messages, store records and touched
+// index pages are in memory at once, so it bounds the importer's memory.
+// 512 is a multiple of the Riak store's packs of 16 numbers, so that a
+// batch does not end inside a pack the next one writes again.
 const (
 	DefaultBatchMessages = 512
 	DefaultBatchBytes    = 8 << 20
@@ -66,8 +62,7 @@ type Stats struct {
 	// Removed counts the duplicates of messages removed since they were
 	// archived (manifest status "removed"), also counted as Duplicates.
 	Removed int64
-	// OtherList counts the duplicates archived in another list than
-	// the one the import names (Outcome.OtherList).
+	// OtherList counts duplicates archived in another list (Outcome.OtherList).
 	OtherList int64
 	// Bytes is the size of the messages handled (stored or not).
 	Bytes int64
@@ -94,8 +89,7 @@ type ManifestEntry struct {
 	MessageID  string `json:"message_id"`
 	Status     Status `json:"status"`
 	Error      string `json:"error,omitempty"`
-	// List is, for a duplicate archived in another list than the
-	// import's --list, the list it is in ("" for none).
+	// List is, for a duplicate, the other list it is in ("" for none).
 	List *string `json:"list,omitempty"`
 }
 
@@ -258,8 +252,7 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 		}
 		out, err := opts.Archiver.Archive(ctx, batch)
 		if err != nil {
-			// The whole batch failed: its messages are failed, in the
-			// totals as in the manifest.
+			// The whole batch failed: so did its messages, in totals and manifest.
 			if enc != nil {
 				for _, p := range batch {
 					enc.Encode(ManifestEntry{MessageID: bracket(p.Meta.MessageID), Status: Failed, Error: err.Error()})
