@@ -5,18 +5,16 @@
 // MaxHeader bytes); a message's line is followed by its Size bytes as
 // stored and a line feed. The records, in this order:
 //
-//	feed     once, first: the authority and its shuffle key, without
-//	         which a mirror cannot decode call numbers
+//	feed     first: the authority and shuffle key, to decode call numbers
 //	lease    a run's lease, before anything of that run
 //	message  call number, SHA-256 (store.DigestOf), size, then the bytes
 //	move     a move (store.Move), after its message if any
 //	removal  a removal (store.Removal), after its message if any
-//	end      last: the cursor to ask from next, and whether the answer
-//	         stopped at its limit rather than at the feed's end
+//	end      last: the cursor to ask from next; more if cut at a limit
 //
 // An answer without its end record was cut short: a reader keeps what it
-// verified and asks again from the cursor it had. Records come in the
-// store's feed order (store.Store.Changes); a message may come twice.
+// verified and asks again from its cursor. Records come in the store's
+// feed order (store.Store.Changes); a message may come twice.
 package changes
 
 import (
@@ -166,8 +164,7 @@ func (fw *Writer) End(next store.Cursor, more bool) error {
 	return fw.err
 }
 
-// Flush writes what is buffered, to send a slow answer's records as they
-// come.
+// Flush sends what is buffered, so a slow answer's records go as they come.
 func (fw *Writer) Flush() error {
 	if fw.err == nil {
 		fw.err = fw.w.Flush()
@@ -175,8 +172,7 @@ func (fw *Writer) Flush() error {
 	return fw.err
 }
 
-// Record is one record read by a Reader: Kind says which of the other
-// fields is set.
+// Record is one record read by a Reader; Kind says which fields are set.
 type Record struct {
 	Kind    string
 	Lease   callnumber.Lease // KindLease (without the key)
@@ -194,9 +190,8 @@ type Options struct {
 	MaxMessage int64
 }
 
-// Reader reads an answer, checking everything it can: each message's
-// digest, that call numbers decode under the feed's authority and belong
-// to a run whose lease came before, sizes.
+// Reader reads an answer, checking each message's digest and size, and
+// that call numbers decode under the feed's authority in runs leased before.
 type Reader struct {
 	r       *bufio.Reader
 	opts    Options
@@ -266,9 +261,8 @@ func (fr *Reader) header() (header, error) {
 	return h, nil
 }
 
-// Next returns the next record; after the end record, io.EOF. An answer
-// that ends without one is ErrTruncated; anything inconsistent is
-// ErrFormat, with the record's place.
+// Next returns the next record: io.EOF after the end record, ErrTruncated
+// without one, ErrFormat (with the record's place) for anything inconsistent.
 func (fr *Reader) Next() (Record, error) {
 	if fr.ended {
 		return Record{}, io.EOF

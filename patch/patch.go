@@ -1,14 +1,10 @@
-// Package patch reads the patches in mail: the unified diffs that git
-// format-patch, diff -u and Subversion write into a message's text. It
-// tells each line's part in a diff (for colouring) and counts what each
-// file gains and loses (a diffstat, and the files the catalog indexes).
-//
-// A diff starts at "diff --git a/X b/Y", or at "--- X" directly followed
-// by "+++ Y". A hunk holds exactly the lines its counts say, so the "-- "
-// line that ends a git format-patch message is text, not a removed line;
-// one without counts holds the lines that start with ' ', '+' or '-'.
-// Mail is hostile: Scan reads at most Limits.MaxBytes and keeps at most
-// Limits.MaxFiles files, in time linear in what it reads.
+// Package patch reads the patches in mail (the unified diffs of git
+// format-patch, diff -u and Subversion): each line's part in a diff, for
+// colouring, and what each file gains and loses (a diffstat, and the files
+// the catalog indexes). A hunk holds exactly the lines its counts say, so
+// the "-- " line ending a git format-patch message is text, not a removed
+// line. Mail is hostile: Scan reads at most Limits.MaxBytes and keeps at
+// most Limits.MaxFiles files, in time linear in what it reads.
 package patch
 
 import (
@@ -22,8 +18,7 @@ type Kind uint8
 const (
 	// Text is a line outside any diff (the message, a commit log).
 	Text Kind = iota
-	// Header is a file header line: diff --git, index, ---, +++, mode,
-	// rename, Index: and its ===.
+	// Header is a file header line: diff --git, index, ---, +++, mode...
 	Header
 	// Hunk is a hunk header, @@ ... @@.
 	Hunk
@@ -35,8 +30,7 @@ const (
 
 // File is what a diff does to one file.
 type File struct {
-	// Path is the file's path after the change (before it, for a
-	// deleted file), without git's a/ and b/.
+	// Path is its path after the change (before, if deleted), without a/, b/.
 	Path string
 	// OldPath is its path before a rename or copy, else "".
 	OldPath string
@@ -65,8 +59,7 @@ const (
 // Diff is what Scan found.
 type Diff struct {
 	Files []File
-	// Truncated says the text or the files went past the limits: what is
-	// past them is read as Text, or not kept.
+	// Truncated: the text or files went past the limits (Text, or not kept).
 	Truncated bool
 }
 
@@ -135,9 +128,8 @@ func newScanner(lim Limits) *scanner {
 	return &scanner{lim: lim}
 }
 
-// Scan returns the kinds of the lines of text (split after each "\n")
-// and the diff they make. Past Limits.MaxBytes it stops: the lines it
-// gives no kind are text, and the Diff says Truncated.
+// Scan returns the kinds of the lines of text (split after each "\n") and
+// the diff they make, up to Limits.MaxBytes (then Diff.Truncated).
 func Scan(text string, lim Limits) ([]Kind, Diff) {
 	s := newScanner(lim)
 	var kinds []Kind
@@ -209,8 +201,7 @@ func (s *scanner) line(line string) Kind {
 	case strings.HasPrefix(l, "--- ") && s.st != hunk:
 		s.pending = true
 		s.pendingOld = filePath(l[4:], "a/")
-		// Outside a file header, it is one only if "+++ " follows
-		// (Scan says Text for it otherwise).
+		// Outside a file header, only if "+++ " follows (else it is Text).
 		return Header
 	case strings.HasPrefix(l, "@@ ") && (s.st == header || s.st == between) && s.cur != nil:
 		s.old, s.new = hunkCounts(l)
@@ -247,8 +238,7 @@ func (s *scanner) line(line string) Kind {
 	return Text
 }
 
-// inHunk reads a line of a hunk: ok is false when the hunk has ended
-// before it.
+// inHunk reads a line of a hunk; ok is false if the hunk ended before it.
 func (s *scanner) inHunk(l string) (Kind, bool) {
 	counted := s.old >= 0
 	if counted && s.old <= 0 && s.new <= 0 {
@@ -296,8 +286,7 @@ func (s *scanner) newFile(path, old string) {
 	s.cur = &s.diff.Files[len(s.diff.Files)-1]
 }
 
-// isHeaderLine reports the lines git writes between "diff --git" and
-// the first hunk.
+// isHeaderLine reports the lines git writes between "diff --git" and a hunk.
 func isHeaderLine(l string) bool {
 	for _, p := range []string{"index ", "new file mode ", "deleted file mode ", "old mode ", "new mode ",
 		"similarity index ", "dissimilarity index ", "GIT binary patch", "literal ", "delta "} {
@@ -371,8 +360,7 @@ func clip(p string) string {
 }
 
 // Suffixes returns the ways the dfn: search finds a path, at most max,
-// the shortest first: each of its last components and the path itself
-// ("Kconfig", "mips/Kconfig", "arch/mips/Kconfig").
+// shortest first ("Kconfig", "mips/Kconfig", "arch/mips/Kconfig").
 func Suffixes(path string, max int) []string {
 	path = strings.Trim(path, "/")
 	var out []string
