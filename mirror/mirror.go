@@ -1,15 +1,13 @@
 // Package mirror follows another archive's change feed (GET
 // /api/v1/changes, package changes) into a store of its own: the same
-// messages under the same call numbers and leases, and the same removals
-// and moves, so that the mirror serves every URL of the origin.
+// messages under the same call numbers and leases, removals and moves, so
+// that the mirror serves every URL of the origin.
 //
-// The origin is untrusted input. Every message's digest is checked, its
-// size bounded, its call number decoded under the origin's authority and
-// its run's lease recorded before it; the store refuses what does not fit,
-// and the mirror stops, saying why, rather than store anything wrongly.
-//
-// The cursor is saved only once everything before it is durably in the
-// store, so a mirror killed at any moment carries on where it stood.
+// The origin is untrusted: every message's digest is checked, its size
+// bounded, its call number decoded under the origin's authority and its
+// run's lease recorded first; the store refuses what does not fit, and the
+// mirror stops rather than store anything wrongly. The cursor is saved only
+// once everything before it is durably stored.
 package mirror
 
 import (
@@ -47,22 +45,19 @@ const (
 	DefaultBatchBytes    = 8 << 20
 	DefaultMinBackoff    = time.Second
 	DefaultMaxBackoff    = time.Minute
-	// DefaultOnceAttempts is how many times CatchUp tries again after a
-	// passing failure (the network, the origin busy) before giving up.
+	// DefaultOnceAttempts is how many times CatchUp retries a passing failure.
 	DefaultOnceAttempts = 8
 )
 
-// ErrOrigin: the origin sent something a mirror must not store (damaged
-// or inconsistent), or that contradicts what the mirror holds. The mirror
-// stops; nothing wrong was stored.
+// ErrOrigin: the origin sent something damaged, inconsistent, or against
+// what the mirror holds. The mirror stops; nothing wrong was stored.
 var ErrOrigin = errors.New("mirror: the origin's change feed cannot be mirrored")
 
 // Options configure a Mirror.
 type Options struct {
 	// From is the origin's base URL (https://lists.example.org/). Required.
 	From string
-	// Token, if set, is sent as a bearer token (an origin that keeps its
-	// feed for its mirrors).
+	// Token, if set, is sent as a bearer token (an origin's private feed).
 	Token string
 	// Store receives the messages and the removals. Required.
 	Store store.Store
@@ -76,8 +71,7 @@ type Options struct {
 	Metrics *Metrics
 	// Progress, if set, is called after each answer of the origin.
 	Progress func(Stats)
-	// Wait is how long one request waits at the origin for something new
-	// (a long poll) once the mirror has caught up; zero is DefaultWait.
+	// Wait is how long a request long-polls once caught up (0: DefaultWait).
 	Wait time.Duration
 	// Limit bounds the records of one answer; zero is DefaultLimit.
 	Limit int
@@ -219,8 +213,8 @@ func ReadState(path string) (State, error) {
 	return st, nil
 }
 
-// saveState writes the state durably: a new file, synced, renamed over
-// the old, and the directory synced.
+// saveState writes the state durably: a new file, synced, renamed over the
+// old, and the directory synced.
 func saveState(path string, st State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -354,9 +348,8 @@ func (e *statusError) fatal() bool {
 	return e.code >= 400 && e.code < 500 && e.code != http.StatusRequestTimeout && e.code != http.StatusTooManyRequests
 }
 
-// fetch asks the origin for what follows the cursor (waiting for it when
-// wait is set), applies it and saves the new cursor. It reports whether
-// the origin has more at once.
+// fetch asks the origin for what follows the cursor (waiting when wait is
+// set), applies it, saves the new cursor and reports whether more is ready.
 func (m *Mirror) fetch(ctx context.Context, wait bool) (bool, error) {
 	q := url.Values{}
 	q.Set("after", string(m.state.Cursor))
