@@ -138,13 +138,11 @@ const (
 	maxAhead   = 24 * time.Hour
 )
 
-// Arrival returns the date a message is shown and put in its month by,
-// where that date comes from, and when the list had it (what "newest"
-// orders by), given its Date header, its topmost Received header's date
-// ("" for none) and when it was archived. The Date header wins unless a
-// plausible Received date puts it more than maxTransit before or maxAhead
-// after it (a clock years off), so that a Date header cannot put a message
-// on top of a list whose server dated it otherwise.
+// Arrival returns the date a message is shown and put in its month by, its
+// source, and when the list had it (what "newest" orders by), given its
+// Date header, its topmost Received header's date ("" for none) and when
+// it was archived. A plausible Received date overrides a Date header more
+// than maxTransit before or maxAhead after it (a clock years off).
 func Arrival(date, received string, added time.Time) (time.Time, DateSource, time.Time) {
 	rt, rok := plausible(received, added)
 	dt, dok := plausible(date, added)

@@ -27,8 +27,7 @@ type SyncOptions struct {
 	Workers int
 	// View bounds the parsing of one message.
 	View mailview.Options
-	// Progress, if set, is called after each indexed page with the number
-	// of messages read from the feed so far in this call.
+	// Progress, if set, gets the messages read so far after each page.
 	Progress func(read int)
 }
 
@@ -39,8 +38,8 @@ type FollowOptions struct {
 	Interval time.Duration
 	// MaxBackoff bounds the pause after a store error (doubling from 1s).
 	MaxBackoff time.Duration
-	// CaughtUp, if set, is called once, when Follow has first read the
-	// feed to its end, with the number of messages that pass indexed.
+	// CaughtUp, if set, gets the messages indexed when Follow first reaches
+	// the feed's end.
 	CaughtUp func(indexed int)
 }
 
@@ -309,9 +308,8 @@ func (c *Catalog) resetCursor(ctx context.Context) error {
 const ftsAutomerge = 4
 
 // compact merges the search index into one segment, which every word of a
-// query then reads once: built message by message, it is many segments,
-// which FTS5 merges only now and then. No VACUUM follows: it would return
-// the old segments' pages but write the whole file twice more.
+// query then reads once (FTS5 merges only now and then). No VACUUM: it
+// would free the old segments' pages but write the whole file twice more.
 func (c *Catalog) compact(ctx context.Context) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()

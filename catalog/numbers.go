@@ -85,9 +85,8 @@ CREATE TRIGGER numbers_out AFTER DELETE ON numbers BEGIN
 END;
 `
 
-// numberMessage gives the message NEW a number in its list, in a
-// trigger: the one carried over for it if that is free, else the list's
-// next (the indexer does the same with the statements below).
+// numberMessage numbers the message NEW in a trigger as number does: its
+// carried number if that is free, else the list's next.
 const numberMessage = `
 	INSERT OR IGNORE INTO mailboxes (list, validity, next, messages)
 		VALUES (NEW.list, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'uidvalidity'), 1, 0);
@@ -164,8 +163,7 @@ func initNumbers(ctx context.Context, tx *sql.Tx) error {
 }
 
 // newValidity is the UIDVALIDITY of a catalog created now: the time in
-// seconds, which fits 32 bits until 2106, and 1 rather than 0 (not a
-// valid UIDVALIDITY) on a clock at the epoch.
+// seconds (32 bits until 2106), and never 0, which is not valid.
 func newValidity() int64 {
 	return max(1, time.Now().Unix()&0xffffffff)
 }
@@ -421,10 +419,9 @@ func scanEntry(s scanner, refs bool) (Entry, error) {
 	return e, nil
 }
 
-// Entries returns up to limit messages of a list numbered from..to (both
-// included), in order; with refs, their References. A caller reading a
-// long range asks again from the last number + 1, so that no read
-// transaction stays open while it sends what it read.
+// Entries returns up to limit messages of a list numbered from..to, in
+// order; with refs, their References. Callers read a long range in pieces,
+// so that no read transaction stays open while they send what they read.
 func (c *Catalog) Entries(ctx context.Context, list string, from, to uint32, limit int, refs bool) ([]Entry, error) {
 	what := fmt.Sprintf("messages %d-%d of %s", from, to, list)
 	q := `SELECT ` + entryColumns
@@ -540,8 +537,7 @@ func (c *Catalog) NumbersState(ctx context.Context) (state string, lastGone int6
 	return fmt.Sprintf("%d.%d", next, lastGone), lastGone, nil
 }
 
-// GoneSince returns up to limit numbers that left their lists after the
-// one with sequence after, in order.
+// GoneSince returns up to limit numbers that left their lists after seq after.
 func (c *Catalog) GoneSince(ctx context.Context, after int64, limit int) ([]Gone, error) {
 	rows, err := c.r.QueryContext(ctx, `SELECT seq, list, num FROM gone WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	if err != nil {

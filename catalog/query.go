@@ -405,9 +405,8 @@ func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
 // maxCopies bounds the messages Copies returns.
 const maxCopies = 50
 
-// Copies returns the messages with a Message-ID (without angle
-// brackets), by list: a message sent to several lists is archived once
-// through each, each copy in its own list's threads. At most maxCopies.
+// Copies returns the messages with Message-ID msgid, by list, at most
+// maxCopies: a message sent to several lists is archived through each.
 func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
 	what := "the messages <" + msgid + ">"
 	if msgid == "" {

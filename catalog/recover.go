@@ -81,9 +81,8 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
 	o.at(stepBuilt)
-	// The old catalog's WAL must not be applied to the new file. Stopped
-	// here, the old file is left without it: as it was at its last
-	// checkpoint, or damaged, which the next writer finds.
+	// The old catalog's WAL must not be applied to the new file; stopped
+	// here, the old file is as at its last checkpoint, or damaged.
 	for _, suffix := range []string{"-wal", "-shm"} {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)

@@ -242,11 +242,9 @@ func (ix *indexer) quoted(thread int64, quotes []uint64) (int64, error) {
 }
 
 // threadsBySubjectSQL reads the threads a message may join by subject
-// (1: list, 2: base, 3 and 4: the window, 5: how many), the most
-// recently active first, with their first message's sender.
+// (list, base, window, how many), newest first, with their root's sender.
 const threadsBySubjectSQL = `SELECT t.id, t.root_reply, r.from_addr, r.from_name FROM threads t JOIN messages r ON r.id = t.root
 	WHERE t.list = ? AND t.base = ? AND t.last >= ? AND t.first <= ? ORDER BY t.last DESC, t.id DESC LIMIT ?`
 
-// sketchesSQL reads the sketches of a thread's newest messages (1:
-// thread, 2: how many).
+// sketchesSQL reads the sketches of a thread's newest messages.
 const sketchesSQL = `SELECT id, sketch FROM messages WHERE thread = ? AND sketch IS NOT NULL ORDER BY date DESC, id DESC LIMIT ?`

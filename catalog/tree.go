@@ -66,9 +66,8 @@ func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	return newTreeBuilder().build(msgs, refs, keep)
 }
 
-// build is buildTree. Every link is made once and loops are undone
-// afterwards, in one pass: the work is linear in the number of messages
-// and references, however they name each other.
+// build is buildTree. Every link is made once and loops are undone after,
+// so the work is linear however the references name each other.
 func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	own := make([]*container, len(msgs))
 	var all []*container
@@ -203,9 +202,8 @@ func under(c, r *container) bool {
 }
 
 // breakLoops undoes, in every loop of parent links (broken or hostile
-// References: a names b, b names a), the link made last: the link JWZ's
-// step 1A would not have made. Each container's chain of parents is
-// followed once: up to a container already done, or round a loop.
+// References), the link made last, which JWZ's step 1A would not have
+// made. Each chain of parents is followed once.
 func (b *treeBuilder) breakLoops(all []*container) {
 	for i, start := range all {
 		stamp := i + 1
