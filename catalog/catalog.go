@@ -19,23 +19,16 @@ import (
 	"modernc.org/sqlite" // the "sqlite" database/sql driver: pure Go, FTS5 built in
 )
 
-// SchemaVersion is the layout of the catalog this package writes, or what
-// goes into it: a catalog of another version is rebuilt by its writer,
-// and refused by a reader (ErrSchema). 3: the text of enclosed messages
-// (message/rfc822 parts) is searched. 4: the numbers of IMAP and NNTP
-// (numbers.go). 5: removals (the removed table; the search index deletes
-// by rowid). 6: subject threading that says why (messages.joined,
-// quotes, sketch), the writer of list-rewritten mail (via), arrival
-// (arrived; threads.last is the last arrival), the lists' addresses,
-// moves (the moved table), the files patches touch (fts.files).
+// SchemaVersion is the layout of the catalog this package writes: a
+// catalog of another version is rebuilt by its writer, and refused by a
+// reader (ErrSchema).
 const SchemaVersion = 6
 
 // Sentinel errors. Test with errors.Is.
 var (
 	// ErrNoCatalog: a read-only Open found no catalog file.
 	ErrNoCatalog = errors.New("catalog: no catalog")
-	// ErrSchema: the catalog was written by another version of this
-	// package; its writer rebuilds it.
+	// ErrSchema: the catalog was written by another version of this package.
 	ErrSchema = errors.New("catalog: written with another schema")
 	// ErrLocked: another process writes this catalog.
 	ErrLocked = errors.New("catalog: another process writes this catalog")
@@ -45,10 +38,9 @@ var (
 	ErrOtherStore = errors.New("catalog: built from another archive")
 	// ErrNotFound: no such list, month, thread or message.
 	ErrNotFound = errors.New("catalog: not found")
-	// ErrDamaged: the catalog file is not a database, or is corrupt (a
-	// file cut short, pages overwritten): SQLite's SQLITE_NOTADB or
-	// SQLITE_CORRUPT. Derived, it is rebuilt from the store (RebuildOpen,
-	// Catalog.RebuildFrom, Rebuild).
+	// ErrDamaged: the catalog file is not a database or is corrupt
+	// (SQLITE_NOTADB, SQLITE_CORRUPT); it is rebuilt from the store
+	// (RebuildOpen, Catalog.RebuildFrom, Rebuild).
 	ErrDamaged = errors.New("catalog: the catalog file is damaged")
 	// ErrSearchCost: a search needed more than Options.SearchTimeout.
 	ErrSearchCost = errors.New("catalog: the search takes more work than one search is given")
@@ -57,40 +49,32 @@ var (
 // Options configure Open. The zero value opens the catalog for writing,
 // creating it if missing, with logs discarded.
 type Options struct {
-	// ReadOnly opens an existing catalog for reading only: no lock is
-	// taken, nothing is created or rebuilt.
+	// ReadOnly opens an existing catalog for reading only, without the lock.
 	ReadOnly bool
-	// Immutable, with ReadOnly, reads a catalog that nothing can change
-	// (on a read-only file system: a snapshot, a backup), where SQLite
-	// cannot create the shared-memory file a reader of a WAL database
-	// otherwise needs: it is read without locks (SQLite's immutable=1).
+	// Immutable, with ReadOnly, reads a catalog nothing can change (a
+	// snapshot on a read-only file system) without locks (immutable=1), as
+	// SQLite cannot create the shared-memory file a WAL reader needs.
 	Immutable bool
 	// Logger receives notes (a schema rebuild). nil discards them.
 	Logger *slog.Logger
-	// step, if set, is called at each step of a rebuild, for tests that
-	// stop a rebuild there.
+	// step, if set, is called at each step of a rebuild (tests).
 	step func(string)
-	// SearchTimeout bounds the time one search may read the index (its
-	// count and its page); a search that needs more is stopped (SQLite is
-	// interrupted) and fails with ErrSearchCost. 0 means
-	// DefaultSearchTimeout.
+	// SearchTimeout bounds the time one search may read the index; one
+	// that needs more is interrupted and fails with ErrSearchCost.
 	SearchTimeout time.Duration
 }
 
-// DefaultSearchTimeout is Options.SearchTimeout's default: a search runs
-// on one CPU, so it costs at most this much CPU time. The words a query
-// may have are bounded too (MaxQueryWords), which keeps searches far
-// below it; this is the backstop, with room for a loaded machine, whose
-// searches take longer than the CPU they use.
+// DefaultSearchTimeout is Options.SearchTimeout's default. MaxQueryWords
+// keeps searches far below it; this is the backstop, with room for a
+// loaded machine, whose searches take longer than the CPU they use.
 const DefaultSearchTimeout = 500 * time.Millisecond
 
-// SearchConns is how many searches read the catalog at once: half the
-// CPUs, at least one, on connections of their own, so that however
-// costly the searches, page reads have their own connections and CPUs.
+// SearchConns is how many searches read the catalog at once, on
+// connections of their own, so that page reads keep theirs and some CPUs.
 func SearchConns() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Catalog is an open catalog. Its read methods are safe for concurrent
-// use; its write methods (Add, Sync, Follow, Rebuild) are serialized.
+// use; its write methods (Sync, Follow, RebuildFrom) are serialized.
 type Catalog struct {
 	path string
 	log  *slog.Logger
@@ -105,8 +89,7 @@ type Catalog struct {
 	status atomic.Pointer[Status]
 
 	searchTimeout time.Duration
-	// file is the catalog file as opened, to tell when it is deleted or
-	// replaced (Replaced).
+	// file is the file as opened, to tell when it is replaced (Replaced).
 	file os.FileInfo
 
 	pagesMu sync.Mutex
@@ -114,9 +97,8 @@ type Catalog struct {
 }
 
 // Open opens the catalog at path. A writable Open takes the lock file
-// path.lock (ErrLocked if another process holds it), creates the catalog
-// if missing, and empties one of another schema version so that it is
-// rebuilt from the store.
+// path.lock (ErrLocked if another process holds it), creates a missing
+// catalog, and empties one of another schema to rebuild it from the store.
 func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 	log := opts.Logger
 	if log == nil {
@@ -252,9 +234,8 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 	return nil
 }
 
-// openDB opens a pool of connections to the SQLite file. Readers are
-// query_only; the writer is one connection, so that its transactions never
-// wait on each other.
+// openDB opens a pool of query_only readers, or the one writer connection,
+// whose transactions then never wait on each other.
 func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -266,15 +247,13 @@ func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Add("_txlock", "immediate")
-		// What is deleted (a removed message) is overwritten, not
-		// left in free pages.
+		// A removed message is overwritten, not left in free pages.
 		q.Add("_pragma", "secure_delete(1)")
 	}
 	return openPool(path, q, conns)
 }
 
-// openPool opens a pool of conns connections (0: twice the CPUs) to the
-// SQLite file at path with the URI parameters q.
+// openPool opens conns connections (0: twice the CPUs) to path with q.
 func openPool(path string, q url.Values, conns int) (*sql.DB, error) {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
 	db, err := sql.Open("sqlite", u.String())
@@ -463,8 +442,7 @@ func (c *Catalog) Close() error {
 		c.s = nil
 	}
 	if c.w != nil {
-		// A checkpoint folds the WAL into the file, so that a catalog at
-		// rest is one file.
+		// A checkpoint folds the WAL in: a catalog at rest is one file.
 		c.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 		errs = append(errs, c.w.Close())
 		c.w = nil

@@ -16,11 +16,9 @@ import (
 // List-Id header.
 const Unlisted = "unlisted"
 
-// maxListName bounds a list name.
 const maxListName = 64
 
-// DateSource says where a message's date comes from (see the package
-// doc).
+// DateSource says where a message's date comes from (Arrival).
 type DateSource int
 
 const (
@@ -66,26 +64,21 @@ type doc struct {
 	added       time.Time
 	// arrived is when the list had it (Arrival).
 	arrived time.Time
-	// via is the list's address when the list rewrote the From (the
-	// sender is then the writer's: RealSender).
+	// via is the list's address when the list rewrote the From (RealSender).
 	via string
 	// listPost is the list's address its List-Post header names, or "".
 	listPost string
 	// body and quoted are the text the search index keeps (indexText).
 	body, quoted string
-	// files is the paths its patches touch, as the search index keeps
-	// them (filesText).
+	// files is the paths its patches touch (filesText).
 	files string
-	// sketch and quotes are what subject threading compares (subject.go):
-	// the hashes of its first lines (of a message without references),
-	// and of the lines it quotes.
+	// sketch and quotes are what subject threading compares (subject.go).
 	sketch []byte
 	quotes []uint64
 }
 
 // extract reads what the catalog keeps from a stored message. It never
-// fails: mail that does not parse still gets a row, with what could be
-// read.
+// fails: mail that does not parse still gets a row.
 func extract(m store.Stored, opts mailview.Options) doc {
 	// Attachments are counted, not read: their sizes are not kept.
 	opts.SkipAttachments = true
@@ -145,17 +138,11 @@ const (
 	maxAhead   = 24 * time.Hour
 )
 
-// Arrival returns the date a message is shown and put in its month by,
-// where that date comes from, and when the list had it (what "newest"
-// orders by): given its Date header, the date of its topmost Received
-// header (the last server before the archive; "" for none) and when it
-// was archived. Both header dates count only when plausible (between
-// 1970 and two days after it was archived). The Date header is the date
-// shown, unless a Received date says it is wrong: more than 30 days
-// before it or a day after it (a clock years off, a date of 1979); then
-// the Received date is shown, else the time it was archived. It arrived
-// at the Received date, else at the date shown: a Date header cannot put
-// a message on top of a list whose server dated it otherwise.
+// Arrival returns the date a message is shown and put in its month by, its
+// source, and when the list had it (what "newest" orders by), given its
+// Date header, its topmost Received header's date ("" for none) and when
+// it was archived. A plausible Received date overrides a Date header more
+// than maxTransit before or maxAhead after it (a clock years off).
 func Arrival(date, received string, added time.Time) (time.Time, DateSource, time.Time) {
 	rt, rok := plausible(received, added)
 	dt, dok := plausible(date, added)
@@ -197,22 +184,20 @@ func ListPost(h []mailview.Field) string {
 	return ""
 }
 
-// MaxReferences is how many of the IDs a message names the catalog
-// keeps: the last ones, its nearest ancestors.
+// MaxReferences is how many of the IDs a message names are kept: the last.
 const MaxReferences = 50
 
-// references returns the IDs a message names, parent last, without the
-// message's own ID and without repeats, at most MaxReferences of them. As JWZ advises, References wins
-// (RFC 5322 section 3.6.4: its last ID is the parent); In-Reply-To is
-// used only without it, and only its first ID: old mailers wrote
-// "In-Reply-To: <user@host>'s message of ..." with an address in the
-// brackets.
+// references returns the IDs a message names, parent last, without its own
+// ID and repeats, at most MaxReferences. As JWZ advises, References wins
+// (RFC 5322 section 3.6.4: its last ID is the parent); In-Reply-To is used
+// only without it, and only its first ID: old mailers wrote "In-Reply-To:
+// <user@host>'s message of ..." with an address in the brackets.
 func references(refs, inReplyTo []string, own string) []string {
 	if len(refs) == 0 && len(inReplyTo) > 0 {
 		refs = inReplyTo[:1]
 	}
-	// The last MaxReferences, read from the end: the nearest ancestors
-	// (a message naming 100,000 IDs costs no more than one naming ten).
+	// Read from the end, so that a message naming any number of IDs costs
+	// no more than one naming MaxReferences.
 	seen := map[string]bool{own: true, "": true}
 	var out []string
 	for i := len(refs) - 1; i >= 0 && len(out) < MaxReferences; i-- {
@@ -290,9 +275,8 @@ func sender(from string) (name, addr string) {
 }
 
 // ListName returns the form a list name takes in the catalog and in URLs:
-// lower-case, every character outside [a-z0-9._-] replaced by '-', without
-// leading or trailing punctuation, at most 64 bytes; "" if nothing is
-// left.
+// lower-case, [a-z0-9._-] (anything else becomes '-'), without leading or
+// trailing punctuation, at most maxListName bytes; "" if nothing is left.
 func ListName(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	var b strings.Builder
@@ -315,8 +299,7 @@ func ListName(s string) string {
 func ValidListName(s string) bool { return s != "" && ListName(s) == s }
 
 // listFromID returns the list named by a List-Id header value (RFC 2919
-// section 3: the list-id between angle brackets, after an optional
-// phrase).
+// section 3: the list-id between angle brackets, after an optional phrase).
 func listFromID(v string) string {
 	if i := strings.LastIndexByte(v, '<'); i >= 0 {
 		if j := strings.IndexByte(v[i:], '>'); j > 0 {
@@ -330,10 +313,9 @@ func listFromID(v string) string {
 // translations (German, Scandinavian, Dutch, Polish, Italian, Finnish).
 var replyPrefixes = []string{"re", "aw", "sv", "antw", "odp", "rif", "vs"}
 
-// BaseSubject returns a subject as threads are grouped by: without reply
-// ("Re:", "Re[2]:", "AW:") and forward prefixes and without leading
-// [tags] ("[linux-mips]", "[PATCH]"), white space collapsed, lower-case;
-// and whether a reply prefix was there.
+// BaseSubject returns a subject as threads are grouped by, without reply
+// and forward prefixes ("Re:", "Re[2]:", "AW:") and leading [tags], white
+// space collapsed, lower-case; and whether a reply prefix was there.
 func BaseSubject(s string) (base string, reply bool) {
 	s = strings.TrimSpace(s)
 	for {

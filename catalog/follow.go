@@ -21,29 +21,25 @@ const (
 
 // SyncOptions configure Sync and Rebuild. The zero value is ready to use.
 type SyncOptions struct {
-	// PageSize is how many messages one read of the change feed asks for;
-	// 0 means DefaultPageSize.
+	// PageSize is how many messages one read of the feed asks for.
 	PageSize int
 	// Workers parse messages in parallel; 0 means GOMAXPROCS.
 	Workers int
 	// View bounds the parsing of one message.
 	View mailview.Options
-	// Progress, if set, is called after each indexed page with the number
-	// of messages read from the feed so far in this call.
+	// Progress, if set, gets the messages read so far after each page.
 	Progress func(read int)
 }
 
 // FollowOptions configure Follow. The zero value is ready to use.
 type FollowOptions struct {
 	SyncOptions
-	// Interval is the pause between reads of the feed once it is read to
-	// its end; 0 means DefaultInterval.
+	// Interval is the pause between reads once the feed is read to its end.
 	Interval time.Duration
-	// MaxBackoff bounds the pause after a store error (it doubles from
-	// one second); 0 means DefaultMaxBackoff.
+	// MaxBackoff bounds the pause after a store error (doubling from 1s).
 	MaxBackoff time.Duration
-	// CaughtUp, if set, is called once, when Follow has first read the
-	// feed to its end, with the number of messages that pass indexed.
+	// CaughtUp, if set, gets the messages indexed when Follow first reaches
+	// the feed's end.
 	CaughtUp func(indexed int)
 }
 
@@ -69,8 +65,7 @@ type page struct {
 
 // Sync reads the store's change feed from where the catalog stands to its
 // end, indexing every message, and returns how many it added. It refuses
-// a store bound to another authority than the one the catalog was built
-// from (ErrOtherStore).
+// a store of another authority than the catalog's (ErrOtherStore).
 func (c *Catalog) Sync(ctx context.Context, st store.Store, opts SyncOptions) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -199,12 +194,11 @@ func parseAll(msgs []store.Stored, workers int, view mailview.Options) []doc {
 	return docs
 }
 
-// Follow keeps the catalog up to date with the store until ctx is done:
-// it reads the feed to its end, waits Interval, and again. Store errors
-// are logged and retried with backoff; a cursor the store no longer knows
-// (a store restored or converted) restarts the feed from its beginning,
-// which only re-reads. It returns nil when ctx is done, or ErrOtherStore,
-// or ErrDamaged (the catalog must be rebuilt).
+// Follow keeps the catalog up to date with the store until ctx is done,
+// reading the feed to its end every Interval. Store errors are retried
+// with backoff; a cursor the store no longer knows (a store restored or
+// converted) restarts the feed from its beginning, which only re-reads.
+// It returns nil when ctx is done, or ErrOtherStore or ErrDamaged.
 func (c *Catalog) Follow(ctx context.Context, st store.Store, opts FollowOptions) error {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -310,16 +304,12 @@ func (c *Catalog) resetCursor(ctx context.Context) error {
 	return nil
 }
 
-// ftsAutomerge is FTS5's default automerge: how many segments of a
-// level it merges as it goes.
+// ftsAutomerge is FTS5's default automerge (segments merged per level).
 const ftsAutomerge = 4
 
-// compact merges the search index into one segment, which every word of
-// a query then reads once: built message by message, it is a dozen or
-// more segments (FTS5 merges them only now and then), and a search of
-// the whole linux-mips archive takes about twice as long. (A VACUUM
-// after it would return the old segments' pages, 14% of the file, but
-// writes the whole file twice more: the rebuild's time matters more.)
+// compact merges the search index into one segment, which every word of a
+// query then reads once (FTS5 merges only now and then). No VACUUM: it
+// would free the old segments' pages but write the whole file twice more.
 func (c *Catalog) compact(ctx context.Context) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -329,10 +319,9 @@ func (c *Catalog) compact(ctx context.Context) error {
 	return nil
 }
 
-// Rebuild builds a new catalog of st at path, replacing the one there
-// only once the new one is complete: it is built beside it (path.rebuild)
-// and renamed over it. It refuses (ErrLocked) while another process writes
-// the catalog at path. It returns the number of messages indexed.
+// Rebuild builds a new catalog of st beside path (path.rebuild) and
+// renames it over the old one once complete, returning the number of
+// messages indexed. ErrLocked while another process writes the catalog.
 func Rebuild(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (int, error) {
 	if o.ReadOnly {
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, ErrReadOnly)

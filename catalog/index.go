@@ -57,8 +57,7 @@ type indexer struct {
 	wire                                         *sql.Stmt
 	newMailbox, numberFor, addNumber             *sql.Stmt
 	countNumber, dropCarried, takeNext           *sql.Stmt
-	// carried: numbers carried over from an old catalog wait for their
-	// messages (numbers.go).
+	// carried: numbers carried over from an old catalog wait (numbers.go).
 	carried bool
 	// moved: moves wait for their messages (move.go).
 	moved bool
@@ -222,18 +221,11 @@ func (ix *indexer) add(d *doc) (bool, error) {
 // message merges two established threads.
 const establishedThread = 2
 
-// connected returns the threads of d's list that d joins, without
-// repeats (see the package doc: Threads), and how it joins them. It
-// looks up the threads of two kinds of message: those near d's parent
-// (d's nearest ancestor the list knows: an archived message with that
-// ID, else one naming it), and its replies stored before it (those
-// naming d's own ID, or sharing it). Several threads are merged only
-// when at most one of them is established; otherwise d joins its
-// parent's thread alone, or without one, its replies'. A message that
-// joins none by Message-ID may join one by subject (subject.go): one
-// without references, or one whose references the list does not know
-// and whose subject has a reply prefix. quotes is the message it quotes
-// when it joins by subject quoting it.
+// connected returns the threads of d's list that d joins, without repeats,
+// and how it joins them (the package doc's threading rules): those of its
+// nearest ancestor the list knows and of its replies stored before it,
+// merged only when at most one is established; failing those, a thread by
+// subject (subject.go), quotes being the message it quotes.
 func (ix *indexer) connected(d *doc) (threads []int64, how JoinedBy, quotes int64, err error) {
 	var parent, replies []int64
 	for i := len(d.refs) - 1; i >= 0 && len(parent) == 0; i-- {
@@ -280,9 +272,8 @@ func (ix *indexer) connected(d *doc) (threads []int64, how JoinedBy, quotes int6
 	return threads, JoinedByID, 0, nil
 }
 
-// threadsOf returns the threads of id in list: that of an archived
-// message with that Message-ID, and that of a message naming it (one
-// each: they are nearly always one thread), the first first.
+// threadsOf returns the threads of id in list, the first first: that of an
+// archived message with that Message-ID, and that of a message naming it.
 func (ix *indexer) threadsOf(id, list string) ([]int64, error) {
 	var out []int64
 	for _, st := range []*sql.Stmt{ix.threadByMsgID, ix.threadByRef} {
@@ -306,8 +297,7 @@ func (ix *indexer) one(st *sql.Stmt, args ...any) (int64, bool, error) {
 	return v, err == nil, err
 }
 
-// merge folds the given threads into the oldest (lowest ID) and returns
-// it.
+// merge folds the threads into the oldest (lowest ID) and returns it.
 func (ix *indexer) merge(threads []int64) (int64, error) {
 	into := slices.Min(threads)
 	if len(threads) == 1 {
@@ -335,9 +325,8 @@ func (ix *indexer) merge(threads []int64) (int64, error) {
 	return into, err
 }
 
-// apply indexes a page of documents, then applies its moves and its
-// removals, and saves the cursor after them, in one transaction. Called
-// with wmu held.
+// apply indexes a page of documents, applies its moves and removals and
+// saves the cursor, in one transaction. Called with wmu held.
 func (c *Catalog) apply(ctx context.Context, docs []doc, moves []store.Move, removals []store.Removal, next store.Cursor, authority string) (int, error) {
 	st, err := c.state(ctx)
 	if err != nil {
@@ -349,8 +338,8 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, moves []store.Move, rem
 	}
 	defer tx.Rollback()
 	// The statements run under a context that cannot end: with one that
-	// can, the driver starts a goroutine per statement to watch it, a
-	// dozen per message. Cancellation is checked between messages.
+	// can, the driver starts a goroutine per statement to watch it.
+	// Cancellation is checked between messages.
 	ix, err := c.newIndexer(context.WithoutCancel(ctx), tx)
 	if err != nil {
 		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))

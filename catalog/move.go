@@ -1,20 +1,12 @@
 package catalog
 
-// Moves (store.Store.Move). A message moved to another list leaves its
-// thread, list and month there and joins the new list as it would have
-// been indexed into it: its thread there is found again from its
-// references and subject (threads never span lists). Its row's list is
-// updated in place, so that the triggers of numbers.go give it a new
-// number in its new list and take the old one from the old (IMAP
-// clients of the old mailbox are told it was expunged), and its words
-// stay in the search index (their rowid does not change).
-//
-// The feed hands out a move after its message; should a follower get a
-// move of a message it has not indexed yet (a Riak feed may hand out a
-// message late), the moved table keeps the list until the message comes,
-// and the indexer puts it there (index.go). A rebuilt catalog reads the
-// message, then its moves, from the store's feed: moves are as durable as
-// the store.
+// Moves (store.Store.Move). A moved message leaves its thread, list and
+// month and joins the new list as indexing would have put it there
+// (threads never span lists). Its row's list is updated in place, so that
+// the triggers of numbers.go renumber it (IMAP clients of the old mailbox
+// see an expunge) and its words stay in the search index (same rowid).
+// A move of a message not indexed yet (a Riak feed may hand out a message
+// late) waits in the moved table until the message comes (index.go).
 
 import (
 	"database/sql"

@@ -2,42 +2,19 @@ package catalog
 
 // Numbers: the IMAP UIDs and NNTP article numbers of a list's messages.
 //
-// Each list is a mailbox (IMAP) and a newsgroup (NNTP), and each of its
-// messages has a number in it: the list's next number when the message
-// came into the list, so numbers only grow (RFC 9051 section 2.3.1.1: a
-// new message's UID is above every UID the mailbox had; RFC 3977 section
-// 6.1.1: article numbers never go down, and may have gaps). A number is
-// never given twice in a list, even once its message has left the list;
-// a message that leaves and comes back gets a new one.
+// A message gets its list's next number when it comes into the list, so
+// numbers only grow and are never given twice in a list (RFC 9051 section
+// 2.3.1.1, RFC 3977 section 6.1.1). The store's feed order cannot serve:
+// the Riak feed can surface a message after later ones, and a moved
+// message needs a new number. Triggers renumber rows other writers change
+// (removals, moves) and log numbers that leave a list in gone (IMAP
+// EXPUNGE); inserts are numbered by the indexer, since a trigger's
+// savepoint would make FTS5 write a segment per message.
 //
-// The indexer numbers the messages it inserts (index.go); triggers on the
-// messages table keep the numbers right for any other writer of it,
-// without it knowing of them: a row deleted (a removed message) loses its
-// number, which the gone log records; a row whose list changes (a moved
-// message) loses its number in the old list and gets a new one in the
-// new. Clients that have the mailbox selected learn of gone numbers from
-// the log (IMAP EXPUNGE). Inserts are not numbered by a trigger: a
-// statement with a trigger opens a savepoint, and FTS5 writes its pending
-// terms out at every savepoint, which made a segment per message and a
-// rebuild a third slower, its file a third larger.
-//
-// Numbers must outlive the catalog file they are in: the catalog is
-// derived data, rebuilt from the store by `resolver reindex` and after a
-// schema change, and an IMAP client that sees a mailbox's UIDs change
-// under the same UIDVALIDITY shows the wrong messages. So a rebuild
-// carries them over (carry): the new catalog is seeded, before it reads
-// the store, with each list's UIDVALIDITY and next number and with the
-// number of each call number in its list (the carried table); a message
-// indexed into a list where it has a carried number gets that number
-// back. Only a catalog lost altogether starts again, with a new
-// UIDVALIDITY: the time it was created, in seconds, as RFC 9051 section
-// 2.3.1.1 suggests, so that it differs from the lost one's.
-//
-// The store's own feed order cannot serve as the numbers: the Riak
-// backend's feed can surface a message after messages stored later (a
-// pending ledger item), which would give it a number below those already
-// announced, and a moved message needs a new number in its new list,
-// which no store position gives.
+// Numbers must outlive the catalog file, since an IMAP client that sees
+// UIDs change under the same UIDVALIDITY shows the wrong messages: a
+// rebuild carries them over (carry). Only a catalog lost altogether gets a
+// new UIDVALIDITY, its creation time (RFC 9051 section 2.3.1.1).
 
 import (
 	"context"
@@ -108,9 +85,8 @@ CREATE TRIGGER numbers_out AFTER DELETE ON numbers BEGIN
 END;
 `
 
-// numberMessage gives the message NEW a number in its list, in a
-// trigger: the one carried over for it if that is free, else the list's
-// next (the indexer does the same with the statements below).
+// numberMessage numbers the message NEW in a trigger as number does: its
+// carried number if that is free, else the list's next.
 const numberMessage = `
 	INSERT OR IGNORE INTO mailboxes (list, validity, next, messages)
 		VALUES (NEW.list, (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'uidvalidity'), 1, 0);
@@ -123,13 +99,7 @@ const numberMessage = `
 	DELETE FROM carried WHERE cn = NEW.cn AND list = NEW.list;
 `
 
-// The indexer's statements that number a message: takeNext reads its
-// list's next number (1: list), when no number is carried over;
-// newMailbox makes its list's mailbox if there is none; numberFor finds
-// its number when some are carried over (1: call number, 2: list);
-// addNumber records it (1: list, 2: number, 3: messages.id) and
-// countNumber counts it; dropCarried uses up a carried number (1: call
-// number, 2: list).
+// The indexer's statements that number a message (number).
 const (
 	takeNextSQL   = `SELECT next FROM mailboxes WHERE list = ?`
 	hasCarriedSQL = `SELECT EXISTS (SELECT 1 FROM carried)`
@@ -144,10 +114,9 @@ const (
 	dropCarriedSQL = `DELETE FROM carried WHERE cn = ? AND list = ?`
 )
 
-// number gives the message just inserted (its messages.id id) its
-// number in its list. Without numbers carried over (but in a rebuild),
-// that is three statements, none of which opens a savepoint (an UPDATE
-// ... RETURNING would, see the top of this file).
+// number gives the message just inserted (messages.id id) its number in
+// its list. Without carried numbers none of its statements opens a
+// savepoint (an UPDATE ... RETURNING would; see the top of this file).
 func (ix *indexer) number(d *doc, id int64) error {
 	if !ix.carried {
 		var num int64
@@ -188,21 +157,18 @@ func (ix *indexer) number(d *doc, id int64) error {
 	return nil
 }
 
-// initNumbers records a new catalog's UIDVALIDITY. Called in create's
-// transaction.
+// initNumbers records a new catalog's UIDVALIDITY, in create's transaction.
 func initNumbers(ctx context.Context, tx *sql.Tx) error {
 	return setMeta(ctx, tx, "uidvalidity", strconv.FormatInt(newValidity(), 10))
 }
 
 // newValidity is the UIDVALIDITY of a catalog created now: the time in
-// seconds, which fits 32 bits until 2106, and 1 rather than 0 (not a
-// valid UIDVALIDITY) on a clock at the epoch.
+// seconds (32 bits until 2106), and never 0, which is not valid.
 func newValidity() int64 {
 	return max(1, time.Now().Unix()&0xffffffff)
 }
 
-// hasNumbers reports whether the catalog db has the tables numbers are
-// carried from.
+// hasNumbers reports whether db has the tables numbers are carried from.
 func hasNumbers(ctx context.Context, db *sql.DB) (bool, error) {
 	var n int
 	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('mailboxes', 'numbers', 'carried', 'meta', 'messages')`).Scan(&n)
@@ -221,8 +187,7 @@ type Carried struct {
 }
 
 // carry seeds the new catalog nc with the numbers of the catalog file at
-// old (see the comment at the top of this file). A missing file, or one
-// without numbers (an older schema), carries nothing.
+// old; a missing file, or one without numbers, carries nothing.
 func carry(ctx context.Context, nc *Catalog, old string) (Carried, error) {
 	if _, err := os.Stat(old); errors.Is(err, os.ErrNotExist) {
 		return Carried{}, nil
@@ -245,8 +210,7 @@ func carry(ctx context.Context, nc *Catalog, old string) (Carried, error) {
 		return Carried{}, fmt.Errorf("cannot read the UIDVALIDITY of %s: %q", old, v)
 	}
 	res.Validity = uint32(validity)
-	// One read transaction of the old file, so that what is carried is
-	// one state of it.
+	// One read transaction, so that what is carried is one state of old.
 	otx, err := odb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Carried{}, err
@@ -313,13 +277,11 @@ type Mailbox struct {
 	List string
 	// Validity is its UIDVALIDITY.
 	Validity uint32
-	// Next is the number its next message will get (IMAP's UIDNEXT):
-	// above every number it has given.
+	// Next is the number its next message will get (IMAP's UIDNEXT).
 	Next uint32
 	// Messages is how many messages it has.
 	Messages int
-	// Low and High are its lowest and highest numbers, 0 when it is
-	// empty.
+	// Low and High are its lowest and highest numbers, 0 when it is empty.
 	Low, High uint32
 }
 
@@ -364,8 +326,7 @@ func (c *Catalog) Mailbox(ctx context.Context, list string) (Mailbox, error) {
 	return b, nil
 }
 
-// Numbers returns the numbers of a list's messages from from on, in
-// order.
+// Numbers returns the numbers of a list's messages from from on, in order.
 func (c *Catalog) Numbers(ctx context.Context, list string, from uint32) ([]uint32, error) {
 	return c.nums(ctx, "the numbers of "+list, `SELECT num FROM numbers WHERE list = ? AND num >= ? ORDER BY num`, list, from)
 }
@@ -415,8 +376,7 @@ type Entry struct {
 	FromAddr   string
 	Subject    string
 	MessageID  string
-	// References are the Message-IDs it names, parent last (only when
-	// asked for).
+	// References are the Message-IDs it names, parent last, if asked for.
 	References []string
 	// Size is the stored size; WireSize the size with CRLF line ends,
 	// as sent; Lines the lines of its body.
@@ -425,8 +385,7 @@ type Entry struct {
 	Archived       time.Time
 }
 
-// From returns the sender as "Name <address>", or the address alone,
-// decoded.
+// From returns the sender as "Name <address>", or the address alone.
 func (e *Entry) From() string {
 	if e.FromName == "" {
 		return e.FromAddr
@@ -439,8 +398,7 @@ func (e *Entry) From() string {
 
 const entryColumns = `n.num, m.cn, m.list, m.date, m.from_name, m.from_addr, m.subject, m.msgid, m.size, w.size, w.lines, m.added`
 
-// refsColumn is the Message-IDs a message names, space-separated, in
-// order.
+// refsColumn is the Message-IDs a message names, space-separated, in order.
 const refsColumn = `, (SELECT group_concat(msgid, ' ') FROM (SELECT msgid FROM refs WHERE msg = m.id ORDER BY pos))`
 
 func scanEntry(s scanner, refs bool) (Entry, error) {
@@ -461,10 +419,9 @@ func scanEntry(s scanner, refs bool) (Entry, error) {
 	return e, nil
 }
 
-// Entries returns up to limit messages of a list numbered from..to (both
-// included), in order; with refs, their References. A caller reading a
-// long range asks again from the last number + 1, so that no read
-// transaction stays open while it sends what it read.
+// Entries returns up to limit messages of a list numbered from..to, in
+// order; with refs, their References. Callers read a long range in pieces,
+// so that no read transaction stays open while they send what they read.
 func (c *Catalog) Entries(ctx context.Context, list string, from, to uint32, limit int, refs bool) ([]Entry, error) {
 	what := fmt.Sprintf("messages %d-%d of %s", from, to, list)
 	q := `SELECT ` + entryColumns
@@ -492,8 +449,7 @@ func (c *Catalog) Entries(ctx context.Context, list string, from, to uint32, lim
 	return out, nil
 }
 
-// EntriesByMessageID returns the numbered messages with that Message-ID
-// (without angle brackets), in the order they were indexed.
+// EntriesByMessageID returns the numbered messages with Message-ID id.
 func (c *Catalog) EntriesByMessageID(ctx context.Context, id string) ([]Entry, error) {
 	what := "message <" + id + ">"
 	rows, err := c.r.QueryContext(ctx, `SELECT `+entryColumns+refsColumn+`
@@ -517,9 +473,8 @@ func (c *Catalog) EntriesByMessageID(ctx context.Context, id string) ([]Entry, e
 	return out, nil
 }
 
-// ArchivedSince returns the Message-IDs of the messages of the given
-// lists archived at or after since (NNTP's NEWNEWS), up to limit, and
-// whether there were more.
+// ArchivedSince returns the Message-IDs of the lists' messages archived
+// since since (NNTP's NEWNEWS), up to limit, and whether there were more.
 func (c *Catalog) ArchivedSince(ctx context.Context, lists []string, since time.Time, limit int) ([]string, bool, error) {
 	if len(lists) == 0 {
 		return nil, false, nil
@@ -572,8 +527,7 @@ type Gone struct {
 }
 
 // NumbersState is a token that changes whenever a number is given or
-// leaves its list, and the sequence of the last gone number: cheap to
-// read, for servers that poll the catalog for changes.
+// leaves, and the last gone number's sequence: cheap for pollers.
 func (c *Catalog) NumbersState(ctx context.Context) (state string, lastGone int64, err error) {
 	var next int64
 	err = c.r.QueryRowContext(ctx, `SELECT (SELECT total(next) FROM mailboxes), (SELECT coalesce(max(seq), 0) FROM gone)`).Scan(&next, &lastGone)
@@ -583,8 +537,7 @@ func (c *Catalog) NumbersState(ctx context.Context) (state string, lastGone int6
 	return fmt.Sprintf("%d.%d", next, lastGone), lastGone, nil
 }
 
-// GoneSince returns up to limit numbers that left their lists after the
-// one with sequence after, in order.
+// GoneSince returns up to limit numbers that left their lists after seq after.
 func (c *Catalog) GoneSince(ctx context.Context, after int64, limit int) ([]Gone, error) {
 	rows, err := c.r.QueryContext(ctx, `SELECT seq, list, num FROM gone WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	if err != nil {

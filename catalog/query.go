@@ -19,9 +19,8 @@ type List struct {
 	Messages int       `json:"messages"`
 	First    time.Time `json:"first"`
 	Last     time.Time `json:"last"`
-	// Address is the list's posting address, as the List-Post header (or
-	// a From the list rewrote) of its messages last named it; "" when
-	// none did.
+	// Address is the list's posting address, as its messages' List-Post
+	// (or a From the list rewrote) last named it; "" when none did.
 	Address string `json:"address,omitempty"`
 }
 
@@ -40,8 +39,7 @@ type Message struct {
 	Archived    time.Time  `json:"archived"`
 	// Arrived is when the list had it (Arrival): what "newest" means.
 	Arrived time.Time `json:"arrived"`
-	// Via is the list's address when the list rewrote the From: the
-	// sender above is then the writer (RealSender).
+	// Via is the list's address when the list rewrote the From (RealSender).
 	Via string `json:"via,omitempty"`
 	// Joined says how it joined its thread.
 	Joined JoinedBy `json:"joined"`
@@ -51,12 +49,10 @@ type Message struct {
 	quotes int64 // messages.id it quotes, joined by subject
 }
 
-// ThreadID identifies the message's thread, for grouping messages (as
-// search results) by it.
+// ThreadID identifies the message's thread, for grouping messages by it.
 func (m *Message) ThreadID() int64 { return m.thread }
 
-// From returns the sender as a reader knows them: the name, else the
-// address.
+// From returns the sender's name, else the address.
 func (m *Message) From() string {
 	if m.FromName != "" {
 		return m.FromName
@@ -68,8 +64,7 @@ func (m *Message) From() string {
 type ThreadSummary struct {
 	// Root is the thread's first message: its subject and who started it.
 	Root Message `json:"root"`
-	// Messages is the number of messages of the thread (Replies is one
-	// less).
+	// Messages is the number of messages of the thread.
 	Messages int `json:"messages"`
 	// First is the date of its earliest message; Last when its last
 	// message arrived (Arrival), which orders a list's threads.
@@ -95,8 +90,7 @@ type Thread struct {
 	Last     time.Time `json:"last"`
 	// Nodes are in reading order: depth first, replies oldest first.
 	Nodes []Node `json:"nodes"`
-	// Truncated is set when the thread has more than MaxThreadMessages
-	// messages and only the oldest are in Nodes.
+	// Truncated: only the oldest MaxThreadMessages messages are in Nodes.
 	Truncated bool `json:"truncated,omitempty"`
 }
 
@@ -110,8 +104,7 @@ func (t *Thread) Index(cn string) int {
 	return -1
 }
 
-// Prev and Next return the message before and after node i in reading
-// order, or nil.
+// Prev and Next return the message before and after node i, or nil.
 func (t *Thread) Prev(i int) *Message {
 	for j := i - 1; j >= 0; j-- {
 		if t.Nodes[j].Message != nil {
@@ -200,10 +193,9 @@ func (c *Catalog) Threads(ctx context.Context, list string, offset, limit int) (
 	if offset < 0 || offset >= idx.total || limit <= 0 {
 		return []ThreadSummary{}, idx.total, nil
 	}
-	// The page is found by the key of the thread its stretch of the index
-	// starts at (pageIndex), chosen on the index alone, then joined: with
-	// the join inside, SQLite would read the root message of every thread
-	// skipped.
+	// The page is found by its stretch's key (pageIndex) on the index
+	// alone, then joined: with the join inside, SQLite would read the root
+	// message of every thread skipped.
 	k := idx.keys[offset/pageStride]
 	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+`, t.messages, t.first, t.last
 		FROM (SELECT id FROM threads WHERE list=? AND (last, id) <= (?, ?)
@@ -226,21 +218,17 @@ const pageStride = 50
 // threadKey is where a thread sorts in a list, newest first.
 type threadKey struct{ last, id int64 }
 
-// pageIndex is where the stretches of pageStride threads of a list start,
-// newest first, and how many threads the list has, as the catalog was at
-// generation gen. Threads reads a page by its stretch's key, a range of
-// the index, where OFFSET walked every thread before it and a count all
-// of them: on a list of 69,000 threads (the whole linux-mips archive), 7
-// ms of CPU for a deep page. The index is read in one pass, kept until the
-// catalog changes.
+// pageIndex is where each stretch of pageStride threads of a list starts,
+// newest first, and how many threads it has, as of generation gen: a page
+// is then a range of the index, where OFFSET would walk every thread
+// before it.
 type pageIndex struct {
 	gen   string
 	total int
 	keys  []threadKey // keys[i]: of the thread at offset i*pageStride
 }
 
-// pageIndex returns list's page index, reading it anew if the catalog
-// has changed since it was read.
+// pageIndex returns list's page index, read anew when the catalog changed.
 func (c *Catalog) pageIndex(ctx context.Context, list string) (*pageIndex, error) {
 	gen, err := c.Generation(ctx)
 	if err != nil {
@@ -330,8 +318,7 @@ func (c *Catalog) Months(ctx context.Context, list string) ([]Month, error) {
 	return out, nil
 }
 
-// monthRange returns the Unix seconds of a month's first instant and of
-// the next month's.
+// monthRange returns the Unix seconds of a month's start and the next's.
 func monthRange(year int, month time.Month) (int64, int64) {
 	start := time.Date(year, month, 1, 0, 0, 0, 0, time.UTC)
 	return start.Unix(), start.AddDate(0, 1, 0).Unix()
@@ -357,8 +344,7 @@ func (c *Catalog) MonthThreads(ctx context.Context, list string, year int, month
 	return out, nil
 }
 
-// MonthMessages returns the call numbers of a month's messages of a list,
-// oldest first.
+// MonthMessages returns the call numbers of a list's month, oldest first.
 func (c *Catalog) MonthMessages(ctx context.Context, list string, year int, month time.Month) ([]string, error) {
 	from, to := monthRange(year, month)
 	return c.callNumbers(ctx, fmt.Sprintf("the messages of %s in %d-%02d", list, year, month),
@@ -407,8 +393,7 @@ func (c *Catalog) Recent(ctx context.Context, list string, limit int) ([]Message
 	return out, nil
 }
 
-// Message returns what the catalog knows of the message with call number
-// cn, or ErrNotFound.
+// Message returns the message with call number cn, or ErrNotFound.
 func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
 	m, err := scanMessage(c.r.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE cn=?`, cn))
 	if err != nil {
@@ -420,9 +405,8 @@ func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
 // maxCopies bounds the messages Copies returns.
 const maxCopies = 50
 
-// Copies returns the messages with a Message-ID (without angle
-// brackets), by list: a message sent to several lists is archived once
-// through each, each copy in its own list's threads. At most maxCopies.
+// Copies returns the messages with Message-ID msgid, by list, at most
+// maxCopies: a message sent to several lists is archived through each.
 func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
 	what := "the messages <" + msgid + ">"
 	if msgid == "" {
@@ -447,8 +431,7 @@ func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
 	return out, nil
 }
 
-// Thread returns the whole thread of the message with call number cn, or
-// ErrNotFound.
+// Thread returns the thread of the message cn, or ErrNotFound.
 func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	what := "the thread of " + cn
 	// One read transaction, so that the thread, its messages and their
@@ -552,12 +535,10 @@ func removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, refs [][]string
 }
 
 // maxRemovedLookups bounds the Message-IDs of one thread looked up among
-// the removals (those a thread names but does not hold: a hostile thread
-// may name thousands).
+// the removals: a hostile thread may name thousands.
 const maxRemovedLookups = 200
 
-// Neighbours returns the messages of m's list just before and after it by
-// date, or nil.
+// Neighbours returns the messages of m's list just before and after it.
 func (c *Catalog) Neighbours(ctx context.Context, m Message) (prev, next *Message, err error) {
 	date := m.Date.Unix()
 	one := func(q string) (*Message, error) {
@@ -613,9 +594,8 @@ func ParseMonth(s string) (int, time.Month, bool) {
 }
 
 // Generation returns a token that changes whenever what the catalog holds
-// may have changed, for caches of what is read from it: the store's feed
-// cursor it stands at, which is saved in the transaction of every change.
-// It works for a catalog another process writes as well.
+// may have changed, for caches: the feed cursor, saved in the transaction
+// of every change, so it sees another process's writes too.
 func (c *Catalog) Generation(ctx context.Context) (string, error) {
 	v, err := meta(ctx, c.r, "cursor")
 	if err != nil {

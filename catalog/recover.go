@@ -11,13 +11,11 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// A catalog is derived: damaged (ErrDamaged), deleted or replaced while
-// a resolver serves it, it is built again from the store, beside the old
-// file, and renamed over it once complete. Whoever rebuilds holds the
-// lock file from start to end (no other writer comes between), and a
-// rebuild stopped at any point leaves the old file or the new one, each
-// of which a writable Open either uses (and follows the store from its
-// cursor) or finds damaged (and the rebuild is done again); never a mix.
+// A catalog is derived: damaged (ErrDamaged), deleted or replaced while a
+// resolver serves it, it is rebuilt from the store beside the old file and
+// renamed over it once complete. The rebuilder holds the lock throughout,
+// and a rebuild stopped at any point leaves the old file or the new one,
+// never a mix.
 
 // Steps of a rebuild, as Options.step hears them.
 const (
@@ -48,15 +46,12 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
 	// FTS5 merges its index's segments as it goes; a rebuild merges them
-	// all once at the end instead (compact), which takes a seventh less
-	// CPU for the whole linux-mips archive (33.5 -> 28.8 s; the file is
-	// 5% larger, the pages of the unmerged segments left free).
+	// all once at the end instead (compact), which costs less CPU.
 	o.at(stepStarted)
 	_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
 	if err == nil {
-		// The IMAP and NNTP numbers of the catalog it replaces are kept
-		// (numbers.go). One that cannot be read (a damaged catalog is a
-		// reason to rebuild) is replaced all the same, with new numbers.
+		// The old catalog's IMAP and NNTP numbers are kept (numbers.go); a
+		// damaged one is replaced all the same, with new numbers.
 		kept, cerr := carry(ctx, nc, path)
 		switch {
 		case cerr != nil:
@@ -86,9 +81,8 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
 	o.at(stepBuilt)
-	// The old catalog's WAL must not be applied to the new file. Stopped
-	// here, the old file is left without it: as it was at its last
-	// checkpoint, or damaged, which the next writer finds.
+	// The old catalog's WAL must not be applied to the new file; stopped
+	// here, the old file is as at its last checkpoint, or damaged.
 	for _, suffix := range []string{"-wal", "-shm"} {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)
@@ -107,9 +101,8 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 }
 
 // RebuildOpen rebuilds the catalog at path from st, as Rebuild does, and
-// opens the new one for writing, holding the lock throughout: for a
-// writer whose Open found the catalog damaged (ErrDamaged). It refuses
-// (ErrLocked) while another process writes the catalog.
+// opens the new one for writing, holding the lock throughout: for a writer
+// whose Open found it damaged. ErrLocked while another process writes it.
 func RebuildOpen(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (*Catalog, int, error) {
 	if o.ReadOnly {
 		return nil, 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, ErrReadOnly)
@@ -121,12 +114,11 @@ func RebuildOpen(ctx context.Context, path string, st store.Store, opts SyncOpti
 	return openRebuilt(ctx, path, lock, st, opts, o)
 }
 
-// RebuildFrom rebuilds c's file from st, as RebuildOpen does, keeping
-// c's lock: it returns the new catalog, open for writing, which holds
-// it. c must be writable and no longer followed; it is left open for
-// reading only (of the old file, or what is left of it) for the readers
-// still at it: close it once they are done. On an error the lock is let
-// go, and c is left read-only.
+// RebuildFrom rebuilds c's file from st, as RebuildOpen does, keeping c's
+// lock, and returns the new catalog, open for writing. c must be writable
+// and no longer followed; it is left open read-only for the readers still
+// at it: close it once they are done. On an error the lock is let go, and
+// c is left read-only.
 func (c *Catalog) RebuildFrom(ctx context.Context, st store.Store, opts SyncOptions) (*Catalog, int, error) {
 	c.wmu.Lock()
 	lock, w := c.lock, c.w
@@ -161,10 +153,9 @@ func openRebuilt(ctx context.Context, path string, lock *lockFile, st store.Stor
 	return c, n, nil
 }
 
-// Replaced reports whether the catalog file was deleted or replaced by
-// another since c opened it (its device and inode are not the file's at
-// its path any more): a writer then rebuilds it, a reader opens the new
-// one.
+// Replaced reports whether the catalog file was deleted or replaced since
+// c opened it (its device and inode changed): a writer then rebuilds it, a
+// reader opens the new one.
 func (c *Catalog) Replaced() bool {
 	fi, err := os.Stat(c.path)
 	if err != nil {

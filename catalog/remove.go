@@ -1,18 +1,14 @@
 package catalog
 
-// Removals (store.Store.Remove). A message removed from the store leaves the
-// catalog: its row, its references, its words in the search index and
-// its share of its thread's, list's and month's counts go, and a row of
-// the removed table says when and why, under the SHA-256 of its
-// Message-ID, so that the thread of a reply shows "a message removed on
-// DATE" where the message was. A catalog rebuilt from the store's feed
-// never sees the removed message (the feed leaves it out) and records the
-// same row from the removal alone.
+// Removals (store.Store.Remove). A removed message leaves the catalog: its
+// row, references, words and share of the counts go, and a row of the
+// removed table, under the SHA-256 of its Message-ID, says when and why,
+// so that a reply's thread shows where the message was. A rebuild never
+// sees the removed message and records the same row from the removal.
 //
-// What was removed is scrubbed from the file: the writer runs with
-// secure_delete (freed pages are zeroed), the search index is merged
-// after a page of removals (its old segments, where the removed words
-// still are, freed), and the WAL is checkpointed and truncated.
+// What was removed is scrubbed from the file: secure_delete zeroes freed
+// pages, and after a page of removals the search index is merged (freeing
+// the old segments that hold the removed words) and the WAL truncated.
 
 import (
 	"context"
@@ -98,9 +94,8 @@ func monthOf(date int64) int {
 	return y*100 + int(m)
 }
 
-// scrub frees what removals left of the removed messages in the file:
-// the search index's old segments (merged) and the WAL (checkpointed and
-// truncated). Called with wmu held, after a page with removals.
+// scrub merges the search index and truncates the WAL after a page with
+// removals (see the top of this file). Called with wmu held.
 func (c *Catalog) scrub(ctx context.Context) error {
 	if _, err := c.w.ExecContext(ctx, `INSERT INTO fts(fts) VALUES('optimize')`); err != nil {
 		return fmt.Errorf("cannot merge the search index after a removal: %w", err)

@@ -1,24 +1,14 @@
 package catalog
 
-// Search, in SQLite FTS5 (https://sqlite.org/fts5.html).
+// Search, in SQLite FTS5 (https://sqlite.org/fts5.html). The fts table is
+// contentless (the store has the text). A message's own text and its
+// quoted lines are separate columns, so that relevance ranks a message
+// that says a word above one that quotes it.
 //
-// The fts table is contentless (content=''): it keeps the index, not the
-// text, which the store has; excerpts are cut from the message itself
-// (Excerpt). Its columns are the decoded subject, the sender's name and
-// address, the message's own text, and its quoted lines (those starting
-// with '>'), kept apart so that relevance ranks a message that says a word
-// above one that quotes it, and the paths its patches touch, each ended
-// by a word of its own (fileEnd) so that dfn:PATH finds a path by its
-// last components. A word matches in any of them.
-//
-// The rowid of a message's row is its date in Unix seconds shifted left 30
-// bits, or'ed with its messages.id: FTS5 walks matches in rowid order, so
-// "newest first" is the index's own order and a page of results costs the
-// same however many messages match; and a date range is a rowid range.
-// A rowid holds dates from 1970 (0) to maxDate, in 2242: the catalog
-// dates messages between 1970 and two days after they were archived
-// (plausible), and a search's bounds are clamped to that range
-// (Query.rowids).
+// A row's rowid is the message's date shifted left idBits, or'ed with its
+// messages.id: FTS5 walks matches in rowid order, so "newest first" is the
+// index's own order, a page costs the same however many messages match,
+// and a date range is a rowid range.
 
 import (
 	"bytes"
@@ -75,11 +65,9 @@ func (q *Query) rowids() (lo, hi int64) {
 	return lo, hi
 }
 
-// Text returns the text a reader searches in a message: its text parts,
-// its HTML parts read as text, and the text of the messages it encloses
-// (a forward, a list's DMARC wrapping: often the whole of what was said),
-// in order, at most about maxIndexedText bytes. The search index keeps
-// it, and excerpts are cut from it.
+// Text returns the text a reader searches in a message, at most about
+// maxIndexedText bytes: its text parts, its HTML parts as text, and the
+// text of enclosed messages (a forward, a list's DMARC wrapping).
 func Text(v *mailview.Message) string {
 	var b strings.Builder
 	var parts func(v *mailview.Message)
@@ -108,8 +96,7 @@ func Text(v *mailview.Message) string {
 	return b.String()
 }
 
-// indexText splits a message's Text into its own lines and its quoted
-// lines (those starting with '>'), within maxIndexedText.
+// indexText splits a message's Text into its own and its quoted lines.
 func indexText(v *mailview.Message) (body, quoted string) {
 	var b, q strings.Builder
 	left := maxIndexedText
@@ -127,8 +114,7 @@ func indexText(v *mailview.Message) (body, quoted string) {
 	return b.String(), q.String()
 }
 
-// htmlText returns the text of sanitized HTML: tags dropped, entities
-// decoded, block ends as line ends.
+// htmlText returns the text of sanitized HTML, block ends as line ends.
 func htmlText(s string) string {
 	var b strings.Builder
 	for len(s) > 0 {
@@ -163,17 +149,14 @@ const (
 	Relevance
 )
 
-// SearchOptions choose the page of results Search returns and how far
-// it counts. The zero value: newest first, no messages (only the count),
-// every match counted.
+// SearchOptions choose the page Search returns and how far it counts. The
+// zero value: newest first, only the count, every match counted.
 type SearchOptions struct {
 	Sort SortOrder
 	// Offset messages are skipped; at most Limit are returned.
 	Offset, Limit int
-	// CountLimit, if positive, stops the count there: a search that
-	// matches more messages says so (SearchResult.More) instead of
-	// counting them all, which for a common word costs more than finding
-	// a page of them.
+	// CountLimit, if positive, stops the count there (SearchResult.More):
+	// counting every match of a common word costs more than a page.
 	CountLimit int
 }
 
@@ -296,8 +279,7 @@ type Fragment struct {
 }
 
 // Excerpt returns about max bytes of text around the first line that has
-// one of words (as Query.Words returns them: a word that ends in '*'
-// stands for the words that start with it), with every such word marked,
+// one of words (as Query.Words returns them), with every such word marked,
 // or the start of the text if none matches. Quoted lines are used only if
 // no other line matches.
 func Excerpt(text string, words []string, max int) []Fragment {
@@ -338,13 +320,11 @@ func Excerpt(text string, words []string, max int) []Fragment {
 	return out
 }
 
-// wordSet is the folded words an excerpt marks: whole words, and the
-// prefixes of a prefix search.
+// wordSet is the folded words and prefixes an excerpt marks.
 type wordSet struct {
 	whole    map[string]bool
 	prefixes []string
-	// ascii: every word and prefix is ASCII.
-	ascii bool
+	ascii    bool
 }
 
 func newWordSet(words []string) wordSet {
@@ -364,8 +344,6 @@ func newWordSet(words []string) wordSet {
 	return ws
 }
 
-// has reports whether the folded word w is one of the set or starts
-// with one of its prefixes.
 func (ws wordSet) has(w string) bool {
 	if ws.whole[w] {
 		return true
@@ -379,10 +357,8 @@ func (ws wordSet) has(w string) bool {
 }
 
 // firstMatch returns the offset of the first word of text in want,
-// preferring lines that are not quoted, or -1. ASCII words are found by
-// a byte search in a copy of text with ASCII letters lower-cased (same
-// offsets), checked for word boundaries (a prefix only before it); a
-// word with letters beyond ASCII may match text in other forms (accents,
+// preferring unquoted lines, or -1. ASCII words are found by a byte search
+// in a lower-cased copy; words beyond ASCII may match other forms (accents,
 // case), so then every line is tokenized.
 func firstMatch(text string, want wordSet) int {
 	if !want.ascii {
@@ -427,9 +403,8 @@ func firstMatch(text string, want wordSet) int {
 	return bestQuoted
 }
 
-// isWordByte reports whether c is a byte of a word as the tokenizer sees
-// it in lower-cased text, bytes of multi-byte characters included (a
-// letter next to a match makes it part of a longer word).
+// isWordByte reports a byte of a word in lower-cased text, bytes of
+// multi-byte characters included: a letter next to a match extends it.
 func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
 }
@@ -458,9 +433,8 @@ func nextMatch(lower []byte, from int, w string, prefix bool) (at int, quoted bo
 }
 
 // lineEnd returns the offset of the newline that ends the line of at, or
-// -1 on the last line: past a quoted match, the next match looked at is
-// on another line (each match's line is found by looking back to its
-// start, which on one long line of matches would take quadratic time).
+// -1: past a quoted match, the next one looked at is on another line, lest
+// one long line of matches take quadratic time.
 func lineEnd(lower []byte, at int) int {
 	if i := bytes.IndexByte(lower[at:], '\n'); i >= 0 {
 		return at + i
@@ -468,15 +442,11 @@ func lineEnd(lower []byte, at int) int {
 	return -1
 }
 
-// MatchSeen returns a test for mailview.Options.Enough that stops the
-// reading of a message's text where Excerpt has what it needs: a word of
-// words on a line that is not quoted (the first such place in the text
-// is then in what was read), with after more bytes behind it; after must
-// exceed the max given to Excerpt, whose window may end that far from
-// the start of the text (and says whether more follows). It returns
-// nil, read the whole text as without it, for words beyond ASCII, which
-// Excerpt finds by tokenizing. The test keeps state between calls: one
-// for each mailview.Parse.
+// MatchSeen returns a test for mailview.Options.Enough that stops reading
+// a message's text once Excerpt has what it needs: a word of words on an
+// unquoted line with after (more than Excerpt's max) bytes behind it. It
+// returns nil for words beyond ASCII, which Excerpt finds by tokenizing.
+// The test keeps state between calls: one for each mailview.Parse.
 func MatchSeen(words []string, after int) func(part []byte, added int) bool {
 	want := newWordSet(words)
 	if !want.ascii {
@@ -529,8 +499,7 @@ func MatchSeen(words []string, after int) func(part []byte, added int) bool {
 	}
 }
 
-// firstMatchTokenized is firstMatch for words beyond ASCII: every line is
-// split into words and each folded.
+// firstMatchTokenized is firstMatch for words beyond ASCII.
 func firstMatchTokenized(text string, want wordSet) int {
 	for _, quotedPass := range []bool{false, true} {
 		off := 0
@@ -549,7 +518,7 @@ func firstMatchTokenized(text string, want wordSet) int {
 }
 
 // wordSpans returns the byte ranges of the words of s as FTS5's unicode61
-// tokenizer sees them: runs of letters and digits.
+// tokenizer sees them: runs of letters, digits and combining marks.
 func wordSpans(s string) [][2]int {
 	var out [][2]int
 	start := -1
@@ -569,7 +538,6 @@ func wordSpans(s string) [][2]int {
 	return out
 }
 
-// tokens returns the folded words of s.
 func tokens(s string) []string {
 	var out []string
 	for _, w := range wordSpans(s) {

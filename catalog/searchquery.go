@@ -9,17 +9,14 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of a search query: its length, and its words, those of a
-// phrase each counted (FTS5 reads a list of places for each word of a
-// phrase: a phrase of 499 one-letter words read the whole index 499
-// times).
+// Limits of a search query: its length, and its words, those of a phrase
+// each counted, since FTS5 reads a list of places for each word of a phrase.
 const (
 	MaxQueryBytes = 1000
 	MaxQueryWords = 32
 )
 
-// ErrQuery: a search query that cannot be run. The error's text says why,
-// in words for the person who typed it.
+// ErrQuery: a search query that cannot be run; the text says why.
 var ErrQuery = errors.New("bad search")
 
 // Term is a word or phrase a search looks for (or, Negated, excludes).
@@ -29,8 +26,7 @@ type Term struct {
 	// Phrase is set when it was typed in double quotes.
 	Phrase bool
 	// Field limits it to "subject", "from", "dfn" (the paths a patch
-	// touches: a path, or its last components) or "body" (the text and
-	// its quoted lines: no search typed asks for it, IMAP's BODY does);
+	// touches) or "body" (the text and its quoted lines, for IMAP's BODY);
 	// "" is anywhere.
 	Field   string
 	Negated bool
@@ -46,16 +42,13 @@ type Query struct {
 	Terms []Term
 	// Lists limit the search to these lists (list:NAME, ListName form).
 	Lists []string
-	// After and Before bound the date: after:X finds messages from the
-	// start of X on, before:X messages before the start of X. Nil: no
-	// bound. They are the dates as typed (any year from 0000 to 9999);
-	// Search reads a date before 1970 as 1970-01-01, when no message is
-	// earlier, and a date after 2242 as no upper bound.
+	// After and Before bound the date: after:X from the start of X on,
+	// before:X before the start of X; nil is no bound. Search clamps them
+	// to the dates an fts rowid holds (Query.rowids).
 	After, Before *time.Time
 }
 
-// Positive reports whether q looks for at least one word (as opposed to
-// only excluding words or filtering by list and date).
+// Positive reports whether q looks for a word, not only excludes or filters.
 func (q *Query) Positive() bool {
 	for _, t := range q.Terms {
 		if !t.Negated {
@@ -65,9 +58,8 @@ func (q *Query) Positive() bool {
 	return false
 }
 
-// SearchesText reports whether q looks for a word or phrase anywhere
-// (not only in the subject or the sender), which a message's text may
-// hold.
+// SearchesText reports whether q looks for a word or phrase anywhere, not
+// only in the subject or the sender.
 func (q *Query) SearchesText() bool {
 	for _, t := range q.Terms {
 		if !t.Negated && t.Field == "" {
@@ -80,30 +72,22 @@ func (q *Query) SearchesText() bool {
 // ParseQuery reads the search language:
 //
 //	word            messages with the word (all words must match)
-//	a OR b          messages with either (OR in capitals, between two
-//	                words, phrases or fields: "cache OR tlb flush" is
+//	a OR b          either (OR in capitals: "cache OR tlb flush" is
 //	                (cache or tlb) and flush)
 //	"a phrase"      the words next to each other
-//	word*           a word that starts with word (at least 3 letters or
-//	                digits before the *; "a phr"* ends a phrase so)
+//	word*           words starting with word (3 letters or digits at least)
 //	-word, -"..."   messages without it
 //	from:X          X in the sender's name or address (from:"Ralf B")
 //	subject:X       X in the subject
-//	dfn:PATH        patches touching the file PATH, given whole or by
-//	                its last components (dfn:setup.c, dfn:kernel/setup.c)
+//	dfn:PATH        patches touching PATH, whole or by its last components
 //	list:NAME       only that list (several: any of them)
-//	after:DATE      from DATE on; DATE is 2019, 2019-02 or 2019-02-03
+//	after:DATE      from DATE on (2019, 2019-02 or 2019-02-03)
 //	before:DATE     before DATE
 //
-// Words match regardless of case and accents; a word is letters and
-// digits, so "r4k_cache" is the phrase "r4k cache". Anything else with a
-// colon is a word.
-//
-// What looks like the syntax of another search engine is refused (an
-// ErrQuery that says what to type instead) rather than read as words:
-// AND, NOT and NEAR in capitals, NEAR(...), a leading ^, and OR where
-// it joins nothing. In lower case or in quotes they are words. Error texts show the piece as typed
-// and where it is, counted in characters from 1.
+// Words are letters and digits ("r4k_cache" is the phrase "r4k cache"),
+// matched regardless of case and accents. Another search engine's syntax
+// (AND, NOT and NEAR in capitals, NEAR(...), a leading ^, an OR joining
+// nothing) is refused with an ErrQuery that says what to type instead.
 func ParseQuery(s string) (*Query, error) {
 	if len(s) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: the search is %d bytes long; at most %d are read", ErrQuery, len(s), MaxQueryBytes)
@@ -223,15 +207,12 @@ func ParseQuery(s string) (*Query, error) {
 }
 
 // minPrefix is how many letters or digits a prefix search (word*) needs:
-// FTS5 reads every word that starts with the prefix, and "a*" is most
-// of the index.
+// FTS5 reads every word that starts with the prefix.
 const minPrefix = 3
 
 // foreignSyntax refuses an unquoted word that another search syntax
-// (FTS5's, a web search engine's) reads as an operator, which this one
-// would read as a word, and tells the reader what to type instead.
-// Standalone says it has no field and no '-' before it: only then are
-// AND, OR, NOT and NEAR operators.
+// (FTS5's, a web search engine's) reads as an operator, saying what to
+// type instead. Standalone (no field, no '-') words only are operators.
 func foreignSyntax(text string, standalone bool, piece string, at int) error {
 	if standalone {
 		const lower = ` (to look for the word itself, write it in lower case or in quotes)`
@@ -258,8 +239,7 @@ type queryParser struct {
 	i int
 }
 
-// at returns where byte offset i of the query is, in characters from 1,
-// as a reader counts them.
+// at returns where byte offset i is in the query, in characters from 1.
 func (p *queryParser) at(i int) int { return utf8.RuneCountInString(p.s[:i]) + 1 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -276,8 +256,7 @@ func (p *queryParser) skipSpace() {
 	}
 }
 
-// operator consumes "from:", "subject:", "dfn:", "list:", "after:" or "before:"
-// (case-insensitive) when followed by a value.
+// operator consumes a field operator ("from:"...), in any case, before a value.
 func (p *queryParser) operator() (string, bool) {
 	rest := p.s[p.i:]
 	for _, op := range []string{"from", "subject", "dfn", "list", "after", "before"} {
@@ -337,10 +316,9 @@ func parseSearchDate(s string) (time.Time, error) {
 	return time.Time{}, errors.New("not a date: write 2019, 2019-02 or 2019-02-03")
 }
 
-// match returns the FTS5 expression of q's terms: every word and phrase
-// quoted (so no text typed can be FTS5 syntax), a prefix as FTS5's
-// "..." *, fields as column filters, negations as NOT. It is "" when q
-// has no positive term.
+// match returns the FTS5 expression of q's terms, "" if none is positive.
+// Every word and phrase is quoted, so that no text typed can be FTS5
+// syntax; fields are column filters, negations NOT.
 func (q *Query) match() string {
 	var pos, neg []string
 	for i, t := range q.Terms {
@@ -402,16 +380,14 @@ func (t Term) fts() string {
 	return e
 }
 
-// ftsPhrase quotes text as an FTS5 string: inside double quotes, a double
-// quote is written twice. The tokenizer splits it into words, matched
-// next to each other.
+// ftsPhrase quotes text as an FTS5 string, whose words are matched next
+// to each other; inside double quotes, a double quote is written twice.
 func ftsPhrase(text string) string {
 	return `"` + strings.ReplaceAll(text, `"`, `""`) + `"`
 }
 
-// Words returns the words q looks for (not the excluded ones), lower-case,
-// for marking them in an excerpt (Excerpt). The last word of a prefix
-// search ends in '*': it stands for the words that start with it.
+// Words returns the lower-case words q looks for, to mark them (Excerpt);
+// a prefix search's last word ends in '*'.
 func (q *Query) Words() []string {
 	var out []string
 	for _, t := range q.Terms {

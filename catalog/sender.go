@@ -6,13 +6,12 @@ import (
 	"github.com/chibrary/chibrary/mailview"
 )
 
-// Sender is who wrote a message. Lists that rewrite the From of mail
-// whose sender's domain publishes a strict DMARC policy (Mailman's
-// dmarc_moderation_action "Munge From", Google Groups, sympa) send it as
-// "Name via LIST <list@host>", with the writer's address in
-// X-Original-From (Mailman 3, Google Groups), X-Original-Sender (Google
-// Groups) or Reply-To (Mailman 2.1). The catalog shows and searches the
-// writer (RealSender); the rewritten From stays in the headers shown.
+// Sender is who wrote a message. Lists that rewrite the From of mail from
+// domains with a strict DMARC policy (Mailman, Google Groups, sympa) send
+// it as "Name via LIST <list@host>", with the writer's address in
+// X-Original-From, X-Original-Sender or Reply-To. The catalog shows and
+// searches the writer (RealSender); the rewritten From stays in the
+// headers shown.
 type Sender struct {
 	Name, Addr string
 	// Via is the list's address the From was rewritten to, "" for mail
@@ -24,11 +23,9 @@ type Sender struct {
 const maxVia = 512
 
 // RealSender returns the writer of a message whose decoded header fields
-// are h: the From's name and address, or for a From a list rewrote, the
-// writer's, and the list's address as Via. A rewritten From is told by
-// an X-Original-From naming another address, or by a display name
-// "Name via LIST" where LIST is in the From's address (quoted 'Name'
-// too, as Google Groups writes it); the
+// are h, and for a From a list rewrote, the list's address as Via. A
+// rewritten From is told by an X-Original-From naming another address, or
+// by a display name "Name via LIST" with LIST in the From's address; the
 // writer's address is then X-Original-From's, else X-Original-Sender's,
 // else Reply-To's when it names one other address, else unknown ("").
 func RealSender(h []mailview.Field) Sender {

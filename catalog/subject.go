@@ -1,33 +1,17 @@
 package catalog
 
-// Subject threading: mail without threading headers.
-//
-// Mail of the pipermail era often has no References or In-Reply-To at
-// all, and replies whose clients dropped the "Re:". Such a message (or
-// one whose references name no message the list has, if its subject has
-// a reply prefix) joins a thread of its list whose first message has the
-// same subject once normalised (BaseSubject: Re/Fwd/AW/SV/Antw... and
-// [tags] removed), active within subjectWindow of it. Never a thread of
-// another list. Of the threads that qualify (at most maxSubjectThreads,
-// the most recent first, read through the index on list and subject),
-// it joins:
-//
-//  1. the first whose text it quotes: a line it quotes is one of the
-//     first lines of a message of the thread (JoinedQuoting; the tree
-//     puts it under the message it quotes);
-//  2. else the first where it or the thread's first message has a reply
-//     prefix ("Re: X" joins "X", "X" joins the "Re: X" before it);
-//  3. else the first started by someone else, if the subject is
-//     distinctive enough: three words or more and 16 characters
-//     ("IDLE support broken?" asked, answered without "Re:" by another;
-//     "help" or "kernel panic" from two people are two questions).
-//
-// So the same person posting "Weekly report" twice starts two threads,
-// and a message joins one thread: it never merges two (the merge rule of
-// the package doc holds). What it compares is bounded: the hashes of the
-// first sketchLines lines of each message without references (kept in
-// the catalog, 8 bytes each), the first maxQuoteHashes lines it quotes,
-// and the newest sketchMessages messages of each thread looked at.
+// Subject threading: mail without threading headers (pipermail-era mail,
+// replies whose clients dropped the "Re:"), and mail whose references the
+// list does not know if its subject has a reply prefix. Such a message
+// joins a thread of its list with the same BaseSubject active within
+// subjectWindow of it: of at most maxSubjectThreads, the first whose text
+// it quotes (JoinedQuoting); else the first where it or the thread's root
+// has a reply prefix; else the first someone else started, if the subject
+// is distinctive (three words and minDistinct characters): "help" from two
+// people is two questions. It never merges two threads, and what it
+// compares is bounded: sketchLines lines of each message without
+// references, maxQuoteHashes lines it quotes, and the newest
+// sketchMessages messages of each thread.
 
 import (
 	"encoding/binary"
@@ -42,16 +26,13 @@ import (
 type JoinedBy int
 
 const (
-	// JoinedByID: by the Message-IDs it and the others name (or it
-	// started the thread).
+	// JoinedByID: by the Message-IDs it and the others name, or its start.
 	JoinedByID JoinedBy = iota
-	// JoinedBySubject: by its subject, it or the thread's start having
-	// a reply prefix.
+	// JoinedBySubject: by its subject, a reply prefix on it or the root.
 	JoinedBySubject
 	// JoinedQuoting: by its subject, quoting a message of the thread.
 	JoinedQuoting
-	// JoinedSameSubject: by its subject, the thread being someone
-	// else's.
+	// JoinedSameSubject: by its subject, in a thread someone else started.
 	JoinedSameSubject
 )
 
@@ -76,8 +57,7 @@ const (
 	sketchLines       = 8
 	maxQuoteHashes    = 16
 	sketchMessages    = 20
-	// minDistinct is the shortest subject a message joins a thread
-	// by without a reply prefix or a quote.
+	// minDistinct is the shortest subject joined without a reply prefix.
 	minDistinct = 16
 	// minSketchLine is the shortest line compared: shorter ones ("Hi,",
 	// "Thanks!") are in every other message.
@@ -161,15 +141,13 @@ func quotesSketch(quotes []uint64, sk []byte) bool {
 // Bounds of the paths kept of one message's patches.
 const (
 	maxPaths = 200
-	// fileEnd ends each path in the search index's files column, so
-	// that dfn:PATH matches a path's last components only: the phrase
-	// of PATH's words and fileEnd.
+	// fileEnd ends each path in the files column, so that dfn:PATH, the
+	// phrase of PATH's words and fileEnd, matches a path's last components.
 	fileEnd = "zzdfnend"
 )
 
 // filesText returns the paths the patches in a message's own text touch,
-// as the files column of the search index keeps them: each path then
-// fileEnd, one a line.
+// each followed by fileEnd, one a line (the search index's files column).
 func filesText(body string) string {
 	if !strings.Contains(body, "\n+++ ") && !strings.Contains(body, "diff --git ") {
 		return "" // no patch: not worth a scan
@@ -183,9 +161,8 @@ func filesText(body string) string {
 	return b.String()
 }
 
-// bySubject finds the thread d joins by its subject, if any, and how
-// (see the top of this file). Called with no thread found by
-// Message-ID.
+// bySubject finds the thread d joins by its subject, if any, and how,
+// when no thread was found by Message-ID.
 func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, err error) {
 	if d.base == "" {
 		return 0, JoinedByID, 0, nil
@@ -265,11 +242,9 @@ func (ix *indexer) quoted(thread int64, quotes []uint64) (int64, error) {
 }
 
 // threadsBySubjectSQL reads the threads a message may join by subject
-// (1: list, 2: base, 3 and 4: the window, 5: how many), the most
-// recently active first, with their first message's sender.
+// (list, base, window, how many), newest first, with their root's sender.
 const threadsBySubjectSQL = `SELECT t.id, t.root_reply, r.from_addr, r.from_name FROM threads t JOIN messages r ON r.id = t.root
 	WHERE t.list = ? AND t.base = ? AND t.last >= ? AND t.first <= ? ORDER BY t.last DESC, t.id DESC LIMIT ?`
 
-// sketchesSQL reads the sketches of a thread's newest messages (1:
-// thread, 2: how many).
+// sketchesSQL reads the sketches of a thread's newest messages.
 const sketchesSQL = `SELECT id, sketch FROM messages WHERE thread = ? AND sketch IS NOT NULL ORDER BY date DESC, id DESC LIMIT ?`

@@ -10,13 +10,11 @@ import (
 type Node struct {
 	// Message is the message here, or nil for a placeholder.
 	Message *Message `json:"message,omitempty"`
-	// MessageID is the placeholder's Message-ID (the message's own is in
-	// Message).
+	// MessageID is a placeholder's Message-ID.
 	MessageID string `json:"message_id,omitempty"`
 	// Depth is 0 for a root.
 	Depth int `json:"depth"`
-	// Parent is the index of the parent node in Thread.Nodes, -1 for a
-	// root.
+	// Parent is the index of the parent node in Thread.Nodes, -1 for a root.
 	Parent int `json:"parent"`
 	// Children are the indexes of the replies, oldest first.
 	Children []int `json:"children,omitempty"`
@@ -60,19 +58,16 @@ func (b *treeBuilder) get(id string) *container {
 	return c
 }
 
-// buildTree arranges a thread's messages (oldest first) as JWZ does,
-// given each message's references (refs[i] for msgs[i], parent last), and
-// returns the nodes in reading order: depth first, replies oldest first.
-// The placeholders of the Message-IDs keep names stay where their replies
-// put them, like messages (a message removed from the archive keeps its
-// place); other placeholders are pruned as JWZ prunes them.
+// buildTree arranges a thread's messages (oldest first) as JWZ does, given
+// their references (refs[i] for msgs[i], parent last), and returns the
+// nodes depth first, replies oldest first. Placeholders of the IDs in keep
+// (removed messages) keep their place; others are pruned as JWZ prunes.
 func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	return newTreeBuilder().build(msgs, refs, keep)
 }
 
-// build is buildTree. Every link is made once and loops are undone
-// afterwards, in one pass: the work is linear in the number of messages
-// and references, however they name each other.
+// build is buildTree. Every link is made once and loops are undone after,
+// so the work is linear however the references name each other.
 func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
 	own := make([]*container, len(msgs))
 	var all []*container
@@ -136,9 +131,8 @@ func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bo
 		setFirst(r)
 	}
 	slices.SortFunc(roots, byFirst)
-	// Messages joined by subject (without references, or with none the
-	// thread has) hang under the message they quote, else under the
-	// thread's first message.
+	// Messages joined by subject hang under the message they quote, else
+	// under the thread's first message.
 	if len(roots) > 1 && roots[0].msg != nil {
 		main := roots[0]
 		byRow := map[int64]*container{}
@@ -208,9 +202,8 @@ func under(c, r *container) bool {
 }
 
 // breakLoops undoes, in every loop of parent links (broken or hostile
-// References: a names b, b names a), the link made last: the link JWZ's
-// step 1A would not have made. Each container's chain of parents is
-// followed once: up to a container already done, or round a loop.
+// References), the link made last, which JWZ's step 1A would not have
+// made. Each chain of parents is followed once.
 func (b *treeBuilder) breakLoops(all []*container) {
 	for i, start := range all {
 		stamp := i + 1
@@ -236,9 +229,8 @@ func (b *treeBuilder) breakLoops(all []*container) {
 }
 
 // prune removes placeholders without replies, and replaces a placeholder
-// by its replies where it has only one, or where it is not a root (JWZ
-// step 4): a reader needs a placeholder only to see that several messages
-// answer the same missing one.
+// by its replies where it has one, or is not a root (JWZ step 4): a reader
+// needs one only to see several messages answer the same missing one.
 func prune(cs []*container, keep map[string]bool) []*container {
 	var out []*container
 	for _, c := range cs {

@@ -1,35 +1,20 @@
 // Package changes is the store's change feed over HTTP: the wire format
 // of GET /api/v1/changes, which the resolver writes and mirrors read.
 //
-// An answer is a sequence of records. Each record is one line of JSON (at
-// most MaxHeader bytes, ending in a line feed); a message's line is
-// followed by exactly Size bytes, the message as stored, and a line feed.
-// The records, in this order:
+// An answer is a sequence of records, each a line of JSON (header, at most
+// MaxHeader bytes); a message's line is followed by its Size bytes as
+// stored and a line feed. The records, in this order:
 //
-//	{"type":"feed","version":1,"authority":HEX,"scheme":"mix","key":HEX}
-//	    once, first: the run authority the archive is bound to, with its
-//	    shuffle key, without which a mirror cannot decode call numbers
-//	{"type":"lease","run":N,"nonce":..,"program":..,"host":..,"pid":..,"note":..,"issued_at":..}
-//	    a run's lease, before the first message, move or removal of that run
-//	    in the answer
-//	{"type":"message","callnumber":..,"digest":HEX,"message_id":..,"list":..,"added":..,"size":N}
-//	    a message: its call number, the SHA-256 of its bytes (CRLF read as
-//	    LF, store.DigestOf), and Size bytes
-//	{"type":"move","callnumber":..,"list":..,"moved_at":..}
-//	    a move to another list (store.Move); its message, if any, came
-//	    before it
-//	{"type":"removal","callnumber":..,"digest":HEX,"message_id_sha256":HEX,"removed_at":..,"reason":..}
-//	    a removal (store.Removal); its message, if any, came before it
-//	{"type":"end","next":CURSOR,"more":BOOL}
-//	    last: the cursor to ask from next, and whether the answer stopped
-//	    at its limit (more may follow at once) rather than at the feed's
-//	    end
+//	feed     first: the authority and shuffle key, to decode call numbers
+//	lease    a run's lease, before anything of that run
+//	message  call number, SHA-256 (store.DigestOf), size, then the bytes
+//	move     a move (store.Move), after its message if any
+//	removal  a removal (store.Removal), after its message if any
+//	end      last: the cursor to ask from next; more if cut at a limit
 //
 // An answer without its end record was cut short: a reader keeps what it
-// verified of it, and asks again from the cursor it had. The records are
-// in the store's feed order, so a reader that applies them in order and
-// saves the end's cursor misses nothing (store.Store.Changes); it may
-// see a message twice.
+// verified and asks again from its cursor. Records come in the store's
+// feed order (store.Store.Changes); a message may come twice.
 package changes
 
 import (
@@ -55,8 +40,7 @@ const ContentType = "application/vnd.chibrary.changes.v1"
 // MaxHeader bounds a record's JSON line.
 const MaxHeader = 64 << 10
 
-// ErrFormat: the answer is not a change feed this package reads, or is
-// damaged.
+// ErrFormat: the answer is damaged or not a change feed this package reads.
 var ErrFormat = errors.New("changes: malformed change feed")
 
 // ErrTruncated: the answer ended before its end record.
@@ -180,8 +164,7 @@ func (fw *Writer) End(next store.Cursor, more bool) error {
 	return fw.err
 }
 
-// Flush writes what is buffered (to send a slow answer's records as they
-// come).
+// Flush sends what is buffered, so a slow answer's records go as they come.
 func (fw *Writer) Flush() error {
 	if fw.err == nil {
 		fw.err = fw.w.Flush()
@@ -189,8 +172,7 @@ func (fw *Writer) Flush() error {
 	return fw.err
 }
 
-// Record is one record read by a Reader: Kind says which of the other
-// fields is set.
+// Record is one record read by a Reader; Kind says which fields are set.
 type Record struct {
 	Kind    string
 	Lease   callnumber.Lease // KindLease (without the key)
@@ -204,14 +186,12 @@ type Record struct {
 
 // Options bound what a Reader accepts.
 type Options struct {
-	// MaxMessage is the largest message accepted; zero means 64 MiB,
-	// the importer's limit.
+	// MaxMessage is the largest message accepted; 0 means 64 MiB.
 	MaxMessage int64
 }
 
-// Reader reads an answer, checking everything it can: each message's
-// digest, that call numbers decode under the feed's authority and belong
-// to a run whose lease came before, sizes.
+// Reader reads an answer, checking each message's digest and size, and
+// that call numbers decode under the feed's authority in runs leased before.
 type Reader struct {
 	r       *bufio.Reader
 	opts    Options
@@ -261,7 +241,6 @@ func NewReader(r io.Reader, opts Options) (*Reader, error) {
 // Binding returns the authority of the archive the answer is from.
 func (fr *Reader) Binding() store.Binding { return fr.binding }
 
-// header reads one JSON line.
 func (fr *Reader) header() (header, error) {
 	line, err := fr.r.ReadSlice('\n')
 	switch {
@@ -282,9 +261,8 @@ func (fr *Reader) header() (header, error) {
 	return h, nil
 }
 
-// Next returns the next record; after the end record, io.EOF. An answer
-// that ends without one is ErrTruncated; anything inconsistent is
-// ErrFormat, with the record's place.
+// Next returns the next record: io.EOF after the end record, ErrTruncated
+// without one, ErrFormat (with the record's place) for anything inconsistent.
 func (fr *Reader) Next() (Record, error) {
 	if fr.ended {
 		return Record{}, io.EOF

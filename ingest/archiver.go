@@ -1,7 +1,6 @@
 // Package ingest turns raw messages into archived ones: it digests and
-// parses them, gives each new message a call number from a Generator and
-// writes them in batches through a store. The importer (mbox archives) and
-// the watcher (a live IMAP inbox) are both built on it.
+// parses them, gives each new message a call number and writes them in
+// batches through a store, for the importer (mbox) and the IMAP watcher.
 package ingest
 
 import (
@@ -25,25 +24,21 @@ const (
 	Imported  Status = "imported"
 	Duplicate Status = "duplicate"
 	Failed    Status = "failed"
-	// Removed: the same bytes were archived once and removed since
-	// (store.Store.Remove); the archive does not take them again. Number is
+	// Removed: archived and removed since, so not taken again; Number is
 	// the removed message's.
 	Removed Status = "removed"
 )
 
-// Prepared is a message ready to be stored: the CPU-bound part of
-// archiving, safe to do on many goroutines at once.
+// Prepared is a message ready to be stored: the CPU-bound part, safe in parallel.
 type Prepared struct {
 	Raw    []byte
 	Digest store.Digest
 	Meta   mailmsg.Meta
 	// Where says where the message came from (file:line, a path, a UID).
 	Where string
-	// HeaderErr is why the header could not be fully read; the message is
-	// stored byte-for-byte anyway.
+	// HeaderErr is why the header could not be fully read (stored anyway).
 	HeaderErr error
-	// Err, when set, means the message cannot be stored (e.g. the reader
-	// could delimit it but not read it); it is reported as failed.
+	// Err, when set, means the message cannot be stored: it is failed.
 	Err error
 }
 
@@ -55,16 +50,13 @@ func Prepare(raw []byte, where string) Prepared {
 
 // Outcome is what became of one message.
 type Outcome struct {
-	// Number is the message's call number: the new one, or for a
-	// duplicate the one already stored; zero when it failed.
+	// Number is the new call number, or a duplicate's stored one; 0 if failed.
 	Number    callnumber.Number
 	MessageID string
 	Status    Status
 	Err       error
 	Where     string
-	// OtherList is, for a duplicate imported with a list, the list the
-	// message is archived in when it is another ("" for none: it was
-	// archived without one).
+	// OtherList is the other list a duplicate is archived in ("" for none).
 	OtherList *string
 }
 
@@ -72,8 +64,8 @@ type Outcome struct {
 type Options struct {
 	// Store receives the messages. Required.
 	Store store.Store
-	// Runs issues the runs the call numbers are taken from. Required.
-	// Every lease is recorded in Store before a number of its run is used.
+	// Runs issues the runs of call numbers, each lease recorded in Store
+	// before its run is used. Required.
 	Runs callnumber.RunSource
 	// List is recorded with every message ("" for none).
 	List string
@@ -88,13 +80,11 @@ type Archiver struct {
 	gen  *callnumber.Generator
 	list string
 	log  *slog.Logger
-	// otherLists counts the duplicates found in another list, to log
-	// the first few.
+	// otherLists counts duplicates found in another list, to log a few.
 	otherLists atomic.Int64
 }
 
-// maxOtherListWarnings is how many duplicates in another list are logged
-// one by one; the importer says how many there were.
+// maxOtherListWarnings is how many duplicates in another list are logged.
 const maxOtherListWarnings = 10
 
 // NewArchiver checks opts and returns an Archiver.
@@ -115,10 +105,8 @@ func NewArchiver(opts Options) (*Archiver, error) {
 }
 
 // Archive stores a batch. The outcomes are in the order of batch; failed
-// messages (Prepared.Err) are reported and skipped. When Archive returns an
-// error, nothing of the batch may be taken as stored (the store refused
-// the batch, or could not be reached); messages stored by earlier calls are
-// unaffected.
+// messages (Prepared.Err) are reported and skipped. On an error nothing of
+// the batch may be taken as stored; earlier calls' messages are unaffected.
 func (a *Archiver) Archive(ctx context.Context, batch []Prepared) ([]Outcome, error) {
 	out := make([]Outcome, len(batch))
 	msgs := make([]store.Message, 0, len(batch))
@@ -196,8 +184,7 @@ func (a *Archiver) checkList(ctx context.Context, o *Outcome) error {
 }
 
 // RecordingSource returns a RunSource that records every lease src issues
-// in st before handing it out, so the store can check every later write
-// against it (the authority binding and the run-nonce rule).
+// in st first, so the store can check every later write against it.
 func RecordingSource(src callnumber.RunSource, st store.Store) callnumber.RunSource {
 	return callnumber.RunSourceFunc(func(ctx context.Context) (callnumber.Lease, error) {
 		l, err := src.NewRun(ctx)

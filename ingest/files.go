@@ -16,7 +16,6 @@ import (
 // folder without mail), which is almost always a mistake in the paths.
 var ErrNothingFound = errors.New("ingest: no message found")
 
-// nothingFound is ErrNothingFound for the paths, said plainly.
 type nothingFound struct{ paths []string }
 
 func (e nothingFound) Error() string {
@@ -25,12 +24,10 @@ func (e nothingFound) Error() string {
 
 func (e nothingFound) Unwrap() error { return ErrNothingFound }
 
-// NothingFound is the error of paths that hold no message: it wraps
-// ErrNothingFound and names them.
+// NothingFound wraps ErrNothingFound, naming the paths.
 func NothingFound(paths []string) error { return nothingFound{paths} }
 
-// CheckPaths checks that every input exists ("-", standard input, always
-// does), so that a mistyped path is reported before anything is done.
+// CheckPaths checks that every input exists ("-" does) before anything is done.
 func CheckPaths(paths []string) error {
 	for _, p := range paths {
 		if p == "-" {
@@ -51,24 +48,19 @@ func CheckPaths(paths []string) error {
 type FilesOptions struct {
 	// Import configures the import of each input; its OnBatch is ignored.
 	Import ImportOptions
-	// Source configures the reading of the inputs (mbox variant, message
-	// size limit, standard input); its Logger is Logger.
+	// Source configures the reading of the inputs; its Logger is Logger.
 	Source mailsource.Options
-	// Logger receives the progress of each input, and what was odd about
-	// messages (e.g. an mbox ending without a newline). nil discards it.
+	// Logger receives progress and what was odd about messages (nil: none).
 	Logger *slog.Logger
-	// Progress, if set, is called after every stored batch with the input
-	// being read, how far (in its bytes; total 0 when unknown) and the
-	// totals so far over all inputs.
+	// Progress, if set, is called after every stored batch with the input,
+	// how far into it (total 0 when unknown) and the totals so far.
 	Progress func(path string, done, total int64, s Stats)
 }
 
-// ImportFiles imports the inputs paths, in order: mbox files, Maildirs,
-// folders of mbox and .eml files, "-" for the standard input (see
-// package mailsource). Every path must exist before anything is read. It
-// returns the totals, and stops at the first input that cannot be opened
-// or read, or at a store error (see Import). When the inputs hold no
-// message at all, the error wraps ErrNothingFound.
+// ImportFiles imports the inputs paths in order: mbox files, Maildirs,
+// folders of mbox and .eml files, "-" for the standard input (mailsource).
+// It stops at the first input that cannot be read or at a store error
+// (Import); inputs without any message give ErrNothingFound.
 func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats, error) {
 	log := opts.Logger
 	if log == nil {
@@ -93,10 +85,9 @@ func ImportFiles(ctx context.Context, paths []string, opts FilesOptions) (Stats,
 	return total, nil
 }
 
-// HasMessages reports whether the inputs hold a message at all, reading
-// files up to their first message (standard input, "-", is taken to hold
-// one: it cannot be read twice). The importer asks before it creates an
-// archive, so that an empty or mistyped input leaves none behind.
+// HasMessages reports whether the inputs hold a message at all ("-" is
+// taken to: it cannot be read twice). The importer asks before it creates
+// an archive, so that an empty or mistyped input leaves none behind.
 func HasMessages(ctx context.Context, paths []string, opts mailsource.Options) (bool, error) {
 	for _, path := range paths {
 		if path == "-" {
@@ -118,8 +109,8 @@ func HasMessages(ctx context.Context, paths []string, opts mailsource.Options) (
 	return false, nil
 }
 
-// importFile imports one input; it returns how many messages it found
-// (whether or not in this process's partition), and what it did.
+// importFile imports one input and returns how many messages it found
+// (in any partition) and the totals.
 func importFile(ctx context.Context, path string, opts FilesOptions, log *slog.Logger, before Stats) (int, Stats, error) {
 	sopts := opts.Source
 	sopts.Logger = log

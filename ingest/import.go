@@ -17,13 +17,11 @@ type Item struct {
 	Raw []byte
 	// Where says where it came from: file:line, a path, "stdin".
 	Where string
-	// Err, when set, says why the message could be delimited but not read
-	// (e.g. it is too large); it is reported as failed.
+	// Err, when set, says why the message could be delimited but not read.
 	Err error
 }
 
-// Source yields the messages of one input, then io.EOF. Any other error
-// ends the input.
+// Source yields one input's messages, then io.EOF; any other error ends it.
 type Source interface {
 	Next() (Item, error)
 }
@@ -34,31 +32,25 @@ type ImportOptions struct {
 	Archiver *Archiver
 	// Workers digest and parse messages in parallel; 0 means GOMAXPROCS.
 	Workers int
-	// BatchMessages and BatchBytes bound a store batch: a batch is written
-	// when it reaches either. 0 means DefaultBatchMessages and
-	// DefaultBatchBytes. Memory use is a small multiple of BatchBytes (plus
-	// the largest message), whatever the size of the input.
+	// BatchMessages and BatchBytes bound a store batch, written when it
+	// reaches either (0: the defaults). Memory use is a small multiple of
+	// BatchBytes plus the largest message.
 	BatchMessages int
 	BatchBytes    int
 	// Partition K of N (1 <= K <= N) imports only the messages whose
 	// 0-based position in the input is K-1 modulo N, so that N processes
 	// given the same inputs share them out. N = 0 imports everything.
 	PartitionK, PartitionN int
-	// Manifest, if set, receives one JSON object per message of this
-	// process's share, in input order (see ManifestEntry).
+	// Manifest, if set, receives a ManifestEntry per message of this share.
 	Manifest io.Writer
-	// OnBatch, if set, is called after every stored batch with the totals
-	// so far (for progress reporting). It runs on Import's goroutine.
+	// OnBatch, if set, gets the totals after each batch, on Import's goroutine.
 	OnBatch func(Stats)
 }
 
-// Default batch bounds. A batch's messages, their store records and the
-// index pages its inserts touch (random keys: a page per message, at
-// worst) are in memory at once, so the batch bounds the importer's memory;
-// 500 messages and 8 MiB import as fast as twice that (the fsync per batch
-// is not what limits the speed), with half the memory. 512 rather than
-// 500: a multiple of the Riak store's packs of 16 consecutive numbers, so
-// that a batch does not end inside a pack the next one writes again.
+// Default batch bounds. A batch's messages, store records and touched
+// index pages are in memory at once, so it bounds the importer's memory.
+// 512 is a multiple of the Riak store's packs of 16 numbers, so that a
+// batch does not end inside a pack the next one writes again.
 const (
 	DefaultBatchMessages = 512
 	DefaultBatchBytes    = 8 << 20
@@ -67,12 +59,10 @@ const (
 // Stats count what Import did.
 type Stats struct {
 	Imported, Duplicates, Failed int64
-	// Removed counts the duplicates of messages removed since they
-	// were archived (manifest status "removed"); Duplicates counts them
-	// too.
+	// Removed counts the duplicates of messages removed since they were
+	// archived (manifest status "removed"), also counted as Duplicates.
 	Removed int64
-	// OtherList counts the duplicates archived in another list than
-	// the one the import names (Outcome.OtherList).
+	// OtherList counts duplicates archived in another list (Outcome.OtherList).
 	OtherList int64
 	// Bytes is the size of the messages handled (stored or not).
 	Bytes int64
@@ -99,8 +89,7 @@ type ManifestEntry struct {
 	MessageID  string `json:"message_id"`
 	Status     Status `json:"status"`
 	Error      string `json:"error,omitempty"`
-	// List is, for a duplicate archived in another list than the
-	// import's --list, the list it is in ("" for none).
+	// List is, for a duplicate, the other list it is in ("" for none).
 	List *string `json:"list,omitempty"`
 }
 
@@ -134,12 +123,10 @@ const (
 )
 
 // Import reads src to the end and archives every message of this
-// process's share. It returns the totals; its error is a read error of
-// src (after everything read before it was stored) or a store error (which
-// stops the import: messages of earlier batches are stored, the failed
-// batch and everything after it are not). Messages that could not be
-// stored individually are counted as Failed, not returned as an error;
-// so are the messages of a batch the store refused as a whole.
+// process's share, returning the totals. Its error is a read error of src
+// (after all read before it was stored) or a store error, which stops it:
+// earlier batches are stored, the failed one and later ones are not.
+// Messages the store refused are counted as Failed, not returned.
 func Import(ctx context.Context, src Source, opts ImportOptions) (Stats, error) {
 	if opts.Archiver == nil {
 		return Stats{}, errors.New("ingest: ImportOptions.Archiver is required")
@@ -265,8 +252,7 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 		}
 		out, err := opts.Archiver.Archive(ctx, batch)
 		if err != nil {
-			// The whole batch failed: its messages are failed, in the
-			// totals as in the manifest.
+			// The whole batch failed: so did its messages, in totals and manifest.
 			if enc != nil {
 				for _, p := range batch {
 					enc.Encode(ManifestEntry{MessageID: bracket(p.Meta.MessageID), Status: Failed, Error: err.Error()})

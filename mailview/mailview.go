@@ -1,16 +1,12 @@
 // Package mailview turns a stored message into what a reader sees: its
-// main header fields decoded to UTF-8, the text of its body, the messages
-// it carries (a forward, or a list's DMARC wrapping), and a list of its
-// attachments, each of which can be taken out again (AttachmentData).
+// main header fields decoded, the text of its body, the messages it
+// carries (a forward, a list's DMARC wrapping) and its attachments, which
+// AttachmentData takes out again.
 //
-// Mail is hostile input. Parse never fails and never panics: a message that
-// is not valid MIME still yields its header fields as far as they parse and
-// its body as text. The work is bounded by Options (nesting depth, number
-// of parts, bytes of text). Every string in a Message is valid UTF-8 with
-// no control characters other than newline and tab (in bodies); none of
-// them is escaped, so callers must escape them (html/template does). The
-// only markup is Part.HTML, produced by a sanitizer that keeps formatting
-// and links and drops everything executable or remote.
+// Mail is hostile input: Parse never fails or panics, and Options bound its
+// work. Strings in a Message are valid UTF-8 without control characters
+// but newline and tab, and unescaped; the only markup is Part.HTML, from a
+// sanitizer that drops everything executable or remote.
 package mailview
 
 import (
@@ -41,8 +37,7 @@ const (
 	DefaultMaxParts       = 1000
 	DefaultMaxTextBytes   = 4 << 20
 	DefaultMaxHeaderBytes = 1 << 20
-	// DefaultMaxAttachmentBytes is as large as a stored message can be:
-	// any attachment of the archive can be taken out.
+	// DefaultMaxAttachmentBytes lets any attachment of the archive out.
 	DefaultMaxAttachmentBytes = 64 << 20
 )
 
@@ -50,52 +45,35 @@ const (
 var (
 	// ErrNoAttachment: the message has no attachment of that number.
 	ErrNoAttachment = errors.New("mailview: no such attachment")
-	// ErrAttachmentTooLarge: the attachment decodes to more than
-	// Options.MaxAttachmentBytes.
+	// ErrAttachmentTooLarge: it decodes to more than MaxAttachmentBytes.
 	ErrAttachmentTooLarge = errors.New("mailview: attachment too large")
 )
 
-// Options bound the work Parse does on one message. The zero value uses the
-// defaults above.
+// Options bound the work Parse does on one message; 0 means the default.
 type Options struct {
-	// MaxDepth is how many multipart levels are followed; deeper parts are
-	// not shown. 0 means DefaultMaxDepth.
+	// MaxDepth is how many multipart levels are followed.
 	MaxDepth int
-	// MaxParts is how many MIME parts are examined. 0 means DefaultMaxParts.
+	// MaxParts is how many MIME parts are examined.
 	MaxParts int
-	// MaxTextBytes is how many bytes of body text (all parts together) are
-	// kept; the rest is cut and Truncated set. 0 means DefaultMaxTextBytes.
+	// MaxTextBytes is how many bytes of body text are kept (then Truncated).
 	MaxTextBytes int
-	// MaxHeaderBytes bounds the header block of the message and of each
-	// part. 0 means DefaultMaxHeaderBytes.
+	// MaxHeaderBytes bounds the header of the message and of each part.
 	MaxHeaderBytes int
 	// MaxAttachmentBytes bounds what AttachmentData decodes and returns.
-	// 0 means DefaultMaxAttachmentBytes.
 	MaxAttachmentBytes int
-	// SkipAttachments lists attachments without reading their bodies, for
-	// a reader that wants only the text (a search index, an excerpt): a
-	// base64 attachment of megabytes is then not decoded just to learn its
-	// size, and Attachment.Size is -1. Enclosed messages are still read.
+	// SkipAttachments lists attachments without decoding their bodies just
+	// to learn their size, for a reader that wants only the text (Size -1).
 	SkipAttachments bool
-	// TextOnly reads the body and not the header fields, for a reader
-	// that wants only the text (an excerpt): Fields, Header, Subject,
-	// MessageID, InReplyTo and References stay empty, also those of
-	// enclosed messages. Parts and Attachments are as without it.
+	// TextOnly reads the body, not the header fields (enclosed ones' too).
 	TextOnly bool
 	// Enough, if set, is asked as a plain text part is read, EnoughStep
-	// bytes at a time, whether the reader has what it wants: part is what
-	// has been read of the part (transfer-decoded, before its charset is
-	// applied), of which the last added bytes are new. Once it says so,
-	// the rest of the text (of that part and of the parts after it) is
-	// left unread and Truncated is set: an excerpt stops decoding a long
-	// message at the first words searched for. HTML parts are read to
-	// MaxTextBytes as without it (their text is what is left of markup
-	// that Enough would see).
+	// bytes at a time, whether the reader has what it wants (part: what was
+	// read, transfer-decoded; its last added bytes are new). Once it says
+	// so, the rest of the text is left unread and Truncated set.
 	Enough func(part []byte, added int) bool
 }
 
-// EnoughStep is how many bytes of a text part are read between two
-// questions to Options.Enough.
+// EnoughStep is how many bytes of a text part are read per Options.Enough.
 const EnoughStep = 4 << 10
 
 func (o Options) withDefaults() Options {
@@ -117,70 +95,55 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Field is a header field with its value decoded (RFC 2047) to UTF-8 and
-// unfolded.
+// Field is a header field, unfolded, its value decoded (RFC 2047) to UTF-8.
 type Field struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
 
-// Part is a piece of body to show, in message order. Exactly one of Text,
-// HTML and Message is set.
+// Part is a piece of body to show: exactly one of Text, HTML and Message.
 type Part struct {
 	// Text is a text/plain body, converted to UTF-8.
 	Text string
-	// HTML is a text/html body (shown only where a message has no plain
-	// alternative) after sanitizing: formatting, tables and http(s)/mailto
-	// links only; no scripts, styles, images, forms or frames.
+	// HTML is a sanitized text/html body, shown only where a message has
+	// no plain alternative: formatting, tables and http(s)/mailto links.
 	HTML template.HTML
-	// Message is a message/rfc822 part (RFC 2046 section 5.2.1): a
-	// forwarded message, or the original that a list wrapped to pass
-	// DMARC. It has its own Fields and Parts; its attachments are listed
-	// with the outer message's (Message.Attachments), so that one number
-	// names each attachment of the whole message. The part itself is also
-	// an attachment (the message as a file).
+	// Message is a message/rfc822 part (RFC 2046 section 5.2.1): a forward,
+	// or what a list wrapped for DMARC. Its attachments are listed with the
+	// outer message's, one numbering for all; it is an attachment too.
 	Message *Message
 }
 
 // Attachment is a part that is not shown inline.
 type Attachment struct {
-	// Name is the file name the sender gave, made safe for display (no
-	// path, no control or bidirectional-override characters), or "".
+	// Name is the sender's file name made safe for display, or "".
 	Name string
-	// Type is the media type, e.g. "application/pdf".
 	Type string
-	// Size is the decoded size in bytes; -1 with Options.SkipAttachments,
-	// and for an attachment over 1 MiB whose size cannot be counted
-	// without decoding it (quoted-printable, malformed base64, text/*).
+	// Size is the decoded size in bytes, or -1 with SkipAttachments and
+	// where a large attachment cannot be counted without decoding it.
 	Size int64
 
-	// entity is the attachment's place among the message's MIME entities,
-	// depth first, counting from 1: how AttachmentData finds it again.
+	// entity is its place among the MIME entities, depth first from 1.
 	entity int
 }
 
 // Message is the readable view of a message.
 type Message struct {
-	// Fields are the main header fields present, in display order: From,
-	// To, Cc, Date, Subject, List-Id.
+	// Fields are the main header fields present (displayed), in order.
 	Fields []Field
 	// Header is every header field of the message, in order, decoded.
-	Header []Field
-	// Subject is the decoded Subject, or "".
+	Header  []Field
 	Subject string
-	// MessageID is the Message-ID without angle brackets, as the archive
-	// indexes it, or "".
+	// MessageID is without angle brackets, as the archive indexes it.
 	MessageID string
-	// InReplyTo and References are the Message-IDs the message refers to,
-	// without angle brackets.
+	// InReplyTo and References are Message-IDs without angle brackets.
 	InReplyTo  []string
 	References []string
 	// Parts are the bodies to show.
 	Parts []Part
 	// Attachments are the parts not shown inline.
 	Attachments []Attachment
-	// Truncated is set when text was cut or parts were skipped because of
-	// Options.
+	// Truncated is set when Options cut text or skipped parts.
 	Truncated bool
 	// Problems says, one line each, what could not be parsed.
 	Problems []string
@@ -189,8 +152,7 @@ type Message struct {
 // displayed are the fields of Message.Fields, in order.
 var displayed = []string{"From", "To", "Cc", "Date", "Subject", "List-Id"}
 
-// policy is the HTML sanitizer. A bluemonday Policy is safe for concurrent
-// use once built.
+// policy is the HTML sanitizer, safe for concurrent use once built.
 var policy = func() *bluemonday.Policy {
 	p := bluemonday.NewPolicy()
 	p.AllowElements("p", "br", "hr", "div", "span", "b", "i", "u", "s", "em", "strong",
@@ -215,16 +177,14 @@ var policy = func() *bluemonday.Policy {
 	return p
 }()
 
-// ParseHeader reads only the header of raw: Parts and Attachments stay
-// empty. It never fails.
+// ParseHeader reads only the header of raw. It never fails.
 func ParseHeader(raw []byte, opts Options) *Message {
 	p := &parser{opts: opts.withDefaults(), m: &Message{}, headerOnly: true}
 	p.parse(raw)
 	return p.m
 }
 
-// Parse reads raw, a message as the store keeps it. It never fails; what it
-// could not read is listed in Problems.
+// Parse reads raw, a message as stored. It never fails: see Problems.
 func Parse(raw []byte, opts Options) *Message {
 	p := &parser{opts: opts.withDefaults(), m: &Message{}}
 	p.textLeft = p.opts.MaxTextBytes
@@ -240,8 +200,7 @@ type parser struct {
 	textLeft   int
 
 	// capture is the entity whose decoded body WriteAttachment wants (0:
-	// none), written to sink; tooLarge says it exceeded
-	// MaxAttachmentBytes, sinkErr that sink failed.
+	// none), written to sink; tooLarge and sinkErr say what went wrong.
 	capture  int
 	sink     io.Writer
 	written  int64
@@ -249,20 +208,14 @@ type parser struct {
 	tooLarge bool
 	sinkErr  error
 
-	// raw counts the undecoded bytes of the entity made last (newEntity),
-	// which entity takes over.
+	// raw counts the undecoded bytes of the entity newEntity made last.
 	raw *rawCounter
-	// textRaw and textOut are the undecoded bytes of text parts read so
-	// far and the text they gave, which bound the reading of text (see
-	// readText).
+	// textRaw and textOut: the text parts' undecoded bytes and text so far.
 	textRaw, textOut int64
 }
 
-// AttachmentData returns the attachment numbered n (an index into Parse's
-// Message.Attachments) and its decoded bytes. It fails with
-// ErrNoAttachment when there is no such attachment and
-// ErrAttachmentTooLarge when it decodes to more than
-// Options.MaxAttachmentBytes.
+// AttachmentData returns the attachment numbered n (an index into
+// Message.Attachments) and its decoded bytes.
 func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error) {
 	var b bytes.Buffer
 	a, err := WriteAttachment(raw, n, opts, &b)
@@ -272,10 +225,8 @@ func AttachmentData(raw []byte, n int, opts Options) (Attachment, []byte, error)
 	return a, b.Bytes(), nil
 }
 
-// WriteAttachment writes the decoded bytes of the attachment numbered n
-// to w as it decodes them, and returns it with its Size: what it wrote.
-// Its errors are AttachmentData's, and w's. After an error w may have
-// been written to in part.
+// WriteAttachment writes the decoded bytes of the attachment numbered n to
+// w as it decodes them; after an error w may hold part of them.
 func WriteAttachment(raw []byte, n int, opts Options, w io.Writer) (Attachment, error) {
 	// Neither walk decodes the other attachments.
 	opts.SkipAttachments = true
@@ -340,8 +291,7 @@ func (p *parser) parse(raw []byte) {
 	p.entity(e, 0)
 }
 
-// rawCounter counts the undecoded bytes of an entity's body as its
-// decoder reads them.
+// rawCounter counts the undecoded bytes its decoder reads.
 type rawCounter struct {
 	r io.Reader
 	n int64
@@ -350,9 +300,8 @@ type rawCounter struct {
 	bounded bool
 }
 
-// errTooSparse stops a decoder that reads far more than it gives: a
-// decoder may consume any number of bytes in one Read (quoted-printable
-// soft line breaks give nothing).
+// errTooSparse stops a decoder that reads far more than it gives, as soft
+// line breaks of quoted-printable do (they decode to nothing).
 var errTooSparse = errors.New("too little text for its encoded size")
 
 func (c *rawCounter) Read(b []byte) (int, error) {
@@ -375,8 +324,7 @@ func (p *parser) newEntity(h message.Header, body io.Reader) (*message.Entity, e
 	return message.New(h, p.raw)
 }
 
-// multipartReader is message's reader of the parts of a multipart
-// entity, making each part with newEntity.
+// multipartReader reads the parts of a multipart entity with newEntity.
 type multipartReader struct {
 	p *parser
 	r *textproto.MultipartReader
@@ -445,13 +393,12 @@ func (p *parser) header(h message.Header) {
 	}
 }
 
-// lenient reads a header the MIME parser refused: lines of "Name: value"
-// with continuation lines (RFC 5322 section 2.2.3) up to the first empty
-// line, skipping lines that are neither; the body is shown as text.
+// lenient reads a header the MIME parser refused: "Name: value" lines with
+// continuations (RFC 5322 section 2.2.3), up to the first empty line.
 func (p *parser) lenient(raw []byte) {
 	rest := raw
-	// A field's value is gathered as bytes: appending a continuation
-	// line to a string copied the field for each of 100,000 of them.
+	// A field's value is gathered as bytes: appending each
+	// continuation line to a string would copy the field every time.
 	type field struct {
 		name  string
 		value []byte
@@ -547,8 +494,7 @@ func (p *parser) entity(e *message.Entity, depth int) {
 		}
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: body.n, entity: entity})
 	case p.opts.SkipAttachments && entity != p.capture:
-		// The multipart reader skips the undecoded bytes to the next
-		// boundary.
+		// The multipart reader skips to the next boundary.
 		p.m.Attachments = append(p.m.Attachments, Attachment{Name: name, Type: clean(mediaType), Size: -1, entity: entity})
 	case entity == p.capture:
 		body := p.attachmentBody(e.Body, entity)
@@ -562,15 +508,11 @@ func (p *parser) entity(e *message.Entity, depth int) {
 }
 
 // decodedSizeLimit is the largest attachment (undecoded) whose size is
-// counted by decoding it. A larger one is counted without decoding
-// where its encoding allows: base64 that is well formed, or no encoding
-// (not text/*, whose charset is converted); else its size is unknown
-// (-1). Decoding 44 MB of base64 only to say its size cost a page view
-// a third of a second.
+// counted by decoding it; a larger one is counted only where its encoding
+// allows (well-formed base64, or none and not text/*), else -1.
 const decodedSizeLimit = 1 << 20
 
-// attachmentSize returns the decoded size of the attachment e, whose
-// undecoded body raw has not been read.
+// attachmentSize returns the decoded size of attachment e, raw unread.
 func (p *parser) attachmentSize(e *message.Entity, raw *rawCounter, name string) int64 {
 	if raw == nil {
 		return p.decodedSize(e.Body, name)
@@ -607,7 +549,6 @@ func (p *parser) attachmentSize(e *message.Entity, raw *rawCounter, name string)
 	return -1
 }
 
-// decodedSize reads body to its end and returns how long it was.
 func (p *parser) decodedSize(body io.Reader, name string) int64 {
 	n, err := io.Copy(io.Discard, body)
 	if err != nil {
@@ -617,9 +558,8 @@ func (p *parser) decodedSize(body io.Reader, name string) int64 {
 }
 
 // base64Size returns the decoded size of a base64 body (RFC 2045 section
-// 6.8) read from r, counted, not decoded: the letters of the alphabet,
-// with white space anywhere and "=" padding at the end. A body that is
-// not that (which a decoder would reject somewhere) has no size: -1.
+// 6.8) read from r, counting its letters without decoding; -1 for a body
+// a decoder would reject.
 func base64Size(r io.Reader) (int64, error) {
 	buf := make([]byte, 64<<10)
 	var letters, pad int64
@@ -628,9 +568,8 @@ func base64Size(r io.Reader) (int64, error) {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
 		seen := classes(chunk)
-		// The letters are what is not white space (nor "=", which only
-		// the padding branch below counts): a count of each kind of white
-		// space seen is much faster than a count of letters.
+		// The letters are what is not white space (nor "=", counted by
+		// the padding branch): counting white space is the cheaper loop.
 		l := int64(len(chunk))
 		for _, ws := range []byte(" \t\r\n") {
 			if seen&base64Class[ws] != 0 {
@@ -643,8 +582,7 @@ func base64Size(r io.Reader) (int64, error) {
 		case pad > 0 && seen&b64Letter != 0:
 			valid = false // letters after the padding
 		case seen&b64Pad != 0:
-			// Padding: nothing but white space and at most two "=" from
-			// the first on.
+			// Padding: only white space and at most two "=" from here on.
 			i := bytes.IndexByte(chunk, '=')
 			for _, c := range chunk[i:] {
 				switch base64Class[c] {
@@ -672,8 +610,7 @@ func base64Size(r io.Reader) (int64, error) {
 	return (letters+pad)/4*3 - pad, nil
 }
 
-// classes returns the base64Class bits of the bytes of b, eight at a
-// time (the loop that also counted letters took three times as long).
+// classes returns the base64Class bits of the bytes of b, eight at a time.
 func classes(b []byte) byte {
 	var seen byte
 	for len(b) >= 8 {
@@ -687,8 +624,7 @@ func classes(b []byte) byte {
 	return seen
 }
 
-// Classes of the bytes of a base64 body, bits of base64Class: a letter
-// of the alphabet, "=", another byte, and each kind of white space.
+// Classes of base64 bytes: a letter, "=", another byte, each white space.
 const (
 	b64Letter = 1 << iota
 	b64Pad
@@ -699,8 +635,7 @@ const (
 	b64LF
 )
 
-// base64Class classifies the bytes of a base64 body (as go-message
-// decodes it: white space, tabs and spaces too, is skipped).
+// base64Class classifies bytes as go-message decodes base64 (skipping all white space).
 var base64Class = func() (t [256]byte) {
 	for i := range t {
 		t[i] = b64Other
@@ -713,8 +648,7 @@ var base64Class = func() (t [256]byte) {
 	return t
 }()
 
-// attachmentBody wraps the body of entity number entity: it counts the
-// bytes read, and keeps them when AttachmentData wants this entity.
+// attachmentBody wraps entity's body, counting and capturing its bytes.
 func (p *parser) attachmentBody(r io.Reader, entity int) *countingReader {
 	c := &countingReader{r: r}
 	if entity == p.capture && p.capture > 0 {
@@ -725,8 +659,7 @@ func (p *parser) attachmentBody(r io.Reader, entity int) *countingReader {
 }
 
 // countingReader counts what is read through it and, for the entity
-// WriteAttachment wants (p set), writes it to p.sink up to
-// MaxAttachmentBytes (setting p.tooLarge beyond).
+// WriteAttachment wants, writes it to p.sink up to MaxAttachmentBytes.
 type countingReader struct {
 	r io.Reader
 	n int64
@@ -748,8 +681,7 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// embedded shows a message/rfc822 body as a Part of its own: its header
-// fields and its body, parsed like a top-level message.
+// embedded shows a message/rfc822 body as a Part, parsed like a message.
 func (p *parser) embedded(r io.Reader, depth int) {
 	saved := p.m
 	inner := &Message{}
@@ -790,7 +722,6 @@ func (p *parser) embedded(r io.Reader, depth int) {
 	p.entity(e, depth)
 }
 
-// eachPart calls fn for each part of mr, recording parse errors.
 func (p *parser) eachPart(mr message.MultipartReader, depth int, fn func(*message.Entity)) {
 	if mr == nil {
 		return
@@ -811,9 +742,8 @@ func (p *parser) eachPart(mr message.MultipartReader, depth int, fn func(*messag
 	}
 }
 
-// alternative shows one of the alternatives of a multipart/alternative
-// (RFC 2046 section 5.1.4): the first that has plain text, else the first
-// that shows anything.
+// alternative shows the first alternative of a multipart/alternative (RFC
+// 2046 section 5.1.4) that has plain text, else the first that shows any.
 func (p *parser) alternative(mr message.MultipartReader, depth int) {
 	var chosen *Message
 	plain := func(m *Message) bool {
@@ -848,8 +778,7 @@ func (p *parser) alternative(mr message.MultipartReader, depth int) {
 	}
 }
 
-// readText reads at most what is left of MaxTextBytes from r, as UTF-8;
-// plain text with Options.Enough asked as it is read.
+// readText reads at most what is left of MaxTextBytes from r, as UTF-8.
 func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 	var enough func([]byte, int) bool
 	if plain {
@@ -860,10 +789,8 @@ func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 		p.problem("cannot read body: %v", err)
 	}
 	if len(b) > p.textLeft {
-		// The rest is left unread: decoding it (quoted-printable,
-		// base64, a charset) only to throw it away is most of the cost
-		// of a long text, and a multipart reader skips to the next part
-		// by itself.
+		// The rest is left unread: decoding it only to throw it away is
+		// most of the cost of a long text.
 		b = b[:p.textLeft]
 		p.m.Truncated = true
 	}
@@ -873,20 +800,16 @@ func (p *parser) readText(r io.Reader, raw *rawCounter, plain bool) string {
 
 // Bounds of the reading of text against its undecoded size: text parts
 // are read while their undecoded bytes stay within textRawFloor plus
-// textRawRatio times the text they gave (every byte of a text escaped
-// in quoted-printable is three; base64 is 4/3), all text parts of the
-// message together. Past that the text is cut: a part of soft line
-// breaks, which decode to nothing, cost 1.7 s for 40 MB.
+// textRawRatio times the text they gave (quoted-printable triples a byte);
+// past that the text is cut, since soft line breaks decode to nothing.
 const (
 	textRawFloor = 64 << 10
 	textRawRatio = 4
 )
 
 // readChunks reads at most one byte more than what is left of
-// MaxTextBytes from r, EnoughStep bytes at a time. It stops early, with
-// Truncated set, when enough (if set) says that what it read is enough,
-// or when raw (the undecoded bytes of r, if known) outgrows the text it
-// gave (textRawFloor, textRawRatio).
+// MaxTextBytes from r, EnoughStep bytes at a time, stopping early
+// (Truncated) when enough says so or when raw outgrows the text.
 func (p *parser) readChunks(r io.Reader, raw *rawCounter, enough func([]byte, int) bool) ([]byte, error) {
 	limit := p.textLeft + 1
 	var start int64
@@ -911,8 +834,7 @@ func (p *parser) readChunks(r io.Reader, raw *rawCounter, enough func([]byte, in
 		var err error
 		for n < len(chunk) && err == nil {
 			if raw != nil {
-				// As far as the text could go if this read gave all it
-				// may.
+				// As far as the text could go if this read gave all it may.
 				raw.limit = start - p.textRaw + textRawFloor + textRawRatio*(p.textOut+int64(len(b)+len(chunk)))
 				raw.bounded = true
 			}
@@ -952,8 +874,7 @@ func (p *parser) text(r io.Reader, raw *rawCounter) {
 }
 
 func (p *parser) html(r io.Reader, raw *rawCounter) {
-	// The sanitizer keeps control characters in text (a NUL: found by
-	// the CI fuzz run), which the page must not show.
+	// The sanitizer keeps control characters (a NUL) the page must not show.
 	s := policy.Sanitize(cleanBody(p.readText(r, raw, false)))
 	if strings.TrimSpace(s) != "" {
 		p.m.Parts = append(p.m.Parts, Part{HTML: template.HTML(s)})
@@ -1020,8 +941,7 @@ func cleanBody(s string) string {
 	}, s)
 }
 
-// printableASCII reports whether s is printable ASCII, with newlines and
-// tabs if lines is set: text that clean and cleanBody leave as it is.
+// printableASCII reports text that clean (cleanBody, with lines) keeps as is.
 func printableASCII(s string, lines bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -6,8 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are a mirror's Prometheus metrics. A nil *Metrics records
-// nothing.
+// Metrics are a mirror's Prometheus metrics; a nil *Metrics records nothing.
 type Metrics struct {
 	messages, bytes, removals, errors prometheus.Counter
 	lastSync                          prometheus.Gauge

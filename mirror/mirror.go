@@ -1,21 +1,13 @@
 // Package mirror follows another archive's change feed (GET
 // /api/v1/changes, package changes) into a store of its own: the same
-// messages under the same call numbers with the same leases, and the same
-// removals and moves, so that the mirror serves every URL of the origin. A mirror of
-// a mirror works the same way: its resolver serves the feed of its store.
+// messages under the same call numbers and leases, removals and moves, so
+// that the mirror serves every URL of the origin.
 //
-// The origin is untrusted input. Every message's digest is checked, its
-// size bounded, its call number decoded under the origin's authority and
-// its run's lease recorded before it; the store's own rules then refuse
-// what does not fit (a number it holds with other bytes, a lease of
-// another authority, a run leased twice), and the mirror stops, saying
-// why, rather than store anything wrongly.
-//
-// The cursor is saved (written to a new file, synced, renamed over the
-// old) only once everything before it is durably in the store, so a
-// mirror killed at any moment carries on where it stood; what it stored
-// after the cursor it saved comes again and is taken as a duplicate of
-// itself.
+// The origin is untrusted: every message's digest is checked, its size
+// bounded, its call number decoded under the origin's authority and its
+// run's lease recorded first; the store refuses what does not fit, and the
+// mirror stops rather than store anything wrongly. The cursor is saved only
+// once everything before it is durably stored.
 package mirror
 
 import (
@@ -53,23 +45,19 @@ const (
 	DefaultBatchBytes    = 8 << 20
 	DefaultMinBackoff    = time.Second
 	DefaultMaxBackoff    = time.Minute
-	// DefaultOnceAttempts is how many times CatchUp tries again after a
-	// passing failure (the network, the origin busy) before giving up.
+	// DefaultOnceAttempts is how many times CatchUp retries a passing failure.
 	DefaultOnceAttempts = 8
 )
 
-// ErrOrigin: the origin sent something a mirror must not store (damaged
-// or inconsistent), or that contradicts what the mirror holds. The mirror
-// stops; nothing wrong was stored.
+// ErrOrigin: the origin sent something damaged, inconsistent, or against
+// what the mirror holds. The mirror stops; nothing wrong was stored.
 var ErrOrigin = errors.New("mirror: the origin's change feed cannot be mirrored")
 
 // Options configure a Mirror.
 type Options struct {
-	// From is the origin's base URL (https://lists.example.org/).
-	// Required.
+	// From is the origin's base URL (https://lists.example.org/). Required.
 	From string
-	// Token, if set, is sent as a bearer token (an origin that keeps its
-	// feed for its mirrors).
+	// Token, if set, is sent as a bearer token (an origin's private feed).
 	Token string
 	// Store receives the messages and the removals. Required.
 	Store store.Store
@@ -83,8 +71,7 @@ type Options struct {
 	Metrics *Metrics
 	// Progress, if set, is called after each answer of the origin.
 	Progress func(Stats)
-	// Wait is how long one request waits at the origin for something new
-	// (a long poll) once the mirror has caught up; zero is DefaultWait.
+	// Wait is how long a request long-polls once caught up (0: DefaultWait).
 	Wait time.Duration
 	// Limit bounds the records of one answer; zero is DefaultLimit.
 	Limit int
@@ -198,8 +185,7 @@ func ParseOrigin(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// StatePathFor is the default state file of a mirror of origin in the
-// data directory dir.
+// StatePathFor is the default state file of a mirror of origin in dir.
 func StatePathFor(dir, origin string) string {
 	sum := sha256.Sum256([]byte(origin))
 	host := "origin"
@@ -227,8 +213,8 @@ func ReadState(path string) (State, error) {
 	return st, nil
 }
 
-// saveState writes the state durably: a new file, synced, renamed over
-// the old, and the directory synced.
+// saveState writes the state durably: a new file, synced, renamed over the
+// old, and the directory synced.
 func saveState(path string, st State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -269,11 +255,10 @@ func (m *Mirror) State() State { return m.state }
 // Stats returns what the mirror did so far.
 func (m *Mirror) Stats() Stats { return m.stats }
 
-// CatchUp reads the origin's feed until it has nothing more, and returns.
-// A passing failure (the network, the origin busy or restarting, an
-// answer cut short) is tried again, DefaultOnceAttempts times at most; an
-// origin that cannot be mirrored (ErrOrigin) or a store that refuses is
-// not.
+// CatchUp reads the origin's feed until it has nothing more. A passing
+// failure (the network, the origin busy, an answer cut short) is tried
+// again, DefaultOnceAttempts times at most; ErrOrigin and store refusals
+// are not.
 func (m *Mirror) CatchUp(ctx context.Context) (Stats, error) {
 	err := m.run(ctx, true)
 	return m.stats, err
@@ -363,9 +348,8 @@ func (e *statusError) fatal() bool {
 	return e.code >= 400 && e.code < 500 && e.code != http.StatusRequestTimeout && e.code != http.StatusTooManyRequests
 }
 
-// fetch asks the origin for what follows the cursor (waiting for it when
-// wait is set), applies it and saves the new cursor. It reports whether
-// the origin has more at once.
+// fetch asks the origin for what follows the cursor (waiting when wait is
+// set), applies it, saves the new cursor and reports whether more is ready.
 func (m *Mirror) fetch(ctx context.Context, wait bool) (bool, error) {
 	q := url.Values{}
 	q.Set("after", string(m.state.Cursor))
@@ -533,8 +517,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	return false, errors.New("mirror: the answer's reader stopped early") // not reached: it ends with end or err
 }
 
-// read reads the answer's records into steps until its end or an error,
-// or until stop is closed.
+// read reads the answer's records into steps until its end, an error or stop.
 func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{}) {
 	defer close(steps)
 	var cur step

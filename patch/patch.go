@@ -1,19 +1,10 @@
-// Package patch reads the patches in mail: the unified diffs that git
-// format-patch, diff -u and Subversion write into a message's text. It
-// tells each line's part in a diff (for colouring), and counts what each
-// file gains and loses (a diffstat, and the files a patch touches, which
-// the catalog indexes for the dfn: search).
-//
-// A diff is recognised by its file header: "diff --git a/X b/Y", or
-// "--- X" directly followed by "+++ Y" (GNU diff -u, and Subversion's
-// after "Index: X"). A hunk ("@@ -a,b +c,d @@") holds exactly the lines
-// its counts say (GNU diff's unified format, as git writes it): so the
-// "-- " line that ends a git format-patch message, after the last hunk,
-// is text, not a removed line. A hunk header without counts holds the
-// lines that start with ' ', '+' or '-'.
-//
-// Mail is hostile: Scan reads at most Limits.MaxBytes of text and keeps at
-// most Limits.MaxFiles files; the work is linear in what it reads.
+// Package patch reads the patches in mail (the unified diffs of git
+// format-patch, diff -u and Subversion): each line's part in a diff, for
+// colouring, and what each file gains and loses (a diffstat, and the files
+// the catalog indexes). A hunk holds exactly the lines its counts say, so
+// the "-- " line ending a git format-patch message is text, not a removed
+// line. Mail is hostile: Scan reads at most Limits.MaxBytes and keeps at
+// most Limits.MaxFiles files, in time linear in what it reads.
 package patch
 
 import (
@@ -27,13 +18,11 @@ type Kind uint8
 const (
 	// Text is a line outside any diff (the message, a commit log).
 	Text Kind = iota
-	// Header is a file header line: diff --git, index, ---, +++, mode
-	// and rename lines, Index: and its ===.
+	// Header is a file header line: diff --git, index, ---, +++, mode...
 	Header
 	// Hunk is a hunk header, @@ ... @@.
 	Hunk
-	// Added and Deleted are lines a hunk adds and removes; Context is a
-	// line it keeps.
+	// Added, Deleted and Context are lines a hunk adds, removes and keeps.
 	Added
 	Deleted
 	Context
@@ -41,8 +30,7 @@ const (
 
 // File is what a diff does to one file.
 type File struct {
-	// Path is the file's path after the change (before it, for a
-	// deleted file), without git's a/ and b/.
+	// Path is its path after the change (before, if deleted), without a/, b/.
 	Path string
 	// OldPath is its path before a rename or copy, else "".
 	OldPath string
@@ -71,8 +59,7 @@ const (
 // Diff is what Scan found.
 type Diff struct {
 	Files []File
-	// Truncated says the text or the files went past the limits: what
-	// is past them is not read (its lines are Text), or not kept.
+	// Truncated: the text or files went past the limits (Text, or not kept).
 	Truncated bool
 }
 
@@ -91,8 +78,7 @@ func (d *Diff) Deleted() (n int) {
 	return n
 }
 
-// Paths returns the paths the diff touches: each file's, and the old
-// path of a rename, without repeats.
+// Paths returns the paths the diff touches, a rename's old path too, once.
 func (d *Diff) Paths() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -107,7 +93,6 @@ func (d *Diff) Paths() []string {
 	return out
 }
 
-// state of the scanner between lines.
 type state uint8
 
 const (
@@ -117,8 +102,7 @@ const (
 	between              // after a hunk: another hunk, a file, or text
 )
 
-// scanner reads a text line by line (Scan). Its zero value is not
-// usable: use newScanner.
+// scanner reads a text line by line (Scan); make it with newScanner.
 type scanner struct {
 	lim      Limits
 	read     int
@@ -134,7 +118,6 @@ type scanner struct {
 	lone bool
 }
 
-// newScanner returns a scanner with the given limits.
 func newScanner(lim Limits) *scanner {
 	if lim.MaxBytes <= 0 {
 		lim.MaxBytes = DefaultMaxBytes
@@ -145,9 +128,8 @@ func newScanner(lim Limits) *scanner {
 	return &scanner{lim: lim}
 }
 
-// Scan returns the kinds of the lines of text (split after each "\n")
-// and the diff they make. Past Limits.MaxBytes it stops: the lines it
-// gives no kind are text, and the Diff says Truncated.
+// Scan returns the kinds of the lines of text (split after each "\n") and
+// the diff they make, up to Limits.MaxBytes (then Diff.Truncated).
 func Scan(text string, lim Limits) ([]Kind, Diff) {
 	s := newScanner(lim)
 	var kinds []Kind
@@ -178,8 +160,7 @@ func (s *scanner) Diff() Diff {
 	return d
 }
 
-// line reads the next line (with or without its line end) and returns
-// its kind.
+// line reads the next line (with or without its line end); it returns its kind.
 func (s *scanner) line(line string) Kind {
 	if s.read >= s.lim.MaxBytes {
 		s.diff.Truncated = true
@@ -220,8 +201,7 @@ func (s *scanner) line(line string) Kind {
 	case strings.HasPrefix(l, "--- ") && s.st != hunk:
 		s.pending = true
 		s.pendingOld = filePath(l[4:], "a/")
-		// Outside a file header, it is one only if "+++ " follows
-		// (Scan says Text for it otherwise).
+		// Outside a file header, only if "+++ " follows (else it is Text).
 		return Header
 	case strings.HasPrefix(l, "@@ ") && (s.st == header || s.st == between) && s.cur != nil:
 		s.old, s.new = hunkCounts(l)
@@ -258,8 +238,7 @@ func (s *scanner) line(line string) Kind {
 	return Text
 }
 
-// inHunk reads a line of a hunk: ok is false when the hunk has ended
-// before it.
+// inHunk reads a line of a hunk; ok is false if the hunk ended before it.
 func (s *scanner) inHunk(l string) (Kind, bool) {
 	counted := s.old >= 0
 	if counted && s.old <= 0 && s.new <= 0 {
@@ -307,8 +286,7 @@ func (s *scanner) newFile(path, old string) {
 	s.cur = &s.diff.Files[len(s.diff.Files)-1]
 }
 
-// isHeaderLine reports the lines git writes between "diff --git" and
-// the first hunk.
+// isHeaderLine reports the lines git writes between "diff --git" and a hunk.
 func isHeaderLine(l string) bool {
 	for _, p := range []string{"index ", "new file mode ", "deleted file mode ", "old mode ", "new mode ",
 		"similarity index ", "dissimilarity index ", "GIT binary patch", "literal ", "delta "} {
@@ -319,9 +297,8 @@ func isHeaderLine(l string) bool {
 	return false
 }
 
-// hunkCounts reads "@@ -a,b +c,d @@": the lines the hunk takes from the
-// old file and gives the new one (b and d; 1 when omitted, RFC-less but
-// as GNU diff writes it), or -1, -1 when it cannot.
+// hunkCounts reads "@@ -a,b +c,d @@": b and d, the lines the hunk takes
+// and gives (1 when omitted, as GNU diff writes it), or -1, -1.
 func hunkCounts(l string) (old, new int) {
 	rest := strings.TrimPrefix(l, "@@ ")
 	end := strings.Index(rest, " @@")
@@ -382,10 +359,8 @@ func clip(p string) string {
 	return p
 }
 
-// Suffixes returns the ways the dfn: search finds a path: the path
-// itself and each of its last components ("arch/mips/Kconfig":
-// "Kconfig", "mips/Kconfig", "arch/mips/Kconfig"), at most max of them
-// (the shortest first).
+// Suffixes returns the ways the dfn: search finds a path, at most max,
+// shortest first ("Kconfig", "mips/Kconfig", "arch/mips/Kconfig").
 func Suffixes(path string, max int) []string {
 	path = strings.Trim(path, "/")
 	var out []string
