@@ -64,6 +64,7 @@ bench: build
 	@echo "== resolver, compressed records"
 	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkMessagePage -benchtime 2000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
 	@echo "== hostile mail and requests, each beside an ordinary one (README: Reliability, hostile input)"

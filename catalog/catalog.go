@@ -94,6 +94,11 @@ type Catalog struct {
 
 	pagesMu sync.Mutex
 	pages   map[string]*pageIndex // by list
+
+	// stmts are the prepared reading statements of the queries a
+	// message's page runs, by query: parsing one costs SQLite as much as
+	// running it.
+	stmts sync.Map
 }
 
 // Open opens the catalog at path. A writable Open takes the lock file
@@ -433,6 +438,11 @@ func (c *Catalog) Close() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	var errs []error
+	c.stmts.Range(func(q, s any) bool {
+		s.(*sql.Stmt).Close()
+		c.stmts.Delete(q)
+		return true
+	})
 	if c.r != nil {
 		errs = append(errs, c.r.Close())
 		c.r = nil

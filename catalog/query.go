@@ -141,6 +141,48 @@ func scanMessage(s scanner, extra ...any) (Message, error) {
 
 func unix(s int64) time.Time { return time.Unix(s, 0).UTC() }
 
+// prepared returns the reading statement of q, prepared once.
+func (c *Catalog) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
+	if s, ok := c.stmts.Load(q); ok {
+		return s.(*sql.Stmt), nil
+	}
+	s, err := c.r.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if old, loaded := c.stmts.LoadOrStore(q, s); loaded {
+		s.Close()
+		return old.(*sql.Stmt), nil
+	}
+	return s, nil
+}
+
+// queryRow is c.r.QueryRowContext, or tx's when tx is not nil, through a
+// prepared statement.
+func (c *Catalog) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	s, err := c.prepared(ctx, q)
+	switch {
+	case err != nil:
+		return c.r.QueryRowContext(ctx, q, args...) // fails as the prepare did
+	case tx != nil:
+		return tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+// query is c.r.QueryContext, or tx's when tx is not nil, through a
+// prepared statement.
+func (c *Catalog) query(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
+	s, err := c.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		return tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+	}
+	return s.QueryContext(ctx, args...)
+}
+
 func (c *Catalog) readErr(what string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %s", ErrNotFound, what)
@@ -175,7 +217,7 @@ func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
 func (c *Catalog) List(ctx context.Context, name string) (List, error) {
 	var l List
 	var first, last int64
-	err := c.r.QueryRowContext(ctx, `SELECT name, messages, first, last, address FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address)
+	err := c.queryRow(ctx, nil, `SELECT name, messages, first, last, address FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address)
 	if err != nil {
 		return List{}, c.readErr("list "+name, err)
 	}
@@ -395,7 +437,7 @@ func (c *Catalog) Recent(ctx context.Context, list string, limit int) ([]Message
 
 // Message returns the message with call number cn, or ErrNotFound.
 func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
-	m, err := scanMessage(c.r.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE cn=?`, cn))
+	m, err := scanMessage(c.queryRow(ctx, nil, `SELECT `+messageColumns+` FROM messages m WHERE cn=?`, cn))
 	if err != nil {
 		return Message{}, c.readErr("message "+cn, err)
 	}
@@ -412,7 +454,7 @@ func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
 	if msgid == "" {
 		return []Message{}, nil
 	}
-	rows, err := c.r.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? ORDER BY list, id LIMIT ?`, msgid, maxCopies)
+	rows, err := c.query(ctx, nil, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? ORDER BY list, id LIMIT ?`, msgid, maxCopies)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -444,7 +486,7 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	var id int64
 	t := &Thread{}
 	var first, last int64
-	err = tx.QueryRowContext(ctx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject
+	err = c.queryRow(ctx, tx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject
 		FROM messages m JOIN threads t ON t.id=m.thread JOIN messages r ON r.id=t.root WHERE m.cn=?`, cn).
 		Scan(&id, &t.List, &t.Messages, &first, &last, &t.Subject)
 	if err != nil {
@@ -452,7 +494,7 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	}
 	t.First, t.Last = unix(first), unix(last)
 	t.Truncated = t.Messages > MaxThreadMessages
-	rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE thread=? ORDER BY date, id LIMIT ?`, id, MaxThreadMessages)
+	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+` FROM messages m WHERE thread=? ORDER BY date, id LIMIT ?`, id, MaxThreadMessages)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -472,7 +514,7 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 		return nil, c.readErr(what, err)
 	}
 	refs := make([][]string, len(msgs))
-	rows, err = tx.QueryContext(ctx, `SELECT r.msg, r.msgid FROM refs r JOIN messages m ON m.id=r.msg WHERE m.thread=? ORDER BY r.msg, r.pos`, id)
+	rows, err = c.query(ctx, tx, `SELECT r.msg, r.msgid FROM refs r JOIN messages m ON m.id=r.msg WHERE m.thread=? ORDER BY r.msg, r.pos`, id)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -494,7 +536,7 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 		// A catalog written before references were cut keeps them all.
 		refs[i] = r[max(0, len(r)-MaxReferences):]
 	}
-	removed, err := removedIn(ctx, tx, msgs, refs)
+	removed, err := c.removedIn(ctx, tx, msgs, refs)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -516,7 +558,7 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 
 // removedIn returns the removals of the messages a thread's messages name
 // and the thread does not hold, by Message-ID.
-func removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, refs [][]string) (map[string]*Removed, error) {
+func (c *Catalog) removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, refs [][]string) (map[string]*Removed, error) {
 	own := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
 		own[m.MessageID] = true
@@ -531,7 +573,7 @@ func removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, refs [][]string
 			}
 		}
 	}
-	return removedByMessageID(ctx, tx, ids)
+	return removedByMessageID(func(q string, args ...any) *sql.Row { return c.queryRow(ctx, tx, q, args...) }, ids)
 }
 
 // maxRemovedLookups bounds the Message-IDs of one thread looked up among
@@ -542,7 +584,7 @@ const maxRemovedLookups = 200
 func (c *Catalog) Neighbours(ctx context.Context, m Message) (prev, next *Message, err error) {
 	date := m.Date.Unix()
 	one := func(q string) (*Message, error) {
-		x, err := scanMessage(c.r.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages m WHERE `+q, m.List, date, date, m.id))
+		x, err := scanMessage(c.queryRow(ctx, nil, `SELECT `+messageColumns+` FROM messages m WHERE `+q, m.List, date, m.id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -551,10 +593,12 @@ func (c *Catalog) Neighbours(ctx context.Context, m Message) (prev, next *Messag
 		}
 		return &x, nil
 	}
-	if prev, err = one(`list=? AND (date<? OR date=? AND id<?) ORDER BY date DESC, id DESC LIMIT 1`); err != nil {
+	// Row values: with "date<? OR date=? AND id<?" SQLite scans the whole
+	// list in the index rather than seek to the date.
+	if prev, err = one(`list=? AND (date, id) < (?, ?) ORDER BY date DESC, id DESC LIMIT 1`); err != nil {
 		return nil, nil, err
 	}
-	if next, err = one(`list=? AND (date>? OR date=? AND id>?) ORDER BY date, id LIMIT 1`); err != nil {
+	if next, err = one(`list=? AND (date, id) > (?, ?) ORDER BY date, id LIMIT 1`); err != nil {
 		return nil, nil, err
 	}
 	return prev, next, nil

@@ -108,15 +108,13 @@ func (c *Catalog) scrub(ctx context.Context) error {
 
 // removedByMessageID returns the removals recorded for the given
 // Message-IDs, by Message-ID.
-func removedByMessageID(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, ids []string) (map[string]*Removed, error) {
+func removedByMessageID(queryRow func(string, ...any) *sql.Row, ids []string) (map[string]*Removed, error) {
 	out := map[string]*Removed{}
 	for _, id := range ids {
 		sum := sha256.Sum256([]byte(id))
 		var date int64
 		var reason string
-		err := q.QueryRowContext(ctx, `SELECT removed, reason FROM removed WHERE msgid_sum=? ORDER BY removed LIMIT 1`, sum[:]).Scan(&date, &reason)
+		err := queryRow(`SELECT removed, reason FROM removed WHERE msgid_sum=? ORDER BY removed LIMIT 1`, sum[:]).Scan(&date, &reason)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}

@@ -64,7 +64,7 @@ var hostileMessages = []string{"ordinary", "many-references", "names-all", "soft
 func BenchmarkHostile(b *testing.B) {
 	a, c, cns := hostileArchive(b)
 	s := New(a.st, Options{Catalog: c, SpoolDir: b.TempDir()})
-	s.cache = nil
+	s.cache, s.messages = nil, nil
 	routes := []struct{ name, path string }{
 		{"page", "/%s"},
 		{"thread", "/t/%s/"},

@@ -88,7 +88,7 @@ func benchPages(b *testing.B, st store.Store, c *catalog.Catalog, boltPath strin
 		done := make(chan error, 1)
 		s := New(st, Options{Catalog: c, Follow: &catalog.FollowOptions{}})
 		if !cache {
-			s.cache = nil
+			s.cache, s.messages = nil, nil
 		}
 		go func() { done <- s.Serve(sctx, ln) }()
 		return "http://" + ln.Addr().String(), func() {

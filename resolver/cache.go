@@ -10,10 +10,12 @@ import (
 	"sync"
 )
 
-// Bounds of the page cache.
+// Bounds of the page caches: the pages that gather many messages, and
+// message pages (a message linked from elsewhere is asked for by many
+// readers at once), apart so that one kind cannot push out the other.
 const (
-	cacheEntries = 1024
-	cacheBytes   = 32 << 20
+	cacheEntries, cacheBytes               = 1024, 32 << 20
+	messageCacheEntries, messageCacheBytes = 512, 16 << 20
 	// cacheLargest is the largest page kept.
 	cacheLargest = 1 << 20
 )
@@ -24,6 +26,8 @@ const (
 // while the catalog has not changed since. Least recently used pages go
 // first.
 type pageCache struct {
+	maxEntries, maxBytes int
+
 	mu    sync.Mutex
 	ll    *list.List // of *cached, most recent first
 	byKey map[string]*list.Element
@@ -41,8 +45,8 @@ type cached struct {
 	body        []byte
 }
 
-func newPageCache() *pageCache {
-	return &pageCache{ll: list.New(), byKey: map[string]*list.Element{}, rendering: map[string]chan struct{}{}}
+func newPageCache(entries, bytes int) *pageCache {
+	return &pageCache{maxEntries: entries, maxBytes: bytes, ll: list.New(), byKey: map[string]*list.Element{}, rendering: map[string]chan struct{}{}}
 }
 
 func (c *pageCache) get(key, gen string) (*cached, bool) {
@@ -72,7 +76,7 @@ func (c *pageCache) put(p *cached) {
 	}
 	c.byKey[p.key] = c.ll.PushFront(p)
 	c.bytes += len(p.body)
-	for c.ll.Len() > cacheEntries || c.bytes > cacheBytes {
+	for c.ll.Len() > c.maxEntries || c.bytes > c.maxBytes {
 		c.remove(c.ll.Back())
 	}
 }
@@ -115,12 +119,22 @@ func (c *pageCache) lookup(ctx context.Context, key, gen string) (*cached, func(
 	}
 }
 
-// cachedPage serves h's page from the cache while the catalog has not
-// changed since it was rendered, and keeps what h renders otherwise.
+// cachedPage serves h's page from the page cache while the catalog has
+// not changed since it was rendered, and keeps what h renders otherwise.
 func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
+	return s.cachedIn(func() *pageCache { return s.cache }, h)
+}
+
+// cachedMessage is the message page through the message page cache.
+func (s *Server) cachedMessage(w http.ResponseWriter, r *http.Request) {
+	s.cachedIn(func() *pageCache { return s.messages }, s.page)(w, r)
+}
+
+// cachedIn is cachedPage with the cache that of returns (nil: none).
+func (s *Server) cachedIn(of func() *pageCache, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := s.catalog()
-		if s.cache == nil || c == nil || r.Method != http.MethodGet || s.building.Load() != nil || s.catalogBroken.Load() != nil {
+		c, pc := s.catalog(), of()
+		if pc == nil || c == nil || r.Method != http.MethodGet || s.building.Load() != nil || s.catalogBroken.Load() != nil {
 			h(w, r)
 			return
 		}
@@ -134,7 +148,7 @@ func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 		// the request's own Host (a reader must never get a page made
 		// for another's).
 		key := s.baseURL(r) + r.URL.EscapedPath() + "?" + r.URL.RawQuery
-		p, done := s.cache.lookup(r.Context(), key, gen)
+		p, done := pc.lookup(r.Context(), key, gen)
 		if p != nil {
 			s.cacheHits.WithLabelValues("hit").Inc()
 			s.writeCached(w, r, p)
@@ -149,7 +163,7 @@ func (s *Server) cachedPage(h http.HandlerFunc) http.HandlerFunc {
 			defer done() // also if h panics
 			h(cw, r)
 			if cw.status == http.StatusOK && cw.fresh && !cw.skip {
-				s.cache.put(&cached{key: key, gen: gen, contentType: w.Header().Get("Content-Type"), etag: w.Header().Get("ETag"), body: cw.body.Bytes()})
+				pc.put(&cached{key: key, gen: gen, contentType: w.Header().Get("Content-Type"), etag: w.Header().Get("ETag"), body: cw.body.Bytes()})
 			}
 		}()
 		cw.flush()
@@ -186,11 +200,16 @@ type captureWriter struct {
 
 // dontCache keeps the page being written out of the cache: it lacks
 // something the store could not give right now.
-func dontCache(w http.ResponseWriter) {
+func dontCache(w http.ResponseWriter) { markCapture(w, func(c *captureWriter) { c.skip = true }) }
+
+// cacheable says that the page being written is whole and may be kept.
+func cacheable(w http.ResponseWriter) { markCapture(w, func(c *captureWriter) { c.fresh = true }) }
+
+func markCapture(w http.ResponseWriter, mark func(*captureWriter)) {
 	for {
 		switch x := w.(type) {
 		case *captureWriter:
-			x.skip = true
+			mark(x)
 			return
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()

@@ -71,7 +71,7 @@ func TestPageCache(t *testing.T) {
 }
 
 func TestPageCacheBounds(t *testing.T) {
-	c := newPageCache()
+	c := newPageCache(cacheEntries, cacheBytes)
 	for i := range cacheEntries + 10 {
 		c.put(&cached{key: fmt.Sprint(i), gen: "g", body: []byte("x")})
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chibrary/chibrary/callnumber"
@@ -290,15 +291,15 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		refs = refs[len(refs)-budget:]
 	}
 	refs = firstUnique(refs, inReplyTo, &budget)
-	found := s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
+	found, complete := s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
 	d.InReplyTo = links(inReplyTo, found, m.Number)
 	d.References = links(refs, found, m.Number)
 	d.Nav, d.Replies = nav, len(v.InReplyTo)+len(v.References) > 0
 	if nav == nil || nav.Parent == nil {
-		s.label(r.Context(), d.InReplyTo)
+		complete = s.label(r.Context(), d.InReplyTo) && complete
 	}
 	if nav == nil {
-		s.label(r.Context(), d.References)
+		complete = s.label(r.Context(), d.References) && complete
 	}
 	snd := catalog.RealSender(v.Header)
 	if snd.Via != "" {
@@ -310,13 +311,20 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		listAddr, d.Copies = nav.ListAddress, nav.Copies
 	}
 	d.Reply = replyTo(v, listAddr, snd)
+	// A page is kept only whole: without its place in the thread (not
+	// indexed yet) or a link the store did not answer for, it is not.
+	if complete && nav != nil {
+		cacheable(w)
+	}
 	s.render(w, r, http.StatusOK, "page.html", d)
 }
 
 // label fills in the subject, sender and date of linked messages: from
-// the catalog when it has them, else from their header in the store.
-func (s *Server) label(ctx context.Context, ls []link) {
+// the catalog when it has them, else from their header in the store. It
+// reports whether the store gave every one it was asked for.
+func (s *Server) label(ctx context.Context, ls []link) bool {
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for i := range ls {
 		l := &ls[i]
 		if c := s.catalog(); c != nil && s.catalogBroken.Load() == nil {
@@ -328,12 +336,14 @@ func (s *Server) label(ctx context.Context, ls []link) {
 		wg.Go(func() {
 			m, err := s.getByText(ctx, l.CallNumber)
 			if err != nil {
+				failed.Store(true)
 				return
 			}
 			l.describe(m.Raw, s.opts.View)
 		})
 	}
 	wg.Wait()
+	return !failed.Load()
 }
 
 // firstUnique returns the ids not in skip, without repeats, at most
@@ -370,15 +380,18 @@ func links(ids []string, found map[string][]callnumber.Number, self callnumber.N
 // archived looks up the call numbers of the messages with the given
 // Message-IDs, all at once: on a bbolt store shared with a writer, every
 // lookup may wait for the writer's batch, and concurrent lookups wait for
-// the same one instead of one each.
-func (s *Server) archived(ctx context.Context, ids []string) map[string][]callnumber.Number {
+// the same one instead of one each. It reports whether every lookup was
+// answered.
+func (s *Server) archived(ctx context.Context, ids []string) (map[string][]callnumber.Number, bool) {
 	found := make([][]callnumber.Number, len(ids))
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for i, id := range ids {
 		wg.Go(func() {
 			ns, err := s.st.ByMessageID(ctx, id)
 			if err != nil {
 				s.log.Warn("cannot look up a referenced message", "err", err)
+				failed.Store(true)
 				return
 			}
 			found[i] = ns
@@ -389,7 +402,7 @@ func (s *Server) archived(ctx context.Context, ids []string) map[string][]callnu
 	for i, id := range ids {
 		m[id] = found[i]
 	}
-	return m
+	return m, !failed.Load()
 }
 
 func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {

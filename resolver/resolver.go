@@ -154,6 +154,7 @@ type Server struct {
 	catalogBroken atomic.Pointer[string]
 	// cache keeps rendered pages of the catalog.
 	cache     *pageCache
+	messages  *pageCache // message pages
 	cacheHits *prometheus.CounterVec
 	// texts keeps the text of messages for search excerpts.
 	texts *textCache
@@ -184,7 +185,7 @@ func New(st store.Store, opts Options) *Server {
 	if opts.MaxChangesClients <= 0 {
 		opts.MaxChangesClients = DefaultChangesClients
 	}
-	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns()),
+	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(cacheEntries, cacheBytes), messages: newPageCache(messageCacheEntries, messageCacheBytes), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns()),
 		changesSlots: make(chan struct{}, opts.MaxChangesClients)}
 	s.cat.Store(opts.Catalog)
 	s.wake = make(chan struct{}, 1)

@@ -43,7 +43,7 @@ var routes = []route{
 	{Route{"", ""}, "POST /search", (*Server).searchPage, false},
 	{Route{"/search?q=WORDS&x=m", "the results as mboxrd (gzip), GET or POST"}, "GET /search?x=m", nil, false},
 	{Route{"", ""}, "GET /{first}/{rest...}", (*Server).twoSegments, false},
-	{Route{"/CALLNUMBER", "a message, in its thread"}, "GET /{callnumber}", (*Server).page, false},
+	{Route{"/CALLNUMBER", "a message, in its thread"}, "GET /{callnumber}", (*Server).cachedMessage, false},
 	{Route{"/CALLNUMBER/raw", "the stored bytes (message/rfc822)"}, "GET /{callnumber}/raw", nil, false},
 	{Route{"/CALLNUMBER/attachments/N/NAME", "an attachment, as a download"}, "GET /{callnumber}/attachments/{n}/{name}", nil, false},
 	{Route{"/m/MESSAGE-ID", "redirect to the message(s) with that Message-ID"}, "GET /m/{message-id}", nil, false},

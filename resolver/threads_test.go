@@ -208,6 +208,18 @@ func TestFreshPages(t *testing.T) {
 	if r := get(t, ca.srv.URL+"/l/demo/", "If-None-Match", before); r.status != 200 || !strings.Contains(r.body, "news") {
 		t.Errorf("the list page after a new thread = %d, want 200 with it", r.status)
 	}
+	// A message's page, kept in the message page cache, shows a reply
+	// indexed after it was kept.
+	page := "/" + ca.cn(t, "t1.1")
+	first := get(t, ca.srv.URL+page)
+	if again := get(t, ca.srv.URL+page); again.body != first.body || again.header.Get("ETag") != first.header.Get("ETag") {
+		t.Errorf("GET %s twice: different pages", page)
+	}
+	ca.add(t, []byte("From: R <r@example.org>\nSubject: Re: a late reply\nMessage-ID: <late@example.org>\nIn-Reply-To: <t1.1@example.org>\nDate: Tue, 12 Mar 2024 10:00:00 +0000\n\nlate\n"), "demo")
+	ca.sync(t)
+	if r := get(t, ca.srv.URL+page, "If-None-Match", first.header.Get("ETag")); r.status != 200 || !strings.Contains(r.body, "late reply") {
+		t.Errorf("GET %s after a reply = %d, want 200 with the reply:\n%s", page, r.status, r.body)
+	}
 }
 
 // gatedStore holds its change feed shut until open is closed: a catalog
