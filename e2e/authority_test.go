@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/authority/riakauthority"
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riakconn"
 	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/store"
 )
@@ -191,10 +193,19 @@ func TestRiakAuthorityRace(t *testing.T) {
 			for ctx.Err() == nil {
 				l, err := a.Issue(ctx, authority.Holder{Program: "e2e", Host: who})
 				if err != nil {
-					if ctx.Err() == nil {
+					if ctx.Err() != nil {
+						continue
+					}
+					// The cluster may answer nothing for a while as the
+					// killed node leaves and comes back: the rule tested is
+					// that no run is issued twice, not that every request
+					// is served.
+					if !errors.Is(err, riakconn.ErrUnavailable) {
 						t.Errorf("%s: %v", who, err)
 						return
 					}
+					failed.Add(1)
+					t.Logf("%s: %v", who, err)
 					continue
 				}
 				record(l, who)
