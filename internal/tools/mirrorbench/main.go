@@ -114,6 +114,23 @@ func run(corpus, bin string, copies int) error {
 	fmt.Printf("  %s", lastLines(out.String(), 1))
 	fmt.Printf("origin pages, 8 clients: alone p50 %.1f ms p99 %.1f ms (%d requests); while serving the mirror p50 %.1f ms p99 %.1f ms (%d requests): p99 ratio %.2f\n",
 		before.p(50), before.p(99), len(before), during.p(50), during.p(99), len(during), during.p(99)/before.p(99))
+	// The mirror above shares the origin's cores; at the lowest priority
+	// it leaves them to the origin, as a mirror on a machine of its own
+	// would, and what is left is the origin's own cost of the feed.
+	niced := exec.Command("nice", "-n", "19", prog("mirror"), "--from", ro, "--data", filepath.Join(tmp, "mirror-niced"), "--once")
+	niced.Stderr = &out
+	done = make(chan struct{})
+	if err := niced.Start(); err != nil {
+		return err
+	}
+	go func() { niced.Wait(); close(done) }()
+	during = pages(ro, urls, 8, 0, done)
+	<-done
+	if !niced.ProcessState.Success() {
+		return fmt.Errorf("nice mirror --once: %s\n%s", niced.ProcessState, lastLines(out.String(), 5))
+	}
+	fmt.Printf("origin pages while serving a mirror at the lowest priority (nice 19): p50 %.1f ms p99 %.1f ms (%d requests): p99 ratio %.2f\n",
+		during.p(50), during.p(99), len(during), during.p(99)/before.p(99))
 
 	// A following mirror: how soon a message stored at the origin is
 	// served by the mirror's resolver.
