@@ -469,6 +469,10 @@ func TestServeCatalogDamaged(t *testing.T) {
 			pollUntil200(t, b+"/search?q=signed")
 			pollUntil200(t, b+"/l/test/")
 		}
+		// The reader may answer from the deleted file (still open) until
+		// its keeper, which looks at the file once a second, notices.
+		time.Sleep(3 * time.Second)
+		pollUntil200(t, reader+"/l/test/")
 		readerLogs := stopReader()
 		logs := stop()
 		if !strings.Contains(logs, "deleted or replaced") || !strings.Contains(logs, "catalog rebuilt") {

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
@@ -82,39 +80,9 @@ func move(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wri
 	}
 	defer db.Close()
 
-	var (
-		numbers []callnumber.Number
-		failed  int
-	)
-	seen := map[callnumber.Number]bool{}
-	for _, text := range rest {
-		n, _, err := resolver.Resolve(ctx, db, text)
-		if err != nil {
-			fmt.Fprintf(stderr, "resolver move: %v\n", lookupError(text, err))
-			failed++
-			continue
-		}
-		if !seen[n] {
-			seen[n] = true
-			numbers = append(numbers, n)
-		}
-	}
-	for _, id := range ids {
-		id = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(id), "<"), ">")
-		found, err := db.ByMessageID(ctx, id)
-		if err != nil {
-			return err
-		}
-		if len(found) == 0 {
-			fmt.Fprintf(stderr, "resolver move: no message in this archive has Message-ID <%s>\n", id)
-			failed++
-		}
-		for _, n := range found {
-			if !seen[n] {
-				seen[n] = true
-				numbers = append(numbers, n)
-			}
-		}
+	numbers, failed, err := named(ctx, db, "resolver move", rest, ids, stderr)
+	if err != nil {
+		return err
 	}
 	moved := 0
 	for _, n := range numbers {

@@ -61,6 +61,47 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
+// named returns the messages that call numbers (texts) and Message-IDs
+// name, in the order named, each once; what names none is said on stderr
+// under the command's name and counted as failed.
+func named(ctx context.Context, db store.Store, command string, texts, ids []string, stderr io.Writer) ([]callnumber.Number, int, error) {
+	var (
+		numbers []callnumber.Number
+		failed  int
+	)
+	seen := map[callnumber.Number]bool{}
+	add := func(n callnumber.Number) {
+		if !seen[n] {
+			seen[n] = true
+			numbers = append(numbers, n)
+		}
+	}
+	for _, text := range texts {
+		n, _, err := resolver.Resolve(ctx, db, text)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", command, lookupError(text, err))
+			failed++
+			continue
+		}
+		add(n)
+	}
+	for _, id := range ids {
+		id = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(id), "<"), ">")
+		found, err := db.ByMessageID(ctx, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(found) == 0 {
+			fmt.Fprintf(stderr, "%s: no message in this archive has Message-ID <%s>\n", command, id)
+			failed++
+		}
+		for _, n := range found {
+			add(n)
+		}
+	}
+	return numbers, failed, nil
+}
+
 func remove(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var (
 		st     setup.StoreFlags
@@ -101,40 +142,9 @@ func remove(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	defer db.Close()
 	rm := db
 
-	// What is to be removed, in the order named, each once.
-	var (
-		numbers []callnumber.Number
-		failed  int
-	)
-	seen := map[callnumber.Number]bool{}
-	add := func(n callnumber.Number) {
-		if !seen[n] {
-			seen[n] = true
-			numbers = append(numbers, n)
-		}
-	}
-	for _, text := range rest {
-		n, _, err := resolver.Resolve(ctx, db, text)
-		if err != nil {
-			fmt.Fprintf(stderr, "resolver remove: %v\n", lookupError(text, err))
-			failed++
-			continue
-		}
-		add(n)
-	}
-	for _, id := range ids {
-		id = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(id), "<"), ">")
-		found, err := db.ByMessageID(ctx, id)
-		if err != nil {
-			return err
-		}
-		if len(found) == 0 {
-			fmt.Fprintf(stderr, "resolver remove: no message in this archive has Message-ID <%s>\n", id)
-			failed++
-		}
-		for _, n := range found {
-			add(n)
-		}
+	numbers, failed, err := named(ctx, db, "resolver remove", rest, ids, stderr)
+	if err != nil {
+		return err
 	}
 
 	if len(numbers) > 0 && !yes && isTerminal(stdin) {
