@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	riak "github.com/basho/riak-go-client"
@@ -155,8 +158,15 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	// Without the consensus subsystem every consistent request is
 	// "unavailable", as during a leader election, so the first is tried
-	// only for consensusWait.
+	// only for consensusWait; but while a node is down the election may
+	// take longer, and a program started then waits as long as any
+	// request.
 	wait := min(s.opts.RetryFor, consensusWait)
+	down := unreachable(ctx, s.opts.Nodes)
+	if len(down) > 0 {
+		wait = s.opts.RetryFor
+		s.log.Warn("riak nodes do not answer: waiting for the cluster's consensus without them", "nodes", down, "for", wait)
+	}
 	_, err := s.doFor(ctx, wait, func() (riak.Command, error) {
 		return riak.NewFetchValueCommandBuilder().
 			WithBucketType(s.b.types.Claims).WithBucket(s.b.meta).WithKey(bindingKey).
@@ -169,6 +179,9 @@ func (s *Store) check(ctx context.Context) error {
 		said := err.Error()
 		if re, ok := riakError(err); ok {
 			said = re.Errmsg
+		}
+		if len(down) > 0 {
+			return fmt.Errorf("cannot read the archive's binding: the cluster served no strongly consistent request for %v while %s did not answer (Riak says %q): %w", wait, strings.Join(down, ", "), said, err)
 		}
 		return fmt.Errorf("%w: bucket type %s (for %s) is consistent, but the cluster served no strongly consistent request for %v (Riak says %q): strong consistency is off, or its consensus subsystem has not started. Set strong_consistency = on in riak.conf of every node and restart them; the subsystem then starts by itself once the cluster has 3 nodes (on fewer, riak eval 'riak_ensemble_manager:enable().' starts it). riak eval 'riak_ensemble_manager:enabled().' says whether it runs (Riak 2.x: riak-admin ensemble-status)", ErrSetup, s.b.types.Claims, roleClaims.what, wait, said)
 	}
@@ -191,4 +204,30 @@ func (s *Store) check(ctx context.Context) error {
 		return fmt.Errorf("cannot query a secondary index on bucket type %s: %w", s.b.types.KV, err)
 	}
 	return nil
+}
+
+// unreachable returns the nodes that refuse a connection or do not accept
+// one within a few seconds.
+func unreachable(ctx context.Context, nodes []string) []string {
+	var (
+		mu   sync.Mutex
+		down []string
+		wg   sync.WaitGroup
+	)
+	d := net.Dialer{Timeout: 3 * time.Second}
+	for _, addr := range nodes {
+		wg.Go(func() {
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				mu.Lock()
+				down = append(down, addr)
+				mu.Unlock()
+				return
+			}
+			c.Close()
+		})
+	}
+	wg.Wait()
+	slices.Sort(down)
+	return down
 }

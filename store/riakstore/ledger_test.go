@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -643,6 +644,31 @@ func TestOpenNoConsensus(t *testing.T) {
 	}
 	if took > consensusWait+10*time.Second {
 		t.Errorf("Open took %v to give up, want about %v", took, consensusWait)
+	}
+
+	// With a node that does not answer, the consensus may be electing
+	// leaders without it: Open waits as long as for any request, and says
+	// which node was missing rather than that the setup is wrong.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	retryFor := consensusWait + 10*time.Second
+	start = time.Now()
+	s, err = Open(t.Context(), Options{Nodes: []string{addr, dead}, Archive: testArchive(), RetryFor: retryFor})
+	took = time.Since(start)
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open(strong consistency off, a node down) = nil error")
+	}
+	t.Logf("with %s down, Open gave up after %v: %v", dead, took.Round(100*time.Millisecond), err)
+	if errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), dead+" did not answer") {
+		t.Errorf("Open = %v\nwant it to name %s as not answering, not the setup as wrong", err, dead)
+	}
+	if took < consensusWait+5*time.Second {
+		t.Errorf("Open gave up after %v with a node down, want about RetryFor (%v), longer than %v", took, retryFor, consensusWait)
 	}
 }
 
