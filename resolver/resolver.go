@@ -153,9 +153,11 @@ type Server struct {
 	// catalogBroken says why the catalog cannot be used any more.
 	catalogBroken atomic.Pointer[string]
 	// cache keeps rendered pages of the catalog.
-	cache     *pageCache
-	messages  *pageCache // message pages
-	cacheHits *prometheus.CounterVec
+	cache    *pageCache
+	messages *pageCache // message pages
+
+	versionHandler, metricsHandler http.Handler
+	cacheHits                      *prometheus.CounterVec
 	// texts keeps the text of messages for search excerpts.
 	texts *textCache
 	// unhealthy is why the last health check failed ("" if it passed;

@@ -83,6 +83,8 @@ func Routes() []Route {
 }
 
 func (s *Server) handleRoutes() {
+	s.versionHandler = version.Handler("resolver")
+	s.metricsHandler = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	for _, r := range routes {
 		if r.handler == nil {
 			continue
@@ -95,13 +97,9 @@ func (s *Server) handleRoutes() {
 	}
 }
 
-func (s *Server) version(w http.ResponseWriter, r *http.Request) {
-	version.Handler("resolver").ServeHTTP(w, r)
-}
+func (s *Server) version(w http.ResponseWriter, r *http.Request) { s.versionHandler.ServeHTTP(w, r) }
 
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
-}
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) { s.metricsHandler.ServeHTTP(w, r) }
 
 func (s *Server) listsRedirect(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusMovedPermanently)

@@ -159,19 +159,22 @@ func (s *Store) check(ctx context.Context) error {
 	// Without the consensus subsystem every consistent request is
 	// "unavailable", as during a leader election, so the first is tried
 	// only for consensusWait; but while a node is down the election may
-	// take longer, and a program started then waits as long as any
-	// request.
-	wait := min(s.opts.RetryFor, consensusWait)
-	down := unreachable(ctx, s.opts.Nodes)
-	if len(down) > 0 {
-		wait = s.opts.RetryFor
-		s.log.Warn("riak nodes do not answer: waiting for the cluster's consensus without them", "nodes", down, "for", wait)
-	}
-	_, err := s.doFor(ctx, wait, func() (riak.Command, error) {
+	// take longer, and then it is tried as long as any request.
+	fetch := func() (riak.Command, error) {
 		return riak.NewFetchValueCommandBuilder().
 			WithBucketType(s.b.types.Claims).WithBucket(s.b.meta).WithKey(bindingKey).
 			WithTimeout(s.opts.Timeout).Build()
-	})
+	}
+	wait := min(s.opts.RetryFor, consensusWait)
+	_, err := s.doFor(ctx, wait, fetch)
+	var down []string
+	if re, ok := riakError(err); err != nil && ctx.Err() == nil && (!ok || isTransient(re)) && s.opts.RetryFor > wait {
+		if down = unreachable(ctx, s.opts.Nodes); len(down) > 0 {
+			s.log.Warn("riak nodes do not answer: waiting for the cluster's consensus without them", "nodes", down, "for", s.opts.RetryFor-wait)
+			_, err = s.doFor(ctx, s.opts.RetryFor-wait, fetch)
+			wait = s.opts.RetryFor
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
