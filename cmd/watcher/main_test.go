@@ -258,3 +258,64 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	t.Logf("killed after %d of %d messages; the restart archived the rest once", killedAt, total)
 }
+
+// TestSignalWhileStarting: a SIGTERM that comes while the watcher is still
+// reaching its store (a Riak node that accepts connections and never
+// answers) stops it with status 0, as one during a batch does.
+func TestSignalWhileStarting(t *testing.T) {
+	bin := build(t)
+	srv := dovecottest.Start(t, dovecottest.Options{})
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	reached := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				close(reached)
+				return
+			}
+			reached <- c // held open, never answered
+		}
+	}()
+	dir := t.TempDir()
+	logFile, err := os.Create(filepath.Join(dir, "watcher.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	log := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
+	cmd := exec.Command(bin, "--imap", "imap://"+srv.User+"@"+srv.Addr+"/INBOX",
+		"--store", "riak://"+silent.Addr().String()+"/signal", "--state", filepath.Join(dir, "state.json"), "--data", dir)
+	cmd.Env = append(cleanEnv(), "CHIBRARY_IMAP_PASSWORD="+srv.Password)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	select {
+	case c := <-reached:
+		defer c.Close()
+	case <-time.After(time.Minute):
+		t.Fatalf("the watcher did not reach the store in a minute\n%s", log())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watcher stopped while opening its store: %v, want exit status 0\n%s", err, log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the watcher did not stop within 30 s of SIGTERM\n%s", log())
+	}
+	if !strings.Contains(log(), "stopped while starting") {
+		t.Errorf("the log does not say the watcher stopped while starting:\n%s", log())
+	}
+}
