@@ -192,7 +192,7 @@ func (tt *torture) round(r int) {
 	dir := t.TempDir()
 	length := time.Duration(4+rng.IntN(5)) * time.Second
 	diskFull := tt.disk != nil && rng.IntN(4) == 0
-	full := []string{"no space left on device"}
+	full := []string{"no space left on device", "database or disk is full"} // the kernel's words, SQLite's
 	var jobs []*job
 
 	// Importers: new messages, and some given to an importer before.
