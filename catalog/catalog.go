@@ -99,6 +99,11 @@ type Catalog struct {
 	// message's page runs, by query: parsing one costs SQLite as much as
 	// running it.
 	stmts sync.Map
+	// preparing holds the queries being prepared on the pool for a
+	// transaction that prepared them for itself (prepared).
+	preparing sync.Map
+	// closeMu keeps Close from closing the pool under such a prepare.
+	closeMu sync.RWMutex
 }
 
 // Open opens the catalog at path. A writable Open takes the lock file
@@ -438,6 +443,8 @@ func (c *Catalog) Close() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	var errs []error
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
 	c.stmts.Range(func(q, s any) bool {
 		s.(*sql.Stmt).Close()
 		c.stmts.Delete(q)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -580,5 +581,47 @@ func TestImmutable(t *testing.T) {
 	defer ro.Close()
 	if l, err := ro.List(t.Context(), "x"); err != nil || l.Messages != 8 {
 		t.Errorf("List of an immutable catalog = %+v, %v; want 8 messages", l, err)
+	}
+}
+
+// TestConcurrentFirstThreads: many first Thread reads at once on a catalog
+// just opened, each a read transaction holding one of the pool's
+// connections, all end. Each used to prepare its statements on the pool
+// and wait for a second connection: with every connection held by a
+// transaction doing the same, forever (a resolver's first pages under load).
+func TestConcurrentFirstThreads(t *testing.T) {
+	a := newArchive(t)
+	cns := a.load(fixture("dates.mbox"), "list")
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	w, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, w, a.st)
+	w.Close()
+	for round := range 5 {
+		c, err := Open(t.Context(), path, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for i := range 64 {
+			wg.Go(func() {
+				if _, err := c.Thread(ctx, cns[i%len(cns)]); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: Thread = %v (the pool deadlocked?)", round, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -141,10 +141,34 @@ func scanMessage(s scanner, extra ...any) (Message, error) {
 
 func unix(s int64) time.Time { return time.Unix(s, 0).UTC() }
 
-// prepared returns the reading statement of q, prepared once.
-func (c *Catalog) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
+// prepared returns the reading statement of q, prepared once, or tx's
+// version of it when tx is not nil.
+func (c *Catalog) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
 	if s, ok := c.stmts.Load(q); ok {
+		if tx != nil {
+			return tx.StmtContext(ctx, s.(*sql.Stmt)), nil
+		}
 		return s.(*sql.Stmt), nil
+	}
+	if tx != nil {
+		// Preparing on the pool would wait for a connection other than
+		// tx's: with every read connection held by a transaction doing
+		// the same, forever. tx prepares it for itself, and the pool
+		// once a connection is free.
+		if _, busy := c.preparing.LoadOrStore(q, true); !busy {
+			go func() {
+				defer c.preparing.Delete(q)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				c.prepared(ctx, nil, q)
+			}()
+		}
+		return tx.PrepareContext(ctx, q)
+	}
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.r == nil {
+		return nil, errors.New("catalog: closed")
 	}
 	s, err := c.r.PrepareContext(ctx, q)
 	if err != nil {
@@ -160,12 +184,12 @@ func (c *Catalog) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
 // queryRow is c.r.QueryRowContext, or tx's when tx is not nil, through a
 // prepared statement.
 func (c *Catalog) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
-	s, err := c.prepared(ctx, q)
+	s, err := c.prepared(ctx, tx, q)
 	switch {
+	case err != nil && tx != nil:
+		return tx.QueryRowContext(ctx, q, args...) // fails as the prepare did
 	case err != nil:
-		return c.r.QueryRowContext(ctx, q, args...) // fails as the prepare did
-	case tx != nil:
-		return tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+		return c.r.QueryRowContext(ctx, q, args...)
 	}
 	return s.QueryRowContext(ctx, args...)
 }
@@ -173,12 +197,9 @@ func (c *Catalog) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...an
 // query is c.r.QueryContext, or tx's when tx is not nil, through a
 // prepared statement.
 func (c *Catalog) query(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
-	s, err := c.prepared(ctx, q)
+	s, err := c.prepared(ctx, tx, q)
 	if err != nil {
 		return nil, err
-	}
-	if tx != nil {
-		return tx.StmtContext(ctx, s).QueryContext(ctx, args...)
 	}
 	return s.QueryContext(ctx, args...)
 }
