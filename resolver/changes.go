@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/changes"
@@ -39,7 +41,74 @@ const (
 	changesPage = 500
 	// changesPoll is how often a long poll looks at the store's feed.
 	changesPoll = 250 * time.Millisecond
+	// changesPath is the feed's route, which readers' requests are not.
+	changesPath = "/api/v1/changes"
+
+	// While readers ask for pages, an answer works for feedBurst at a
+	// time, then rests feedRest times as long: a mirror catching up takes
+	// a tenth of a core from them. With no reader for feedQuiet, it
+	// works without rest.
+	feedBurst = 2 * time.Millisecond
+	feedRest  = 9
+	feedQuiet = 250 * time.Millisecond
 )
+
+// readers follows the requests other than the change feed's: how many are
+// in flight, and when the last one came.
+type readers struct {
+	inFlight atomic.Int64
+	last     atomic.Int64 // UnixNano of the last one's start
+}
+
+// enter counts a request in until the function it returns is called.
+func (rd *readers) enter() func() {
+	rd.last.Store(time.Now().UnixNano())
+	rd.inFlight.Add(1)
+	return func() { rd.inFlight.Add(-1) }
+}
+
+// busy reports whether a reader is being served or came in the last
+// feedQuiet.
+func (rd *readers) busy(now time.Time) bool {
+	return rd.inFlight.Load() > 0 || now.UnixNano()-rd.last.Load() < int64(feedQuiet)
+}
+
+// pacer keeps a change feed answer from slowing the pages readers ask
+// for: while they do, the answer rests after every feedBurst of work.
+type pacer struct {
+	readers *readers
+	worked  time.Time // when the current burst of work began
+	rested  prometheus.Counter
+}
+
+// step is called after each entry written. Once the burst is over and
+// readers are busy, it flushes what was written (so the mirror has it
+// while the answer rests) and rests; it returns ctx's error if ctx ends
+// first.
+func (p *pacer) step(ctx context.Context, flush func() error) error {
+	now := time.Now()
+	work := now.Sub(p.worked)
+	if work < feedBurst {
+		return nil
+	}
+	if !p.readers.busy(now) {
+		p.worked = now
+		return nil
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	t := time.NewTimer(min(feedRest*work, time.Second))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	p.worked = time.Now()
+	p.rested.Add(p.worked.Sub(now).Seconds())
+	return nil
+}
 
 // changesFeed serves GET /api/v1/changes?after=CURSOR[&limit=N][&wait=S]:
 // the store's change feed after CURSOR (empty: from the start) in the
@@ -140,10 +209,10 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("change feed answer cut short", "after", string(after), "err", err)
 		}
 	}
-	// A page's work (reading the store's feed, decoding, compressing) is
-	// followed by a rest as long, so that a mirror catching up takes at
-	// most half a CPU from the pages readers ask for.
-	worked := time.Now()
+	// A mirror catching up gives way to readers (pacer); the answer is
+	// flushed after every page of the store's feed.
+	pace := pacer{readers: &s.readers, worked: time.Now(), rested: s.feedRested}
+	flush := fw.Flush
 	for {
 		for _, m := range page.Messages {
 			if err := s.writeLease(ctx, fw, leases, m.Number); err != nil {
@@ -155,6 +224,10 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			size += len(m.Raw)
+			if err := pace.step(ctx, flush); err != nil {
+				abort(err)
+				return
+			}
 		}
 		for _, mv := range page.Moves {
 			if err := s.writeLease(ctx, fw, leases, mv.Number); err != nil {
@@ -181,20 +254,11 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 		if page.Empty() || sent >= limit || size >= maxChangesBytes {
 			break
 		}
-		work := time.Since(worked)
-		if err := fw.Flush(); err != nil {
+		if err := flush(); err != nil {
 			abort(err)
 			return
 		}
-		rest := time.NewTimer(min(work, time.Second))
-		select {
-		case <-ctx.Done():
-			rest.Stop()
-			return
-		case <-rest.C:
-		}
 		rc.SetWriteDeadline(time.Now().Add(time.Minute))
-		worked = time.Now()
 		if page, err = s.st.Changes(ctx, cursor, min(limit-sent, changesPage)); err != nil {
 			abort(err)
 			return

@@ -158,6 +158,7 @@ type Server struct {
 
 	versionHandler, metricsHandler http.Handler
 	cacheHits                      *prometheus.CounterVec
+	feedRested                     prometheus.Counter
 	// texts keeps the text of messages for search excerpts.
 	texts *textCache
 	// unhealthy is why the last health check failed ("" if it passed;
@@ -165,6 +166,9 @@ type Server struct {
 	unhealthy atomic.Pointer[string]
 	// changesSlots holds a token per change feed answer being written.
 	changesSlots chan struct{}
+	// readers says when readers last asked for something other than the
+	// change feed, which gives way to them.
+	readers readers
 	// spools are the large bodies being served.
 	spools *spools
 	// searching holds a token per search running (catalog.SearchConns).
@@ -195,7 +199,11 @@ func New(st store.Store, opts Options) *Server {
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
 	}, []string{"result"})
-	s.reg.MustRegister(s.cacheHits, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.feedRested = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chibrary_resolver_changes_rested_seconds_total",
+		Help: "Time the change feed's answers rested to give the cores to readers' pages.",
+	})
+	s.reg.MustRegister(s.cacheHits, s.feedRested, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mw, err := httpserve.New(httpserve.Options{Logger: s.log, Registerer: s.reg, Namespace: "chibrary_resolver"})
 	if err != nil {
 		panic(err) // a registry of its own: names cannot clash
@@ -214,6 +222,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
+	if r.URL.Path != changesPath {
+		defer s.readers.enter()()
+	}
 	s.handler.ServeHTTP(w, r)
 }
 

@@ -61,7 +61,7 @@ var routes = []route{
 	{Route{"/api/v1/messages/CALLNUMBER", "... a message's headers and place in its thread"}, "GET /api/v1/messages/{callnumber}", (*Server).messageJSON, false},
 	{Route{"/api/v1/stats", "... the number of messages, the catalog's state"}, "GET /api/v1/stats", (*Server).stats, false},
 	{Route{"/api/v1/removals", "the messages taken down: when and why"}, "GET /api/v1/removals", (*Server).removals, false},
-	{Route{"/api/v1/changes?after=CURSOR", "the change feed, for mirrors (docs/mirrors.md): public"}, "GET /api/v1/changes", (*Server).changesFeed, false},
+	{Route{"/api/v1/changes?after=CURSOR", "the change feed, for mirrors (docs/mirrors.md): public"}, "GET " + changesPath, (*Server).changesFeed, false},
 	{Route{"", "unless --changes-token-file; it carries the shuffle key"}, "", nil, false},
 	{Route{"/api/v1/version", "the build: program, version, revision"}, "GET /api/v1/version", (*Server).version, false},
 	{Route{"/healthz", "200 when the store can be read, else 503"}, "GET /healthz", (*Server).healthz, false},

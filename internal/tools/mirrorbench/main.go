@@ -1,11 +1,12 @@
 // Command mirrorbench measures a mirror (make bench): an origin the size
 // of the whole linux-mips list (the shared corpus 16 times, 84,096
 // messages), served by the resolver on loopback, mirrored whole by
-// `mirror --once` (wall time, messages and bytes per second, the mirror's
-// peak RSS), the origin's page latency beside it (p50/p99 of message,
-// thread and list pages with 8 clients, before and while it serves the
-// mirror), and how soon a message stored at the origin is served by a
-// following mirror.
+// `mirror --once` while the origin serves nobody else (wall time,
+// messages per second, the mirror's peak RSS), the origin's page latency
+// (p50/p99 of message, thread and list pages with 8 clients) alone and
+// while a mirror catches up (and how far the mirror got meanwhile, the
+// feed giving way to readers), and how soon a message stored at the
+// origin is served by a following mirror.
 //
 //	go run ./internal/tools/mirrorbench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --bin bin
 package main
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 func main() {
@@ -89,48 +91,66 @@ func run(corpus, bin string, copies int) error {
 		return err
 	}
 
-	// Pages alone, then pages while a mirror reads the whole archive.
-	before := pages(ro, urls, 8, 20*time.Second, nil)
+	// The whole archive into a mirror, the origin serving nobody else.
 	mirrorDir := filepath.Join(tmp, "mirror")
 	cmd := exec.Command(prog("mirror"), "--from", ro, "--data", mirrorDir, "--once")
 	var out strings.Builder
 	cmd.Stderr = &out
-	done := make(chan struct{})
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return err
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("mirror --once: %v\n%s", err, lastLines(out.String(), 5))
 	}
-	go func() { cmd.Wait(); close(done) }()
-	during := pages(ro, urls, 8, 0, done)
-	<-done
 	elapsed := time.Since(start)
-	if !cmd.ProcessState.Success() {
-		return fmt.Errorf("mirror --once: %s\n%s", cmd.ProcessState, lastLines(out.String(), 5))
-	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	size := dirBytes(filepath.Join(origin, "messages.packs"))
 	fmt.Printf("mirror --once of %d messages: %.1f s (%.0f msg/s), peak RSS %d MB (origin's packs %d MB on disk)\n",
 		total, elapsed.Seconds(), float64(total)/elapsed.Seconds(), ru.Maxrss>>10, size>>20)
 	fmt.Printf("  %s", lastLines(out.String(), 1))
-	fmt.Printf("origin pages, 8 clients: alone p50 %.1f ms p99 %.1f ms (%d requests); while serving the mirror p50 %.1f ms p99 %.1f ms (%d requests): p99 ratio %.2f\n",
-		before.p(50), before.p(99), len(before), during.p(50), during.p(99), len(during), during.p(99)/before.p(99))
-	// The mirror above shares the origin's cores; at the lowest priority
-	// it leaves them to the origin, as a mirror on a machine of its own
-	// would, and what is left is the origin's own cost of the feed.
-	niced := exec.Command("nice", "-n", "19", prog("mirror"), "--from", ro, "--data", filepath.Join(tmp, "mirror-niced"), "--once")
-	niced.Stderr = &out
-	done = make(chan struct{})
-	if err := niced.Start(); err != nil {
-		return err
+
+	// Pages alone, then pages while a mirror catches up: the feed gives
+	// way to readers, so the mirror is stopped after as long and its
+	// progress meanwhile reported.
+	const busy = 20 * time.Second
+	alone := func() latencies {
+		l := pages(ro, urls, 8, busy, nil)
+		fmt.Printf("origin pages, 8 clients: alone p50 %.1f ms p99 %.1f ms (%d requests)\n", l.p(50), l.p(99), len(l))
+		return l
 	}
-	go func() { niced.Wait(); close(done) }()
-	during = pages(ro, urls, 8, 0, done)
-	<-done
-	if !niced.ProcessState.Success() {
-		return fmt.Errorf("nice mirror --once: %s\n%s", niced.ProcessState, lastLines(out.String(), 5))
+	before := alone()
+	var during []latencies
+	for _, nice := range []bool{false, true} {
+		dir := filepath.Join(tmp, fmt.Sprintf("mirror-busy-%v", nice))
+		args := []string{prog("mirror"), "--from", ro, "--data", dir, "--once"}
+		what := "a mirror"
+		if nice {
+			// A mirror on a machine of its own leaves the origin's
+			// cores to it, as one at the lowest priority does here.
+			args = append([]string{"nice", "-n", "19"}, args...)
+			what = "a mirror at the lowest priority (nice 19)"
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		var out strings.Builder
+		cmd.Stderr = &out
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		l := pages(ro, urls, 8, busy, done)
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		got, err := countMessages(filepath.Join(dir, "messages.db"))
+		if err != nil {
+			return fmt.Errorf("the mirror stopped: %v\n%s", err, lastLines(out.String(), 5))
+		}
+		fmt.Printf("origin pages while serving %s: p50 %.1f ms p99 %.1f ms (%d requests); the mirror copied %d messages meanwhile (%.0f msg/s)\n",
+			what, l.p(50), l.p(99), len(l), got, float64(got)/busy.Seconds())
+		during = append(during, l)
 	}
-	fmt.Printf("origin pages while serving a mirror at the lowest priority (nice 19): p50 %.1f ms p99 %.1f ms (%d requests): p99 ratio %.2f\n",
-		during.p(50), during.p(99), len(during), during.p(99)/before.p(99))
+	// Alone again: the page cache is as warm as it was for the runs
+	// above. The ratios are to the lower p99 alone.
+	base := min(before.p(99), alone().p(99))
+	fmt.Printf("origin p99 while serving a mirror / alone: %.2f; with the mirror at nice 19: %.2f\n", during[0].p(99)/base, during[1].p(99)/base)
 
 	// A following mirror: how soon a message stored at the origin is
 	// served by the mirror's resolver.
@@ -324,4 +344,14 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// countMessages opens the bbolt store at path and counts its messages.
+func countMessages(path string) (int64, error) {
+	st, err := boltstore.Open(context.Background(), path, boltstore.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	return st.Count(context.Background())
 }
