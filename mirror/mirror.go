@@ -39,8 +39,11 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultWait          = 30 * time.Second
-	DefaultLimit         = 10000
+	DefaultWait = 30 * time.Second
+	// DefaultLimit is the origin's own default: the cursor, kept once an
+	// answer ends, moves on every 1,000 records, about a second's work
+	// for an origin whose readers keep it busy (its feed gives way to them).
+	DefaultLimit         = 1000
 	DefaultBatchMessages = 500
 	DefaultBatchBytes    = 8 << 20
 	DefaultMinBackoff    = time.Second

@@ -225,6 +225,40 @@ func TestResume(t *testing.T) {
 	same(t, o, st)
 }
 
+// TestDefaultLimitKeepsCursor: with the default limit, a mirror stopped
+// after some 1,200 messages has kept a cursor past the first 1,000, so a
+// mirror stopped every few seconds (an origin busy with readers serves
+// its feed slowly) still moves on.
+func TestDefaultLimitKeepsCursor(t *testing.T) {
+	o := newOrigin(t, 2500)
+	st := openStore(t)
+	state := filepath.Join(t.TempDir(), "state.json")
+	ctx, cancel := context.WithCancel(t.Context())
+	m := newMirror(t, o.srv.URL, st, state, func(opts *mirror.Options) {
+		opts.Limit = 0
+		opts.Progress = func(s mirror.Stats) {
+			if s.Messages >= 1200 {
+				cancel()
+			}
+		}
+	})
+	if _, err := m.CatchUp(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CatchUp cancelled = %v", err)
+	}
+	saved, err := mirror.ReadState(state)
+	if err != nil || saved.Cursor == "" {
+		t.Fatalf("state after 1,200 messages: %+v, %v (no answer ended)", saved, err)
+	}
+	stats, err := newMirror(t, o.srv.URL, st, state, func(opts *mirror.Options) { opts.Limit = 0 }).CatchUp(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Messages > 1500 {
+		t.Errorf("the second run received %d messages: it did not start from the saved cursor", stats.Messages)
+	}
+	same(t, o, st)
+}
+
 // hostile serves a mirror what f makes of the origin's true answer.
 func hostile(t *testing.T, o *origin, f func(answer []byte) []byte) string {
 	t.Helper()

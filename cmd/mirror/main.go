@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,6 +145,9 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if once {
 		s, err := m.CatchUp(ctx)
 		progress.Finish()
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fmt.Errorf("stopped before catching up with %s: %d messages mirrored, where it stands kept; run it again to go on", o.From, s.Messages)
+		}
 		if err != nil {
 			return err
 		}
