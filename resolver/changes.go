@@ -46,10 +46,10 @@ const (
 
 	// While readers ask for pages, an answer works for feedBurst at a
 	// time, then rests feedRest times as long: a mirror catching up takes
-	// a tenth of a core from them. With no reader for feedQuiet, it
+	// a twentieth of a core from them. With no reader for feedQuiet, it
 	// works without rest.
-	feedBurst = 2 * time.Millisecond
-	feedRest  = 9
+	feedBurst = time.Millisecond
+	feedRest  = 19
 	feedQuiet = 250 * time.Millisecond
 )
 
