@@ -36,6 +36,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/ingest"
 	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
 	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/store"
@@ -131,6 +132,10 @@ type torture struct {
 	watched   int // messages delivered so far, for their names
 
 	stats map[string]int // what happened, for the log
+	// uncounted bounds how far below the feed a Riak store's count may
+	// be: a writer killed between storing a batch and counting it leaves
+	// the count short by that batch for good (docs/riak.md).
+	uncounted int
 }
 
 func newTorture(t *testing.T, seed uint64) *torture {
@@ -323,6 +328,9 @@ func (tt *torture) events(jobs []*job, fullAt, fullFor time.Duration, diskFull b
 				if j.p != nil && !j.p.exited() {
 					j.p.cmd.Process.Signal(syscall.SIGKILL)
 					tt.stats["killed"]++
+					if strings.HasPrefix(j.name, "importer") || strings.HasPrefix(j.name, "watcher") {
+						tt.uncounted += ingest.DefaultBatchMessages
+					}
 				}
 			}})
 		}
@@ -490,8 +498,15 @@ func (tt *torture) verify(r int) {
 			t.Errorf("round %d: ByDigest of %v's digest = %v, %v", r, n, got, err)
 		}
 	}
-	if count, err := st.Count(ctx); err != nil || count != int64(len(feed)) {
-		t.Errorf("round %d: Count() = %d, %v; the feed has %d messages", r, count, err, len(feed))
+	count, err := st.Count(ctx)
+	switch short := int64(len(feed)) - count; {
+	case err != nil:
+		t.Errorf("round %d: Count() = %v", r, err)
+	case tt.riak && short > 0 && short <= int64(tt.uncounted):
+		t.Logf("round %d: Count() = %d, the feed has %d messages: short by what writers killed before counting stored", r, count, len(feed))
+		tt.stats["count short"]++
+	case short != 0:
+		t.Errorf("round %d: Count() = %d; the feed has %d messages", r, count, len(feed))
 	}
 	// Everything acknowledged, byte for byte.
 	lost := 0
