@@ -166,7 +166,7 @@ func ListPost(h []mailview.Field) string {
 			continue
 		}
 		v := f.Value
-		i := strings.Index(strings.ToLower(v), "<mailto:")
+		i := strings.Index(lowerASCII(v), "<mailto:")
 		if i < 0 {
 			return ""
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,40 @@ func FuzzRealSender(f *testing.F) {
 			if _, addr := sender(from); s.Via != addr {
 				t.Fatalf("Via %q is not the From's address %q", s.Via, addr)
 			}
+		}
+	})
+}
+
+// TestCaseFoldOffsets: names and List-Post values whose lower case is
+// longer or shorter than they are (bytes that are not UTF-8, "İ", "K")
+// neither crash the parsers nor shift what they cut out.
+func TestCaseFoldOffsets(t *testing.T) {
+	if got := RealSender([]mailview.Field{{Name: "From", Value: "\x8c viA <l@lists.example>"}}); got.Via != "" {
+		t.Errorf("a name of one bad byte and \"viA\": %+v, want no Via", got)
+	}
+	if got := RealSender([]mailview.Field{{Name: "From", Value: "İİİİ Ann via L <l@lists.example>"}}); got.Name != "İİİİ Ann" || got.Via != "l@lists.example" {
+		t.Errorf("RealSender after İ = %+v, want İİİİ Ann via l@lists.example", got)
+	}
+	for v, want := range map[string]string{
+		"İİİİ <MAILTO:list@example.org>":         "list@example.org",
+		"\x8c\x8c\x8c <mailto:list@example.org>": "list@example.org",
+		"KKKK <mailto:l@example.org>":            "l@example.org", // the Kelvin sign lower-cases to one byte
+	} {
+		if got := ListPost([]mailview.Field{{Name: "List-Post", Value: v}}); got != want {
+			t.Errorf("ListPost(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// FuzzListPost: any List-Post value gives an address or nothing, never a
+// crash.
+func FuzzListPost(f *testing.F) {
+	f.Add("<mailto:linux-mips@vger.kernel.org>")
+	f.Add("NO")
+	f.Add("İ <MAILTO:a@b?subject=x>")
+	f.Fuzz(func(t *testing.T, v string) {
+		if got := ListPost([]mailview.Field{{Name: "List-Post", Value: v}}); got != "" && !strings.Contains(got, "@") {
+			t.Fatalf("ListPost(%q) = %q, not an address", v, got)
 		}
 	})
 }

@@ -72,7 +72,7 @@ func viaName(display, addr string) (string, bool) {
 	if len(display) > maxVia {
 		return display, false
 	}
-	i := strings.LastIndex(strings.ToLower(display), " via ")
+	i := strings.LastIndex(lowerASCII(display), " via ")
 	if i <= 0 {
 		return display, false
 	}
@@ -87,4 +87,17 @@ func viaName(display, addr string) (string, bool) {
 		return display, false
 	}
 	return name, true
+}
+
+// lowerASCII lower-cases the ASCII letters of s and nothing else, so that
+// an offset in it is one in s: strings.ToLower may change the length of
+// other characters (and of bytes that are not UTF-8).
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
