@@ -53,8 +53,15 @@ const (
 	feedQuiet = 250 * time.Millisecond
 )
 
-// readers follows the requests other than the change feed's: how many are
-// in flight, and when the last one came.
+// reader reports whether a request for path is a reader's: anything but
+// the change feed, and the health checks and metrics scrapes that
+// monitoring sends every few seconds.
+func reader(path string) bool {
+	return path != changesPath && path != "/healthz" && path != "/metrics"
+}
+
+// readers follows the readers' requests (reader): how many are in flight,
+// and when the last one came.
 type readers struct {
 	inFlight atomic.Int64
 	last     atomic.Int64 // UnixNano of the last one's start

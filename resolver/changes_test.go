@@ -75,8 +75,8 @@ func TestPacer(t *testing.T) {
 	}
 }
 
-// TestFeedGivesWayToReaders: pages count as readers and the change feed
-// does not; a whole answer written while a reader is in flight rests (the
+// TestFeedGivesWayToReaders: pages count as readers, and the change feed,
+// health checks and metrics scrapes do not; a whole answer written while a reader is in flight rests (the
 // metric says so) and holds every message.
 func TestFeedGivesWayToReaders(t *testing.T) {
 	a := newArchive(t, boltstore.Options{})
@@ -100,6 +100,14 @@ func TestFeedGivesWayToReaders(t *testing.T) {
 	}
 	if s.readers.busy(time.Now()) {
 		t.Fatal("the change feed counts as a reader")
+	}
+	for _, path := range []string{"/healthz", "/metrics"} {
+		if w := get(path); w.Code != http.StatusOK {
+			t.Fatalf("GET %s = %d", path, w.Code)
+		}
+		if s.readers.busy(time.Now()) {
+			t.Fatalf("GET %s counts as a reader", path)
+		}
 	}
 	if w := get("/" + first); w.Code != http.StatusOK {
 		t.Fatalf("GET /%s = %d", first, w.Code)

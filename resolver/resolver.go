@@ -222,7 +222,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
-	if r.URL.Path != changesPath {
+	if reader(r.URL.Path) {
 		defer s.readers.enter()()
 	}
 	s.handler.ServeHTTP(w, r)

@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 		s, err := m.CatchUp(ctx)
 		progress.Finish()
 		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			return fmt.Errorf("stopped before catching up with %s: %d messages mirrored, where it stands kept; run it again to go on", o.From, s.Messages)
+			return fmt.Errorf("stopped before catching up with %s, after %d messages; its position is saved: run it again to continue", o.From, s.Messages)
 		}
 		if err != nil {
 			return err
