@@ -20,14 +20,21 @@ import (
 	"time"
 )
 
-func freeAddr(t *testing.T) string {
+// freeAddrs returns n distinct loopback addresses free a moment ago.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// All held open until the last is picked: a port closed at once may
+	// be the next one the kernel gives.
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs
 }
 
 // dialRetry dials addr until the server listens.
@@ -57,7 +64,8 @@ func dialRetry(t *testing.T, addr string, tlsConf *tls.Config) net.Conn {
 func TestServeReaders(t *testing.T) {
 	dir, _, _, _ := testArchive(t)
 	cert, key, pool := testCertificate(t)
-	http, imapAddr, nntpAddr, imapsAddr, nntpsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 5)
+	http, imapAddr, nntpAddr, imapsAddr, nntpsAddr := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4]
 	ctx, cancel := context.WithCancel(t.Context())
 	type result struct {
 		status         int
