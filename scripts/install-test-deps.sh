@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-command -v dovecot >/dev/null 2>&1 || need+=(dovecot-imapd)
+# dovecot-core alone has the dovecot command but not its IMAP service.
+{ command -v dovecot >/dev/null 2>&1 && [ -x /usr/lib/dovecot/imap ]; } || need+=(dovecot-imapd)
 command -v fetchmail >/dev/null 2>&1 || need+=(fetchmail)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bzip2 >/dev/null 2>&1 || need+=(bzip2)

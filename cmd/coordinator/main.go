@@ -115,7 +115,10 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	if cfg.Logger, err = logs.Logger(stderr); err != nil {
 		return err
 	}
-	return coordinator.Serve(ctx, cfg)
+	// Serve returns nil on SIGINT or SIGTERM once serving; before, while
+	// it opens the authority (a Riak cluster slow to answer), a signal is
+	// a stop all the same.
+	return cli.StoppedStarting(ctx, cfg.Logger, coordinator.Serve(ctx, cfg))
 }
 
 const backupUsage = `

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/shuffle"
 )
 
@@ -143,4 +144,13 @@ func TestScheme(t *testing.T) {
 	if status != 1 || !strings.Contains(stderr, "has scheme mix, not bits") {
 		t.Errorf("--scheme bits for a mix authority = %d\n%s\nwant 1 naming mix", status, stderr)
 	}
+}
+
+// A SIGTERM while the coordinator still opens its authority (a Riak node
+// that does not answer) is a stop, exit status 0, as one while serving.
+func TestSignalWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	riaktest.StopWhileStarting(t, program.Run, func(addr string) []string {
+		return []string{"--authority", "riak://" + addr + "/signal", "--token-file", filepath.Join(dir, "token"), "--listen", "127.0.0.1:0"}
+	})
 }

@@ -116,7 +116,12 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	}
 	db, err := st.Open(ctx, o.Logger)
 	if err != nil {
-		return err
+		if once {
+			return err
+		}
+		// Following, a signal while the store is still being opened (a
+		// Riak node slow to answer) is a stop like one later.
+		return cli.StoppedStarting(ctx, o.Logger, err)
 	}
 	defer db.Close()
 	o.Store = db

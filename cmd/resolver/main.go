@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -147,6 +148,13 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	// A signal while the store or the catalog is still being opened (a
+	// Riak node slow to answer) is a stop like one while serving.
+	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, spoolDir))
+}
+
+// serveArchive opens the archive and serves it until ctx is done.
+func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken, spoolDir string) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)
@@ -184,7 +192,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	return runAll(ctx,
 		func(ctx context.Context) error { return srv.Serve(ctx, ln) },
-		func(ctx context.Context) error { return rd.serve(ctx, &rf, opts.Catalog, db, srv.Registerer(), log) })
+		func(ctx context.Context) error { return rd.serve(ctx, rf, opts.Catalog, db, srv.Registerer(), log) })
 }
 
 const getUsage = `

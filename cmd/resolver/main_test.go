@@ -15,6 +15,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/cli"
+	"github.com/chibrary/chibrary/internal/testkit/riaktest"
 	"github.com/chibrary/chibrary/internal/testkit/testmount"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
@@ -316,4 +317,13 @@ func TestServeMissingArchive(t *testing.T) {
 		t.Errorf("stats of an empty archive = %s, want 0 messages", body)
 	}
 	stop()
+}
+
+// A SIGTERM while serve still opens its store (a Riak node that does not
+// answer) is a stop, exit status 0, as one while serving.
+func TestServeSignalWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	riaktest.StopWhileStarting(t, run, func(addr string) []string {
+		return []string{"serve", "--store", "riak://" + addr + "/signal", "--catalog", filepath.Join(dir, "catalog.db"), "--listen", "127.0.0.1:0"}
+	})
 }

@@ -148,15 +148,10 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if o.Logger, err = logs.Logger(stderr); err != nil {
 		return err
 	}
-	err = watch(ctx, o, st, runs, list, metrics, tlsCA)
-	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		// SIGINT or SIGTERM before the first batch (the IMAP check, the
-		// store or the runs still being reached) is a stop like any
-		// other: nothing was taken from the mailbox.
-		o.Logger.Info("stopped while starting", "err", err)
-		return nil
-	}
-	return err
+	// SIGINT or SIGTERM before the first batch (the IMAP check, the store
+	// or the runs still being reached) is a stop like any other: nothing
+	// was taken from the mailbox.
+	return cli.StoppedStarting(ctx, o.Logger, watch(ctx, o, st, runs, list, metrics, tlsCA))
 }
 
 // watch checks the server, opens the archive and follows the mailbox

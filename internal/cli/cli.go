@@ -43,6 +43,19 @@ func Main(name string, run func(ctx context.Context, args []string, stdin io.Rea
 	os.Exit(ExitStatus(os.Stderr, name, err))
 }
 
+// StoppedStarting reports whether err is only ctx's end: a SIGINT or
+// SIGTERM (Main's context) that came while a daemon was still starting
+// (opening its store, reaching a node or a server). That is a stop like
+// any other, exit status 0, and it is logged as such; the daemon then
+// returns nil. Any other error is returned as it is.
+func StoppedStarting(ctx context.Context, log *slog.Logger, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		log.Info("stopped while starting", "err", err)
+		return nil
+	}
+	return err
+}
+
 // Reported marks err as already printed for the user: ExitStatus then only
 // turns it into an exit status.
 func Reported(err error) error {

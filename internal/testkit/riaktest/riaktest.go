@@ -12,10 +12,13 @@ package riaktest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,6 +166,99 @@ func NoConsensus(t testing.TB) string {
 		t.Fatalf("cannot start a Riak node without strong consistency: %v", plain.err)
 	}
 	return plain.node.PB
+}
+
+// Silent returns the address of a "node" that accepts connections and
+// never answers, and a channel that receives each connection it accepts
+// (held open until the test ends): a program that opens a store or an
+// authority there is held while starting, for as long as a test needs.
+func Silent(t testing.TB) (addr string, reached <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan net.Conn, 64)
+	var held []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			select {
+			case conns <- c:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return ln.Addr().String(), conns
+}
+
+// StopWhileStarting runs a daemon's run function with the arguments args
+// returns for a silent node's address (Silent), cancels its context (as
+// SIGTERM does) once it has reached that node, and fails unless run then
+// returns nil within 30 s and its log says it stopped while starting.
+func StopWhileStarting(t *testing.T, run func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error, args func(addr string) []string) {
+	t.Helper()
+	addr, reached := Silent(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args(addr), strings.NewReader(""), &out, &out) }()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("it ended before reaching the node: %v\n%s", err, out.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("it did not reach the node in a minute\n%s", out.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stopped while reaching the node: %v, want nil (exit status 0)\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("it did not stop within 30 s of its context's end\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "stopped while starting") {
+		t.Errorf("the log does not say it stopped while starting:\n%s", out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a program's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Kit returns the path of the kit's riak-node script.
