@@ -243,7 +243,7 @@ func (tt *torture) round(r int) {
 			jobs = append(jobs, &job{name: fmt.Sprintf("resolver compact %d.%d", r, i), at: time.Duration(rng.Int64N(int64(length))),
 				args: append(append([]string{"compact"}, tt.storeFlags...), "--log-format", "json"),
 				// Before the first import there is no store to compact.
-				ok1: append([]string{"a compaction or removal of this store is running", "no store at"}, full...)})
+				ok1: append([]string{"a compaction or removal of this store is running", "no archive in"}, full...)})
 		}
 	}
 	if rng.IntN(3) == 0 {

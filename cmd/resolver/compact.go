@@ -88,11 +88,7 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		return err
 	}
 	if _, err := os.Stat(path); err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is said once
-		}
-		return fmt.Errorf("no store at %s: %w", path, err)
+		return st.NoArchive(err)
 	}
 	db, err := boltstore.Open(ctx, path, boltstore.Options{Logger: log})
 	if errors.Is(err, boltstore.ErrInterrupted) {

@@ -92,7 +92,7 @@ func TestCompact(t *testing.T) {
 		{"copy exists", []string{"compact", "--data", dir, "--to", "bolt:" + to}, 1, "exists"},
 		{"riak", []string{"compact", "--store", "riak://127.0.0.1:1"}, 2, "bolt stores only"},
 		{"copy to riak", []string{"compact", "--data", dir, "--to", "riak://127.0.0.1:1"}, 2, "bolt:PATH"},
-		{"no store", []string{"compact", "--data", filepath.Join(dir, "nope")}, 1, "no store at"},
+		{"no store", []string{"compact", "--data", filepath.Join(dir, "nope")}, 1, "no archive in " + filepath.Join(dir, "nope") + " (no messages.db)"},
 		{"argument", []string{"compact", "--data", dir, "extra"}, 2, "unexpected argument"},
 		{"help", []string{"compact", "--help"}, 0, "resolver compact --data"},
 	} {

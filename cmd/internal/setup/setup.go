@@ -146,10 +146,7 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 	_, err = os.Stat(u.Bolt)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && mustExist:
-		if f.Store == "" {
-			return nil, fmt.Errorf("no archive in %s (no %s): import messages into it first, or fix --data", f.Data, MessagesFile)
-		}
-		return nil, fmt.Errorf("no archive at %s: import messages into it first, or fix --store", u.Bolt)
+		return nil, f.NoArchive(err)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		// Name the path once.
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
@@ -419,4 +416,23 @@ func checkLocal(ctx context.Context, st store.Store, path string, scheme shuffle
 			ErrBoundElsewhere, b.Authority, path, a.ID(), b.Authority, path)
 	}
 	return nil
+}
+
+// NoArchive is the error of a program that needs an existing bolt store
+// where f names none (err: what os.Stat said of its file).
+func (f StoreFlags) NoArchive(err error) error {
+	u, perr := f.Parse()
+	if perr != nil || u.Bolt == "" {
+		return err
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err // the path is said once
+		}
+		return fmt.Errorf("cannot open %s: %w", u.Bolt, err)
+	}
+	if f.Store == "" {
+		return fmt.Errorf("no archive in %s (no %s): import messages into it first, or fix --data", f.Data, MessagesFile)
+	}
+	return fmt.Errorf("no archive at %s: import messages into it first, or fix --store", u.Bolt)
 }
