@@ -122,7 +122,7 @@ func (s *checkingStore) Put(ctx context.Context, msgs []store.Message) ([]store.
 		return nil, err
 	}
 	for _, m := range msgs {
-		i := slices.IndexFunc(inbox, func(im dovecottest.Message) bool { return store.DigestOf(im.Raw) == m.Digest })
+		i := slices.IndexFunc(inbox, func(im dovecottest.Message) bool { return store.DigestOf(im.Raw) == store.DigestOf(m.Raw) })
 		if i < 0 {
 			s.t.Errorf("message %s was moved or deleted before the store accepted it", m.MessageID)
 			continue

@@ -29,11 +29,11 @@ const (
 	Removed Status = "removed"
 )
 
-// Prepared is a message ready to be stored: the CPU-bound part, safe in parallel.
+// Prepared is a message ready to be stored: the CPU-bound part, safe in
+// parallel. (The store digests it.)
 type Prepared struct {
-	Raw    []byte
-	Digest store.Digest
-	Meta   mailmsg.Meta
+	Raw  []byte
+	Meta mailmsg.Meta
 	// Where says where the message came from (file:line, a path, a UID).
 	Where string
 	// HeaderErr is why the header could not be fully read (stored anyway).
@@ -42,10 +42,10 @@ type Prepared struct {
 	Err error
 }
 
-// Prepare digests and parses raw.
+// Prepare reads the header fields of raw that the store keeps.
 func Prepare(raw []byte, where string) Prepared {
 	meta, herr := mailmsg.Parse(raw)
-	return Prepared{Raw: raw, Digest: store.DigestOf(raw), Meta: meta, Where: where, HeaderErr: herr}
+	return Prepared{Raw: raw, Meta: meta, Where: where, HeaderErr: herr}
 }
 
 // Outcome is what became of one message.
@@ -108,35 +108,71 @@ func NewArchiver(opts Options) (*Archiver, error) {
 // messages (Prepared.Err) are reported and skipped. On an error nothing of
 // the batch may be taken as stored; earlier calls' messages are unaffected.
 func (a *Archiver) Archive(ctx context.Context, batch []Prepared) ([]Outcome, error) {
-	out := make([]Outcome, len(batch))
+	return a.start(ctx, batch).wait()
+}
+
+// pending is a batch being stored (Archiver.start).
+type pending struct {
+	done chan struct{}
+	out  []Outcome
+	err  error
+}
+
+// wait returns the batch's outcomes once it is stored, as Archive does.
+func (p *pending) wait() ([]Outcome, error) {
+	<-p.done
+	return p.out, p.err
+}
+
+// start gives batch's messages their call numbers, in order, and stores
+// them in the background: the caller may number and start the next batch
+// while this one is written, so that one batch's compression runs while
+// the other holds the store's write lock. The numbers are taken before
+// start returns.
+func (a *Archiver) start(ctx context.Context, batch []Prepared) *pending {
+	p := &pending{done: make(chan struct{}), out: make([]Outcome, len(batch))}
 	msgs := make([]store.Message, 0, len(batch))
 	idx := make([]int, 0, len(batch)) // position in batch of msgs[i]
 	for i := range batch {
-		p := &batch[i]
-		out[i] = Outcome{MessageID: p.Meta.MessageID, Where: p.Where}
-		if p.Err != nil {
-			out[i].Status, out[i].Err = Failed, p.Err
+		b := &batch[i]
+		p.out[i] = Outcome{MessageID: b.Meta.MessageID, Where: b.Where}
+		if b.Err != nil {
+			p.out[i].Status, p.out[i].Err = Failed, b.Err
 			continue
 		}
-		if p.HeaderErr != nil {
-			a.log.Warn("storing message with unreadable header as is", "where", p.Where, "err", p.HeaderErr)
+		if b.HeaderErr != nil {
+			a.log.Warn("storing message with unreadable header as is", "where", b.Where, "err", b.HeaderErr)
 		}
 		n, err := a.gen.Next(ctx)
 		if err != nil {
-			return nil, err
+			p.out, p.err = nil, err
+			close(p.done)
+			return p
 		}
-		msgs = append(msgs, store.Message{Number: n, Raw: p.Raw, Digest: p.Digest, MessageID: p.Meta.MessageID, List: a.list})
+		msgs = append(msgs, store.Message{Number: n, Raw: b.Raw, MessageID: b.Meta.MessageID, List: a.list})
 		idx = append(idx, i)
 	}
 	if len(msgs) == 0 {
-		return out, nil
+		close(p.done)
+		return p
 	}
+	go func() {
+		defer close(p.done)
+		if err := a.put(ctx, msgs, idx, p.out); err != nil {
+			p.out, p.err = nil, err
+		}
+	}()
+	return p
+}
+
+// put stores msgs and fills in out, msgs[j] being out[idx[j]].
+func (a *Archiver) put(ctx context.Context, msgs []store.Message, idx []int, out []Outcome) error {
 	res, err := a.st.Put(ctx, msgs)
 	if err != nil {
-		return nil, fmt.Errorf("cannot store batch of %d messages: %w", len(msgs), err)
+		return fmt.Errorf("cannot store batch of %d messages: %w", len(msgs), err)
 	}
 	if len(res) != len(msgs) {
-		return nil, fmt.Errorf("cannot store batch: store returned %d results for %d messages", len(res), len(msgs))
+		return fmt.Errorf("cannot store batch: store returned %d results for %d messages", len(res), len(msgs))
 	}
 	for j, r := range res {
 		o := &out[idx[j]]
@@ -149,12 +185,12 @@ func (a *Archiver) Archive(ctx context.Context, batch []Prepared) ([]Outcome, er
 			o.Status = Duplicate
 			if a.list != "" {
 				if err := a.checkList(ctx, o); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // checkList notes a duplicate archived in another list than the one this

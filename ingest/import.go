@@ -125,7 +125,9 @@ const (
 // Import reads src to the end and archives every message of this
 // process's share, returning the totals. Its error is a read error of src
 // (after all read before it was stored) or a store error, which stops it:
-// earlier batches are stored, the failed one and later ones are not.
+// earlier batches are stored, the failed one is not, nor are later ones
+// but the one begun while it was written, which the totals and the
+// manifest count as what became of it.
 // Messages the store refused are counted as Failed, not returned.
 func Import(ctx context.Context, src Source, opts ImportOptions) (Stats, error) {
 	if opts.Archiver == nil {
@@ -236,35 +238,44 @@ func readChunks(ctx context.Context, src Source, opts ImportOptions, ordered, wo
 	}
 }
 
-// writeBatches stores the prepared chunks in input order, in batches.
+// storing is how many batches writeBatches has in the store at once: one
+// compressed while the other is written.
+const storing = 2
+
+// writeBatches stores the prepared chunks in input order, in batches, up
+// to storing batches at a time, and records their outcomes in order. A
+// store error stops it once the batches already started are done: those
+// are counted and in the manifest, whether they were stored or not.
 func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions) (Stats, error) {
 	var total Stats
-	var batch []Prepared
-	var size int
 	var enc *json.Encoder
 	if opts.Manifest != nil {
 		enc = json.NewEncoder(opts.Manifest)
 		enc.SetEscapeHTML(false)
 	}
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		out, err := opts.Archiver.Archive(ctx, batch)
+	type started struct {
+		batch []Prepared
+		p     *pending
+	}
+	var inFlight []started
+	// record waits for the oldest batch in flight and counts its outcomes.
+	record := func() error {
+		b := inFlight[0]
+		inFlight = inFlight[1:]
+		out, err := b.p.wait()
 		if err != nil {
 			// The whole batch failed: so did its messages, in totals and manifest.
 			if enc != nil {
-				for _, p := range batch {
+				for _, p := range b.batch {
 					enc.Encode(ManifestEntry{MessageID: bracket(p.Meta.MessageID), Status: Failed, Error: err.Error()})
 				}
 			}
-			total.Failed += int64(len(batch))
-			batch, size = batch[:0], 0
+			total.Failed += int64(len(b.batch))
 			return err
 		}
 		var s Stats
 		for i, o := range out {
-			s.Bytes += int64(len(batch[i].Raw))
+			s.Bytes += int64(len(b.batch[i].Raw))
 			e := ManifestEntry{MessageID: bracket(o.MessageID), Status: o.Status}
 			switch o.Status {
 			case Imported:
@@ -293,29 +304,52 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 			}
 		}
 		total.Add(s)
-		batch, size = batch[:0], 0
 		if opts.OnBatch != nil {
 			opts.OnBatch(total)
 		}
+		return nil
+	}
+	// finish records every batch in flight and returns the first error.
+	finish := func(err error) (Stats, error) {
+		for len(inFlight) > 0 {
+			if rerr := record(); err == nil {
+				err = rerr
+			}
+		}
+		return total, err
+	}
+	var batch []Prepared
+	var size int
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if len(inFlight) == storing {
+			if err := record(); err != nil {
+				return err
+			}
+		}
+		inFlight = append(inFlight, started{batch, opts.Archiver.start(ctx, batch)})
+		batch, size = nil, 0
 		return nil
 	}
 	for c := range ordered {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return total, ctx.Err()
+			return finish(ctx.Err())
 		}
 		for _, p := range c.prepared {
 			batch = append(batch, p)
 			size += len(p.Raw)
 			if len(batch) >= opts.BatchMessages || size >= opts.BatchBytes {
 				if err := flush(); err != nil {
-					return total, err
+					return finish(err)
 				}
 			}
 		}
 	}
-	return total, flush()
+	return finish(flush())
 }
 
 func bracket(id string) string {

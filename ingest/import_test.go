@@ -209,28 +209,33 @@ func TestImportReadErrorKeepsWhatWasRead(t *testing.T) {
 	}
 }
 
-// failingStore refuses every Put after the first `ok` ones.
+// failingStore refuses every Put of a batch holding the message whose
+// Message-ID is bad.
 type failingStore struct {
 	store.Store
-	ok int
+	bad string
 }
 
 var errFull = errors.New("no space left on device")
 
 func (f *failingStore) Put(ctx context.Context, m []store.Message) ([]store.Result, error) {
-	if f.ok == 0 {
-		return nil, errFull
+	for _, msg := range m {
+		if msg.MessageID == f.bad {
+			return nil, errFull
+		}
 	}
-	f.ok--
 	return f.Store.Put(ctx, m)
 }
 
+// A batch the store refuses stops the import. The batch begun while it
+// was written (batches are stored two at a time) is stored all the same,
+// and said so; none after it is begun.
 func TestImportStoreErrorStops(t *testing.T) {
 	ctx := context.Background()
 	st, runs := newArchive(t)
-	fs := &failingStore{Store: st, ok: 1}
+	fs := &failingStore{Store: st, bad: "f10@x"}
 	var list []ingest.Item
-	for i := range 25 {
+	for i := range 45 {
 		list = append(list, ingest.Item{Raw: msg(fmt.Sprintf("f%d@x", i), fmt.Sprint(i))})
 	}
 	var manifest bytes.Buffer
@@ -240,15 +245,24 @@ func TestImportStoreErrorStops(t *testing.T) {
 	if !errors.Is(err, errFull) {
 		t.Fatalf("Import() error = %v, want %v", err, errFull)
 	}
-	if s.Imported != 10 || s.Failed != 10 {
-		t.Errorf("Import() imported %d, failed %d; want 10 (the first batch), 10 (the batch the store refused)", s.Imported, s.Failed)
+	if s.Imported != 20 || s.Failed != 10 {
+		t.Errorf("Import() imported %d, failed %d; want 20 (the first batch and the third, begun with the second), 10 (the batch the store refused)", s.Imported, s.Failed)
 	}
 	m := readManifest(t, manifest.Bytes())
-	if len(m) != 20 || m[9].Status != ingest.Imported || m[10].Status != ingest.Failed || !strings.Contains(m[10].Error, errFull.Error()) {
-		t.Errorf("manifest = %d lines, [9]=%+v [10]=%+v; want 10 imported then the failed batch with the reason", len(m), m[min(9, len(m)-1)], m[min(10, len(m)-1)])
+	for i, e := range m {
+		want := ingest.Imported
+		if i >= 10 && i < 20 {
+			want = ingest.Failed
+		}
+		if e.Status != want || e.MessageID != fmt.Sprintf("<f%d@x>", i) || (want == ingest.Failed) != strings.Contains(e.Error, errFull.Error()) {
+			t.Errorf("manifest[%d] = %+v, want %s <f%d@x>", i, e, want, i)
+		}
 	}
-	if c, _ := st.Count(ctx); c != 10 {
-		t.Errorf("Count() = %d, want 10", c)
+	if len(m) != 30 {
+		t.Errorf("manifest = %d lines, want 30 (nothing of the fourth batch, never begun)", len(m))
+	}
+	if c, _ := st.Count(ctx); c != 20 {
+		t.Errorf("Count() = %d, want 20", c)
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// BenchmarkPrepare is the CPU work per message that the import workers do:
-// the digest and the header fields.
+// BenchmarkPrepare is the CPU work per message that the import workers do
+// (the header fields), beside the digest the store computes.
 func BenchmarkPrepare(b *testing.B) {
 	list := corpusItems(b)
 	var size int64

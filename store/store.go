@@ -175,7 +175,9 @@ func (d Digest) String() string { return hex.EncodeToString(d[:]) }
 type Message struct {
 	Number callnumber.Number
 	Raw    []byte
-	// Digest must be DigestOf(Raw).
+	// Digest is DigestOf(Raw), or zero: Put then computes it (and sets
+	// it in the batch given), so that a caller need not digest the bytes
+	// as well as the store, which checks every digest it is given.
 	Digest Digest
 	// MessageID is the Message-ID without angle brackets, or "".
 	MessageID string

@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Opener) {
 		{"MessageIDShared", testMessageIDShared},
 		{"NoMessageID", testNoMessageID},
 		{"Digest", testDigest},
+		{"ZeroDigest", testZeroDigest},
 		{"DuplicateInBatch", testDuplicateInBatch},
 		{"RetriedBatch", testRetriedBatch},
 		{"NumberTaken", testNumberTaken},
@@ -298,6 +299,30 @@ func testDigest(t *testing.T, open Opener) {
 	if n, err := f.s.ByDigest(t.Context(), store.DigestOf([]byte("never stored"))); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ByDigest(unknown) = %v, %v; want %v", n, err, store.ErrNotFound)
 	}
+}
+
+// A message given without its digest is digested by Put, which sets the
+// digest in the batch it was given; its duplicates are recognised alike.
+func testZeroDigest(t *testing.T, open Opener) {
+	f := setup(t, open)
+	raw := Mail("zero@example.org", "zero")
+	a := Message(f.auth.Number(t, 1, 0), raw, "zero@example.org", "")
+	a.Digest = store.Digest{}
+	msgs := []store.Message{a}
+	checkResults(t, mustPut(t, f.s, msgs...), store.Result{Number: a.Number})
+	if want := store.DigestOf(raw); msgs[0].Digest != want {
+		t.Errorf("after Put, the batch's Digest = %v, want %v", msgs[0].Digest, want)
+	}
+	a.Digest = store.DigestOf(raw)
+	checkGet(t, f.s, a)
+	if n, err := f.s.ByDigest(t.Context(), a.Digest); err != nil || n != a.Number {
+		t.Errorf("ByDigest(%v) = %v, %v; want %v", a.Digest, n, err, a.Number)
+	}
+	b := Message(f.auth.Number(t, 1, 1), bytes.ReplaceAll(raw, []byte("\n"), []byte("\r\n")), "zero@example.org", "")
+	b.Digest = store.Digest{}
+	checkResults(t, mustPut(t, f.s, b), store.Result{Number: a.Number, Duplicate: true})
+	checkNotFound(t, f.s, b.Number)
+	checkCount(t, f.s, 1)
 }
 
 func testDuplicateInBatch(t *testing.T, open Opener) {

@@ -48,9 +48,10 @@ type Plan struct {
 	Fields  []callnumber.Fields
 }
 
-// CheckDigests refuses a batch in which a Digest is not DigestOf(Raw)
-// (ErrInvalidMessage): a wrong digest could pass a new message off as a
-// duplicate, unstored. It needs no lock: call it before taking one.
+// CheckDigests sets each zero Digest to DigestOf(Raw) and refuses a batch
+// in which another Digest is not (ErrInvalidMessage): a wrong digest could
+// pass a new message off as a duplicate, unstored. It needs no lock: call
+// it before taking one.
 func CheckDigests(msgs []store.Message) error {
 	workers := min(runtime.GOMAXPROCS(0), len(msgs))
 	errs := make([]error, len(msgs))
@@ -59,7 +60,10 @@ func CheckDigests(msgs []store.Message) error {
 		wg.Go(func() {
 			for i := w; i < len(msgs); i += workers {
 				m := &msgs[i]
-				if d := store.DigestOf(m.Raw); d != m.Digest {
+				d := store.DigestOf(m.Raw)
+				if m.Digest == (store.Digest{}) {
+					m.Digest = d
+				} else if d != m.Digest {
 					errs[i] = fmt.Errorf("%w: message %d of the batch (call number %v): its Digest %.16s… is not the digest of its %d raw bytes (%.16s…); nothing of this batch was written", store.ErrInvalidMessage, i+1, m.Number, m.Digest, len(m.Raw), d)
 				}
 			}
