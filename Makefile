@@ -67,7 +67,7 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkMessagePage -benchtime 2000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
-	@echo "== hostile mail and requests, each beside an ordinary one (README: Reliability, hostile input)"
+	@echo "== hostile mail and requests, each beside an ordinary one (docs/reliability.md, Hostile input)"
 	$(GO) test -run '^$$' -bench 'BenchmarkHostile$$' -benchtime 10x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkHostileSearch -benchtime 2000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSlowReaders -benchtime 1x ./resolver/

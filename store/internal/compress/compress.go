@@ -199,10 +199,18 @@ func recordLevel(l store.CompressionLevel) record.Level {
 // LoadFunc is LoadDict where a backend stands (in its transaction, say).
 type LoadFunc func(id record.DictID) ([]byte, error)
 
-// Decode decodes a record of any version and checks its digest. A
-// dictionary the store lacks is an error wrapping record.ErrNoDictionary.
+// Decode decodes a record of any version and checks it (record.Codec.Decode).
+// A dictionary the store lacks is an error wrapping record.ErrNoDictionary.
 func (c *Compressor) Decode(rec []byte, load LoadFunc) (record.Message, error) {
 	return c.codec.Decode(rec, func(id record.DictID) (*record.Dictionary, error) {
+		return c.dictionary(id, load)
+	})
+}
+
+// DecodeDigest is Decode checking every record's digest
+// (record.Codec.DecodeDigest).
+func (c *Compressor) DecodeDigest(rec []byte, load LoadFunc) (record.Message, error) {
+	return c.codec.DecodeDigest(rec, func(id record.DictID) (*record.Dictionary, error) {
 		return c.dictionary(id, load)
 	})
 }

@@ -26,9 +26,15 @@
 //	                  compressions 1 and 2) or one S2 block (3 and 4)
 //
 // An S2 record's dictionary is the S2 dictionary of the zstd one's
-// content. Frames and blocks carry no checksum and no meaningful
-// dictionary ID: the digest covers the decoded bytes, and the header names
-// the dictionary, which is never deleted.
+// content. Frames carry no meaningful dictionary ID: the header names the
+// dictionary, which is never deleted. Blocks and the frames of messages
+// under LargeMessage carry no checksum: the digest covers the decoded
+// bytes. The frames of larger messages written since Decode learnt of it
+// carry zstd's content checksum (the low 32 bits of XXH64), checked as
+// they decode, which readers check instead of the digest: on a message of
+// many megabytes SHA-256 would cost ten times the decoding, for the same
+// assurance against damage. (What vouches for a message's identity, a
+// compaction, checks the digest all the same: DecodeDigest.)
 //
 // # Payload
 //
@@ -41,10 +47,11 @@
 // The raw bytes come last so that they need no length; the Message-ID is
 // compressed with them, which repeat it.
 //
-// Codec.Decode recomputes the digest of the raw bytes and refuses a record
-// whose digest differs (ErrCorrupt): a damaged record is an error, never
-// other bytes. (As the digest reads CRLF as LF, a CR added or removed
-// before an LF would pass; no bit flip does that.)
+// Codec.Decode recomputes the digest of the raw bytes (or checks the
+// frame's checksum, above) and refuses a record whose bytes differ
+// (ErrCorrupt): a damaged record is an error, never other bytes. (As the
+// digest reads CRLF as LF, a CR added or removed before an LF would pass;
+// no bit flip does that.)
 package record
 
 import (
@@ -213,7 +220,7 @@ func ParseHeader(b []byte) (Header, []byte, error) {
 // its digest, for a record whose raw bytes are kept elsewhere (a Riak
 // pack's); Codec.Decode checks it. The returned Raw may alias b.
 func DecodeMessage(b []byte) (Message, error) {
-	return defaultCodec.decode(b, nil, false)
+	return defaultCodec.decode(b, nil, checkNothing)
 }
 
 // defaultCodec decodes records without a dictionary for DecodeMessage.

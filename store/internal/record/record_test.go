@@ -327,6 +327,72 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// A large message's frame carries zstd's checksum, which Decode checks
+// instead of the digest: damage anywhere in the frame is an error, though
+// it decodes; DecodeDigest checks the digest all the same. A small
+// message's frame carries none, and its digest is checked.
+func TestLargeChecksum(t *testing.T) {
+	var c Codec
+	// Bytes that do not compress (the literals are stored as they are, so
+	// that a byte flipped among them still decodes), then text that does.
+	noise := make([]byte, LargeMessage)
+	for i, x := 0, uint32(1); i < len(noise); i++ {
+		x = x*1664525 + 1013904223
+		noise[i] = byte(x >> 24)
+	}
+	raw := append(mail(1, strings.Repeat("the body of a large message\n", 4096)), noise...)
+	m := message(raw, "large@example.org", "l")
+	small := message(mail(2, "a short one\n"), "small@example.org", "l")
+	for _, l := range []Level{Fastest, Fast, Strong} {
+		rec, err := c.AppendLevel(nil, m, nil, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, frame, err := ParseHeader(rec)
+		if err != nil || h.Compression != Zstd || !hasChecksum(frame) {
+			t.Fatalf("level %v: the record of a large message: %v, compression %v, checksum %v; want zstd with a checksum", l, err, h.Compression, hasChecksum(frame))
+		}
+		if got, err := c.Decode(rec, nil); err != nil || !same(got, m) {
+			t.Fatalf("level %v: Decode = %v; want the message", l, err)
+		}
+		// A byte of the noise, flipped: the frame still decodes.
+		at := bytes.Index(rec, noise[1000:1016])
+		if at < 0 {
+			t.Fatalf("level %v: the noise is not stored as it is", l)
+		}
+		damaged := bytes.Clone(rec)
+		damaged[at+8] ^= 1
+		if _, err := c.Decode(damaged, nil); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("level %v: Decode(a byte of the frame flipped) = %v, want %v", l, err, ErrCorrupt)
+		}
+		if _, err := c.DecodeDigest(damaged, nil); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("level %v: DecodeDigest(a byte of the frame flipped) = %v, want %v", l, err, ErrCorrupt)
+		}
+		// Another digest in the header: the checksum vouches for the bytes,
+		// and only DecodeDigest sees the record is not of this digest.
+		other := bytes.Clone(rec)
+		other[10] ^= 1
+		if _, err := c.Decode(other, nil); err != nil {
+			t.Errorf("level %v: Decode(the digest flipped) = %v, want the frame's checksum to vouch for the bytes", l, err)
+		}
+		if _, err := c.DecodeDigest(other, nil); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("level %v: DecodeDigest(the digest flipped) = %v, want %v", l, err, ErrCorrupt)
+		}
+
+		srec, err := c.AppendLevel(nil, small, nil, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, frame, _ := ParseHeader(srec); hasChecksum(frame) {
+			t.Errorf("level %v: the record of a small message carries a checksum", l)
+		}
+		srec[10] ^= 1
+		if _, err := c.Decode(srec, nil); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("level %v: Decode(a small record, the digest flipped) = %v, want %v", l, err, ErrCorrupt)
+		}
+	}
+}
+
 func TestDictionaries(t *testing.T) {
 	d := dictionary(t)
 	if d.ID != IDOf(d.Bytes) {
