@@ -337,6 +337,14 @@ func TestRebuildReplaces(t *testing.T) {
 	if err := c.r.QueryRowContext(t.Context(), `SELECT v FROM fts_config WHERE k = 'automerge'`).Scan(&automerge); err != nil || automerge != ftsAutomerge {
 		t.Errorf("the rebuilt search index's automerge = %d, %v; want %d", automerge, err, ftsAutomerge)
 	}
+	// The pages of the segments merged away are given back: none is free.
+	var free, vacuum int
+	if err := c.r.QueryRowContext(t.Context(), `PRAGMA freelist_count`).Scan(&free); err != nil || free != 0 {
+		t.Errorf("the rebuilt catalog has %d free pages, %v; want 0", free, err)
+	}
+	if err := c.r.QueryRowContext(t.Context(), `PRAGMA auto_vacuum`).Scan(&vacuum); err != nil || vacuum != 2 {
+		t.Errorf("the rebuilt catalog's auto_vacuum = %d, %v; want 2 (incremental)", vacuum, err)
+	}
 	// A store that fails half way leaves the old catalog in place.
 	if _, err := Rebuild(t.Context(), path, failingStore{a.st}, SyncOptions{PageSize: 2}, Options{}); err == nil {
 		t.Errorf("Rebuild over a failing store = nil error")

@@ -308,13 +308,19 @@ func (c *Catalog) resetCursor(ctx context.Context) error {
 const ftsAutomerge = 4
 
 // compact merges the search index into one segment, which every word of a
-// query then reads once (FTS5 merges only now and then). No VACUUM: it
-// would free the old segments' pages but write the whole file twice more.
+// query then reads once (FTS5 merges only now and then), and gives the
+// pages of the old segments back to the file system: an incremental
+// vacuum moves only the pages past the free ones, where VACUUM would
+// write the whole file twice more. (A catalog created before it had
+// auto_vacuum keeps its free pages for later writes.)
 func (c *Catalog) compact(ctx context.Context) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if _, err := c.w.ExecContext(ctx, `INSERT INTO fts(fts) VALUES('optimize')`); err != nil {
 		return fmt.Errorf("cannot merge the search index: %w", err)
+	}
+	if _, err := c.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
+		return fmt.Errorf("cannot give back the pages the merge freed: %w", err)
 	}
 	return nil
 }
