@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -85,6 +85,9 @@ type Catalog struct {
 
 	wmu sync.Mutex // serializes writes and guards st
 	st  *writeState
+	// spool, while a rebuild indexes the store, holds the search text
+	// until the labels can follow the dates (labels.go). Guarded by wmu.
+	spool *textSpool
 
 	status atomic.Pointer[Status]
 
@@ -354,8 +357,11 @@ CREATE TABLE messages (
 	via         TEXT    NOT NULL,         -- the list's address a rewritten From had, or ''
 	joined      INTEGER NOT NULL,         -- JoinedBy
 	quotes      INTEGER NOT NULL,         -- messages.id it quotes, joined by subject; or 0
-	sketch      BLOB                      -- subject.go; NULL for a message with references
+	sketch      BLOB,                     -- subject.go; NULL for a message with references
+	label       INTEGER NOT NULL UNIQUE   -- its rowid in fts (labels.go); negative while a rebuild spools its text
 );
+-- The labelled messages in date order, without the late ones (labels.go).
+CREATE INDEX messages_date ON messages (date) WHERE label < 4611686018427387904;
 CREATE INDEX messages_list_date ON messages (list, date);
 CREATE INDEX messages_list_arrived ON messages (list, arrived);
 CREATE INDEX messages_thread ON messages (thread, date);

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/chibrary/chibrary/store"
@@ -54,6 +53,7 @@ type indexer struct {
 	newThread, addToThread, threadSize           *sql.Stmt
 	moveMessages, dropThread, recount            *sql.Stmt
 	list, month, fts                             *sql.Stmt
+	labelBefore, labelAfter, lateLabel           *sql.Stmt
 	wire                                         *sql.Stmt
 	newMailbox, numberFor, addNumber             *sql.Stmt
 	countNumber, dropCarried, takeNext           *sql.Stmt
@@ -61,18 +61,20 @@ type indexer struct {
 	carried bool
 	// moved: moves wait for their messages (move.go).
 	moved bool
+	// spool, during a rebuild, takes the search text (labels.go).
+	spool *textSpool
 }
 
 func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) {
-	ix := &indexer{ctx: ctx, tx: tx}
+	ix := &indexer{ctx: ctx, tx: tx, spool: c.spool}
 	stmts := []struct {
 		s   **sql.Stmt
 		sql string
 	}{
 		{&ix.exists, `SELECT 1 FROM messages WHERE cn=?`},
 		{&ix.insertMsg, `INSERT INTO messages (cn, list, date, date_source, from_name, from_addr, subject, base, reply, msgid, thread, size, attachments, added,
-			arrived, via, joined, quotes, sketch)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			arrived, via, joined, quotes, sketch, label)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&ix.insertRef, `INSERT INTO refs (msg, pos, msgid) VALUES (?, ?, ?)`},
 		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid=? AND list=? LIMIT 1`},
 		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.msgid=? AND m.list=? LIMIT 1`},
@@ -105,7 +107,10 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 			ON CONFLICT (name) DO UPDATE SET messages=messages+1, first=min(first, ?2), last=max(last, ?2)`},
 		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
-		{&ix.fts, `INSERT INTO fts (rowid, subject, sender, body, quoted, files) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&ix.fts, ftsInsertSQL},
+		{&ix.labelBefore, labelBeforeSQL},
+		{&ix.labelAfter, labelAfterSQL},
+		{&ix.lateLabel, `UPDATE messages SET label=? WHERE id=?`},
 		{&ix.wire, `INSERT INTO wire (msg, size, lines) VALUES (?, ?, ?)`},
 		{&ix.newMailbox, newMailboxSQL},
 		{&ix.numberFor, numberForSQL},
@@ -175,15 +180,36 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	if len(d.sketch) > 0 {
 		sk = d.sketch
 	}
+	// The label (labels.go). In a rebuild, which spools the text, a
+	// stand-in of the label's size, so that setting the label does not
+	// grow the row; a late label once the id is known, -1 until then.
+	var label int64
+	placed := false
+	if ix.spool != nil {
+		label = ix.spool.standIn()
+	} else if label, placed, err = ix.label(date); err != nil {
+		return false, err
+	} else if !placed {
+		label = -1
+	}
 	res, err := ix.insertMsg.ExecContext(ix.ctx, d.cn, d.list, date, int(d.dateSource), d.fromName, d.fromAddr,
 		d.subject, d.base, d.reply, d.msgid, thread, d.size, d.attachments, d.added.Unix(),
-		d.arrived.Unix(), d.via, int(how), quotes, sk)
+		d.arrived.Unix(), d.via, int(how), quotes, sk, label)
 	if err != nil {
 		return false, err
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
 		return false, err
+	}
+	if ix.spool == nil && !placed {
+		if id > lateIDMask {
+			return false, ErrTooMany
+		}
+		label = lateLabel(date, id)
+		if _, err := ix.lateLabel.ExecContext(ix.ctx, label, id); err != nil {
+			return false, err
+		}
 	}
 	if _, err := ix.wire.ExecContext(ix.ctx, id, d.wireSize, d.lines); err != nil {
 		return false, err
@@ -211,7 +237,11 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	if _, err := ix.month.ExecContext(ix.ctx, d.list, y*100+int(m)); err != nil {
 		return false, err
 	}
-	if _, err := ix.fts.ExecContext(ix.ctx, ftsRowid(date, id), d.subject, strings.TrimSpace(d.fromName+" "+d.fromAddr+" "+d.via), d.body, d.quoted, d.files); err != nil {
+	if ix.spool != nil {
+		return true, ix.spool.put(id, d)
+	}
+	cols := ftsColumns(d)
+	if _, err := ix.fts.ExecContext(ix.ctx, label, cols[0], cols[1], cols[2], cols[3], cols[4]); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -36,7 +36,7 @@ func (o Options) at(step string) {
 // path; the caller holds path's lock.
 func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (int, error) {
 	tmp := path + ".rebuild"
-	for _, suffix := range []string{"", "-wal", "-shm"} {
+	for _, suffix := range []string{"", "-wal", "-shm", ".text"} {
 		if err := os.Remove(tmp + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 		}
@@ -62,7 +62,7 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	}
 	var n int
 	if err == nil {
-		n, err = nc.Sync(ctx, st, opts)
+		n, err = nc.syncSpooled(ctx, st, opts, tmp+".text")
 	}
 	if err == nil {
 		err = nc.compact(ctx)
@@ -75,7 +75,7 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	}
 	os.Remove(tmp + ".lock")
 	if err != nil {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
+		for _, suffix := range []string{"", "-wal", "-shm", ".text"} {
 			os.Remove(tmp + suffix)
 		}
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
@@ -96,6 +96,32 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	// What Close left of the new catalog's WAL (empty) goes too.
 	for _, suffix := range []string{"-wal", "-shm"} {
 		os.Remove(tmp + suffix)
+	}
+	return n, nil
+}
+
+// syncSpooled is Sync for a rebuild: the search text waits in a spool at
+// path until every message is indexed, then goes into the search index
+// under labels in date order (labels.go), whatever the store's order.
+func (c *Catalog) syncSpooled(ctx context.Context, st store.Store, opts SyncOptions, path string) (int, error) {
+	s, err := newTextSpool(path)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	defer s.close()
+	c.wmu.Lock()
+	c.spool = s
+	c.wmu.Unlock()
+	n, err := c.Sync(ctx, st, opts)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.spool = nil
+	if err != nil {
+		return 0, err
+	}
+	if err := c.placeText(ctx, s); err != nil {
+		return 0, fmt.Errorf("cannot build the search index: %w", err)
 	}
 	return n, nil
 }

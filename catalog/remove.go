@@ -40,9 +40,10 @@ func (ix *indexer) remove(r store.Removal) error {
 	}
 	var (
 		id, date, thread int64
+		label            int64 // negative: in a rebuild's spool, not in fts
 		list             string
 	)
-	err := ix.tx.QueryRowContext(ix.ctx, `SELECT id, date, thread, list FROM messages WHERE cn=?`, cn).Scan(&id, &date, &thread, &list)
+	err := ix.tx.QueryRowContext(ix.ctx, `SELECT id, date, thread, list, label FROM messages WHERE cn=?`, cn).Scan(&id, &date, &thread, &list, &label)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // never indexed, or removed already
 	}
@@ -53,7 +54,7 @@ func (ix *indexer) remove(r store.Removal) error {
 		q    string
 		args []any
 	}{
-		{`DELETE FROM fts WHERE rowid=?`, []any{ftsRowid(date, id)}},
+		{`DELETE FROM fts WHERE rowid=?`, []any{label}},
 		{`DELETE FROM refs WHERE msg=?`, []any{id}},
 		{`DELETE FROM messages WHERE id=?`, []any{id}},
 		{`UPDATE months SET messages=messages-1 WHERE list=? AND month=?`, []any{list, monthOf(date)}},
@@ -99,6 +100,9 @@ func monthOf(date int64) int {
 func (c *Catalog) scrub(ctx context.Context) error {
 	if _, err := c.w.ExecContext(ctx, `INSERT INTO fts(fts) VALUES('optimize')`); err != nil {
 		return fmt.Errorf("cannot merge the search index after a removal: %w", err)
+	}
+	if _, err := c.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
+		return fmt.Errorf("cannot give back the pages of the search index after a removal: %w", err)
 	}
 	if _, err := c.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return fmt.Errorf("cannot checkpoint the catalog after a removal: %w", err)

@@ -5,18 +5,21 @@ package catalog
 // quoted lines are separate columns, so that relevance ranks a message
 // that says a word above one that quotes it.
 //
-// A row's rowid is the message's date shifted left idBits, or'ed with its
-// messages.id: FTS5 walks matches in rowid order, so "newest first" is the
-// index's own order, a page costs the same however many messages match,
-// and a date range is a rowid range.
+// A row's rowid is its message's label (labels.go), in date order: FTS5
+// walks matches in rowid order, so "newest first" is the index's own
+// order, a page costs the same however many messages match, and a date
+// range is a rowid range. A search reads the labels and the late labels
+// each so, and merges the two.
 
 import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -28,13 +31,8 @@ import (
 	"github.com/chibrary/chibrary/mailview"
 )
 
-const (
-	// idBits of an fts rowid hold the messages.id.
-	idBits = 30
-	idMask = 1<<idBits - 1
-	// maxIndexedText bounds the text of one message that is indexed.
-	maxIndexedText = 1 << 20
-)
+// maxIndexedText bounds the text of one message that is indexed.
+const maxIndexedText = 1 << 20
 
 // Weights of the fts columns for sort=relevance (bm25).
 const bm25Weights = "10.0, 5.0, 1.0, 0.2, 1.0"
@@ -44,25 +42,43 @@ CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted, files,
 	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
 `
 
-func ftsRowid(date, id int64) int64 { return date<<idBits | id }
-
-// maxDate is the last date, in Unix seconds, an fts rowid holds.
-const maxDate = math.MaxInt64 >> idBits
-
-// rowids returns the range of fts rowids of q's dates, both included.
-// A bound before 1970 is 1970-01-01: no message is earlier. An upper
-// bound past maxDate is none; a lower one finds nothing.
-func (q *Query) rowids() (lo, hi int64) {
-	lo, hi = 0, math.MaxInt64
+// dates returns the range of q's dates in Unix seconds, both included:
+// after:X from the start of X, before:Y up to its start.
+func (q *Query) dates() (lo, hi int64) {
+	lo, hi = math.MinInt64, math.MaxInt64
 	if q.After != nil {
-		lo = ftsRowid(min(max(q.After.Unix(), 0), maxDate), 0)
+		lo = q.After.Unix()
 	}
 	if q.Before != nil {
-		if b := q.Before.Unix(); b <= maxDate {
-			hi = ftsRowid(max(b, 0), 0) - 1
-		}
+		hi = q.Before.Unix() - 1
 	}
 	return lo, hi
+}
+
+// span is a range of fts rowids, both included.
+type span struct{ lo, hi int64 }
+
+// spans returns the ranges of the labels and of the late labels of the
+// messages dated lo to hi: the first from the messages' dates, the
+// second from the late labels' own.
+func spans(ctx context.Context, tx *sql.Tx, lo, hi int64) (labels, late span, err error) {
+	labels, late = span{1, lateBase - 1}, span{lateLabel(lo, 0), lateLabel(hi, lateIDMask)}
+	if hi < 0 || hi < lo {
+		return span{1, 0}, span{1, 0}, nil
+	}
+	if lo != math.MinInt64 {
+		err = tx.QueryRowContext(ctx, `SELECT label FROM messages WHERE date >= ? AND label < `+lateBaseSQL+` ORDER BY date, id LIMIT 1`, lo).Scan(&labels.lo)
+		if errors.Is(err, sql.ErrNoRows) {
+			labels, err = span{1, 0}, nil
+		}
+	}
+	if err == nil && hi != math.MaxInt64 && labels.lo <= labels.hi {
+		err = tx.QueryRowContext(ctx, `SELECT label FROM messages WHERE date <= ? AND label < `+lateBaseSQL+` ORDER BY date DESC, id DESC LIMIT 1`, hi).Scan(&labels.hi)
+		if errors.Is(err, sql.ErrNoRows) {
+			labels, err = span{1, 0}, nil
+		}
+	}
+	return labels, late, err
 }
 
 // Text returns the text a reader searches in a message, at most about
@@ -173,59 +189,6 @@ type SearchResult struct {
 // Search returns a page of the messages matching q.
 func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (SearchResult, error) {
 	what := "search results"
-	var where []string
-	var args []any
-	lo, hi := q.rowids()
-	listFilter := func(col string) {
-		if len(q.Lists) > 0 {
-			where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(q.Lists)), ",")+")")
-			for _, l := range q.Lists {
-				args = append(args, l)
-			}
-		}
-	}
-	// The count reads one past CountLimit, to know whether there are more
-	// (SQLite's LIMIT -1: no limit).
-	countLimit := -1
-	if opts.CountLimit > 0 {
-		countLimit = opts.CountLimit + 1
-	}
-	var count, page string
-	var countArgs, pageArgs []any
-	if m := q.match(); m != "" {
-		where = append(where, "fts MATCH ?", "fts.rowid BETWEEN ? AND ?")
-		args = append(args, m, lo, hi)
-		listFilter("m.list")
-		from := `FROM fts JOIN messages m ON m.id = (fts.rowid & ` + fmt.Sprint(idMask) + `) WHERE ` + strings.Join(where, " AND ")
-		if len(q.Lists) == 0 {
-			// Without a list filter the join adds nothing to a count.
-			count = `SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)`
-			countArgs = append(append([]any{}, args[:3]...), countLimit)
-		} else {
-			count = `SELECT count(*) FROM (SELECT 1 ` + from + ` LIMIT ?)`
-			countArgs = append(append([]any{}, args...), countLimit)
-		}
-		order := "fts.rowid DESC"
-		if opts.Sort == Relevance {
-			order = "bm25(fts, " + bm25Weights + "), fts.rowid DESC"
-		}
-		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
-		pageArgs = append(append([]any{}, args...), opts.Limit, opts.Offset)
-	} else {
-		// Only filters (and maybe exclusions): the messages table.
-		where = append(where, "m.date >= ? AND m.date <= ?")
-		args = append(args, lo>>idBits, hi>>idBits)
-		listFilter("m.list")
-		if neg := q.negatives(); neg != "" {
-			where = append(where, `ftsRowid NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)`)
-			args = append(args, neg)
-		}
-		from := `FROM (SELECT *, (date << ` + fmt.Sprint(idBits) + `) | id AS ftsRowid FROM messages) m WHERE ` + strings.Join(where, " AND ")
-		count = `SELECT count(*) FROM (SELECT 1 ` + from + ` LIMIT ?)`
-		countArgs = append(append([]any{}, args...), countLimit)
-		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
-		pageArgs = append(append([]any{}, args...), opts.Limit, opts.Offset)
-	}
 	// Searches wait for one of their own connections (page reads have
 	// theirs), then have SearchTimeout to read.
 	conn, err := c.s.Conn(ctx)
@@ -246,6 +209,10 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 		return fail(err)
 	}
 	defer tx.Rollback()
+	count, countArgs, page, pageArgs, err := searchSQL(qctx, tx, q, opts)
+	if err != nil {
+		return fail(err)
+	}
 	var res SearchResult
 	if err := tx.QueryRowContext(qctx, count, countArgs...).Scan(&res.Total); err != nil {
 		return fail(err)
@@ -270,6 +237,98 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 		return fail(err)
 	}
 	return res, nil
+}
+
+// searchSQL returns the statements that count q's matches and read the
+// page opts asks for, with their arguments.
+func searchSQL(ctx context.Context, tx *sql.Tx, q *Query, opts SearchOptions) (count string, countArgs []any, page string, pageArgs []any, err error) {
+	lo, hi := q.dates()
+	var lists string
+	var listArgs []any
+	if len(q.Lists) > 0 {
+		lists = " AND m.list IN (" + strings.TrimSuffix(strings.Repeat("?,", len(q.Lists)), ",") + ")"
+		for _, l := range q.Lists {
+			listArgs = append(listArgs, l)
+		}
+	}
+	// The count reads one past CountLimit, to know whether there are more
+	// (SQLite's LIMIT -1: no limit).
+	countLimit := -1
+	if opts.CountLimit > 0 {
+		countLimit = opts.CountLimit + 1
+	}
+	m := q.match()
+	if m == "" {
+		// Only filters (and maybe exclusions): the messages table.
+		where := "m.date >= ? AND m.date <= ?" + lists
+		args := append([]any{lo, hi}, listArgs...)
+		if neg := q.negatives(); neg != "" {
+			where += ` AND m.label NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)`
+			args = append(args, neg)
+		}
+		from := `FROM messages m WHERE ` + where
+		count = `SELECT count(*) FROM (SELECT 1 ` + from + ` LIMIT ?)`
+		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
+		return count, append(slices.Clone(args), countLimit), page, append(args, opts.Limit, opts.Offset), nil
+	}
+	labels, late, err := spans(ctx, tx, lo, hi)
+	if err != nil {
+		return "", nil, "", nil, err
+	}
+	// Late labels are the exception (labels.go): most searches read one
+	// run of labels, as the index was read before there were two.
+	var lateOnes bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE label BETWEEN ? AND ?)`, late.lo, late.hi).Scan(&lateOnes); err != nil {
+		return "", nil, "", nil, err
+	}
+	const join = `FROM fts JOIN messages m ON m.label = fts.rowid WHERE fts MATCH ?`
+	if !lateOnes {
+		// Every message has a label: one run, read in rowid order.
+		where, args := "", []any{m}
+		if lo != math.MinInt64 || hi != math.MaxInt64 {
+			where, args = " AND fts.rowid BETWEEN ? AND ?", append(args, labels.lo, labels.hi)
+		}
+		if lists == "" {
+			// Without a list filter the join adds nothing to a count.
+			count = `SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?` + where + ` LIMIT ?)`
+		} else {
+			count = `SELECT count(*) FROM (SELECT 1 ` + join + where + lists + ` LIMIT ?)`
+		}
+		args = append(args, listArgs...)
+		order := "fts.rowid DESC"
+		if opts.Sort == Relevance {
+			order = "bm25(fts, " + bm25Weights + "), fts.rowid DESC"
+		}
+		page = `SELECT ` + messageColumns + ` ` + join + where + lists + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
+		return count, append(slices.Clone(args), countLimit), page, append(args, opts.Limit, opts.Offset), nil
+	}
+	// The labelled messages, then the late ones (whose labels may hold a
+	// clamped date: their own dates are checked).
+	inLabels, labelsArgs := join+` AND fts.rowid BETWEEN ? AND ?`+lists, append([]any{m, labels.lo, labels.hi}, listArgs...)
+	inLate, lateArgs := join+` AND fts.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?`+lists, append([]any{m, late.lo, late.hi, lo, hi}, listArgs...)
+	countLabels := inLabels
+	if lists == "" {
+		countLabels = `FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?`
+	}
+	count = `SELECT (SELECT count(*) FROM (SELECT 1 ` + countLabels + ` LIMIT ?)) + (SELECT count(*) FROM (SELECT 1 ` + inLate + ` LIMIT ?))`
+	countArgs = append(append(append(slices.Clone(labelsArgs), countLimit), lateArgs...), countLimit)
+	if opts.Sort == Relevance {
+		// One rank of every match, labelled or late.
+		page = `SELECT ` + messageColumns + ` ` + join +
+			` AND (fts.rowid BETWEEN ? AND ? OR fts.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?)` + lists +
+			` ORDER BY bm25(fts, ` + bm25Weights + `), m.date DESC, m.id DESC LIMIT ? OFFSET ?`
+		pageArgs = append(append([]any{m, labels.lo, labels.hi, late.lo, late.hi, lo, hi}, listArgs...), opts.Limit, opts.Offset)
+		return count, countArgs, page, pageArgs, nil
+	}
+	// Newest first: each run in its rowid order, as far as the page
+	// reaches, merged by date.
+	reach := opts.Offset + opts.Limit
+	page = `SELECT ` + messageColumns + ` FROM (` +
+		`SELECT * FROM (SELECT m.* ` + inLabels + ` ORDER BY fts.rowid DESC LIMIT ?)` +
+		` UNION ALL SELECT * FROM (SELECT m.* ` + inLate + ` ORDER BY fts.rowid DESC LIMIT ?)` +
+		`) m ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
+	pageArgs = append(append(append(slices.Clone(labelsArgs), reach), lateArgs...), reach, opts.Limit, opts.Offset)
+	return count, countArgs, page, pageArgs, nil
 }
 
 // Fragment is a piece of an excerpt; Match marks a word searched for.
