@@ -553,10 +553,6 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
 	}
-	for i, r := range refs {
-		// A catalog written before references were cut keeps them all.
-		refs[i] = r[max(0, len(r)-MaxReferences):]
-	}
 	removed, err := c.removedIn(ctx, tx, msgs, refs)
 	if err != nil {
 		return nil, c.readErr(what, err)
