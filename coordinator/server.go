@@ -335,9 +335,10 @@ func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, KindInternal, "cannot copy the database")
 		return
 	}
-	os.Remove(f.Name()) // it holds the key: nothing left behind, whatever happens
+	// It holds the key: created 0600 (os.CreateTemp), and unlinked at once,
+	// so that nothing is left behind whatever happens.
+	os.Remove(f.Name())
 	defer f.Close()
-	f.Chmod(authority.FileMode)
 	size, err := a.Backup(f, nil)
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
