@@ -283,17 +283,23 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		d.Title = "(no subject)"
 	}
 	// At most MaxReferences lookups, In-Reply-To first, then the last
-	// References: the closest ancestors (RFC 5322 section 3.6.4).
-	budget := s.opts.MaxReferences
-	inReplyTo := firstUnique(v.InReplyTo, nil, &budget)
-	refs := v.References
-	if len(refs) > budget {
-		refs = refs[len(refs)-budget:]
+	// References: the closest ancestors (RFC 5322 section 3.6.4). Not
+	// when the thread says what the message replies to: the page shows
+	// that instead (and each lookup is a read of the store).
+	complete := true
+	if nav == nil || nav.Parent == nil && nav.ParentRemoved == nil && nav.MissingParent == "" {
+		budget := s.opts.MaxReferences
+		inReplyTo := firstUnique(v.InReplyTo, nil, &budget)
+		refs := v.References
+		if len(refs) > budget {
+			refs = refs[len(refs)-budget:]
+		}
+		refs = firstUnique(refs, inReplyTo, &budget)
+		var found map[string][]callnumber.Number
+		found, complete = s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
+		d.InReplyTo = links(inReplyTo, found, m.Number)
+		d.References = links(refs, found, m.Number)
 	}
-	refs = firstUnique(refs, inReplyTo, &budget)
-	found, complete := s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
-	d.InReplyTo = links(inReplyTo, found, m.Number)
-	d.References = links(refs, found, m.Number)
 	d.Nav, d.Replies = nav, len(v.InReplyTo)+len(v.References) > 0
 	if nav == nil || nav.Parent == nil {
 		complete = s.label(r.Context(), d.InReplyTo) && complete
