@@ -45,7 +45,8 @@ check:
 # importer against a bare bbolt loop and against the importer of
 # $(BEFORE), before compression (separate processes: wall time, peak
 # RSS, bytes on disk, store bytes per input byte, then the same store
-# after resolver compact), the importer into a Riak node (started from the
+# after resolver compact), on the sample and at the whole list's size,
+# the importer into a Riak node (started from the
 # Riak test kit, ../shared/riak; msg/s and requests per message beside
 # bbolt's), then the packages' Go benchmarks, the resolver's raw reads
 # before and after, and the cost of hostile mail and requests beside
@@ -54,6 +55,8 @@ check:
 bench: build
 	scripts/before.sh $(BEFORE) $(BIN)/before
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --before $(BIN)/before/importer --resolver $(BIN)/resolver
+	@echo "== the importer against the bare loop at the size of the whole list (the sample 16 times over)"
+	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --copies 16 --rounds 3 --riak off
 	$(GO) test -run '^$$' -bench . -benchmem ./callnumber/ ./shuffle/
 	$(GO) test -run '^$$' -bench . -benchtime 5000x ./authority/ ./coordinator/
 	@# 3 allocators racing on a cluster of 3 Riak nodes from the kit (skips without it).
