@@ -333,11 +333,43 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 		batch, size = nil, 0
 		return nil
 	}
-	for c := range ordered {
+	// Each batch is recorded as soon as it is stored (and those before
+	// it), not when the next one needs its place: the manifest and the
+	// progress keep up while the input is slow.
+	stored := func() <-chan struct{} {
+		if len(inFlight) == 0 {
+			return nil
+		}
+		return inFlight[0].p.done
+	}
+	for {
+		var c *chunk
 		select {
-		case <-c.done:
+		case <-stored():
+			if err := record(); err != nil {
+				return finish(err)
+			}
+			continue
 		case <-ctx.Done():
 			return finish(ctx.Err())
+		case next, ok := <-ordered:
+			if !ok {
+				return finish(flush())
+			}
+			c = next
+		}
+	prepared:
+		for {
+			select {
+			case <-c.done:
+				break prepared
+			case <-stored():
+				if err := record(); err != nil {
+					return finish(err)
+				}
+			case <-ctx.Done():
+				return finish(ctx.Err())
+			}
 		}
 		for _, p := range c.prepared {
 			batch = append(batch, p)
@@ -349,7 +381,6 @@ func writeBatches(ctx context.Context, ordered <-chan *chunk, opts ImportOptions
 			}
 		}
 	}
-	return finish(flush())
 }
 
 func bracket(id string) string {

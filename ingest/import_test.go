@@ -10,7 +10,10 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
@@ -440,4 +443,79 @@ func FuzzParsePartition(f *testing.F) {
 			t.Fatalf("ParsePartition(%q) = %d/%d, which reads back as %d/%d, %v", s, k, n, k2, n2, err)
 		}
 	})
+}
+
+// stalling yields its messages, then blocks until release hands it more
+// (or is closed): an input that stops coming for a while (a pipe, a slow
+// disk).
+type stalling struct {
+	items
+	release chan []ingest.Item
+}
+
+func (s *stalling) Next() (ingest.Item, error) {
+	if len(s.list) == 0 {
+		s.list = <-s.release
+	}
+	return s.items.Next()
+}
+
+// lockedBuffer is a bytes.Buffer written by Import and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.b.Bytes())
+}
+
+// Every batch stored is in the manifest (and the progress) at once, even
+// while the input stalls and no later batch comes to take its place.
+func TestManifestKeepsUp(t *testing.T) {
+	st, runs := newArchive(t)
+	src := &stalling{release: make(chan []ingest.Item, 1)}
+	// Two whole chunks reach the writer (chunkMessages is 128): four
+	// batches of 64, stored while the input stalls.
+	var all []ingest.Item
+	for i := range 300 {
+		all = append(all, ingest.Item{Raw: msg(fmt.Sprintf("k%d@x", i), fmt.Sprint(i))})
+	}
+	src.list = all[:256]
+	var manifest lockedBuffer
+	var batches atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		_, err := ingest.Import(t.Context(), src, ingest.ImportOptions{
+			Archiver: newArchiver(t, st, runs), BatchMessages: 64, Manifest: &manifest,
+			OnBatch: func(ingest.Stats) { batches.Add(1) },
+		})
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(readManifest(t, manifest.Bytes())) < 256 {
+		if time.Now().After(deadline) {
+			t.Fatalf("while the input stalls, the manifest has %d entries, want the 256 of the 4 batches stored", len(readManifest(t, manifest.Bytes())))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := batches.Load(); n != 4 {
+		t.Errorf("OnBatch called %d times while the input stalls, want 4", n)
+	}
+	src.release <- all[256:]
+	close(src.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m := readManifest(t, manifest.Bytes()); len(m) != 300 {
+		t.Errorf("manifest = %d entries, want 300", len(m))
+	}
 }
