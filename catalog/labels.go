@@ -12,8 +12,9 @@ package catalog
 //     and a date range is a rowid range;
 //   - close together: a word's differences then take a byte or two each.
 //     A rowid of the date in its high bits (as before schema 7) made every
-//     difference of a word's rows at least the seconds between them times
-//     2^30, five to eight bytes: 40% of the search index.
+//     difference at least the seconds between the two messages times
+//     2^30, several bytes each, a large share of the index
+//     (docs/performance.md measures it).
 //
 // A message's label is messages.label. A rebuild gives the messages labels
 // labelGap apart in date order (placeText). A message indexed later (the
