@@ -32,8 +32,8 @@
 // bytes. The frames of larger messages written since Decode learnt of it
 // carry zstd's content checksum (the low 32 bits of XXH64), checked as
 // they decode, which readers check instead of the digest: on a message of
-// many megabytes SHA-256 would cost ten times the decoding, for the same
-// assurance against damage. (What vouches for a message's identity, a
+// many megabytes SHA-256 would cost several times the decoding, for the
+// same assurance against damage. (What vouches for a message's identity, a
 // compaction, checks the digest all the same: DecodeDigest.)
 //
 // # Payload

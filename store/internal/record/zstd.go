@@ -253,8 +253,8 @@ func smallOptions(l Level, more ...zstd.EOption) []zstd.EOption {
 // largeOptions are those of the encoders of large messages: a 1 MiB window
 // (an attachment has no matches further back), one at a time (they are
 // few), and a checksum of the content, which readers check instead of the
-// digest: it costs a tenth as much, and reading a message of 60 MB would
-// otherwise spend most of its time on SHA-256.
+// digest: it costs far less, and reading a message of many megabytes
+// would otherwise spend most of its time on SHA-256.
 func largeOptions(l Level) []zstd.EOption {
 	level := zstd.SpeedDefault
 	switch l {
