@@ -10,7 +10,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/chibrary/chibrary/authority"
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/ingest"
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/store"
@@ -460,24 +460,6 @@ func (s *stalling) Next() (ingest.Item, error) {
 	return s.items.Next()
 }
 
-// lockedBuffer is a bytes.Buffer written by Import and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.b.Bytes())
-}
-
 // Every batch stored is in the manifest (and the progress) at once, even
 // while the input stalls and no later batch comes to take its place.
 func TestManifestKeepsUp(t *testing.T) {
@@ -490,7 +472,7 @@ func TestManifestKeepsUp(t *testing.T) {
 		all = append(all, ingest.Item{Raw: msg(fmt.Sprintf("k%d@x", i), fmt.Sprint(i))})
 	}
 	src.list = all[:256]
-	var manifest lockedBuffer
+	var manifest syncbuf.Buffer
 	var batches atomic.Int64
 	done := make(chan error, 1)
 	go func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
@@ -112,7 +113,7 @@ type fixtureArchive struct {
 	*archive
 	srv     *httptest.Server
 	numbers map[string]callnumber.Number // by fixture file name
-	log     *syncBuffer
+	log     *syncbuf.Buffer
 }
 
 var fixtureFiles = []string{"hostile.eml", "hostile-plain.eml", "signed.eml", "latin1.eml", "alternative.eml", "broken.eml", "dup-a.eml", "dup-b.eml"}
@@ -129,9 +130,9 @@ func newFixtureArchive(t testing.TB) *fixtureArchive {
 
 // serve runs a Server over st on loopback, logging into the returned
 // builder.
-func serve(t testing.TB, st store.Store) (*httptest.Server, *syncBuffer) {
+func serve(t testing.TB, st store.Store) (*httptest.Server, *syncbuf.Buffer) {
 	t.Helper()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	h := New(st, Options{Logger: newTestLogger(&logs)})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

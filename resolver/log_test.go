@@ -6,29 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 )
 
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newTestLogger(w *syncBuffer) *slog.Logger {
+func newTestLogger(w *syncbuf.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -37,7 +20,7 @@ func newTestLogger(w *syncBuffer) *slog.Logger {
 // logged at ERROR.
 func TestNoErrorLogsForExpectedFailures(t *testing.T) {
 	ca := newCatalogArchive(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := New(ca.st, Options{Catalog: ca.cat, Logger: newTestLogger(&logs)})
 
 	gone, cancel := context.WithCancel(context.Background())

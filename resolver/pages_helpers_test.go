@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store"
@@ -24,7 +25,7 @@ type catalogArchive struct {
 	*archive
 	cat *catalog.Catalog
 	srv *httptest.Server
-	log *syncBuffer
+	log *syncbuf.Buffer
 	// byLabel maps the local part of a Message-ID to the call numbers
 	// stored with it.
 	byLabel map[string][]string
@@ -113,9 +114,9 @@ func openTestCatalog(t testing.TB) *catalog.Catalog {
 }
 
 // serveWith runs a Server with opts (and a test logger) over st.
-func serveWith(t testing.TB, st store.Store, opts Options) (*httptest.Server, *syncBuffer) {
+func serveWith(t testing.TB, st store.Store, opts Options) (*httptest.Server, *syncbuf.Buffer) {
 	t.Helper()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	opts.Logger = newTestLogger(&logs)
 	srv := httptest.NewServer(New(st, opts))
 	t.Cleanup(srv.Close)

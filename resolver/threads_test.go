@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -132,7 +133,7 @@ func TestCatalogBuilding(t *testing.T) {
 	cn := a.put(t, readFixture(t, "signed.eml"), "building").String()
 	gate := &gatedStore{Store: a.st, open: make(chan struct{})}
 	c := openTestCatalog(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	srv := startLoggedServer(t, gate, Options{Catalog: c, Follow: &catalog.FollowOptions{Interval: 20 * time.Millisecond}}, &logs)
 	for _, path := range []string{"/l/building/", "/api/v1/lists", "/t/" + cn + "/"} {
 		r := get(t, srv+path)
@@ -243,12 +244,12 @@ func (g *gatedStore) Changes(ctx context.Context, after store.Cursor, max int) (
 // shown if the test fails.
 func startServer(t *testing.T, st store.Store, opts Options) string {
 	t.Helper()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	return startLoggedServer(t, st, opts, &logs)
 }
 
 // startLoggedServer is startServer writing the server's log to logs.
-func startLoggedServer(t *testing.T, st store.Store, opts Options, logs *syncBuffer) string {
+func startLoggedServer(t *testing.T, st store.Store, opts Options, logs *syncbuf.Buffer) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -14,12 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chibrary/chibrary/internal/testkit/dovecottest"
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -105,7 +105,7 @@ func TestTLS(t *testing.T) {
 				data := t.TempDir()
 				cmd := exec.Command(bin, append([]string{"--imap", tt.url, "--data", data, "--log-level", "debug"}, tt.args...)...)
 				cmd.Env = append(cleanEnv(), append(tt.env, "CHIBRARY_IMAP_PASSWORD="+password)...)
-				var stderr lockedBuffer
+				var stderr syncbuf.Buffer
 				cmd.Stdout, cmd.Stderr = &stderr, &stderr
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
@@ -181,23 +181,4 @@ func otherCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// lockedBuffer is a bytes.Buffer a subprocess writes to while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

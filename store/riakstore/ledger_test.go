@@ -15,6 +15,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/internal/testkit/riaktest"
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/record"
@@ -262,7 +263,7 @@ func TestStalledWriterResidue(t *testing.T) {
 			if tt.after > 0 && tt.after <= (&Store{opts: o}).retention() {
 				t.Fatalf("stall of %v after the take-over: want more than the retention", tt.after)
 			}
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			a := storetest.NewAuthority(t, shuffle.Bits)
 			stalled := open(t, o)
@@ -307,23 +308,6 @@ func TestStalledWriterResidue(t *testing.T) {
 			}
 		})
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestFeedPending: a follower polling while a Put is between its claim and

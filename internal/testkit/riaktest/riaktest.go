@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 )
 
 // Environment variables.
@@ -219,7 +221,7 @@ func StopWhileStarting(t *testing.T, run func(ctx context.Context, args []string
 	addr, reached := Silent(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args(addr), strings.NewReader(""), &out, &out) }()
 	select {
@@ -241,24 +243,6 @@ func StopWhileStarting(t *testing.T, run func(ctx context.Context, args []string
 	if !strings.Contains(out.String(), "stopped while starting") {
 		t.Errorf("the log does not say it stopped while starting:\n%s", out.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a program's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Kit returns the path of the kit's riak-node script.
