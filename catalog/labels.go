@@ -255,13 +255,8 @@ func (c *Catalog) placeText(ctx context.Context, s *textSpool) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot order the messages by date: %w", err)
 	}
-	// After the labels a message indexed while the rebuild ran took, if
-	// any (none do today: the rebuild spools them all).
+	// A rebuild spools every message: the labels start afresh.
 	next := int64(labelBase)
-	if err := c.w.QueryRowContext(ctx, `SELECT coalesce(max(label), 0) FROM messages WHERE label > 0 AND label < `+lateBaseSQL).Scan(&next); err != nil {
-		return fmt.Errorf("cannot read the labels: %w", err)
-	}
-	next = max(next+labelGap, labelBase)
 	for len(ids) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
