@@ -1,12 +1,14 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
 )
@@ -632,4 +635,94 @@ func TestConcurrentFirstThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestPlace: a message's place, read in one transaction, is what Thread,
+// Neighbours, List and Copies say on their own, for every message: of
+// threads in several shapes, of two lists sharing Message-IDs, with
+// dates that tie, before and after a removal.
+func TestPlace(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	var cns []string
+	for _, f := range []string{"pipermail.mbox", "dates.mbox", "loop.mbox", "missing-parent.mbox", "reply-before-parent.mbox", "shared-message-id.mbox"} {
+		cns = append(cns, a.load(fixture(f), "linux-mips")...)
+	}
+	// The same messages, their bytes changed, in a second list: copies.
+	for _, raw := range readMbox(t, fixture("pipermail.mbox"))[:4] {
+		cns = append(cns, a.put(append([]byte("X-Copy: other\n"), raw...), "other"))
+	}
+	// Messages of the same second, the same thread and list.
+	for _, id := range []string{"tie1", "tie2", "tie3"} {
+		raw := bytes.Replace(threadMail(id, "a tie", id+"word"), []byte(fmt.Sprintf("10:00:%02d", len(id))), []byte("10:00:00"), 1)
+		cns = append(cns, a.put(raw, "ties"))
+	}
+	mustSync(t, c, a.st)
+	check := func(when string) {
+		t.Helper()
+		for _, cn := range cns {
+			p, err := c.Place(t.Context(), cn)
+			if errors.Is(err, ErrNotFound) {
+				continue // removed
+			}
+			if err != nil {
+				t.Fatalf("%s: Place(%s) = %v", when, cn, err)
+			}
+			th, err := c.Thread(t.Context(), cn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.Thread, th) {
+				t.Errorf("%s: Place(%s).Thread = %s, Thread = %s", when, cn, shape(t, p.Thread), shape(t, th))
+			}
+			m, err := c.Message(t.Context(), cn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev, next, err := c.Neighbours(t.Context(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.Prev, prev) || !reflect.DeepEqual(p.Next, next) {
+				t.Errorf("%s: Place(%s) neighbours = %v, %v; Neighbours = %v, %v", when, cn, p.Prev, p.Next, prev, next)
+			}
+			l, err := c.List(t.Context(), m.List)
+			if err != nil || p.ListAddress != l.Address {
+				t.Errorf("%s: Place(%s).ListAddress = %q; List = %+v, %v", when, cn, p.ListAddress, l, err)
+			}
+			all, err := c.Copies(t.Context(), m.MessageID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var copies []Message
+			for _, x := range all {
+				if x.List != m.List {
+					copies = append(copies, x)
+				}
+			}
+			if len(p.Copies) != len(copies) || len(copies) > 0 && !reflect.DeepEqual(p.Copies, copies) {
+				t.Errorf("%s: Place(%s).Copies = %v; want %v", when, cn, p.Copies, copies)
+			}
+		}
+	}
+	check("before")
+	// Some message has copies, some message a neighbour on either side.
+	copied := 0
+	for _, cn := range cns {
+		if p, _ := c.Place(t.Context(), cn); p != nil && len(p.Copies) > 0 {
+			copied++
+		}
+	}
+	if copied != 8 {
+		t.Errorf("%d messages have copies in another list; want 8", copied)
+	}
+	n, err := callnumber.Parse(cns[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.st.Remove(t.Context(), n, "a test"); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, c, a.st)
+	check("after a removal")
 }

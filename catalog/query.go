@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -471,11 +473,17 @@ const maxCopies = 50
 // Copies returns the messages with Message-ID msgid, by list, at most
 // maxCopies: a message sent to several lists is archived through each.
 func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
+	return c.copies(ctx, nil, msgid, "")
+}
+
+// copies reads the messages with Message-ID msgid, in tx if not nil, and
+// the condition and (its arguments) if any.
+func (c *Catalog) copies(ctx context.Context, tx *sql.Tx, msgid, and string, args ...any) ([]Message, error) {
 	what := "the messages <" + msgid + ">"
 	if msgid == "" {
 		return []Message{}, nil
 	}
-	rows, err := c.query(ctx, nil, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? ORDER BY list, id LIMIT ?`, msgid, maxCopies)
+	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? `+and+` ORDER BY list, id LIMIT ?`, append(append([]any{msgid}, args...), maxCopies)...)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -496,6 +504,36 @@ func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
 
 // Thread returns the thread of the message cn, or ErrNotFound.
 func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
+	p, err := c.read(ctx, cn, false)
+	if err != nil {
+		return nil, err
+	}
+	return p.Thread, nil
+}
+
+// Place is a message's thread and what is around it in its list: what
+// its page shows besides the message.
+type Place struct {
+	Thread *Thread
+	// Prev and Next are the messages of the list just before and after
+	// it (as Neighbours), or nil.
+	Prev, Next *Message
+	// ListAddress is the list's posting address (List.Address).
+	ListAddress string
+	// Copies are the messages with its Message-ID in other lists, by
+	// list (as Copies, at most maxCopies).
+	Copies []Message
+}
+
+// Place returns the place of the message cn, or ErrNotFound: Thread,
+// Neighbours, List and Copies together, read in one transaction and as
+// few statements as a page can afford (three for most messages).
+func (c *Catalog) Place(ctx context.Context, cn string) (*Place, error) {
+	return c.read(ctx, cn, true)
+}
+
+// read reads the thread of message cn, and its place when place is set.
+func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, error) {
 	what := "the thread of " + cn
 	// One read transaction, so that the thread, its messages and their
 	// references agree while the follower writes.
@@ -506,33 +544,65 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	defer tx.Rollback()
 	var id int64
 	t := &Thread{}
+	p := &Place{Thread: t}
 	var first, last int64
-	err = c.queryRow(ctx, tx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject
+	var prev, next int64
+	var removals, copies bool
+	var msgid, list string
+	// A thread page's statement leaves out what only a message's page
+	// shows; each is a lookup in an index.
+	extra := `, 0, 0, '', '', '', 0`
+	if place {
+		extra = `,
+			(SELECT p.id FROM messages p WHERE p.list=m.list AND (p.date, p.id) < (m.date, m.id) ORDER BY p.date DESC, p.id DESC LIMIT 1),
+			(SELECT n.id FROM messages n WHERE n.list=m.list AND (n.date, n.id) > (m.date, m.id) ORDER BY n.date, n.id LIMIT 1),
+			m.msgid, m.list, coalesce((SELECT address FROM lists WHERE name=m.list), ''),
+			m.msgid<>'' AND EXISTS (SELECT 1 FROM messages c WHERE c.msgid=m.msgid AND c.list<>m.list)`
+	}
+	err = c.queryRow(ctx, tx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject,
+		EXISTS (SELECT 1 FROM removed)`+extra+`
 		FROM messages m JOIN threads t ON t.id=m.thread JOIN messages r ON r.id=t.root WHERE m.cn=?`, cn).
-		Scan(&id, &t.List, &t.Messages, &first, &last, &t.Subject)
+		Scan(&id, &t.List, &t.Messages, &first, &last, &t.Subject, &removals,
+			nullAsZero{&prev}, nullAsZero{&next}, &msgid, &list, &p.ListAddress, &copies)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
 	t.First, t.Last = unix(first), unix(last)
 	t.Truncated = t.Messages > MaxThreadMessages
-	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+` FROM messages m WHERE thread=? ORDER BY date, id LIMIT ?`, id, MaxThreadMessages)
+	// The list's neighbours (none is id 0) come in the same statement,
+	// marked 1.
+	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+`, 0 FROM (SELECT * FROM messages WHERE thread=? ORDER BY date, id LIMIT ?) m
+		UNION ALL SELECT `+messageColumns+`, 1 FROM messages m WHERE m.id IN (?, ?)`, id, MaxThreadMessages, prev, next)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
 	var msgs []*Message
-	index := map[int64]int{}
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		var neighbour bool
+		m, err := scanMessage(rows, &neighbour)
 		if err != nil {
 			rows.Close()
 			return nil, c.readErr(what, err)
 		}
-		index[m.id] = len(msgs)
-		msgs = append(msgs, &m)
+		switch {
+		case !neighbour:
+			msgs = append(msgs, &m)
+		case m.id == prev:
+			p.Prev = &m
+		default:
+			p.Next = &m
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
+	}
+	slices.SortFunc(msgs, func(a, b *Message) int {
+		return cmp.Or(a.Date.Compare(b.Date), cmp.Compare(a.id, b.id))
+	})
+	index := make(map[int64]int, len(msgs))
+	for i, m := range msgs {
+		index[m.id] = i
 	}
 	refs := make([][]string, len(msgs))
 	rows, err = c.query(ctx, tx, `SELECT r.msg, r.msgid FROM refs r JOIN messages m ON m.id=r.msg WHERE m.thread=? ORDER BY r.msg, r.pos`, id)
@@ -553,9 +623,11 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
 	}
-	removed, err := c.removedIn(ctx, tx, msgs, refs)
-	if err != nil {
-		return nil, c.readErr(what, err)
+	removed := map[string]*Removed{}
+	if removals {
+		if removed, err = c.removedIn(ctx, tx, msgs, refs); err != nil {
+			return nil, c.readErr(what, err)
+		}
 	}
 	keep := make(map[string]bool, len(removed))
 	for id := range removed {
@@ -570,7 +642,24 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 			n.Removed = removed[n.MissingParent]
 		}
 	}
-	return t, nil
+	if copies {
+		if p.Copies, err = c.copies(ctx, tx, msgid, `AND list<>?`, list); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// nullAsZero scans a NULL as 0.
+type nullAsZero struct{ p *int64 }
+
+func (n nullAsZero) Scan(v any) error {
+	var x sql.NullInt64
+	if err := x.Scan(v); err != nil {
+		return err
+	}
+	*n.p = x.Int64
+	return nil
 }
 
 // removedIn returns the removals of the messages a thread's messages name

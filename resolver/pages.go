@@ -608,7 +608,7 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	if c == nil || s.catalogBroken.Load() != nil || s.building.Load() != nil {
 		return nil
 	}
-	th, err := c.Thread(ctx, cn)
+	place, err := c.Place(ctx, cn)
 	if err != nil {
 		s.noticeDamage(c, err)
 		if !errors.Is(err, catalog.ErrNotFound) && !errors.Is(err, context.Canceled) {
@@ -616,6 +616,7 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 		}
 		return nil
 	}
+	th := place.Thread
 	i := th.Index(cn)
 	if i < 0 { // beyond catalog.MaxThreadMessages
 		return nil
@@ -650,25 +651,8 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	}
 	nav.Tree, nav.TreeCut = tree(th, i)
 	nav.Why = why(node.Message)
-	prev, next, err := c.Neighbours(ctx, *node.Message)
-	if err != nil {
-		s.log.Warn("cannot read a message's neighbours", "callnumber", cn, "err", err)
-	}
-	nav.PrevByDate, nav.NextByDate = linkOf(prev), linkOf(next)
-	if l, err := c.List(ctx, th.List); err == nil {
-		nav.ListAddress = l.Address
-	}
-	if id := node.Message.MessageID; id != "" {
-		copies, err := c.Copies(ctx, id)
-		if err != nil {
-			s.log.Warn("cannot read a message's copies", "callnumber", cn, "err", err)
-		}
-		for _, m := range copies {
-			if m.List != th.List {
-				nav.Copies = append(nav.Copies, m)
-			}
-		}
-	}
+	nav.PrevByDate, nav.NextByDate = linkOf(place.Prev), linkOf(place.Next)
+	nav.ListAddress, nav.Copies = place.ListAddress, place.Copies
 	return nav
 }
 
