@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
-	"github.com/chibrary/chibrary/mailview"
 )
 
 // Dates on pages are UTC, to the minute, and say so: the same for every
@@ -20,7 +19,6 @@ const (
 )
 
 var funcs = template.FuncMap{
-	"size":       humanSize,
 	"pathescape": pathEscape,
 	"date":       func(t time.Time) string { return t.UTC().Format(dateLayout) },
 	"datetime":   func(t time.Time) string { return t.UTC().Format(dateTimeLayout) },
@@ -28,16 +26,13 @@ var funcs = template.FuncMap{
 	"ym":         func(y int, m time.Month) string { return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC).Format("2006-01") },
 	"monthname":  func(y int, m time.Month) string { return m.String() + " " + strconv.Itoa(y) },
 	"add":        func(a, b int) int { return a + b },
-	"text":       func(s string) template.HTML { return renderText(s, textOptions{}) },
-	"foldedtext": func(s string) template.HTML { return renderText(s, textOptions{Fold: 6}) },
-	// parts passes a message's parts and how to show their text to the
-	// recursive "parts" template.
-	"parts":       func(m *mailview.Message, folded bool) partsOf { return partsOf{m, folded} },
+	// body is a message's text, sanitized HTML and enclosed messages;
+	// folded folds long quotes.
+	"body":        bodyHTML,
 	"calendar":    calendar,
 	"listsubject": func(subject, list string) string { return listSubject(subject, list) },
 	"rows":        rows,
 	"threadlist":  threadList,
-	"attname":     attachmentName,
 	// depth is the indentation class of a thread node: d0..d10.
 	"depth": func(d int) int { return min(d, 10) },
 	// plural writes a count with its noun: "1 message", "2 messages".
@@ -73,11 +68,6 @@ func listSubject(subject, list string) string {
 		return rest
 	}
 	return subject
-}
-
-type partsOf struct {
-	M      *mailview.Message
-	Folded bool
 }
 
 // calendar draws a list's months (newest first) as a table, a row per

@@ -53,12 +53,15 @@ func FuzzPages(f *testing.F) {
 		link := linkOf(m)
 		snd := catalog.RealSender(v.Header)
 		m.Via = snd.Via
-		render("page.html", pageData{CallNumber: "00000001", Title: v.Subject, View: v, Replies: true, Nav: &navigation{
+		page := checkPage(t, pageData{CallNumber: "00000001", Title: v.Subject, View: v, Replies: true, Nav: &navigation{
 			List: "fuzz", Month: "2001-09", ThreadCN: "00000001", ThreadSubject: v.Subject, ThreadMessages: 2, Position: 1, ThreadPage: 1,
 			Tree:       []treeRow{{Depth: 0}, {Depth: 1, Link: link, Current: true, NewSubject: true}, {Depth: 2, Link: link, NewSubject: true, SameFrom: true}},
 			PrevByDate: link, NextInThread: link, Parent: link, Replies: []msgLink{*link}, Why: why(&catalog.Message{Joined: catalog.JoinedQuoting}),
 			Copies: []catalog.Message{*m},
 		}, Sender: &snd, Diffstat: diffstatOf(v), Reply: replyTo(v, from, snd), Copies: []catalog.Message{*m}})
+		if err := unsafeHTML(page); err != nil {
+			t.Fatalf("page.html of %q is unsafe: %v", raw, err)
+		}
 		// The reply line quotes every value for a shell.
 		if r := replyTo(v, "l@lists.example", snd); r != nil && !strings.Contains(r.Git, shellQuote("<"+v.MessageID+">")) {
 			t.Fatalf("the git line %q does not quote the Message-ID %q", r.Git, v.MessageID)

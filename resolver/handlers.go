@@ -187,10 +187,15 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
+	writeHTML(w, status, b.Bytes())
+}
+
+// writeHTML answers with the page body.
+func writeHTML(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	w.Write(b.Bytes())
+	w.Write(body)
 }
 
 // twoSegments dispatches /m/{message-id}, /{callnumber}/raw,
@@ -277,6 +282,24 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		nav != nil && notModifiedAs(w, r, m.Digest, htmlVersion+"-"+fingerprint(nav), "no-cache") {
 		return
 	}
+	d, complete := s.pageData(r.Context(), m, nav)
+	// A page is kept only whole: without its place in the thread (not
+	// indexed yet) or a link the store did not answer for, it is not.
+	if complete && nav != nil {
+		cacheable(w)
+	}
+	var b pageWriter
+	if err := writePage(&b, &d); err != nil {
+		s.log.Error("cannot render page", "path", r.URL.EscapedPath(), "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	writeHTML(w, http.StatusOK, b.Bytes())
+}
+
+// pageData gathers what the page of message m shows, nav its place (nil
+// without one), and reports whether the store answered every lookup.
+func (s *Server) pageData(ctx context.Context, m store.Stored, nav *navigation) (pageData, bool) {
 	v := mailview.Parse(m.Raw, s.opts.View)
 	d := pageData{CallNumber: m.Number.String(), Title: v.Subject, View: v, List: m.List}
 	if d.Title == "" {
@@ -296,16 +319,16 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		}
 		refs = firstUnique(refs, inReplyTo, &budget)
 		var found map[string][]callnumber.Number
-		found, complete = s.archived(r.Context(), append(slices.Clip(inReplyTo), refs...))
+		found, complete = s.archived(ctx, append(slices.Clip(inReplyTo), refs...))
 		d.InReplyTo = links(inReplyTo, found, m.Number)
 		d.References = links(refs, found, m.Number)
 	}
 	d.Nav, d.Replies = nav, len(v.InReplyTo)+len(v.References) > 0
 	if nav == nil || nav.Parent == nil {
-		complete = s.label(r.Context(), d.InReplyTo) && complete
+		complete = s.label(ctx, d.InReplyTo) && complete
 	}
 	if nav == nil {
-		complete = s.label(r.Context(), d.References) && complete
+		complete = s.label(ctx, d.References) && complete
 	}
 	snd := catalog.RealSender(v.Header)
 	if snd.Via != "" {
@@ -317,12 +340,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		listAddr, d.Copies = nav.ListAddress, nav.Copies
 	}
 	d.Reply = replyTo(v, listAddr, snd)
-	// A page is kept only whole: without its place in the thread (not
-	// indexed yet) or a link the store did not answer for, it is not.
-	if complete && nav != nil {
-		cacheable(w)
-	}
-	s.render(w, r, http.StatusOK, "page.html", d)
+	return d, complete
 }
 
 // label fills in the subject, sender and date of linked messages: from
