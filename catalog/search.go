@@ -5,6 +5,10 @@ package catalog
 // quoted lines are separate columns, so that relevance ranks a message
 // that says a word above one that quotes it.
 //
+// The body is the first column: FTS5 writes a word's positions in any
+// other column after two bytes that name the column, and most of the
+// index's words are in bodies alone.
+//
 // A row's rowid is its message's label (labels.go), in date order: FTS5
 // walks matches in rowid order, so "newest first" is the index's own
 // order, a page costs the same however many messages match, and a date
@@ -34,11 +38,12 @@ import (
 // maxIndexedText bounds the text of one message that is indexed.
 const maxIndexedText = 1 << 20
 
-// Weights of the fts columns for sort=relevance (bm25).
-const bm25Weights = "10.0, 5.0, 1.0, 0.2, 1.0"
+// Weights of the fts columns for sort=relevance (bm25), in the order of
+// searchSchema's columns.
+const bm25Weights = "1.0, 0.2, 10.0, 5.0, 1.0"
 
 const searchSchema = `
-CREATE VIRTUAL TABLE fts USING fts5 (subject, sender, body, quoted, files,
+CREATE VIRTUAL TABLE fts USING fts5 (body, quoted, subject, sender, files,
 	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
 `
 
