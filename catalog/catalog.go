@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -345,10 +345,10 @@ CREATE TABLE messages (
 	date_source INTEGER NOT NULL,         -- DateHeader, DateReceived, DateArchived
 	from_name   TEXT    NOT NULL,
 	from_addr   TEXT    NOT NULL,
-	subject     TEXT    NOT NULL,
-	base        TEXT    NOT NULL,         -- subject without reply prefixes and tags, lower-case
+	subject     TEXT    NOT NULL,         -- (its BaseSubject is its thread's base when it is the root)
 	reply       INTEGER NOT NULL,         -- the subject has a reply prefix
 	msgid       TEXT    NOT NULL,         -- without angle brackets, or ''
+	msgid_key   INTEGER NOT NULL,         -- textKey(msgid): what messages_msgid holds
 	thread      INTEGER NOT NULL,
 	size        INTEGER NOT NULL,
 	attachments INTEGER NOT NULL,
@@ -365,7 +365,7 @@ CREATE INDEX messages_date ON messages (date) WHERE label < 4611686018427387904;
 CREATE INDEX messages_list_date ON messages (list, date);
 CREATE INDEX messages_list_arrived ON messages (list, arrived);
 CREATE INDEX messages_thread ON messages (thread, date);
-CREATE INDEX messages_msgid ON messages (msgid, list);
+CREATE INDEX messages_msgid ON messages (msgid_key, list);
 
 -- The Message-IDs a message names (References, or without it the first
 -- of In-Reply-To), in order: the last is its parent.
@@ -373,22 +373,23 @@ CREATE TABLE refs (
 	msg   INTEGER NOT NULL,
 	pos   INTEGER NOT NULL,
 	msgid TEXT    NOT NULL,
+	key   INTEGER NOT NULL,  -- textKey(msgid)
 	PRIMARY KEY (msg, pos)
 ) WITHOUT ROWID;
-CREATE INDEX refs_msgid ON refs (msgid);
+CREATE INDEX refs_msgid ON refs (key);
 
 CREATE TABLE threads (
 	id         INTEGER PRIMARY KEY,
 	list       TEXT    NOT NULL,
 	root       INTEGER NOT NULL,  -- messages.id of its earliest message
-	base       TEXT    NOT NULL,  -- the root's
+	base_key   INTEGER NOT NULL,  -- textKey of the root's BaseSubject
 	root_reply INTEGER NOT NULL,  -- the root's subject has a reply prefix
 	messages   INTEGER NOT NULL,
 	first      INTEGER NOT NULL,  -- the earliest date
 	last       INTEGER NOT NULL   -- the last arrival
 );
 CREATE INDEX threads_list_last ON threads (list, last);
-CREATE INDEX threads_list_base ON threads (list, base, last);
+CREATE INDEX threads_list_base ON threads (list, base_key, last);
 
 CREATE TABLE lists (
 	name     TEXT PRIMARY KEY,

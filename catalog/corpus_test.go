@@ -682,3 +682,52 @@ func TestIndependentWords(t *testing.T) {
 		}
 	}
 }
+
+// TestTextKeyCollisions indexes the corpus with a textKey of 16 values:
+// every lookup by Message-ID, reference or base subject then finds a
+// sixteenth of the rows, and must still keep only the text's own.
+// The threads, how their messages joined them, and each message's copies
+// are those of the corpus's catalog.
+func TestTextKeyCollisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the corpus")
+	}
+	a, cns, _ := loadCorpus(t)
+	want := corpusCatalog(t)
+	key := textKey
+	defer func() { textKey = key }()
+	textKey = func(s string) int64 { return key(s) & 15 }
+	got := openCatalog(t)
+	if n, err := got.Sync(t.Context(), a.st, SyncOptions{}); err != nil || n != corpusLimit {
+		t.Fatalf("Sync = %d, %v; want %d", n, err, corpusLimit)
+	}
+	if g, w := snapshot(t, got, cns), snapshot(t, want, cns); !slices.Equal(g, w) {
+		t.Errorf("threads differ when every text has the same key")
+	}
+	joined := map[JoinedBy]int{}
+	for _, cn := range cns {
+		g, err := got.Place(t.Context(), cn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := want.Place(t.Context(), cn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gm, wm := g.Thread.Nodes[g.Thread.Index(cn)].Message, w.Thread.Nodes[w.Thread.Index(cn)].Message
+		if gm.Joined != wm.Joined || len(g.Copies) != len(w.Copies) {
+			t.Errorf("%s: joined %v with %d copies; want %v with %d", cn, gm.Joined, len(g.Copies), wm.Joined, len(w.Copies))
+		}
+		joined[wm.Joined]++
+		for _, m := range []*Message{gm} {
+			es, err := got.EntriesByMessageID(t.Context(), m.MessageID)
+			if err != nil || m.MessageID != "" && !slices.ContainsFunc(es, func(e Entry) bool { return e.CallNumber == cn }) {
+				t.Errorf("EntriesByMessageID(%q) = %d entries, %v; want %s among them", m.MessageID, len(es), err, cn)
+			}
+		}
+	}
+	// The corpus joins messages in every way, so every lookup was made.
+	if joined[JoinedByID] == 0 || joined[JoinedBySubject] == 0 || joined[JoinedQuoting]+joined[JoinedSameSubject] == 0 {
+		t.Errorf("the corpus's messages joined their threads %v: want by ID and by subject", joined)
+	}
+}

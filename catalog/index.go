@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -72,25 +73,25 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		sql string
 	}{
 		{&ix.exists, `SELECT 1 FROM messages WHERE cn=?`},
-		{&ix.insertMsg, `INSERT INTO messages (cn, list, date, date_source, from_name, from_addr, subject, base, reply, msgid, thread, size, attachments, added,
+		{&ix.insertMsg, `INSERT INTO messages (cn, list, date, date_source, from_name, from_addr, subject, reply, msgid, msgid_key, thread, size, attachments, added,
 			arrived, via, joined, quotes, sketch, label)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&ix.insertRef, `INSERT INTO refs (msg, pos, msgid) VALUES (?, ?, ?)`},
-		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid=? AND list=? LIMIT 1`},
-		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.msgid=? AND m.list=? LIMIT 1`},
+		{&ix.insertRef, `INSERT INTO refs (msg, pos, msgid, key) VALUES (?, ?, ?, ?)`},
+		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid_key=?1 AND list=?2 AND msgid=?3 LIMIT 1`},
+		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.key=?1 AND m.list=?2 AND r.msgid=?3 LIMIT 1`},
 		{&ix.threadsBySubject, threadsBySubjectSQL},
 		{&ix.sketches, sketchesSQL},
 		{&ix.listAddress, `UPDATE lists SET address=? WHERE name=? AND address!=?`},
 		{&ix.movedTo, `SELECT list FROM moved WHERE cn=?`},
 		{&ix.dropMoved, `DELETE FROM moved WHERE cn=?`},
 		{&ix.threadSize, `SELECT messages FROM threads WHERE id=?`},
-		{&ix.newThread, `INSERT INTO threads (list, root, base, root_reply, messages, first, last) VALUES (?, 0, '', 0, 0, ?, ?)`},
+		{&ix.newThread, `INSERT INTO threads (list, root, base_key, root_reply, messages, first, last) VALUES (?, 0, 0, 0, 0, ?, ?)`},
 		// SQLite evaluates every SET expression on the row as it was, so
 		// first and messages here are the old values.
 		{&ix.addToThread, `UPDATE threads SET
 			messages = messages + 1,
 			root = CASE WHEN messages = 0 OR ?1 < first THEN ?2 ELSE root END,
-			base = CASE WHEN messages = 0 OR ?1 < first THEN ?3 ELSE base END,
+			base_key = CASE WHEN messages = 0 OR ?1 < first THEN ?3 ELSE base_key END,
 			root_reply = CASE WHEN messages = 0 OR ?1 < first THEN ?4 ELSE root_reply END,
 			first = CASE WHEN messages = 0 THEN ?1 ELSE min(first, ?1) END,
 			last = CASE WHEN messages = 0 THEN ?6 ELSE max(last, ?6) END
@@ -193,7 +194,7 @@ func (ix *indexer) add(d *doc) (bool, error) {
 		label = -1
 	}
 	res, err := ix.insertMsg.ExecContext(ix.ctx, d.cn, d.list, date, int(d.dateSource), d.fromName, d.fromAddr,
-		d.subject, d.base, d.reply, d.msgid, thread, d.size, d.attachments, d.added.Unix(),
+		d.subject, d.reply, d.msgid, textKey(d.msgid), thread, d.size, d.attachments, d.added.Unix(),
 		d.arrived.Unix(), d.via, int(how), quotes, sk, label)
 	if err != nil {
 		return false, err
@@ -218,11 +219,11 @@ func (ix *indexer) add(d *doc) (bool, error) {
 		return false, err
 	}
 	for i, r := range d.refs {
-		if _, err := ix.insertRef.ExecContext(ix.ctx, id, i, r); err != nil {
+		if _, err := ix.insertRef.ExecContext(ix.ctx, id, i, r, textKey(r)); err != nil {
 			return false, err
 		}
 	}
-	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, d.base, d.reply, thread, d.arrived.Unix()); err != nil {
+	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, textKey(d.base), d.reply, thread, d.arrived.Unix()); err != nil {
 		return false, err
 	}
 	if _, err := ix.list.ExecContext(ix.ctx, d.list, date); err != nil {
@@ -307,7 +308,7 @@ func (ix *indexer) connected(d *doc) (threads []int64, how JoinedBy, quotes int6
 func (ix *indexer) threadsOf(id, list string) ([]int64, error) {
 	var out []int64
 	for _, st := range []*sql.Stmt{ix.threadByMsgID, ix.threadByRef} {
-		t, ok, err := ix.one(st, id, list)
+		t, ok, err := ix.one(st, textKey(id), list, id)
 		if err != nil {
 			return nil, err
 		}
@@ -347,12 +348,19 @@ func (ix *indexer) merge(threads []int64) (int64, error) {
 	if _, err := ix.recount.ExecContext(ix.ctx, into); err != nil {
 		return 0, err
 	}
-	// The root may have changed: take its subject.
-	_, err := ix.tx.ExecContext(ix.ctx, `UPDATE threads SET
-		base = (SELECT base FROM messages WHERE id=threads.root),
-		root_reply = (SELECT reply FROM messages WHERE id=threads.root)
-		WHERE id=?`, into)
-	return into, err
+	return into, ix.takeRoot(into)
+}
+
+// takeRoot gives thread the subject of its root, which may have changed.
+func (ix *indexer) takeRoot(thread int64) error {
+	var subject string
+	err := ix.tx.QueryRowContext(ix.ctx, `SELECT m.subject FROM threads t JOIN messages m ON m.id=t.root WHERE t.id=?`, thread).Scan(&subject)
+	if err != nil {
+		return err
+	}
+	base, reply := BaseSubject(subject)
+	_, err = ix.tx.ExecContext(ix.ctx, `UPDATE threads SET base_key=?, root_reply=? WHERE id=?`, textKey(base), reply, thread)
+	return err
 }
 
 // apply indexes a page of documents, applies its moves and removals and
@@ -412,4 +420,16 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, moves []store.Move, rem
 	}
 	st.authority, st.cursor = authority, next
 	return added, nil
+}
+
+// textKey is what the catalog's indexes hold of a Message-ID or a base
+// subject: 8 bytes where the text takes 40 or more, in indexes that hold
+// one per message, reference or thread. Every lookup compares the text
+// too, so two texts with the same key only cost a row read. It is written
+// to disk: FNV-1a, never to change without a new SchemaVersion. (A
+// variable for TestTextKeyCollisions.)
+var textKey = func(s string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return int64(h.Sum64())
 }

@@ -25,12 +25,11 @@ func (ix *indexer) move(m store.Move) error {
 	}
 	var (
 		id, date, arrived, thread int64
-		old, msgid, base          string
-		reply                     bool
+		old, msgid, subject       string
 		fromName, fromAddr        string
 	)
-	err := ix.tx.QueryRowContext(ix.ctx, `SELECT id, list, date, arrived, thread, msgid, base, reply, from_name, from_addr FROM messages WHERE cn=?`, cn).
-		Scan(&id, &old, &date, &arrived, &thread, &msgid, &base, &reply, &fromName, &fromAddr)
+	err := ix.tx.QueryRowContext(ix.ctx, `SELECT id, list, date, arrived, thread, msgid, subject, from_name, from_addr FROM messages WHERE cn=?`, cn).
+		Scan(&id, &old, &date, &arrived, &thread, &msgid, &subject, &fromName, &fromAddr)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, err := ix.tx.ExecContext(ix.ctx, `INSERT INTO moved (cn, list) VALUES (?, ?) ON CONFLICT (cn) DO UPDATE SET list=excluded.list`, cn, list); err != nil {
 			return err
@@ -49,6 +48,7 @@ func (ix *indexer) move(m store.Move) error {
 		return err
 	}
 	// Into the new: a thread found as indexing would find it.
+	base, reply := BaseSubject(subject)
 	d := &doc{cn: cn, list: list, date: unix(date), arrived: unix(arrived), msgid: msgid, base: base, reply: reply, fromName: fromName, fromAddr: fromAddr}
 	rows, err := ix.tx.QueryContext(ix.ctx, `SELECT msgid FROM refs WHERE msg=? ORDER BY pos`, id)
 	if err != nil {
@@ -86,7 +86,7 @@ func (ix *indexer) move(m store.Move) error {
 	if _, err := ix.tx.ExecContext(ix.ctx, `UPDATE messages SET list=?, thread=?, joined=?, quotes=? WHERE id=?`, list, into, int(how), quotes, id); err != nil {
 		return err
 	}
-	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, base, reply, into, arrived); err != nil {
+	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, textKey(base), reply, into, arrived); err != nil {
 		return err
 	}
 	if _, err := ix.list.ExecContext(ix.ctx, list, date); err != nil {
@@ -131,9 +131,5 @@ func (ix *indexer) leave(id int64, list string, date, thread int64) error {
 	if _, err := ix.recount.ExecContext(ix.ctx, thread); err != nil {
 		return err
 	}
-	_, err := ix.tx.ExecContext(ix.ctx, `UPDATE threads SET
-		base = (SELECT base FROM messages WHERE id=threads.root),
-		root_reply = (SELECT reply FROM messages WHERE id=threads.root)
-		WHERE id=?`, thread)
-	return err
+	return ix.takeRoot(thread)
 }

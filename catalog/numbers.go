@@ -454,7 +454,7 @@ func (c *Catalog) EntriesByMessageID(ctx context.Context, id string) ([]Entry, e
 	what := "message <" + id + ">"
 	rows, err := c.r.QueryContext(ctx, `SELECT `+entryColumns+refsColumn+`
 		FROM messages m JOIN numbers n ON n.msg = m.id JOIN wire w ON w.msg = m.id
-		WHERE m.msgid = ? ORDER BY m.id LIMIT 100`, id)
+		WHERE m.msgid_key = ? AND m.msgid = ? ORDER BY m.id LIMIT 100`, textKey(id), id)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}

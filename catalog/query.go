@@ -483,7 +483,7 @@ func (c *Catalog) copies(ctx context.Context, tx *sql.Tx, msgid, and string, arg
 	if msgid == "" {
 		return []Message{}, nil
 	}
-	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+` FROM messages m WHERE msgid=? `+and+` ORDER BY list, id LIMIT ?`, append(append([]any{msgid}, args...), maxCopies)...)
+	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+` FROM messages m WHERE msgid_key=? AND msgid=? `+and+` ORDER BY list, id LIMIT ?`, append(append([]any{textKey(msgid), msgid}, args...), maxCopies)...)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -557,7 +557,7 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 			(SELECT p.id FROM messages p WHERE p.list=m.list AND (p.date, p.id) < (m.date, m.id) ORDER BY p.date DESC, p.id DESC LIMIT 1),
 			(SELECT n.id FROM messages n WHERE n.list=m.list AND (n.date, n.id) > (m.date, m.id) ORDER BY n.date, n.id LIMIT 1),
 			m.msgid, m.list, coalesce((SELECT address FROM lists WHERE name=m.list), ''),
-			m.msgid<>'' AND EXISTS (SELECT 1 FROM messages c WHERE c.msgid=m.msgid AND c.list<>m.list)`
+			m.msgid<>'' AND EXISTS (SELECT 1 FROM messages c WHERE c.msgid_key=m.msgid_key AND c.list<>m.list AND c.msgid=m.msgid)`
 	}
 	err = c.queryRow(ctx, tx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject,
 		EXISTS (SELECT 1 FROM removed)`+extra+`

@@ -82,11 +82,7 @@ func (ix *indexer) remove(r store.Removal) error {
 	if _, err := ix.recount.ExecContext(ix.ctx, thread); err != nil {
 		return err
 	}
-	_, err = ix.tx.ExecContext(ix.ctx, `UPDATE threads SET
-		base = (SELECT base FROM messages WHERE id=threads.root),
-		root_reply = (SELECT reply FROM messages WHERE id=threads.root)
-		WHERE id=?`, thread)
-	return err
+	return ix.takeRoot(thread)
 }
 
 // monthOf returns the months key of a date in Unix seconds.

@@ -54,9 +54,12 @@ func (j JoinedBy) String() string {
 // Bounds of subject threading.
 const (
 	maxSubjectThreads = 8
-	sketchLines       = 8
-	maxQuoteHashes    = 16
-	sketchMessages    = 20
+	// maxSubjectRows bounds the threads read to find them: threads
+	// whose base has the same textKey are read and passed over.
+	maxSubjectRows = 1024
+	sketchLines    = 8
+	maxQuoteHashes = 16
+	sketchMessages = 20
 	// minDistinct is the shortest subject joined without a reply prefix.
 	minDistinct = 16
 	// minSketchLine is the shortest line compared: shorter ones ("Hi,",
@@ -169,7 +172,7 @@ func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, 
 	}
 	date := d.date.Unix()
 	window := int64(subjectWindow / time.Second)
-	rows, err := ix.threadsBySubject.QueryContext(ix.ctx, d.list, d.base, date-window, date+window, maxSubjectThreads)
+	rows, err := ix.threadsBySubject.QueryContext(ix.ctx, d.list, textKey(d.base), date-window, date+window, maxSubjectRows)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -180,13 +183,16 @@ func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, 
 		rootName  string
 	}
 	var cands []cand
-	for rows.Next() {
+	for len(cands) < maxSubjectThreads && rows.Next() {
 		var c cand
-		if err := rows.Scan(&c.id, &c.rootReply, &c.rootAddr, &c.rootName); err != nil {
+		var subject string
+		if err := rows.Scan(&c.id, &c.rootReply, &c.rootAddr, &c.rootName, &subject); err != nil {
 			rows.Close()
 			return 0, 0, 0, err
 		}
-		cands = append(cands, c)
+		if base, _ := BaseSubject(subject); base == d.base { // not another base of the same key
+			cands = append(cands, c)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -242,9 +248,10 @@ func (ix *indexer) quoted(thread int64, quotes []uint64) (int64, error) {
 }
 
 // threadsBySubjectSQL reads the threads a message may join by subject
-// (list, base, window, how many), newest first, with their root's sender.
-const threadsBySubjectSQL = `SELECT t.id, t.root_reply, r.from_addr, r.from_name FROM threads t JOIN messages r ON r.id = t.root
-	WHERE t.list = ? AND t.base = ? AND t.last >= ? AND t.first <= ? ORDER BY t.last DESC, t.id DESC LIMIT ?`
+// (list, textKey of base, window, at most how many), newest first, with
+// their root's sender and subject.
+const threadsBySubjectSQL = `SELECT t.id, t.root_reply, r.from_addr, r.from_name, r.subject FROM threads t JOIN messages r ON r.id = t.root
+	WHERE t.list = ? AND t.base_key = ? AND t.last >= ? AND t.first <= ? ORDER BY t.last DESC, t.id DESC LIMIT ?`
 
 // sketchesSQL reads the sketches of a thread's newest messages.
 const sketchesSQL = `SELECT id, sketch FROM messages WHERE thread = ? AND sketch IS NOT NULL ORDER BY date DESC, id DESC LIMIT ?`

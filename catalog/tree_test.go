@@ -298,3 +298,28 @@ func day(d int) time.Time { return time.Date(2001, 1, d, 0, 0, 0, 0, time.UTC) }
 func shapeOf(t *testing.T, nodes []Node) string {
 	return shape(t, &Thread{Nodes: nodes})
 }
+
+// TestSubjectKeyCollisions: when every base subject has the same
+// textKey, a reply by subject alone still finds its thread among the
+// newer threads of other subjects that the lookup reads and passes over.
+func TestSubjectKeyCollisions(t *testing.T) {
+	key := textKey
+	defer func() { textKey = key }()
+	textKey = func(string) int64 { return 0 }
+	a := newArchive(t)
+	c := openCatalog(t)
+	first := a.put(threadMail("first", "the first subject", "firstword"), "l")
+	for i := range 3 * maxSubjectThreads {
+		a.put(threadMail(fmt.Sprintf("other%02d", i), fmt.Sprintf("another subject %d", i), "otherword"), "l")
+	}
+	// No References: a reply its subject alone places.
+	reply := a.put(threadMail("reply", "Re: the first subject", "replyword"), "l")
+	mustSync(t, c, a.st)
+	m, err := c.Message(t.Context(), reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := threadOf(t, c, reply); th.Nodes[0].Message == nil || th.Nodes[0].Message.CallNumber != first || m.Joined != JoinedBySubject {
+		t.Errorf("the reply joined %s, %v; want the thread of %s, by subject", shape(t, th), m.Joined, first)
+	}
+}
