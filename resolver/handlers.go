@@ -289,11 +289,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		cacheable(w)
 	}
 	var b pageWriter
-	if err := writePage(&b, &d); err != nil {
-		s.log.Error("cannot render page", "path", r.URL.EscapedPath(), "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
+	writePage(&b, &d)
 	writeHTML(w, http.StatusOK, b.Bytes())
 }
 

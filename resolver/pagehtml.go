@@ -140,12 +140,29 @@ func (w *pageWriter) link(cn string) {
 	w.str(`">`)
 }
 
-// writePage writes the page of d.
-func writePage(w *pageWriter, d *pageData) error {
-	if err := templates.ExecuteTemplate(w, "head", d.Title); err != nil {
-		return err
+// pageHead and pageFoot are the site's "head" template, around the
+// title it escapes, and its "foot", rendered once.
+var pageHead, pageFoot = func() ([2]string, string) {
+	const mark = "PAGE-TITLE-MARK"
+	var head, foot strings.Builder
+	if err := templates.ExecuteTemplate(&head, "head", mark); err != nil {
+		panic(err)
 	}
-	w.str("\n")
+	if err := templates.ExecuteTemplate(&foot, "foot", nil); err != nil {
+		panic(err)
+	}
+	before, after, ok := strings.Cut(head.String(), mark)
+	if !ok || strings.Contains(after, mark) {
+		panic("the head template does not show its title once")
+	}
+	return [2]string{before, after}, foot.String()
+}()
+
+// writePage writes the page of d.
+func writePage(w *pageWriter, d *pageData) {
+	w.str(pageHead[0])
+	w.text(d.Title)
+	w.str(pageHead[1], "\n")
 	nav := d.Nav
 	if nav != nil {
 		w.str(`<nav class="crumbs"><a href="/">Archive</a> › <a href="/l/`)
@@ -295,12 +312,7 @@ func writePage(w *pageWriter, d *pageData) error {
 		w.url(d.CallNumber)
 		w.str(`.mbox.gz">thread (mbox.gz)</a>`)
 	}
-	w.str("\n</footer>\n</article>\n")
-	if err := templates.ExecuteTemplate(w, "foot", nil); err != nil {
-		return err
-	}
-	w.str("\n")
-	return nil
+	w.str("\n</footer>\n</article>\n", pageFoot, "\n")
 }
 
 // writeFields writes the header fields a message shows, and its
