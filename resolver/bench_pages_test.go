@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -400,11 +401,7 @@ func cpuTime() time.Duration {
 // the median of each and their ratio, page/raw.
 func BenchmarkMessagePage(b *testing.B) {
 	a, c, raws := corpusArchive(b)
-	var numbers []string
-	for cn := range raws {
-		numbers = append(numbers, cn)
-	}
-	slices.Sort(numbers)
+	numbers := slices.Sorted(maps.Keys(raws))
 	srv := httptest.NewServer(New(a.st, Options{Catalog: c}))
 	defer srv.Close()
 	client := &http.Client{Timeout: time.Minute}

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"html/template"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -160,11 +161,7 @@ func checkFixturePages(t *testing.T) {
 // its thread.
 func checkCorpusPages(t *testing.T) {
 	a, c, raws := corpusArchive(t)
-	var numbers []string
-	for cn := range raws {
-		numbers = append(numbers, cn)
-	}
-	slices.Sort(numbers)
+	numbers := slices.Sorted(maps.Keys(raws))
 	s := New(a.st, Options{Catalog: c})
 	for _, cn := range numbers {
 		n, err := callnumber.Parse(cn)
