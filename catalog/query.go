@@ -597,6 +597,9 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
 	}
+	// SQLite promises no order for the rows of a compound statement:
+	// the thread's are put back in date order (as they are, in practice,
+	// which the sort finds in one pass).
 	slices.SortFunc(msgs, func(a, b *Message) int {
 		return cmp.Or(a.Date.Compare(b.Date), cmp.Compare(a.id, b.id))
 	})
