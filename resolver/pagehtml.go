@@ -13,7 +13,7 @@ import (
 
 // A message's page is written here rather than by an html/template, as
 // the thread lists are (threadList): html/template escapes each of the
-// page's hundred-odd actions through reflection, which cost more than
+// page's actions through reflection, which cost more than
 // the page's own work. pageWriter escapes every value as html/template
 // would where it stands, byte for byte: TestMessagePageHTML renders the
 // template this replaced next to it, for hostile messages and for the
@@ -102,6 +102,7 @@ func isSafeURL(s string) bool {
 	return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https") || strings.EqualFold(scheme, "mailto")
 }
 
+// num writes n in decimal, which needs no escaping.
 func (w *pageWriter) num(n int) { w.WriteString(strconv.Itoa(n)) }
 
 // str writes pieces of markup as they are.
@@ -133,7 +134,7 @@ func (w *pageWriter) who(l *msgLink) {
 	w.time(l.Date)
 }
 
-// link writes a link to the message cn.
+// link opens a link to the message cn.
 func (w *pageWriter) link(cn string) {
 	w.str(`<a href="/`)
 	w.url(cn)
