@@ -218,13 +218,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the connection and frees its place, once.
+// Close frees the connection's place, once, and closes it: in that order,
+// so that a client that sees its connection end and dials again at once
+// is not refused for the connection it no longer has.
 func (c *Conn) Close() error {
-	err := c.Conn.Close()
 	if !c.closed.Swap(true) {
 		c.l.release(c.ip)
 	}
-	return err
+	return c.Conn.Close()
 }
 
 // Loopback reports whether the host of host:port is loopback or

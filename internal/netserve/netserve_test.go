@@ -119,6 +119,43 @@ func TestLimits(t *testing.T) {
 	waitFor(t, func() bool { return value(m.sent) >= float64(4*len("hello\n")) })
 }
 
+// TestRedialAfterServerClose: a client whose connection the server ends
+// (after an error, a QUIT) may dial again at once, at the limit: the
+// place is free before the client sees the end.
+func TestRedialAfterServerClose(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listen(ln, Options{MaxConnsPerIP: 1, Refuse: func(c net.Conn, reason string) {
+		io.WriteString(c, "refused: "+reason+"\n")
+	}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, l, slog.New(slog.DiscardHandler), func(ctx context.Context, c net.Conn) {
+			io.WriteString(c, "bye\n")
+			c.Close()
+		})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for i := range 200 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(c) // to the end the server made
+		c.Close()
+		if err != nil || string(got) != "bye\n" {
+			t.Fatalf("connection %d: %q, %v; want bye, then its end", i, got, err)
+		}
+	}
+}
+
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
 	for range 500 {
