@@ -396,17 +396,12 @@ func TestQueries(t *testing.T) {
 	if err != nil || len(recent) != 2 || recent[0].CallNumber != a.cn("pm4") || recent[1].CallNumber != a.cn("pm8") {
 		t.Errorf("Recent(2) = %v, %v; want pm4, pm8", recent, err)
 	}
-	m, err := c.Message(ctx, a.cn("pm2"))
-	if err != nil {
-		t.Fatal(err)
+	p, err := c.Place(ctx, a.cn("pm2"))
+	if err != nil || p.Prev == nil || p.Next == nil || p.Prev.CallNumber != a.cn("pm1") || p.Next.CallNumber != a.cn("pm5") {
+		t.Errorf("Place(pm2) neighbours = %+v, %v; want pm1, pm5", p, err)
 	}
-	prev, next, err := c.Neighbours(ctx, m)
-	if err != nil || prev == nil || next == nil || prev.CallNumber != a.cn("pm1") || next.CallNumber != a.cn("pm5") {
-		t.Errorf("Neighbours(pm2) = %v, %v, %v; want pm1, pm5", prev, next, err)
-	}
-	first, _ := c.Message(ctx, a.cn("pm1"))
-	if prev, _, err := c.Neighbours(ctx, first); err != nil || prev != nil {
-		t.Errorf("Neighbours(first).prev = %v, %v; want none", prev, err)
+	if p, err := c.Place(ctx, a.cn("pm1")); err != nil || p.Prev != nil {
+		t.Errorf("Place(first).Prev = %+v, %v; want none", p, err)
 	}
 	page, total, err := c.Threads(ctx, "linux-mips", 1, 2)
 	if err != nil || total != 5 || len(page) != 2 {
@@ -638,7 +633,8 @@ func TestConcurrentFirstThreads(t *testing.T) {
 }
 
 // TestPlace: a message's place, read in one transaction, is what Thread,
-// Neighbours, List and Copies say on their own, for every message: of
+// List and Copies say on their own, and its neighbours those of its list
+// in (date, id) order, for every message: of
 // threads in several shapes, of two lists sharing Message-IDs, with
 // dates that tie, before and after a removal.
 func TestPlace(t *testing.T) {
@@ -679,12 +675,20 @@ func TestPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			prev, next, err := c.Neighbours(t.Context(), m)
-			if err != nil {
-				t.Fatal(err)
+			order := listOrder(t, c, m.List)
+			i := slices.Index(order, cn)
+			prev, next := "", ""
+			if i > 0 {
+				prev = order[i-1]
 			}
-			if !reflect.DeepEqual(p.Prev, prev) || !reflect.DeepEqual(p.Next, next) {
-				t.Errorf("%s: Place(%s) neighbours = %v, %v; Neighbours = %v, %v", when, cn, p.Prev, p.Next, prev, next)
+			if i+1 < len(order) {
+				next = order[i+1]
+			}
+			if cnOf(p.Prev) != prev || cnOf(p.Next) != next {
+				t.Errorf("%s: Place(%s) neighbours = %s, %s; want %s, %s", when, cn, cnOf(p.Prev), cnOf(p.Next), prev, next)
+			}
+			if p.Prev != nil && !reflect.DeepEqual(*p.Prev, mustMessage(t, c, prev)) {
+				t.Errorf("%s: Place(%s).Prev = %+v, not the message %s", when, cn, p.Prev, prev)
 			}
 			l, err := c.List(t.Context(), m.List)
 			if err != nil || p.ListAddress != l.Address {
@@ -725,4 +729,41 @@ func TestPlace(t *testing.T) {
 	}
 	mustSync(t, c, a.st)
 	check("after a removal")
+}
+
+// listOrder returns the call numbers of a list's messages by date, then
+// by the order the catalog indexed them.
+func listOrder(t testing.TB, c *Catalog, list string) []string {
+	t.Helper()
+	rows, err := c.r.QueryContext(t.Context(), `SELECT cn FROM messages WHERE list=? ORDER BY date, id`, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var cn string
+		if err := rows.Scan(&cn); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, cn)
+	}
+	return out
+}
+
+// cnOf is m's call number, "" for none.
+func cnOf(m *Message) string {
+	if m == nil {
+		return ""
+	}
+	return m.CallNumber
+}
+
+func mustMessage(t testing.TB, c *Catalog, cn string) Message {
+	t.Helper()
+	m, err := c.Message(t.Context(), cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -515,8 +515,8 @@ func (c *Catalog) Thread(ctx context.Context, cn string) (*Thread, error) {
 // its page shows besides the message.
 type Place struct {
 	Thread *Thread
-	// Prev and Next are the messages of the list just before and after
-	// it (as Neighbours), or nil.
+	// Prev and Next are the messages of its list just before and after
+	// it, by date (then by the order the catalog indexed them), or nil.
 	Prev, Next *Message
 	// ListAddress is the list's posting address (List.Address).
 	ListAddress string
@@ -526,7 +526,7 @@ type Place struct {
 }
 
 // Place returns the place of the message cn, or ErrNotFound: Thread,
-// Neighbours, List and Copies together, read in one transaction and as
+// its neighbours, List and Copies together, read in one transaction and as
 // few statements as a page can afford (three for most messages).
 func (c *Catalog) Place(ctx context.Context, cn string) (*Place, error) {
 	return c.read(ctx, cn, true)
@@ -550,7 +550,9 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	var removals, copies bool
 	var msgid, list string
 	// A thread page's statement leaves out what only a message's page
-	// shows; each is a lookup in an index.
+	// shows; each is a lookup in an index. Row values for the
+	// neighbours: with "date<? OR date=? AND id<?" SQLite scans the
+	// whole list in the index rather than seek to the date.
 	extra := `, 0, 0, '', '', '', 0`
 	if place {
 		extra = `,
@@ -688,30 +690,6 @@ func (c *Catalog) removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, re
 // maxRemovedLookups bounds the Message-IDs of one thread looked up among
 // the removals: a hostile thread may name thousands.
 const maxRemovedLookups = 200
-
-// Neighbours returns the messages of m's list just before and after it.
-func (c *Catalog) Neighbours(ctx context.Context, m Message) (prev, next *Message, err error) {
-	date := m.Date.Unix()
-	one := func(q string) (*Message, error) {
-		x, err := scanMessage(c.queryRow(ctx, nil, `SELECT `+messageColumns+` FROM messages m WHERE `+q, m.List, date, m.id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, c.readErr("the neighbours of "+m.CallNumber, err)
-		}
-		return &x, nil
-	}
-	// Row values: with "date<? OR date=? AND id<?" SQLite scans the whole
-	// list in the index rather than seek to the date.
-	if prev, err = one(`list=? AND (date, id) < (?, ?) ORDER BY date DESC, id DESC LIMIT 1`); err != nil {
-		return nil, nil, err
-	}
-	if next, err = one(`list=? AND (date, id) > (?, ?) ORDER BY date, id LIMIT 1`); err != nil {
-		return nil, nil, err
-	}
-	return prev, next, nil
-}
 
 // Stats are the catalog's totals.
 type Stats struct {

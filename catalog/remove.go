@@ -107,16 +107,10 @@ func (c *Catalog) scrub(ctx context.Context) error {
 }
 
 // removedByMessageID returns the removals recorded for the given
-// Message-IDs, by Message-ID.
+// Message-IDs, by Message-ID. (Catalog.read asks only when the archive
+// has removals at all.)
 func removedByMessageID(queryRow func(string, ...any) *sql.Row, ids []string) (map[string]*Removed, error) {
 	out := map[string]*Removed{}
-	if len(ids) > 1 {
-		// Most archives have no removals: one look, not one per id.
-		var some bool
-		if err := queryRow(`SELECT EXISTS (SELECT 1 FROM removed)`).Scan(&some); err != nil || !some {
-			return out, err
-		}
-	}
 	for _, id := range ids {
 		sum := sha256.Sum256([]byte(id))
 		var date int64
