@@ -196,6 +196,13 @@ func (c *Catalog) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...an
 	return s.QueryRowContext(ctx, args...)
 }
 
+// preparedReads reads c.r through prepared statements.
+type preparedReads struct{ c *Catalog }
+
+func (p preparedReads) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return p.c.queryRow(ctx, nil, q, args...)
+}
+
 // query is c.r.QueryContext, or tx's when tx is not nil, through a
 // prepared statement.
 func (c *Catalog) query(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
@@ -728,7 +735,8 @@ func ParseMonth(s string) (int, time.Month, bool) {
 // may have changed, for caches: the feed cursor, saved in the transaction
 // of every change, so it sees another process's writes too.
 func (c *Catalog) Generation(ctx context.Context) (string, error) {
-	v, err := meta(ctx, c.r, "cursor")
+	// Prepared: every page a cache may answer asks for it.
+	v, err := meta(ctx, preparedReads{c}, "cursor")
 	if err != nil {
 		return "", fmt.Errorf("cannot read the catalog's generation: %w", err)
 	}
