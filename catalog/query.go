@@ -542,63 +542,55 @@ func (c *Catalog) Place(ctx context.Context, cn string) (*Place, error) {
 // read reads the thread of message cn, and its place when place is set.
 func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, error) {
 	what := "the thread of " + cn
-	// One read transaction, so that the thread, its messages and their
-	// references agree while the follower writes.
-	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// One statement, so one snapshot of the catalog while the follower
+	// writes, without the cost of a transaction: the thread's messages
+	// with their references, the message itself with its thread's
+	// header, and for a place its list's previous and next messages.
+	q := threadStatement
+	if place {
+		q = placeStatement
+	}
+	rows, err := c.query(ctx, nil, q, cn, MaxThreadMessages)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
-	defer tx.Rollback()
-	var id int64
 	t := &Thread{}
 	p := &Place{Thread: t}
+	var self *Message
 	var first, last int64
-	var prev, next int64
 	var removals, copies bool
-	var msgid, list string
-	// A thread page's statement leaves out what only a message's page
-	// shows; each is a lookup in an index. Row values for the
-	// neighbours: with "date<? OR date=? AND id<?" SQLite scans the
-	// whole list in the index rather than seek to the date.
-	extra := `, 0, 0, '', '', '', 0`
-	if place {
-		extra = `,
-			(SELECT p.id FROM messages p WHERE p.list=m.list AND (p.date, p.id) < (m.date, m.id) ORDER BY p.date DESC, p.id DESC LIMIT 1),
-			(SELECT n.id FROM messages n WHERE n.list=m.list AND (n.date, n.id) > (m.date, m.id) ORDER BY n.date, n.id LIMIT 1),
-			m.msgid, m.list, coalesce((SELECT address FROM lists WHERE name=m.list), ''),
-			m.msgid<>'' AND EXISTS (SELECT 1 FROM messages c WHERE c.msgid_key=m.msgid_key AND c.list<>m.list AND c.msgid=m.msgid)`
-	}
-	err = c.queryRow(ctx, tx, `SELECT t.id, t.list, t.messages, t.first, t.last, r.subject,
-		EXISTS (SELECT 1 FROM removed)`+extra+`
-		FROM messages m JOIN threads t ON t.id=m.thread JOIN messages r ON r.id=t.root WHERE m.cn=?`, cn).
-		Scan(&id, &t.List, &t.Messages, &first, &last, &t.Subject, &removals,
-			nullAsZero{&prev}, nullAsZero{&next}, &msgid, &list, &p.ListAddress, &copies)
-	if err != nil {
-		return nil, c.readErr(what, err)
-	}
-	t.First, t.Last = unix(first), unix(last)
-	t.Truncated = t.Messages > MaxThreadMessages
-	// The list's neighbours (none is id 0) come in the same statement,
-	// marked 1.
-	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+`, 0 FROM (SELECT * FROM messages WHERE thread=? ORDER BY date, id LIMIT ?) m
-		UNION ALL SELECT `+messageColumns+`, 1 FROM messages m WHERE m.id IN (?, ?)`, id, MaxThreadMessages, prev, next)
-	if err != nil {
-		return nil, c.readErr(what, err)
-	}
 	var msgs []*Message
+	var refs [][]string
 	for rows.Next() {
-		var neighbour bool
-		m, err := scanMessage(rows, &neighbour)
+		var kind int
+		var rs string
+		var h struct {
+			messages, first, last, removals, copies int64
+			list, subject, address                  string
+		}
+		m, err := scanMessage(rows, &kind, nullAsEmpty{&rs}, nullAsEmpty{&h.list}, nullAsZero{&h.messages}, nullAsZero{&h.first}, nullAsZero{&h.last},
+			nullAsEmpty{&h.subject}, nullAsZero{&h.removals}, nullAsEmpty{&h.address}, nullAsZero{&h.copies})
 		if err != nil {
 			rows.Close()
 			return nil, c.readErr(what, err)
 		}
-		switch {
-		case !neighbour:
+		switch kind {
+		case rowInThread:
 			msgs = append(msgs, &m)
-		case m.id == prev:
+			var r []string
+			if rs != "" {
+				r = strings.Split(rs, refSeparator)
+			}
+			refs = append(refs, r)
+		case rowSelf:
+			self = &m
+			first, last = h.first, h.last
+			t.List, t.Messages, t.Subject = h.list, int(h.messages), h.subject
+			removals, copies = h.removals != 0, h.copies != 0
+			p.ListAddress = h.address
+		case rowPrev:
 			p.Prev = &m
-		default:
+		case rowNext:
 			p.Next = &m
 		}
 	}
@@ -606,38 +598,31 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	if err := rows.Err(); err != nil {
 		return nil, c.readErr(what, err)
 	}
+	if self == nil {
+		return nil, c.readErr(what, sql.ErrNoRows)
+	}
+	t.First, t.Last = unix(first), unix(last)
+	t.Truncated = t.Messages > MaxThreadMessages
 	// SQLite promises no order for the rows of a compound statement:
 	// the thread's are put back in date order (as they are, in practice,
-	// which the sort finds in one pass).
-	slices.SortFunc(msgs, func(a, b *Message) int {
-		return cmp.Or(a.Date.Compare(b.Date), cmp.Compare(a.id, b.id))
+	// which the sort finds in one pass), their references with them.
+	order := make([]int, len(msgs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(msgs[a].Date.Compare(msgs[b].Date), cmp.Compare(msgs[a].id, msgs[b].id))
 	})
-	index := make(map[int64]int, len(msgs))
-	for i, m := range msgs {
-		index[m.id] = i
+	sorted, sortedRefs := make([]*Message, len(msgs)), make([][]string, len(msgs))
+	for i, j := range order {
+		sorted[i], sortedRefs[i] = msgs[j], refs[j]
 	}
-	refs := make([][]string, len(msgs))
-	rows, err = c.query(ctx, tx, `SELECT r.msg, r.msgid FROM refs r JOIN messages m ON m.id=r.msg WHERE m.thread=? ORDER BY r.msg, r.pos`, id)
-	if err != nil {
-		return nil, c.readErr(what, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var msg int64
-		var ref string
-		if err := rows.Scan(&msg, &ref); err != nil {
-			return nil, c.readErr(what, err)
-		}
-		if i, ok := index[msg]; ok {
-			refs[i] = append(refs[i], ref)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, c.readErr(what, err)
-	}
+	msgs, refs = sorted, sortedRefs
+	// What follows reads after the statement: a removal or a copy made
+	// in between shows, as it would on the next reading.
 	removed := map[string]*Removed{}
 	if removals {
-		if removed, err = c.removedIn(ctx, tx, msgs, refs); err != nil {
+		if removed, err = c.removedIn(ctx, msgs, refs); err != nil {
 			return nil, c.readErr(what, err)
 		}
 	}
@@ -655,11 +640,74 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 		}
 	}
 	if copies {
-		if p.Copies, err = c.copies(ctx, tx, msgid, `AND list<>?`, list); err != nil {
+		if p.Copies, err = c.copies(ctx, nil, self.MessageID, `AND list<>?`, self.List); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// The kinds of row of threadStatement and placeStatement.
+const (
+	rowInThread = iota
+	rowSelf
+	rowPrev
+	rowNext
+)
+
+// refSeparator joins a message's references in one column (char(10) in
+// the statements): a Message-ID as the catalog keeps it has no control
+// characters (mailmsg strips them).
+const refSeparator = "\n"
+
+// threadStatement and placeStatement read the thread of the message
+// their first argument names, at most their second argument's messages
+// of it, as rows of four kinds (a column after Message's): the thread's
+// messages with their references in the next column (rowInThread); the
+// message itself (rowSelf) with its thread's header in the columns after
+// that; and for a place the list's messages before and after it (rowPrev,
+// rowNext). The other kinds have NULL in the columns that are not theirs.
+var threadStatement, placeStatement = readStatement(false), readStatement(true)
+
+func readStatement(place bool) string {
+	const none = `NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL`
+	// The header: the list, the thread's messages, its first and last
+	// dates, the root's subject, whether the catalog holds removals, the
+	// list's address and whether the message has copies in other lists.
+	header := `t.list, t.messages, t.first, t.last, r.subject, EXISTS (SELECT 1 FROM removed), `
+	neighbours := ""
+	if place {
+		header += `coalesce((SELECT address FROM lists WHERE name=m.list), ''),
+			m.msgid<>'' AND EXISTS (SELECT 1 FROM messages c WHERE c.msgid_key=m.msgid_key AND c.list<>m.list AND c.msgid=m.msgid)`
+		// Row values: with "date<? OR date=? AND id<?" SQLite scans the
+		// whole list in the index rather than seek to the date.
+		neighbours = fmt.Sprintf(`
+		UNION ALL SELECT %[1]s, %[2]d, NULL, %[4]s FROM messages m
+			WHERE m.id=(SELECT p.id FROM messages p, me WHERE p.list=me.list AND (p.date, p.id) < (me.date, me.id) ORDER BY p.date DESC, p.id DESC LIMIT 1)
+		UNION ALL SELECT %[1]s, %[3]d, NULL, %[4]s FROM messages m
+			WHERE m.id=(SELECT n.id FROM messages n, me WHERE n.list=me.list AND (n.date, n.id) > (me.date, me.id) ORDER BY n.date, n.id LIMIT 1)`,
+			messageColumns, rowPrev, rowNext, none)
+	} else {
+		header += `'', 0`
+	}
+	return fmt.Sprintf(`WITH me AS (SELECT id, thread, list, date FROM messages WHERE cn=?)
+		SELECT %[1]s, %[2]d, (SELECT group_concat(msgid, char(10) ORDER BY pos) FROM refs WHERE msg=m.id), %[4]s
+			FROM (SELECT * FROM messages WHERE thread=(SELECT thread FROM me) ORDER BY date, id LIMIT ?) m
+		UNION ALL SELECT %[1]s, %[3]d, NULL, %[5]s
+			FROM me JOIN messages m ON m.id=me.id JOIN threads t ON t.id=m.thread JOIN messages r ON r.id=t.root%[6]s`,
+		messageColumns, rowInThread, rowSelf, none, header, neighbours)
+}
+
+// nullAsEmpty scans a NULL as "".
+type nullAsEmpty struct{ p *string }
+
+func (n nullAsEmpty) Scan(v any) error {
+	var x sql.NullString
+	if err := x.Scan(v); err != nil {
+		return err
+	}
+	*n.p = x.String
+	return nil
 }
 
 // nullAsZero scans a NULL as 0.
@@ -676,7 +724,7 @@ func (n nullAsZero) Scan(v any) error {
 
 // removedIn returns the removals of the messages a thread's messages name
 // and the thread does not hold, by Message-ID.
-func (c *Catalog) removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, refs [][]string) (map[string]*Removed, error) {
+func (c *Catalog) removedIn(ctx context.Context, msgs []*Message, refs [][]string) (map[string]*Removed, error) {
 	own := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
 		own[m.MessageID] = true
@@ -691,7 +739,7 @@ func (c *Catalog) removedIn(ctx context.Context, tx *sql.Tx, msgs []*Message, re
 			}
 		}
 	}
-	return removedByMessageID(func(q string, args ...any) *sql.Row { return c.queryRow(ctx, tx, q, args...) }, ids)
+	return removedByMessageID(func(q string, args ...any) *sql.Row { return c.queryRow(ctx, nil, q, args...) }, ids)
 }
 
 // maxRemovedLookups bounds the Message-IDs of one thread looked up among

@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -321,5 +323,37 @@ func TestSubjectKeyCollisions(t *testing.T) {
 	}
 	if th := threadOf(t, c, reply); th.Nodes[0].Message == nil || th.Nodes[0].Message.CallNumber != first || m.Joined != JoinedBySubject {
 		t.Errorf("the reply joined %s, %v; want the thread of %s, by subject", shape(t, th), m.Joined, first)
+	}
+}
+
+// TestReferencesAsTheyWere: a thread is read with each message's
+// references whole and in order, whatever characters a Message-ID holds
+// (spaces, a fold inside the brackets, quotes, commas, non-ASCII): they
+// travel joined in one column.
+func TestReferencesAsTheyWere(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	ids := []string{`root "x, y"@example.org`, "mid dle@example.org", "caf\u00e9\tbar@example.org"}
+	mail := func(id, date string, parents ...string) []byte {
+		h := "From: someone@example.org\nSubject: odd ids\nMessage-ID: <" + id + ">\nDate: Mon, 3 Nov 2008 10:00:" + date + " +0000\n"
+		if len(parents) > 0 {
+			h += "References: <" + strings.Join(parents, ">\n <") + ">\n"
+		}
+		return []byte(h + "\nText.\n")
+	}
+	// The last reply's References folds inside its second Message-ID.
+	last := bytes.Replace(mail("leaf@example.org", "03", ids...), []byte("mid dle"), []byte("mid\n dle"), 1)
+	a.put(mail(ids[0], "00"), "l")
+	a.put(mail(ids[1], "01", ids[0]), "l")
+	a.put(mail(ids[2], "02", ids[0], ids[1]), "l")
+	cn := a.put(last, "l")
+	mustSync(t, c, a.st)
+	th, err := c.Thread(t.Context(), cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "root \"x, y\"\n  mid dle\n    caf\u00e9bar\n      leaf\n"
+	if got := shape(t, th); got != want {
+		t.Errorf("thread:\n%s\nwant:\n%s", got, want)
 	}
 }
