@@ -288,9 +288,25 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if complete && nav != nil {
 		cacheable(w)
 	}
-	var b pageWriter
-	writePage(&b, &d)
+	b := pageBuffers.Get().(*pageWriter)
+	defer putPageBuffer(b)
+	writePage(b, &d)
 	writeHTML(w, http.StatusOK, b.Bytes())
+}
+
+// pageBuffers keep message pages' buffers for the next page, writeHTML
+// having copied what they hold.
+var pageBuffers = sync.Pool{New: func() any { return new(pageWriter) }}
+
+// maxPooledPage bounds the buffers kept: a page of a large message
+// should not hold its memory for good.
+const maxPooledPage = 256 << 10
+
+func putPageBuffer(b *pageWriter) {
+	if b.Cap() <= maxPooledPage {
+		b.Reset()
+		pageBuffers.Put(b)
+	}
 }
 
 // pageData gathers what the page of message m shows, nav its place (nil

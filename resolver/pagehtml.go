@@ -557,9 +557,11 @@ func writeParts(w *pageWriter, m *mailview.Message, folded bool) {
 		case p.HTML != "":
 			w.str(`<div class="html">`, string(p.HTML), "</div>\n")
 		case folded:
-			w.str(string(renderText(p.Text, textOptions{Fold: 6})), "\n")
+			writeText(w, p.Text, textOptions{Fold: 6})
+			w.str("\n")
 		default:
-			w.str(string(renderText(p.Text, textOptions{})), "\n")
+			writeText(w, p.Text, textOptions{})
+			w.str("\n")
 		}
 	}
 	if len(m.Parts) == 0 {

@@ -2,8 +2,7 @@ package resolver
 
 import (
 	"fmt"
-	"html"
-	"html/template"
+	"io"
 	"net/url"
 	"strings"
 
@@ -19,7 +18,14 @@ type textOptions struct {
 	Fold int
 }
 
-// renderText shows a text/plain body (mailview's cleaned text) as HTML:
+// htmlWriter is what writeText writes to: a *strings.Builder, a
+// *pageWriter.
+type htmlWriter interface {
+	io.Writer
+	io.StringWriter
+}
+
+// writeText shows a text/plain body (mailview's cleaned text) as HTML:
 // every character escaped, http(s) URLs as links, and the lines grouped
 // in runs of one quote level (RFC 3676 section 4.5: a line's quote depth
 // is its number of leading '>', spaces between them allowed as many
@@ -34,8 +40,7 @@ type textOptions struct {
 // file header, dk a hunk header, da added, dd deleted), in the first
 // maxDiffBytes of the text; the rest is plain, so that a 40 MB patch
 // costs no more than 2 MB of one.
-func renderText(s string, o textOptions) template.HTML {
-	var b strings.Builder
+func writeText(b htmlWriter, s string, o textOptions) {
 	b.WriteString(`<div class="text">`)
 	lines := strings.SplitAfter(s, "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
@@ -74,10 +79,10 @@ func renderText(s string, o textOptions) template.HTML {
 		}
 		fold := level > 0 && o.Fold > 0 && len(run) > o.Fold
 		if fold {
-			fmt.Fprintf(&b, `<details class="quote"><summary>%d quoted lines</summary>`, len(run))
+			fmt.Fprintf(b, `<details class="quote"><summary>%d quoted lines</summary>`, len(run))
 		}
 		if class != "" {
-			fmt.Fprintf(&b, `<pre class="%s">`, class)
+			fmt.Fprintf(b, `<pre class="%s">`, class)
 		} else {
 			b.WriteString(`<pre>`)
 		}
@@ -87,13 +92,13 @@ func renderText(s string, o textOptions) template.HTML {
 				class = diffClass[kind(i+k)]
 			}
 			if class == "" {
-				linkify(&b, l)
+				linkify(b, l)
 				continue
 			}
 			// The line end stays outside the span: a span per line.
 			body := strings.TrimRight(l, "\r\n")
 			b.WriteString(`<span class="` + class + `">`)
-			b.WriteString(html.EscapeString(body))
+			escape(b, body)
 			b.WriteString(`</span>`)
 			b.WriteString(l[len(body):])
 		}
@@ -104,7 +109,6 @@ func renderText(s string, o textOptions) template.HTML {
 		i = j
 	}
 	b.WriteString(`</div>`)
-	return template.HTML(b.String())
 }
 
 // maxDiffBytes is how much of a text is read for patches: colouring and
@@ -183,23 +187,54 @@ func quoteLevel(l string) int {
 }
 
 // linkify writes s escaped, with its http(s) URLs as links.
-func linkify(b *strings.Builder, s string) {
+func linkify(b htmlWriter, s string) {
 	for {
 		i := nextURL(s)
 		if i < 0 {
-			b.WriteString(html.EscapeString(s))
+			escape(b, s)
 			return
 		}
-		b.WriteString(html.EscapeString(s[:i]))
+		escape(b, s[:i])
 		end := urlEnd(s[i:])
 		raw := s[i : i+end]
 		if u, ok := linkTarget(raw); ok {
-			fmt.Fprintf(b, `<a href="%s" rel="nofollow noopener noreferrer">%s</a>`, html.EscapeString(u), html.EscapeString(raw))
+			b.WriteString(`<a href="`)
+			escape(b, u)
+			b.WriteString(`" rel="nofollow noopener noreferrer">`)
+			escape(b, raw)
+			b.WriteString(`</a>`)
 		} else {
-			b.WriteString(html.EscapeString(raw))
+			escape(b, raw)
 		}
 		s = s[i+end:]
 	}
+}
+
+// escape writes s as html.EscapeString returns it, without making a
+// string of it.
+func escape(b io.StringWriter, s string) {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		var r string
+		switch s[i] {
+		case '&':
+			r = "&amp;"
+		case '\'':
+			r = "&#39;"
+		case '<':
+			r = "&lt;"
+		case '>':
+			r = "&gt;"
+		case '"':
+			r = "&#34;"
+		default:
+			continue
+		}
+		b.WriteString(s[last:i])
+		b.WriteString(r)
+		last = i + 1
+	}
+	b.WriteString(s[last:])
 }
 
 // nextURL returns where the next "http://" or "https://" starts in s (not

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"html"
+	"html/template"
 	"strings"
 	"testing"
 
@@ -11,6 +12,13 @@ import (
 	"github.com/chibrary/chibrary/internal/testkit/htmlcheck"
 	"github.com/chibrary/chibrary/mailview"
 )
+
+// renderText is writeText into a string.
+func renderText(s string, o textOptions) template.HTML {
+	var b strings.Builder
+	writeText(&b, s, o)
+	return template.HTML(b.String())
+}
 
 func TestRenderText(t *testing.T) {
 	tests := []struct {
@@ -82,7 +90,7 @@ func checkRendered(t *testing.T, in, out string, folded bool) {
 // that text.
 func FuzzRenderText(f *testing.F) {
 	for _, s := range []string{
-		"plain\n", "> q\n>> qq\n", "see https://example.org/x_(y).\n", "-- \nsig\n", "<script>alert(1)</script>\n",
+		"plain\n", "it's <a> & \"b\"\n", "> q\n>> qq\n", "see https://example.org/x_(y).\n", "-- \nsig\n", "<script>alert(1)</script>\n",
 		"https://a.example/?q=\"><script>\n", "http://[::1]:80/\n", "https://example.org\u00a0next\n",
 		"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-<b>\n+https://example.org/\n \n-- \n2.39\n",
 		"--- a\n+++ b\n@@ garbled @@\n+> quoted\n-- \n",
@@ -100,6 +108,10 @@ func FuzzRenderText(f *testing.F) {
 			return r
 		}, s)
 		checkRendered(t, s, string(renderText(s, textOptions{})), false)
+		var b strings.Builder
+		if escape(&b, s); b.String() != html.EscapeString(s) {
+			t.Fatalf("escape(%q) = %q, html.EscapeString gives %q", s, b.String(), html.EscapeString(s))
+		}
 		if err := htmlcheck.Check(string(renderText(s, textOptions{Fold: 2})), htmlcheck.Options{}); err != nil {
 			t.Fatalf("folded renderText(%q) is unsafe: %v", s, err)
 		}
