@@ -49,8 +49,9 @@ check:
 # the importer into a Riak node (started from the
 # Riak test kit, ../shared/riak; msg/s and requests per message beside
 # bbolt's), then the packages' Go benchmarks, the resolver's raw reads
-# before and after, and the cost of hostile mail and requests beside
-# ordinary ones. The corpus benchmarks skip when $(CORPUS) is absent.
+# before and after, its message pages beside public-inbox's (when
+# installed), and the cost of hostile mail and requests beside ordinary
+# ones. The corpus benchmarks skip when $(CORPUS) is absent.
 # Takes a few minutes.
 bench: build
 	scripts/before.sh $(BEFORE) $(BIN)/before
@@ -68,6 +69,8 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkServe -benchtime 20000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkPages -benchtime 10000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkMessagePage -benchtime 2000x ./resolver/
+	@# The same pages beside public-inbox's (skips without it: apt-get install public-inbox).
+	$(GO) run ./internal/tools/pibench --corpus $(CORPUS) --bin $(BIN)
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
 	@echo "== hostile mail and requests, each beside an ordinary one (docs/reliability.md, Hostile input)"
