@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -24,34 +25,30 @@ type pageWriter struct{ bytes.Buffer }
 
 // text writes s escaped for HTML text or a quoted attribute value, as
 // html/template's htmlEscaper and attrEscaper do.
-func (w *pageWriter) text(s string) {
+func (w *pageWriter) text(s string) { templateEscapes.write(w, s) }
+
+// byteReplacer writes a string with some of its bytes replaced, without
+// making a string of it.
+type byteReplacer [256]string
+
+func (t *byteReplacer) write(w io.StringWriter, s string) {
 	last := 0
 	for i := 0; i < len(s); i++ {
-		var r string
-		switch s[i] {
-		case 0:
-			r = "\uFFFD"
-		case '"':
-			r = "&#34;"
-		case '&':
-			r = "&amp;"
-		case '\'':
-			r = "&#39;"
-		case '+':
-			r = "&#43;"
-		case '<':
-			r = "&lt;"
-		case '>':
-			r = "&gt;"
-		default:
-			continue
+		if r := t[s[i]]; r != "" {
+			w.WriteString(s[last:i])
+			w.WriteString(r)
+			last = i + 1
 		}
-		w.WriteString(s[last:i])
-		w.WriteString(r)
-		last = i + 1
 	}
 	w.WriteString(s[last:])
 }
+
+// templateEscapes are html/template's escapes of HTML text and quoted
+// attribute values; htmlEscapes are html.EscapeString's.
+var (
+	templateEscapes = byteReplacer{0: "\uFFFD", '"': "&#34;", '&': "&amp;", '\'': "&#39;", '+': "&#43;", '<': "&lt;", '>': "&gt;"}
+	htmlEscapes     = byteReplacer{'"': "&#34;", '&': "&amp;", '\'': "&#39;", '<': "&lt;", '>': "&gt;"}
+)
 
 // url writes s inside a URL attribute after its scheme and host, as
 // html/template's urlNormalizer then attrEscaper do: what is not allowed

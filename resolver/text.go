@@ -210,32 +210,8 @@ func linkify(b htmlWriter, s string) {
 	}
 }
 
-// escape writes s as html.EscapeString returns it, without making a
-// string of it.
-func escape(b io.StringWriter, s string) {
-	last := 0
-	for i := 0; i < len(s); i++ {
-		var r string
-		switch s[i] {
-		case '&':
-			r = "&amp;"
-		case '\'':
-			r = "&#39;"
-		case '<':
-			r = "&lt;"
-		case '>':
-			r = "&gt;"
-		case '"':
-			r = "&#34;"
-		default:
-			continue
-		}
-		b.WriteString(s[last:i])
-		b.WriteString(r)
-		last = i + 1
-	}
-	b.WriteString(s[last:])
-}
+// escape writes s as html.EscapeString returns it.
+func escape(b io.StringWriter, s string) { htmlEscapes.write(b, s) }
 
 // nextURL returns where the next "http://" or "https://" starts in s (not
 // in the middle of a word: "xhttp://" is not a URL), or -1.
