@@ -533,8 +533,10 @@ type Place struct {
 }
 
 // Place returns the place of the message cn, or ErrNotFound: Thread,
-// its neighbours, List and Copies together, read in one transaction and as
-// few statements as a page can afford (three for most messages).
+// its neighbours, List and Copies together, read in one statement; then,
+// only when the archive has removals, one for each Message-ID the thread
+// names and does not hold (at most maxRemovedLookups), and one for the
+// copies when the message has any.
 func (c *Catalog) Place(ctx context.Context, cn string) (*Place, error) {
 	return c.read(ctx, cn, true)
 }
@@ -559,8 +561,11 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	var self *Message
 	var first, last int64
 	var removals, copies bool
-	var msgs []*Message
-	var refs [][]string
+	type inThread struct {
+		m    *Message
+		refs []string
+	}
+	var thread []inThread
 	for rows.Next() {
 		var kind int
 		var rs string
@@ -576,12 +581,11 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 		}
 		switch kind {
 		case rowInThread:
-			msgs = append(msgs, &m)
-			var r []string
+			var refs []string
 			if rs != "" {
-				r = strings.Split(rs, refSeparator)
+				refs = strings.Split(rs, refSeparator)
 			}
-			refs = append(refs, r)
+			thread = append(thread, inThread{&m, refs})
 		case rowSelf:
 			self = &m
 			first, last = h.first, h.last
@@ -605,19 +609,14 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	t.Truncated = t.Messages > MaxThreadMessages
 	// SQLite promises no order for the rows of a compound statement:
 	// the thread's are put back in date order (as they are, in practice,
-	// which the sort finds in one pass), their references with them.
-	order := make([]int, len(msgs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(msgs[a].Date.Compare(msgs[b].Date), cmp.Compare(msgs[a].id, msgs[b].id))
+	// which the sort finds in one pass).
+	slices.SortFunc(thread, func(a, b inThread) int {
+		return cmp.Or(a.m.Date.Compare(b.m.Date), cmp.Compare(a.m.id, b.m.id))
 	})
-	sorted, sortedRefs := make([]*Message, len(msgs)), make([][]string, len(msgs))
-	for i, j := range order {
-		sorted[i], sortedRefs[i] = msgs[j], refs[j]
+	msgs, refs := make([]*Message, len(thread)), make([][]string, len(thread))
+	for i, r := range thread {
+		msgs[i], refs[i] = r.m, r.refs
 	}
-	msgs, refs = sorted, sortedRefs
 	// What follows reads after the statement: a removal or a copy made
 	// in between shows, as it would on the next reading.
 	removed := map[string]*Removed{}
