@@ -431,6 +431,34 @@ func TestFeedForgetsDeadClaims(t *testing.T) {
 	}
 }
 
+// TestFirstLeaseInterleaved: a program recording the first lease of a
+// store while another authority binds it and records its own lease of
+// the same run, between the program's two reads, is told the store
+// belongs to another authority, not that the run was reused.
+func TestFirstLeaseInterleaved(t *testing.T) {
+	o := testOptions(t)
+	loser, winner := open(t, o), open(t, o)
+	mine := storetest.NewAuthority(t, shuffle.Mix)
+	theirs := storetest.NewAuthority(t, shuffle.Mix)
+	once := true
+	loser.hook = func(point string) error {
+		if point == "lease read" && once {
+			once = false
+			if err := winner.RecordLease(t.Context(), theirs.Lease(1)); err != nil {
+				t.Errorf("the other authority's lease: %v", err)
+			}
+		}
+		return nil
+	}
+	err := loser.RecordLease(t.Context(), mine.Lease(1))
+	if !errors.Is(err, store.ErrForeignAuthority) {
+		t.Errorf("RecordLease = %v, want %v", err, store.ErrForeignAuthority)
+	}
+	if once {
+		t.Error("RecordLease never reached the point between its reads")
+	}
+}
+
 // TestLeaseRace: of several programs recording different leases of one
 // run at once (an authority restored from a backup, twice), exactly one
 // succeeds; of several binding an empty store to different authorities

@@ -72,11 +72,19 @@ func (s *Store) RecordLease(ctx context.Context, l callnumber.Lease) error {
 func (s *Store) recordLease(ctx context.Context, l callnumber.Lease) error {
 	// Bind, then record, and one more round for a lost reply.
 	for range 4 {
-		bd, err := s.binding(ctx)
+		// The lease before the binding: a store is bound before any
+		// lease is recorded in it, so a lease read here comes with its
+		// binding. The other way round, a program racing the first
+		// lease of a store against another authority's could read no
+		// binding, then that authority's lease, and blame a reused run.
+		old, err := s.lease(ctx, l.Run)
 		if err != nil {
 			return err
 		}
-		old, err := s.lease(ctx, l.Run)
+		if err := s.at("lease read"); err != nil {
+			return err
+		}
+		bd, err := s.binding(ctx)
 		if err != nil {
 			return err
 		}

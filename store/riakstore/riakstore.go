@@ -145,8 +145,9 @@ type Store struct {
 	// those whose caller gave up: stopping the cluster under them makes
 	// the library panic on a goroutine of its own.
 	inflight sync.WaitGroup
-	// hook, when set by a test, is called at named points of Put and
-	// Remove; an error it returns stops it there, as a crash would.
+	// hook, when set by a test, is called at named points of Put,
+	// Remove and RecordLease; an error it returns stops it there, as a
+	// crash would.
 	hook func(point string) error
 	// removalsPage is how many numbers one query of the removal index
 	// asks for; tests make it small.
@@ -419,7 +420,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// at runs the test hook at a named point of Put or Remove.
+// at runs the test hook at a named point of Put, Remove or RecordLease.
 func (s *Store) at(point string) error {
 	if s.hook == nil {
 		return nil
