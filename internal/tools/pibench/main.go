@@ -4,17 +4,22 @@
 // the shared corpus: the resolver from `importer`, public-inbox from its
 // own mbox import into a v2 inbox (index level basic: the message page
 // reads no search index). Both serve on loopback, each in its own
-// processes, and one client asks both for the page of each of --messages
+// processes, and one client asks for three things of each of --messages
 // random messages (with a Message-ID no other message of the corpus has),
-// in a random order: first the resolver's first request for the page
-// (cold: not in its page cache), then both again (the resolver's cached;
-// public-inbox keeps no pages). It prints the medians and their ratios.
+// in a random order: the resolver's page of it, its raw bytes, and
+// public-inbox's page of it; first the resolver's first request for the
+// page (cold: not in its page cache), then all three again (the
+// resolver's page cached; public-inbox keeps no pages). It prints the
+// medians and their ratios: the resolver's page against its raw bytes as
+// a client of its own process sees them, and public-inbox's page against
+// the resolver's.
 //
 //	go run ./internal/tools/pibench --corpus ../shared/corpus/linux-mips-sample.mbox.gz --bin bin
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -29,8 +34,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,6 +51,7 @@ func main() {
 	corpus := flag.String("corpus", "", "the shared corpus (linux-mips-sample.mbox.gz)")
 	bin := flag.String("bin", "bin", "the directory of the programs (make build)")
 	messages := flag.Int("messages", 500, "random messages whose pages are asked for")
+	clients := flag.Int("clients", 1, "clients asking at once, each for its share of the messages")
 	flag.Parse()
 	if *corpus == "" {
 		*corpus = testcorpus.Find()
@@ -57,17 +66,17 @@ func main() {
 			return
 		}
 	}
-	if *messages < 1 {
-		fmt.Fprintln(os.Stderr, "pibench: --messages must be at least 1")
+	if *messages < 1 || *clients < 1 || *clients > *messages {
+		fmt.Fprintln(os.Stderr, "pibench: --messages and --clients must be at least 1, and --clients at most --messages")
 		os.Exit(2)
 	}
-	if err := run(*corpus, *bin, *messages); err != nil {
+	if err := run(*corpus, *bin, *messages, *clients); err != nil {
 		fmt.Fprintln(os.Stderr, "pibench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(corpus, bin string, n int) error {
+func run(corpus, bin string, n, clients int) error {
 	tmp, err := os.MkdirTemp("", "pibench-")
 	if err != nil {
 		return err
@@ -94,7 +103,10 @@ func run(corpus, bin string, n int) error {
 	}
 	defer stopTheirs()
 
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = clients // a connection each, kept
 	client := &http.Client{
+		Transport:     transport,
 		Timeout:       time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -102,10 +114,16 @@ func run(corpus, bin string, n int) error {
 	// to the page of the one message with it.
 	r := rand.New(rand.NewPCG(1, 2))
 	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	type pair struct{ ours, theirs string }
-	var pairs []pair
+	// The three pages of a message: the resolver's page and raw bytes,
+	// public-inbox's page.
+	const (
+		page = iota
+		raw
+		theirPage
+	)
+	var messages [][3]string
 	for _, id := range ids {
-		if len(pairs) == n+10 {
+		if len(messages) == n+10 {
 			break
 		}
 		resp, err := client.Get(ours + "m/" + url.PathEscape(id))
@@ -118,10 +136,10 @@ func run(corpus, bin string, n int) error {
 		if resp.StatusCode/100 != 3 || !strings.HasPrefix(loc, "/") || strings.Count(loc, "/") != 1 {
 			continue // not archived as one message (a page listing several)
 		}
-		pairs = append(pairs, pair{ours + loc[1:], theirs + "mips/" + url.PathEscape(id) + "/"})
+		messages = append(messages, [3]string{ours + loc[1:], ours + loc[1:] + "/raw", theirs + "mips/" + url.PathEscape(id) + "/"})
 	}
-	if len(pairs) < n+10 {
-		return fmt.Errorf("only %d messages with a Message-ID of their own, want %d", len(pairs), n+10)
+	if len(messages) < n+10 {
+		return fmt.Errorf("only %d messages with a Message-ID of their own, want %d", len(messages), n+10)
 	}
 	get := func(u string) (time.Duration, error) {
 		start := time.Now()
@@ -138,48 +156,59 @@ func run(corpus, bin string, n int) error {
 	}
 	// Ten others first: public-inbox loads its modules on its first
 	// requests.
-	for _, p := range pairs[n:] {
-		if _, err := get(p.theirs); err != nil {
-			return err
-		}
-		if _, err := get(p.ours); err != nil {
-			return err
+	for _, m := range messages[n:] {
+		for _, u := range m {
+			if _, err := get(u); err != nil {
+				return err
+			}
 		}
 	}
-	pairs = pairs[:n]
-	var times [2][2][]time.Duration // pass, ours/theirs
+	messages = messages[:n]
+	// Each client asks for its share of the messages; every client's
+	// first pass ends before any begins its second.
+	var times [2][3][]time.Duration // by pass, then page, raw, theirPage
 	for pass := range 2 {
-		for _, p := range pairs {
-			first, second := p.ours, p.theirs
-			swap := r.IntN(2) == 1
-			if swap {
-				first, second = second, first
-			}
-			a, err := get(first)
-			if err != nil {
-				return err
-			}
-			b, err := get(second)
-			if err != nil {
-				return err
-			}
-			if swap {
-				a, b = b, a
-			}
-			times[pass][0] = append(times[pass][0], a)
-			times[pass][1] = append(times[pass][1], b)
+		var mu sync.Mutex
+		var firstErr error
+		var wg sync.WaitGroup
+		for c := range clients {
+			r := rand.New(rand.NewPCG(uint64(pass), uint64(c)))
+			wg.Go(func() {
+				var mine [3][]time.Duration
+				for i := c; i < len(messages); i += clients {
+					for _, k := range r.Perm(3) {
+						d, err := get(messages[i][k])
+						if err != nil {
+							mu.Lock()
+							firstErr = cmp.Or(firstErr, err)
+							mu.Unlock()
+							return
+						}
+						mine[k] = append(mine[k], d)
+					}
+				}
+				mu.Lock()
+				for k := range mine {
+					times[pass][k] = append(times[pass][k], mine[k]...)
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
 		}
 	}
-	median := func(d []time.Duration) time.Duration {
+	median := func(d []time.Duration) float64 {
 		d = slices.Clone(d)
 		slices.Sort(d)
-		return d[len(d)/2]
+		return float64(d[len(d)/2]) / float64(time.Microsecond)
 	}
-	fmt.Printf("%d message pages, one client, medians:\n", n)
+	fmt.Printf("%d messages, %d client(s), medians (µs):\n", n, clients)
+	fmt.Printf("  %-30s %9s %9s %10s %13s %22s\n", "", "raw", "page", "page/raw", "public-inbox", "public-inbox/resolver")
 	for pass, what := range []string{"first request (resolver cold)", "asked again (resolver cached)"} {
-		o, t := median(times[pass][0]), median(times[pass][1])
-		fmt.Printf("  %-30s resolver %7.0f µs   public-inbox %7.0f µs   public-inbox/resolver %.1f\n",
-			what, float64(o.Microseconds()), float64(t.Microseconds()), float64(t)/float64(o))
+		p, rw, t := median(times[pass][page]), median(times[pass][raw]), median(times[pass][theirPage])
+		fmt.Printf("  %-30s %9.0f %9.0f %10.1f %13.0f %22.1f\n", what, rw, p, p/rw, t, t/p)
 	}
 	return nil
 }
@@ -283,7 +312,8 @@ func servePublicInbox(dir, corpus string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	httpd := command("public-inbox-httpd", "-l", addr)
+	// As many workers as CPUs, as the resolver uses them all.
+	httpd := command("public-inbox-httpd", "-W", strconv.Itoa(runtime.NumCPU()), "-l", addr)
 	httpd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // it forks its workers
 	var log bytes.Buffer
 	httpd.Stdout, httpd.Stderr = &log, &log
