@@ -110,10 +110,6 @@ func run(corpus, bin string, n, clients int) error {
 		Timeout:       time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	// The resolver's call number of each Message-ID: /m/{id} redirects
-	// to the page of the one message with it.
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	// The three pages of a message: the resolver's page and raw bytes,
 	// public-inbox's page.
 	const (
@@ -121,6 +117,10 @@ func run(corpus, bin string, n, clients int) error {
 		raw
 		theirPage
 	)
+	// Random messages, with the resolver's call number of each: /m/{id}
+	// redirects to the page of the one message with it.
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	var messages [][3]string
 	for _, id := range ids {
 		if len(messages) == n+10 {
