@@ -102,10 +102,7 @@ type Catalog struct {
 	// message's page runs, by query: parsing one costs SQLite as much as
 	// running it.
 	stmts sync.Map
-	// preparing holds the queries being prepared on the pool for a
-	// transaction that prepared them for itself (prepared).
-	preparing sync.Map
-	// closeMu keeps Close from closing the pool under such a prepare.
+	// closeMu keeps Close from closing the pool under a prepare.
 	closeMu sync.RWMutex
 }
 

@@ -143,29 +143,10 @@ func scanMessage(s scanner, extra ...any) (Message, error) {
 
 func unix(s int64) time.Time { return time.Unix(s, 0).UTC() }
 
-// prepared returns the reading statement of q, prepared once, or tx's
-// version of it when tx is not nil.
-func (c *Catalog) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+// prepared returns the reading statement of q, prepared once.
+func (c *Catalog) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
 	if s, ok := c.stmts.Load(q); ok {
-		if tx != nil {
-			return tx.StmtContext(ctx, s.(*sql.Stmt)), nil
-		}
 		return s.(*sql.Stmt), nil
-	}
-	if tx != nil {
-		// Preparing on the pool would wait for a connection other than
-		// tx's: with every read connection held by a transaction doing
-		// the same, forever. tx prepares it for itself, and the pool
-		// once a connection is free.
-		if _, busy := c.preparing.LoadOrStore(q, true); !busy {
-			go func() {
-				defer c.preparing.Delete(q)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				c.prepared(ctx, nil, q)
-			}()
-		}
-		return tx.PrepareContext(ctx, q)
 	}
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
@@ -183,15 +164,11 @@ func (c *Catalog) prepared(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt
 	return s, nil
 }
 
-// queryRow is c.r.QueryRowContext, or tx's when tx is not nil, through a
-// prepared statement.
-func (c *Catalog) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
-	s, err := c.prepared(ctx, tx, q)
-	switch {
-	case err != nil && tx != nil:
-		return tx.QueryRowContext(ctx, q, args...) // fails as the prepare did
-	case err != nil:
-		return c.r.QueryRowContext(ctx, q, args...)
+// queryRow is c.r.QueryRowContext through a prepared statement.
+func (c *Catalog) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	s, err := c.prepared(ctx, q)
+	if err != nil {
+		return c.r.QueryRowContext(ctx, q, args...) // fails as the prepare did
 	}
 	return s.QueryRowContext(ctx, args...)
 }
@@ -200,13 +177,12 @@ func (c *Catalog) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...an
 type preparedReads struct{ c *Catalog }
 
 func (p preparedReads) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return p.c.queryRow(ctx, nil, q, args...)
+	return p.c.queryRow(ctx, q, args...)
 }
 
-// query is c.r.QueryContext, or tx's when tx is not nil, through a
-// prepared statement.
-func (c *Catalog) query(ctx context.Context, tx *sql.Tx, q string, args ...any) (*sql.Rows, error) {
-	s, err := c.prepared(ctx, tx, q)
+// query is c.r.QueryContext through a prepared statement.
+func (c *Catalog) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	s, err := c.prepared(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +223,7 @@ func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
 func (c *Catalog) List(ctx context.Context, name string) (List, error) {
 	var l List
 	var first, last int64
-	err := c.queryRow(ctx, nil, `SELECT name, messages, first, last, address FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address)
+	err := c.queryRow(ctx, `SELECT name, messages, first, last, address FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address)
 	if err != nil {
 		return List{}, c.readErr("list "+name, err)
 	}
@@ -467,7 +443,7 @@ func (c *Catalog) Recent(ctx context.Context, list string, limit int) ([]Message
 
 // Message returns the message with call number cn, or ErrNotFound.
 func (c *Catalog) Message(ctx context.Context, cn string) (Message, error) {
-	m, err := scanMessage(c.queryRow(ctx, nil, `SELECT `+messageColumns+` FROM messages m WHERE cn=?`, cn))
+	m, err := scanMessage(c.queryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE cn=?`, cn))
 	if err != nil {
 		return Message{}, c.readErr("message "+cn, err)
 	}
@@ -480,17 +456,17 @@ const maxCopies = 50
 // Copies returns the messages with Message-ID msgid, by list, at most
 // maxCopies: a message sent to several lists is archived through each.
 func (c *Catalog) Copies(ctx context.Context, msgid string) ([]Message, error) {
-	return c.copies(ctx, nil, msgid, "")
+	return c.copies(ctx, msgid, "")
 }
 
 // copies reads the messages with Message-ID msgid, in tx if not nil, and
 // the condition and (its arguments) if any.
-func (c *Catalog) copies(ctx context.Context, tx *sql.Tx, msgid, and string, args ...any) ([]Message, error) {
+func (c *Catalog) copies(ctx context.Context, msgid, and string, args ...any) ([]Message, error) {
 	what := "the messages <" + msgid + ">"
 	if msgid == "" {
 		return []Message{}, nil
 	}
-	rows, err := c.query(ctx, tx, `SELECT `+messageColumns+` FROM messages m WHERE msgid_key=? AND msgid=? `+and+` ORDER BY list, id LIMIT ?`, append(append([]any{textKey(msgid), msgid}, args...), maxCopies)...)
+	rows, err := c.query(ctx, `SELECT `+messageColumns+` FROM messages m WHERE msgid_key=? AND msgid=? `+and+` ORDER BY list, id LIMIT ?`, append(append([]any{textKey(msgid), msgid}, args...), maxCopies)...)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -552,7 +528,7 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	if place {
 		q = placeStatement
 	}
-	rows, err := c.query(ctx, nil, q, cn, MaxThreadMessages)
+	rows, err := c.query(ctx, q, cn, MaxThreadMessages)
 	if err != nil {
 		return nil, c.readErr(what, err)
 	}
@@ -639,7 +615,7 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 		}
 	}
 	if copies {
-		if p.Copies, err = c.copies(ctx, nil, self.MessageID, `AND list<>?`, self.List); err != nil {
+		if p.Copies, err = c.copies(ctx, self.MessageID, `AND list<>?`, self.List); err != nil {
 			return nil, err
 		}
 	}
@@ -738,7 +714,7 @@ func (c *Catalog) removedIn(ctx context.Context, msgs []*Message, refs [][]strin
 			}
 		}
 	}
-	return removedByMessageID(func(q string, args ...any) *sql.Row { return c.queryRow(ctx, nil, q, args...) }, ids)
+	return removedByMessageID(func(q string, args ...any) *sql.Row { return c.queryRow(ctx, q, args...) }, ids)
 }
 
 // maxRemovedLookups bounds the Message-IDs of one thread looked up among
