@@ -549,8 +549,8 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 			messages, first, last, removals, copies int64
 			list, subject, address                  string
 		}
-		m, err := scanMessage(rows, &kind, nullAsEmpty{&rs}, nullAsEmpty{&h.list}, nullAsZero{&h.messages}, nullAsZero{&h.first}, nullAsZero{&h.last},
-			nullAsEmpty{&h.subject}, nullAsZero{&h.removals}, nullAsEmpty{&h.address}, nullAsZero{&h.copies})
+		m, err := scanMessage(rows, &kind, orZero[string]{&rs}, orZero[string]{&h.list}, orZero[int64]{&h.messages}, orZero[int64]{&h.first}, orZero[int64]{&h.last},
+			orZero[string]{&h.subject}, orZero[int64]{&h.removals}, orZero[string]{&h.address}, orZero[int64]{&h.copies})
 		if err != nil {
 			rows.Close()
 			return nil, c.readErr(what, err)
@@ -673,27 +673,15 @@ func readStatement(place bool) string {
 		messageColumns, rowInThread, rowSelf, none, header, neighbours)
 }
 
-// nullAsEmpty scans a NULL as "".
-type nullAsEmpty struct{ p *string }
+// orZero scans a NULL as T's zero value.
+type orZero[T any] struct{ p *T }
 
-func (n nullAsEmpty) Scan(v any) error {
-	var x sql.NullString
+func (n orZero[T]) Scan(v any) error {
+	var x sql.Null[T]
 	if err := x.Scan(v); err != nil {
 		return err
 	}
-	*n.p = x.String
-	return nil
-}
-
-// nullAsZero scans a NULL as 0.
-type nullAsZero struct{ p *int64 }
-
-func (n nullAsZero) Scan(v any) error {
-	var x sql.NullInt64
-	if err := x.Scan(v); err != nil {
-		return err
-	}
-	*n.p = x.Int64
+	*n.p = x.V
 	return nil
 }
 

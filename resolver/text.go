@@ -10,7 +10,7 @@ import (
 	"github.com/chibrary/chibrary/patch"
 )
 
-// textOptions say how renderText shows a text/plain body.
+// textOptions say how writeText shows a text/plain body.
 type textOptions struct {
 	// Fold puts runs of more than Fold quoted lines in a <details>
 	// element, closed (0: never): a thread page reads better with the
