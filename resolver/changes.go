@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,8 +36,9 @@ const (
 	// MaxChangesWait bounds a long poll (?wait=SECONDS): an answer with
 	// nothing new waits that long for something.
 	MaxChangesWait = 60 * time.Second
-	// DefaultChangesClients is how many answers are written at once;
-	// more are told to come back (503).
+	// DefaultChangesClients is how many answers are written at once to
+	// token holders, and as many to anonymous readers (feedGate); more
+	// are told to come back (503).
 	DefaultChangesClients = 4
 	// changesPage is how many entries one read of the store's feed asks.
 	changesPage = 500
@@ -117,15 +120,101 @@ func (p *pacer) step(ctx context.Context, flush func() error) error {
 	return nil
 }
 
+// feedGate admits change feed requests. Token holders (the mirrors given
+// --changes-token-file) and anonymous readers have slots apart, so that
+// anonymous readers, however many, never shut a token holder out. A slot
+// is held while a page of the store's feed is read and while the answer
+// is written, not while a long poll waits for something new: four
+// waiting pollers do not hold the four slots. Anonymous requests in
+// flight, waiting or not, are bounded per address and in all, since each
+// reads the store's feed every changesPoll.
+type feedGate struct {
+	holders, anonymous chan struct{}
+	perAddress, most   int
+
+	mu       sync.Mutex
+	inFlight map[string]int // anonymous requests per address
+	total    int
+}
+
+// Bounds of anonymous change feed requests in flight, waiting or not.
+const (
+	// DefaultChangesPerAddress is how many one address may have: a
+	// mirror asks one answer at a time.
+	DefaultChangesPerAddress = 2
+	// DefaultChangesAnonymous is how many all addresses together may
+	// have; each costs a read of the store's feed every changesPoll.
+	DefaultChangesAnonymous = 64
+)
+
+func newFeedGate(slots int) *feedGate {
+	return &feedGate{
+		holders:    make(chan struct{}, slots),
+		anonymous:  make(chan struct{}, slots),
+		perAddress: DefaultChangesPerAddress,
+		most:       DefaultChangesAnonymous,
+		inFlight:   make(map[string]int),
+	}
+}
+
+// errGateAddress and errGateFull say why an anonymous request was not let in.
+var (
+	errGateAddress = errors.New("too many change feed requests from this address")
+	errGateFull    = errors.New("too many anonymous change feed requests")
+)
+
+// enter counts an anonymous request from addr in until the function it
+// returns is called.
+func (g *feedGate) enter(addr string) (func(), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.inFlight[addr] >= g.perAddress:
+		return nil, errGateAddress
+	case g.total >= g.most:
+		return nil, errGateFull
+	}
+	g.inFlight[addr]++
+	g.total++
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.total--
+		if g.inFlight[addr]--; g.inFlight[addr] <= 0 {
+			delete(g.inFlight, addr)
+		}
+	}, nil
+}
+
+// slots returns the slots of a token holder or of an anonymous reader.
+func (g *feedGate) slots(holder bool) chan struct{} {
+	if holder {
+		return g.holders
+	}
+	return g.anonymous
+}
+
+// remoteHost is the address a request came from, without its port.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
 // changesFeed serves GET /api/v1/changes?after=CURSOR[&limit=N][&wait=S]:
 // the store's change feed after CURSOR (empty: from the start) in the
 // format of package changes, for mirrors. The answer is streamed, page by
 // page of the store's feed, compressed with zstd or gzip as the client
 // accepts; nothing is rendered.
 func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
+	holder := false
 	if s.opts.ChangesToken != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.ChangesToken)) != 1 {
+		got, given := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		holder = given && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.ChangesToken)) == 1
+		// A wrong token is said even on a public feed: the mirror that
+		// sends it would otherwise lose its slots without knowing why.
+		if !holder && (given || !s.opts.ChangesPublic) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="chibrary changes"`)
 			s.fail(w, r, http.StatusUnauthorized, "This archive's change feed needs a token (Authorization: Bearer TOKEN).")
 			return
@@ -151,13 +240,19 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(n)*time.Second, MaxChangesWait)
 	}
-	select {
-	case s.changesSlots <- struct{}{}:
-		defer func() { <-s.changesSlots }()
-	default:
-		w.Header().Set("Retry-After", "5")
-		s.fail(w, r, http.StatusServiceUnavailable, "Too many mirrors are reading the change feed; come back in a few seconds.")
-		return
+	if !holder {
+		leave, err := s.feedGate.enter(remoteHost(r))
+		switch {
+		case errors.Is(err, errGateAddress):
+			w.Header().Set("Retry-After", "5")
+			s.fail(w, r, http.StatusTooManyRequests, fmt.Sprintf("Your address already has %d requests of the change feed open; one at a time is enough for a mirror.", s.feedGate.perAddress))
+			return
+		case err != nil:
+			w.Header().Set("Retry-After", "5")
+			s.fail(w, r, http.StatusServiceUnavailable, "Too many anonymous readers are reading the change feed; come back in a few seconds.")
+			return
+		}
+		defer leave()
 	}
 	ctx := r.Context()
 	b, err := s.st.Binding(ctx)
@@ -171,20 +266,32 @@ func (s *Server) changesFeed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The first page, before anything is written: a bad cursor is 400,
-	// and a long poll waits for it.
-	page, err := s.st.Changes(ctx, after, min(limit, changesPage))
-	for err == nil && page.Empty() && wait > 0 {
-		deadline := time.Now().Add(wait)
-		t := time.NewTimer(changesPoll)
+	// and a long poll waits for it, holding a slot only while it reads.
+	slots := s.feedGate.slots(holder)
+	var page store.ChangePage
+	deadline := time.Now().Add(wait)
+	for {
+		select {
+		case slots <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", "5")
+			s.fail(w, r, http.StatusServiceUnavailable, "Too many mirrors are reading the change feed; come back in a few seconds.")
+			return
+		}
+		page, err = s.st.Changes(ctx, after, min(limit, changesPage))
+		if err != nil || !page.Empty() || !time.Now().Before(deadline) {
+			break
+		}
+		<-slots
+		t := time.NewTimer(min(changesPoll, time.Until(deadline)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		wait = time.Until(deadline)
-		page, err = s.st.Changes(ctx, after, min(limit, changesPage))
 	}
+	defer func() { <-slots }()
 	if errors.Is(err, store.ErrBadCursor) {
 		s.fail(w, r, http.StatusBadRequest, "Not a cursor of this archive's change feed: start again with an empty one (after=).")
 		return

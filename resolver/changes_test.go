@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/chibrary/chibrary/changes"
+	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -160,4 +163,169 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// feedRequest is a GET of the change feed from addr, with token if not "".
+func feedRequest(ctx context.Context, query, addr, token string) *http.Request {
+	r := httptest.NewRequestWithContext(ctx, "GET", "/api/v1/changes?"+query, nil)
+	r.RemoteAddr = addr + ":40000"
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+// endCursor reads an answer through and returns its end record's cursor.
+func endCursor(t *testing.T, body io.Reader) (store.Cursor, int) {
+	t.Helper()
+	fr, err := changes.NewReader(body, changes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	messages := 0
+	for {
+		rec, err := fr.Next()
+		if err != nil {
+			t.Fatalf("after %d messages: %v", messages, err)
+		}
+		switch rec.Kind {
+		case changes.KindMessage:
+			messages++
+		case changes.KindEnd:
+			return rec.Next, messages
+		}
+	}
+}
+
+// TestFeedPollersDoNotLockOutMirrors: anonymous long polls of the change
+// feed, as many as there are slots, shut out neither a token holder nor
+// another anonymous mirror (a waiting poll holds no slot); token holders
+// keep slots of their own when the anonymous ones are all taken; one
+// address cannot take more than DefaultChangesPerAddress.
+func TestFeedPollersDoNotLockOutMirrors(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	a.put(t, []byte("Message-ID: <poll@example.org>\nSubject: poll\n\nbody\n"), "poll")
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		token string // the token-holding mirror's, "" for an anonymous one
+	}{
+		{"public feed, anonymous mirror", Options{}, ""},
+		{"public feed with a token, token-holding mirror", Options{ChangesToken: "s3cret", ChangesPublic: true}, "s3cret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.SpoolDir = t.TempDir()
+			s := New(a.st, tc.opts)
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, feedRequest(t.Context(), "after=", "198.51.100.1", ""))
+			if w.Code != http.StatusOK {
+				t.Fatalf("anonymous GET /api/v1/changes = %d: %s", w.Code, w.Body)
+			}
+			end, _ := endCursor(t, w.Body)
+
+			// DefaultChangesClients pollers from as many addresses wait
+			// at the end of the feed.
+			ctx, cancel := context.WithCancel(t.Context())
+			var pollers sync.WaitGroup
+			defer pollers.Wait()
+			defer cancel()
+			codes := make([]int, DefaultChangesClients)
+			for i := range DefaultChangesClients {
+				pollers.Go(func() {
+					w := httptest.NewRecorder()
+					s.ServeHTTP(w, feedRequest(ctx, "wait=60&after="+url.QueryEscape(string(end)), fmt.Sprintf("203.0.113.%d", i+1), ""))
+					codes[i] = w.Code
+				})
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				s.feedGate.mu.Lock()
+				n := s.feedGate.total
+				s.feedGate.mu.Unlock()
+				if n == DefaultChangesClients {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d pollers in flight after 10 s, want %d", n, DefaultChangesClients)
+				}
+			}
+			time.Sleep(2 * changesPoll) // each has polled the store's feed again
+
+			// The mirror reads the feed from the start, several times.
+			for range 5 {
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, feedRequest(t.Context(), "after=", "198.51.100.7", tc.token))
+				if w.Code != http.StatusOK {
+					t.Fatalf("with %d pollers waiting, the mirror's GET /api/v1/changes = %d: %s", DefaultChangesClients, w.Code, w.Body)
+				}
+				if _, n := endCursor(t, w.Body); n != 1 {
+					t.Fatalf("the mirror's answer holds %d messages, want 1", n)
+				}
+			}
+			cancel()
+			pollers.Wait()
+			for i, code := range codes {
+				if code != http.StatusOK {
+					t.Errorf("poller %d: %d, want 200 (an empty answer when its request ends)", i+1, code)
+				}
+			}
+		})
+	}
+
+	t.Run("token holders have slots apart", func(t *testing.T) {
+		s := New(a.st, Options{ChangesToken: "s3cret", ChangesPublic: true, SpoolDir: t.TempDir()})
+		for range DefaultChangesClients { // every anonymous answer being written
+			s.feedGate.anonymous <- struct{}{}
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, feedRequest(t.Context(), "after=", "198.51.100.2", ""))
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("anonymous, every anonymous slot taken: %d, want 503", w.Code)
+		}
+		w = httptest.NewRecorder()
+		s.ServeHTTP(w, feedRequest(t.Context(), "after=", "198.51.100.2", "s3cret"))
+		if w.Code != http.StatusOK {
+			t.Errorf("token holder, every anonymous slot taken: %d, want 200: %s", w.Code, w.Body)
+		}
+		w = httptest.NewRecorder()
+		s.ServeHTTP(w, feedRequest(t.Context(), "after=", "198.51.100.2", "wrong"))
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("a wrong token on a public feed: %d, want 401", w.Code)
+		}
+		private := New(a.st, Options{ChangesToken: "s3cret", SpoolDir: t.TempDir()})
+		w = httptest.NewRecorder()
+		private.ServeHTTP(w, feedRequest(t.Context(), "after=", "198.51.100.2", ""))
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("anonymous on a private feed: %d, want 401", w.Code)
+		}
+	})
+
+	t.Run("per address", func(t *testing.T) {
+		s := New(a.st, Options{SpoolDir: t.TempDir()})
+		var leave []func()
+		for range DefaultChangesPerAddress {
+			l, err := s.feedGate.enter("203.0.113.50")
+			if err != nil {
+				t.Fatal(err)
+			}
+			leave = append(leave, l)
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, feedRequest(t.Context(), "after=", "203.0.113.50", ""))
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+			t.Errorf("a third request from one address: %d (Retry-After %q), want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+		}
+		w = httptest.NewRecorder()
+		s.ServeHTTP(w, feedRequest(t.Context(), "after=", "203.0.113.51", ""))
+		if w.Code != http.StatusOK {
+			t.Errorf("another address meanwhile: %d, want 200", w.Code)
+		}
+		for _, l := range leave {
+			l()
+		}
+		w = httptest.NewRecorder()
+		s.ServeHTTP(w, feedRequest(t.Context(), "after=", "203.0.113.50", ""))
+		if w.Code != http.StatusOK {
+			t.Errorf("once the first two are done: %d, want 200", w.Code)
+		}
+	})
 }

@@ -100,8 +100,13 @@ type Options struct {
 	// for; "" serves the change feed to anyone (mirrors; the feed carries
 	// the shuffle key, see package changes).
 	ChangesToken string
-	// MaxChangesClients bounds the change feed answers written at once;
-	// 0 means DefaultChangesClients.
+	// ChangesPublic, with ChangesToken, serves the change feed to anyone
+	// all the same: the token's holders then have slots of their own,
+	// which anonymous readers cannot take.
+	ChangesPublic bool
+	// MaxChangesClients bounds the change feed answers written at once,
+	// for token holders and for anonymous readers each; 0 means
+	// DefaultChangesClients.
 	MaxChangesClients int
 	// SpoolDir is where a large body (a message or an attachment over
 	// 1 MiB) is written while its readers read it, in a file without a
@@ -164,8 +169,8 @@ type Server struct {
 	// unhealthy is why the last health check failed ("" if it passed;
 	// nil before the first), so that a change is logged once.
 	unhealthy atomic.Pointer[string]
-	// changesSlots holds a token per change feed answer being written.
-	changesSlots chan struct{}
+	// feedGate admits change feed requests (token holders apart).
+	feedGate *feedGate
 	// readers says when readers last asked for something other than the
 	// change feed, which gives way to them.
 	readers readers
@@ -192,7 +197,7 @@ func New(st store.Store, opts Options) *Server {
 		opts.MaxChangesClients = DefaultChangesClients
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(cacheEntries, cacheBytes), messages: newPageCache(messageCacheEntries, messageCacheBytes), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns()),
-		changesSlots: make(chan struct{}, opts.MaxChangesClients)}
+		feedGate: newFeedGate(opts.MaxChangesClients)}
 	s.cat.Store(opts.Catalog)
 	s.wake = make(chan struct{}, 1)
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{

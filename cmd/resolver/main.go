@@ -120,6 +120,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		logs                               cli.LogOptions
 		listen, cat, baseURL, changesToken string
 		spoolDir                           string
+		changesPublic                      bool
 		rf                                 readerFlags
 	)
 	fs := cli.NewFlagSet("resolver serve", serveUsage)
@@ -130,6 +131,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&cat, "catalog", "", "CHIBRARY_CATALOG", "the catalog file `PATH` (default: DATA/catalog.db, or beside a bolt: store)")
 	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
 	fs.String(&changesToken, "changes-token-file", "", "CHIBRARY_CHANGES_TOKEN_FILE", "`FILE` holding a token the change feed (/api/v1/changes) asks of mirrors (default: the feed is public)")
+	fs.Bool(&changesPublic, "changes-public", false, "CHIBRARY_CHANGES_PUBLIC", "with --changes-token-file, serve the change feed to anyone all the same: the token's holders get slots of their own that anonymous readers cannot take")
 	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files large messages and attachments are served from while read (default: the system's temporary directory)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
@@ -150,11 +152,11 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	// A signal while the store or the catalog is still being opened (a
 	// Riak node slow to answer) is a stop like one while serving.
-	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, spoolDir))
+	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, changesPublic, spoolDir))
 }
 
 // serveArchive opens the archive and serves it until ctx is done.
-func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken, spoolDir string) error {
+func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)
@@ -174,7 +176,7 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 		return err
 	}
 	defer db.Close()
-	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}}
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}, ChangesPublic: changesPublic}
 	if changesToken != "" {
 		if opts.ChangesToken, err = cli.ReadSecret(changesToken); err != nil {
 			return err
