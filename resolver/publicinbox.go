@@ -12,8 +12,12 @@ package resolver
 //	GET /{list}/{message-id}/t.mbox.gz    its thread as mboxrd, gzip
 //	GET /{list}/{message-id}/T/, /t/      302 to its thread's page
 //	GET /{list}/{message-id}/t.atom       its thread's Atom feed
-//	GET /{list}/?q=...&x=m (or POST)      the messages a search finds, as mboxrd, gzip
-//	GET /{list}/new.atom                  the list's Atom feed
+//	GET /{list}/?q=...&x=m (or POST)      the messages a search finds, as mboxrd, gzip;
+//	                                      x=A as Atom; t=1 their threads (pisearch.go)
+//	POST /{list}/{message-id}/?q=...&x=m  the matches within its thread
+//	GET /{list}/new.atom                  the list's Atom feed (all: every list's)
+//	GET /{list}/_/text/help/              the search's help (pihelp.go)
+//	GET /r/{message-id}                   to /{list}/{message-id}/, its list's (lore's short links)
 //
 // {list} is a list of the archive, or "all", every list. A Message-ID is
 // one path segment, percent-encoded as b4 writes it (Python's
@@ -55,13 +59,21 @@ func (s *Server) publicInbox(w http.ResponseWriter, r *http.Request, first, rest
 	if first != allLists && (!catalog.ValidListName(first) || slices.Contains(reservedFirst, first)) {
 		return false
 	}
-	if rest == "" {
+	switch {
+	case rest == "":
 		s.piList(w, r, first)
 		return true
-	}
-	if rest == "new.atom" {
+	case first == shortLinks:
+		return s.piShortLink(w, r)
+	case rest == "new.atom" && first == allLists:
+		s.allFeed(w, r)
+		return true
+	case rest == "new.atom":
 		httpserve.SetRoute(w, "GET /{list}/new.atom")
 		http.Redirect(w, r, "/l/"+first+"/atom.xml", http.StatusMovedPermanently)
+		return true
+	case rest == "_/text" || strings.HasPrefix(rest, "_/text/"):
+		s.piText(w, r, first, rest)
 		return true
 	}
 	// The Message-ID is the first segment of the escaped path after the
@@ -88,7 +100,22 @@ func (s *Server) publicInbox(w http.ResponseWriter, r *http.Request, first, rest
 	default:
 		return false
 	}
-	httpserve.SetRoute(w, "GET /{list}/{message-id}/"+strings.TrimSuffix(suffix, "/"))
+	// A search within the message's thread: POSTed (liblore, a
+	// public-inbox form), or asked for with x=m or x=A.
+	var p piParams
+	if suffix == "/" {
+		p = readPIParams(r)
+		if r.Method == http.MethodPost || p.given && (p.x == "m" || p.x == "A") {
+			suffix = "?q"
+		}
+	} else if r.Method == http.MethodPost {
+		return false
+	}
+	if suffix == "?q" {
+		httpserve.SetRoute(w, "POST /{list}/{message-id}/?x=m")
+	} else {
+		httpserve.SetRoute(w, "GET /{list}/{message-id}/"+strings.TrimSuffix(suffix, "/"))
+	}
 	c, ok := s.catalogFor(w, r)
 	if !ok {
 		return true
@@ -137,7 +164,55 @@ func (s *Server) publicInbox(w http.ResponseWriter, r *http.Request, first, rest
 		s.streamRawMbox(w, r, cns)
 	case "t.mbox.gz":
 		s.piThreadMbox(w, r, c, mine)
+	case "?q":
+		th, err := c.Thread(r.Context(), here.CallNumber)
+		if err != nil {
+			s.failCatalog(w, r, err, "No message in this archive has that Message-ID.")
+			return true
+		}
+		if p.q == "" {
+			// No search: the whole thread.
+			s.streamMbox(w, r, "t.mbox.gz", threadNumbers([]*catalog.Thread{th}))
+			return true
+		}
+		s.piSearch(w, r, c, here.List, p, th)
 	}
+	return true
+}
+
+// shortLinks is lore's first path segment of a message's short link
+// (/r/{message-id}, b4's linkmask): never a list here.
+const shortLinks = "r"
+
+// piShortLink is /r/{message-id}[/]: a redirect to the message under its
+// list, /{list}/{message-id}/, as lore's are (to /all/ there; here the
+// list is known).
+func (s *Server) piShortLink(w http.ResponseWriter, r *http.Request) bool {
+	esc := strings.TrimPrefix(r.URL.EscapedPath(), "/"+shortLinks+"/")
+	seg, suffix, _ := strings.Cut(esc, "/")
+	id, err := url.PathUnescape(seg)
+	if err != nil || suffix != "" {
+		return false
+	}
+	httpserve.SetRoute(w, "GET /r/{message-id}")
+	if id = mailmsg.NormalizeMessageID(id); id == "" {
+		s.fail(w, r, http.StatusNotFound, "That is not a Message-ID.")
+		return true
+	}
+	c, ok := s.catalogFor(w, r)
+	if !ok {
+		return true
+	}
+	copies, err := c.Copies(r.Context(), id)
+	if err != nil {
+		s.failCatalog(w, r, err, "")
+		return true
+	}
+	if len(copies) == 0 {
+		s.fail(w, r, http.StatusNotFound, "No message in this archive has that Message-ID.")
+		return true
+	}
+	http.Redirect(w, r, s.baseURL(r)+"/"+copies[0].List+"/"+url.PathEscape(id)+"/", http.StatusMovedPermanently)
 	return true
 }
 
@@ -174,10 +249,11 @@ func (s *Server) piThreadMbox(w http.ResponseWriter, r *http.Request, c *catalog
 }
 
 // piList is /{list}/: a search's messages as mboxrd with x=m (or a POST,
-// as b4 sends), else the list's page, or the search's.
+// as b4 and lei send), as Atom with x=A (pisearch.go), else the search's
+// page, or the list's.
 func (s *Server) piList(w http.ResponseWriter, r *http.Request, list string) {
 	httpserve.SetRoute(w, "GET /{list}/")
-	q := r.URL.Query()
+	p := readPIParams(r)
 	if list != allLists {
 		if c := s.catalog(); c != nil {
 			if _, err := c.List(r.Context(), list); errors.Is(err, catalog.ErrNotFound) {
@@ -187,23 +263,23 @@ func (s *Server) piList(w http.ResponseWriter, r *http.Request, list string) {
 		}
 	}
 	search := url.Values{}
-	search.Set("q", q.Get("q"))
+	search.Set("q", p.q)
 	if list != allLists {
 		search.Set("list", list)
 	}
 	switch {
-	case q.Get("x") == "m" || r.Method == http.MethodPost:
-		if q.Get("q") == "" {
-			s.fail(w, r, http.StatusBadRequest, "Give the search in ?q=.")
+	case p.x == "m" || p.x == "A" || r.Method == http.MethodPost:
+		if p.x == "A" {
+			httpserve.SetRoute(w, "GET /{list}/?x=A")
+		} else {
+			httpserve.SetRoute(w, "GET /{list}/?x=m")
+		}
+		c, ok := s.catalogFor(w, r)
+		if !ok {
 			return
 		}
-		// The search's own handler, with the list as its scope.
-		u := *r.URL
-		u.Path, u.RawQuery = "/search", search.Encode()
-		r2 := r.Clone(r.Context())
-		r2.URL = &u
-		s.searchMbox(w, r2)
-	case q.Get("q") != "":
+		s.piSearch(w, r, c, list, p, nil)
+	case p.q != "":
 		http.Redirect(w, r, "/search?"+search.Encode(), http.StatusFound)
 	case list == allLists:
 		http.Redirect(w, r, "/", http.StatusFound)

@@ -51,8 +51,12 @@ var routes = []route{
 	{Route{"/LIST/MESSAGE-ID/raw", "... the message's bytes"}, "GET /{list}/{message-id}/raw", nil, false},
 	{Route{"/LIST/MESSAGE-ID/t.mbox.gz", "... its thread as mboxrd (gzip); T/ and t.atom too"}, "GET /{list}/{message-id}/t.mbox.gz", nil, false},
 	{Route{"/LIST/", "... the list; ?q=WORDS&x=m: a search as mboxrd (gzip), GET or POST"}, "GET /{list}/", nil, false},
+	{Route{"", "... &t=1: the whole threads of the matches; x=A: as Atom"}, "", nil, false},
 	{Route{"", ""}, "POST /{list}/{$}", (*Server).publicInboxPost, false},
-	{Route{"/LIST/new.atom", "... the list's feed"}, "GET /{list}/new.atom", nil, false},
+	{Route{"/LIST/MESSAGE-ID/?q=WORDS&x=m", "... a search within the message's thread (POST)"}, "POST /{first}/{rest...}", (*Server).publicInboxPostPath, false},
+	{Route{"/LIST/new.atom", "... the list's feed (all: every list's)"}, "GET /{list}/new.atom", nil, false},
+	{Route{"/LIST/_/text/help/", "... the search's help, both dialects"}, "GET /{list}/_/text/help/", nil, false},
+	{Route{"/r/MESSAGE-ID", "... to the message under its list"}, "GET /r/{message-id}", nil, false},
 	{Route{"/api/v1/lists", "JSON: the lists"}, "GET /api/v1/lists", (*Server).listsJSON, true},
 	{Route{"/api/v1/lists/LIST", "... a list (?page=N)"}, "GET /api/v1/lists/{list}", (*Server).listJSON, true},
 	{Route{"/api/v1/lists/LIST/YYYY-MM", "... a month"}, "GET /api/v1/lists/{list}/{month}", (*Server).monthJSON, true},
@@ -108,6 +112,14 @@ func (s *Server) listsRedirect(w http.ResponseWriter, r *http.Request) {
 // publicInboxPost is a search as mbox, POSTed as b4 does (publicinbox.go).
 func (s *Server) publicInboxPost(w http.ResponseWriter, r *http.Request) {
 	if !s.publicInbox(w, r, r.PathValue("list"), "") {
+		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
+	}
+}
+
+// publicInboxPostPath is a POST to /{list}/{message-id}/: a search within
+// the thread, as liblore sends (publicinbox.go).
+func (s *Server) publicInboxPostPath(w http.ResponseWriter, r *http.Request) {
+	if !s.publicInbox(w, r, r.PathValue("first"), r.PathValue("rest")) {
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
 	}
 }
