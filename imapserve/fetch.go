@@ -108,8 +108,17 @@ func (ss *session) eachEntry(v *view, spans []span, fn func(es []catalog.Entry, 
 }
 
 // fetchOne writes the FETCH response of one message.
-func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *catalog.Entry, raw []byte, opts *imap.FetchOptions) error {
+func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *catalog.Entry, raw []byte, opts *imap.FetchOptions) (err error) {
 	rw := w.CreateMessage(seq)
+	// The response writer holds the connection's encoder until it is
+	// closed, whatever went wrong before: one left open after a write
+	// error (a client gone mid-FETCH) kept every later response, the
+	// connection's end and its place in the listener waiting forever.
+	defer func() {
+		if cerr := rw.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	if opts.UID {
 		rw.WriteUID(imap.UID(e.Num))
 	}
@@ -174,7 +183,7 @@ func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *c
 		}
 	}
 	ss.s.m.messages.Inc()
-	return rw.Close()
+	return nil
 }
 
 // section returns a BODY[...] section of the message wire, whose body
