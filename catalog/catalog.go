@@ -271,6 +271,11 @@ func openDB(path string, readOnly bool, conns int) (*sql.DB, error) {
 
 // openPool opens conns connections (0: twice the CPUs) to path with q.
 func openPool(path string, q url.Values, conns int) (*sql.DB, error) {
+	// Absolute: a relative path's first directory would be read as the
+	// URI's authority ("file://a1/catalog.db"), which SQLite refuses.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {

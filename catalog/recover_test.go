@@ -227,3 +227,37 @@ func openStore(t testing.TB, path string) store.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// TestRebuildRelativePath: `resolver reindex --data a1` rebuilds a1/catalog.db
+// given relative: the old catalog is read (its IMAP and NNTP numbers
+// kept), not refused as a URI whose authority is "a1".
+func TestRebuildRelativePath(t *testing.T) {
+	a := newArchive(t)
+	a.load(fixture("dates.mbox"), "a")
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("a1", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("a1", "catalog.db")
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, c, a.st)
+	// (A validity of its own: a new one would be the time, which the
+	// rebuild's, a second later or not, may equal.)
+	execSQL(t, c, `UPDATE mailboxes SET validity=12345`)
+	execSQL(t, c, `UPDATE meta SET value='12345' WHERE key='uidvalidity'`)
+	c.Close()
+	if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Open(t.Context(), path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if after := mailbox(t, c, "a"); after.Validity != 12345 {
+		t.Errorf("UIDVALIDITY after a rebuild at %s = %d, want 12345 (kept)", path, after.Validity)
+	}
+}
