@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -414,7 +414,8 @@ CREATE TABLE removed (
 	cn        TEXT    PRIMARY KEY,
 	msgid_sum BLOB,              -- SHA-256 of its Message-ID, NULL for none
 	removed   INTEGER NOT NULL,  -- when
-	reason    TEXT    NOT NULL
+	reason    TEXT    NOT NULL,
+	date      INTEGER            -- the message's date, NULL if never indexed
 ) WITHOUT ROWID;
 CREATE INDEX removed_msgid ON removed (msgid_sum);
 

@@ -601,9 +601,9 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 			return nil, c.readErr(what, err)
 		}
 	}
-	keep := make(map[string]bool, len(removed))
-	for id := range removed {
-		keep[id] = true
+	keep := make(map[string]time.Time, len(removed))
+	for id, r := range removed {
+		keep[id] = r.written
 	}
 	t.Nodes = buildTree(msgs, refs, keep)
 	for i := range t.Nodes {

@@ -59,6 +59,11 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		case kept.Validity != 0:
 			nc.log.Info("kept the IMAP and NNTP numbers of the old catalog", "uidvalidity", kept.Validity, "mailboxes", kept.Lists, "numbers", kept.Numbers)
 		}
+		// So are the dates of removed messages, which the store does not
+		// keep (remove.go).
+		if _, rerr := carryRemoved(ctx, nc, path); rerr != nil {
+			nc.log.Warn("cannot read the removals of the old catalog: removed messages' placeholders sort by their replies", "catalog", path, "err", rerr)
+		}
 	}
 	var n int
 	if err == nil {

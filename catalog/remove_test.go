@@ -161,3 +161,58 @@ func (a *archive) codec() *callnumber.Codec {
 	}
 	return c
 }
+
+// TestRemovedKeepsItsPlace: a removed message's placeholder stays where
+// the message was among its siblings, its replies under it, whether the
+// catalog followed the removal or was rebuilt (resolver reindex) after it.
+func TestRemovedKeepsItsPlace(t *testing.T) {
+	mail := func(id string, minute int, parents ...string) []byte {
+		h := fmt.Sprintf("From: Poster %s <%s@example.org>\nSubject: Re: the thread\nMessage-ID: <%s@example.org>\nDate: Mon, 3 Nov 2008 10:%02d:00 +0000\n", id, id, id, minute)
+		if len(parents) > 0 {
+			var refs []string
+			for _, p := range parents {
+				refs = append(refs, "<"+p+"@example.org>")
+			}
+			h += fmt.Sprintf("In-Reply-To: %s\nReferences: %s\n", refs[len(refs)-1], strings.Join(refs, " "))
+		}
+		return []byte(h + "\nSaid " + id + " here.\n")
+	}
+	a := newArchive(t)
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close() }()
+	root := a.put(mail("root", 1), "l")
+	gone := a.put(mail("gone", 2, "root"), "l")
+	a.put(mail("third", 3, "root"), "l")
+	a.put(mail("fourth", 4, "root"), "l")
+	a.put(mail("answer", 5, "root", "gone"), "l")
+	mustSync(t, c, a.st)
+	before := lines("root", "  gone", "    answer", "  third", "  fourth")
+	if got := shape(t, threadOf(t, c, root)); got != before {
+		t.Fatalf("thread before the removal:\n%s\nwant:\n%s", got, before)
+	}
+	n, _, err := a.codec().Parse(gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.st.Remove(t.Context(), n, "spam"); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, c, a.st)
+	want := lines("root", "  [gone]", "    answer (missing gone)", "  third", "  fourth")
+	if got := shape(t, threadOf(t, c, root)); got != want {
+		t.Errorf("thread after the removal:\n%s\nwant:\n%s", got, want)
+	}
+	rc, _, err := c.RebuildFrom(t.Context(), a.st, SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = rc
+	if got := shape(t, threadOf(t, c, root)); got != want {
+		t.Errorf("thread after the removal, rebuilt:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // Node is one place in a thread's tree: a message, or a placeholder for a
@@ -61,14 +62,16 @@ func (b *treeBuilder) get(id string) *container {
 // buildTree arranges a thread's messages (oldest first) as JWZ does, given
 // their references (refs[i] for msgs[i], parent last), and returns the
 // nodes depth first, replies oldest first. Placeholders of the IDs in keep
-// (removed messages) keep their place; others are pruned as JWZ prunes.
-func buildTree(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
+// (removed messages) keep their place: among their siblings by the date
+// keep gives (by their first reply's when zero); others are pruned as JWZ
+// prunes.
+func buildTree(msgs []*Message, refs [][]string, keep map[string]time.Time) []Node {
 	return newTreeBuilder().build(msgs, refs, keep)
 }
 
 // build is buildTree. Every link is made once and loops are undone after,
 // so the work is linear however the references name each other.
-func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bool) []Node {
+func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]time.Time) []Node {
 	own := make([]*container, len(msgs))
 	var all []*container
 	for i, m := range msgs {
@@ -112,6 +115,10 @@ func (b *treeBuilder) build(msgs []*Message, refs [][]string, keep map[string]bo
 	for _, c := range b.byID {
 		if c.msg == nil {
 			all = append(all, c)
+			// A removed message sorts by its own date, not its replies'.
+			if d, ok := keep[c.id]; ok && !d.IsZero() {
+				c.first = &Message{Date: d}
+			}
 		}
 	}
 	b.breakLoops(all)
@@ -231,7 +238,7 @@ func (b *treeBuilder) breakLoops(all []*container) {
 // prune removes placeholders without replies, and replaces a placeholder
 // by its replies where it has one, or is not a root (JWZ step 4): a reader
 // needs one only to see several messages answer the same missing one.
-func prune(cs []*container, keep map[string]bool) []*container {
+func prune(cs []*container, keep map[string]time.Time) []*container {
 	var out []*container
 	for _, c := range cs {
 		c.children = prune(c.children, keep)
@@ -239,7 +246,7 @@ func prune(cs []*container, keep map[string]bool) []*container {
 			k.parent = c
 		}
 		switch {
-		case c.msg != nil, keep[c.id] && len(c.children) > 0:
+		case c.msg != nil, len(c.children) > 0 && kept(keep, c.id):
 			out = append(out, c)
 		case len(c.children) == 0:
 		case len(c.children) == 1 || c.parent != nil:
@@ -252,6 +259,11 @@ func prune(cs []*container, keep map[string]bool) []*container {
 		}
 	}
 	return out
+}
+
+func kept(keep map[string]time.Time, id string) bool {
+	_, ok := keep[id]
+	return ok
 }
 
 // setFirst records the earliest message of c's subtree.

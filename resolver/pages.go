@@ -317,6 +317,11 @@ type outlineRow struct {
 	Date                time.Time
 	// Here says the message is on this page.
 	Here bool
+	// Placeholder is set for a message the thread names and does not
+	// have (Href, From and Date empty): Removed says when it was removed,
+	// nil for one never archived.
+	Placeholder bool
+	Removed     *catalog.Removed
 }
 
 // Bounds of a thread's outline.
@@ -332,11 +337,14 @@ func outline(th *catalog.Thread, cn string, page int) ([]outlineRow, bool) {
 	}
 	var rows []outlineRow
 	for j, n := range th.Nodes {
-		if n.Message == nil {
-			continue
-		}
 		if len(rows) == maxOutline {
 			return rows, true
+		}
+		if n.Message == nil {
+			// Its place, so that its replies are not indented under
+			// nothing (a removed message keeps its place: docs/removal.md).
+			rows = append(rows, outlineRow{Depth: n.Depth, Placeholder: true, Removed: n.Removed})
+			continue
 		}
 		p := j/messagesPerThreadPage + 1
 		href := "/t/" + cn + "/"

@@ -2,11 +2,15 @@ package resolver
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chibrary/chibrary/catalog"
 )
 
 // TestPageRoutes serves every route of the reading side, HTML and JSON,
@@ -204,5 +208,41 @@ func TestReferenceLoopPages(t *testing.T) {
 		if r.status != 200 || parent != tt.parent || !slices.Equal(replies, tt.replies) {
 			t.Errorf("page of %s: %d, in reply to %q, replies %q; want 200, %q (%s), %q", name[tt.cn], r.status, name[parent], replies, name[tt.parent], tt.parent, tt.replies)
 		}
+	}
+}
+
+// TestOutlineKeepsPlaceholders: a thread's outline has a row for a
+// removed (or never archived) message, in its place, so that its replies
+// stay indented under it rather than under nothing.
+func TestOutlineKeepsPlaceholders(t *testing.T) {
+	at := time.Date(2008, 11, 3, 10, 0, 0, 0, time.UTC)
+	msg := func(cn string, min int) *catalog.Message {
+		return &catalog.Message{CallNumber: cn, Subject: "the thread", Date: at.Add(time.Duration(min) * time.Minute)}
+	}
+	removed := &catalog.Removed{Date: at.AddDate(1, 0, 0), Reason: "spam"}
+	th := &catalog.Thread{List: "l", Subject: "the thread", Messages: 5, Nodes: []catalog.Node{
+		{Message: msg("00000001", 1), Parent: -1, Children: []int{1, 3, 4}},
+		{MessageID: "gone@example.org", Depth: 1, Parent: 0, Children: []int{2}, Removed: removed},
+		{Message: msg("00000005", 5), Depth: 2, Parent: 1, MissingParent: "gone@example.org", Removed: removed},
+		{Message: msg("00000003", 3), Depth: 1, Parent: 0},
+		{Message: msg("00000004", 4), Depth: 1, Parent: 0},
+	}}
+	rows, _ := outline(th, "00000001", 1)
+	var got []string
+	for _, r := range rows {
+		s := fmt.Sprintf("%d ", r.Depth)
+		switch {
+		case r.Removed != nil:
+			s += "removed"
+		case r.Placeholder:
+			s += "missing"
+		default:
+			s += r.Href[strings.Index(r.Href, "#"):]
+		}
+		got = append(got, s)
+	}
+	want := []string{"0 #m00000001", "1 removed", "2 #m00000005", "1 #m00000003", "1 #m00000004"}
+	if !slices.Equal(got, want) {
+		t.Errorf("outline() = %q, want %q", got, want)
 	}
 }
