@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"compress/gzip"
@@ -50,11 +52,36 @@ const (
 	DefaultMaxBackoff    = time.Minute
 	// DefaultOnceAttempts is how many times CatchUp retries a passing failure.
 	DefaultOnceAttempts = 8
+	// DefaultReadTimeout is how long one read of an answer's body may
+	// wait for a byte: the origin rests a second at most between bursts
+	// of work, and reads a page of its store in well under a minute.
+	DefaultReadTimeout = time.Minute
+	// DefaultMaxRemovals is how many removals one answer may carry
+	// unless Options.AcceptMassRemoval.
+	DefaultMaxRemovals = 100
+	// MaxClockSkew is how far in the future a removal may be dated: the
+	// origin's clock may be a little ahead of the mirror's.
+	MaxClockSkew = 15 * time.Minute
+	// stepLeases bounds the leases read before they are handed on.
+	stepLeases = 256
 )
 
 // ErrOrigin: the origin sent something damaged, inconsistent, or against
 // what the mirror holds. The mirror stops; nothing wrong was stored.
 var ErrOrigin = errors.New("mirror: the origin's change feed cannot be mirrored")
+
+// ErrMassRemoval: an answer removes more messages than
+// Options.MaxRemovals. None of its removals was applied; the mirror stops
+// until told to accept them (Options.AcceptMassRemoval). It wraps ErrOrigin.
+var ErrMassRemoval = fmt.Errorf("%w: a mass removal", ErrOrigin)
+
+// ErrNotFeed: the origin's URL answers something that is not a change
+// feed (a web page: not an archive's base URL). It wraps ErrOrigin.
+var ErrNotFeed = fmt.Errorf("%w: not a change feed", ErrOrigin)
+
+// ErrStalled: the origin sent nothing for Options.ReadTimeout in the
+// middle of an answer. A passing failure: the mirror asks again.
+var ErrStalled = errors.New("mirror: the origin stalled")
 
 // Options configure a Mirror.
 type Options struct {
@@ -84,6 +111,21 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// MaxMessage is the largest message taken; zero is 64 MiB.
 	MaxMessage int64
+	// ReadTimeout bounds each read of an answer's body: an origin that
+	// sends nothing for that long is given up (ErrStalled, and asked
+	// again). The deadline moves with every byte received; time spent
+	// storing does not count. Zero is DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// MaxRemovals bounds the removals of one answer; zero is
+	// DefaultMaxRemovals. An answer with more is refused whole
+	// (ErrMassRemoval), none of its removals applied.
+	MaxRemovals int
+	// AcceptMassRemoval applies every removal the origin sends, however
+	// many in one answer: an origin that removed many messages on
+	// purpose (a spam wave).
+	AcceptMassRemoval bool
+	// Now is the clock removal dates are checked against; nil is time.Now.
+	Now func() time.Time
 }
 
 // Stats say what a mirror did.
@@ -157,6 +199,15 @@ func New(opts Options) (*Mirror, error) {
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxRemovals <= 0 {
+		opts.MaxRemovals = DefaultMaxRemovals
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	m := &Mirror{opts: opts, log: opts.Logger.With("origin", base.String()), base: base}
 	st, err := ReadState(opts.StatePath)
@@ -325,7 +376,7 @@ func backoff(failures int, lo, hi time.Duration) time.Duration {
 
 // fatal reports an error that trying again will not cure.
 func fatal(err error) bool {
-	for _, e := range []error{ErrOrigin, changes.ErrFormat, store.ErrNumberTaken, store.ErrForeignAuthority, store.ErrRunReused,
+	for _, e := range []error{ErrOrigin, ErrMassRemoval, ErrNotFeed, changes.ErrFormat, store.ErrNumberTaken, store.ErrForeignAuthority, store.ErrRunReused,
 		store.ErrInvalidMessage, store.ErrUnknownRun, store.ErrBadReason, store.ErrClosed} {
 		if errors.Is(err, e) {
 			return true
@@ -362,6 +413,8 @@ func (m *Mirror) fetch(ctx context.Context, wait bool) (bool, error) {
 	}
 	u := m.base.JoinPath("api/v1/changes")
 	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return false, err
@@ -387,16 +440,86 @@ func (m *Mirror) fetch(ctx context.Context, wait bool) (bool, error) {
 		}
 		return false, &statusError{resp.StatusCode, strings.TrimSpace(string(b))}
 	}
+	ct := resp.Header.Get("Content-Type")
 	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return false, m.notFeed(u, resp.StatusCode, ct)
+		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return false, &statusError{resp.StatusCode, strings.TrimSpace(string(b))}
 	}
+	if mt, _, _ := mime.ParseMediaType(ct); mt != changes.ContentType {
+		return false, m.notFeed(u, resp.StatusCode, ct)
+	}
+	resp.Body = &stallReader{r: resp.Body, timeout: m.opts.ReadTimeout, ctx: ctx, cancel: cancel, origin: m.base.String()}
 	body, err := decompress(resp)
 	if err != nil {
 		return false, err
 	}
 	defer body.Close()
 	return m.apply(ctx, body)
+}
+
+// notFeed says in plain words that u answered something other than a
+// change feed.
+func (m *Mirror) notFeed(u *url.URL, code int, contentType string) error {
+	what := contentType
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil {
+		what = mt
+	}
+	switch {
+	case what == "text/html":
+		what = "an HTML page (text/html)"
+	case what == "":
+		what = "something without a Content-Type"
+	}
+	if code != http.StatusOK {
+		what = fmt.Sprintf("%d %s with %s", code, http.StatusText(code), what)
+	}
+	return fmt.Errorf("%w: %s answered %s, not a change feed (%s): is %s an archive's base URL, where its resolver serves /api/v1/changes?",
+		ErrNotFeed, u.Redacted(), what, changes.ContentType, m.base)
+}
+
+// stallReader gives each Read of an answer's body ReadTimeout to return
+// something: the deadline moves with progress, and the time between
+// reads (the mirror storing what it read) does not count. A read past it
+// cancels the request with ErrStalled as the cause.
+type stallReader struct {
+	r       io.ReadCloser
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	origin  string
+	read    atomic.Int64
+	timer   *time.Timer
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if s.timer == nil {
+		s.timer = time.AfterFunc(s.timeout, s.stalled)
+	} else {
+		s.timer.Reset(s.timeout)
+	}
+	n, err := s.r.Read(p)
+	s.timer.Stop()
+	s.read.Add(int64(n))
+	if err != nil && !errors.Is(err, io.EOF) {
+		if cause := context.Cause(s.ctx); errors.Is(cause, ErrStalled) {
+			err = cause
+		}
+	}
+	return n, err
+}
+
+func (s *stallReader) stalled() {
+	s.cancel(fmt.Errorf("%w: %s sent nothing for %v in the middle of its answer (after %d bytes of it)", ErrStalled, s.origin, s.timeout, s.read.Load()))
+}
+
+func (s *stallReader) Close() error {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	return s.r.Close()
 }
 
 // decompress returns the body as the origin sent it, decoded.
@@ -455,6 +578,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	wg.Go(func() { m.read(fr, steps, stop) })
 
 	highest := m.state.HighestRun
+	var removals []store.Removal // at most MaxRemovals
 	for st := range steps {
 		for _, l := range st.leases {
 			l.Key = b.Key
@@ -489,18 +613,26 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			m.log.Info("moved, as the origin did", "callnumber", mv.Number, "list", mv.List, "moved_at", mv.Moved)
 		}
 		if r := st.removal; r != nil {
-			if _, err := m.opts.Store.RecordRemoval(ctx, *r); err != nil {
-				return false, fmt.Errorf("cannot apply the origin's removal of %v: %w", r.Number, err)
+			if m.opts.AcceptMassRemoval {
+				if err := m.remove(ctx, *r); err != nil {
+					return false, err
+				}
+			} else {
+				// Applied once the answer is whole: an answer with too
+				// many is refused before any is applied (read counts them).
+				removals = append(removals, *r)
 			}
-			m.stats.Removals++
-			m.opts.Metrics.removed()
-			m.log.Info("removed, as the origin did", "callnumber", r.Number, "removed_at", r.Removed, "reason", r.Reason)
 		}
 		if st.err != nil {
 			// What was verified is kept; the cursor stays where it was.
 			return false, m.originErr(st.err)
 		}
 		if end := st.end; end != nil {
+			for _, r := range removals {
+				if err := m.remove(ctx, r); err != nil {
+					return false, err
+				}
+			}
 			m.state.Authority = b.Authority
 			m.state.Cursor = end.Next
 			m.state.HighestRun = highest
@@ -520,6 +652,17 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	return false, errors.New("mirror: the answer's reader stopped early") // not reached: it ends with end or err
 }
 
+// remove applies the origin's removal r.
+func (m *Mirror) remove(ctx context.Context, r store.Removal) error {
+	if _, err := m.opts.Store.RecordRemoval(ctx, r); err != nil {
+		return fmt.Errorf("cannot apply the origin's removal of %v: %w", r.Number, err)
+	}
+	m.stats.Removals++
+	m.opts.Metrics.removed()
+	m.log.Info("removed, as the origin did", "callnumber", r.Number, "removed_at", r.Removed, "reason", r.Reason)
+	return nil
+}
+
 // read reads the answer's records into steps until its end, an error or stop.
 func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{}) {
 	defer close(steps)
@@ -533,16 +676,38 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 			return false
 		}
 	}
+	// The origin writes at most Limit messages, moves and removals, and
+	// a lease before the first of each run: an answer with more is not
+	// the origin's feed, and would grow the mirror without end.
+	var leases, records, removals int
+	fail := func(err error) {
+		cur.err = err
+		send()
+	}
 	for {
 		rec, err := fr.Next()
 		if err != nil {
-			cur.err = err
-			send()
+			fail(err)
 			return
 		}
 		switch rec.Kind {
 		case changes.KindLease:
+			if leases++; leases > m.opts.Limit {
+				fail(fmt.Errorf("%w: the answer holds more than %d leases, for an answer of %d records at most", ErrOrigin, m.opts.Limit, m.opts.Limit))
+				return
+			}
+		case changes.KindMessage, changes.KindMove, changes.KindRemoval:
+			if records++; records > m.opts.Limit {
+				fail(fmt.Errorf("%w: the answer holds more than the %d records asked for", ErrOrigin, m.opts.Limit))
+				return
+			}
+		}
+		switch rec.Kind {
+		case changes.KindLease:
 			cur.leases = append(cur.leases, rec.Lease)
+			if len(cur.leases) >= stepLeases && !send() {
+				return
+			}
 		case changes.KindMessage:
 			msg := rec.Message
 			cur.batch = append(cur.batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
@@ -554,6 +719,15 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 			}
 		case changes.KindRemoval:
 			r := rec.Removal
+			if now := m.opts.Now(); r.Removed.After(now.Add(MaxClockSkew)) {
+				fail(fmt.Errorf("%w: the removal of %v is dated %s, in the future (the mirror's clock says %s)", ErrOrigin, r.Number,
+					r.Removed.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)))
+				return
+			}
+			if removals++; removals > m.opts.MaxRemovals && !m.opts.AcceptMassRemoval {
+				fail(fmt.Errorf("%w: one answer of %s removes more than %d messages; none of them was removed here. If the origin removed them on purpose, run the mirror with --accept-mass-removal (once, with --once)", ErrMassRemoval, m.base, m.opts.MaxRemovals))
+				return
+			}
 			cur.removal = &r
 			if !send() {
 				return

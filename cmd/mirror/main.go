@@ -23,6 +23,7 @@ import (
 const usage = `
 Usage: mirror --from URL [--data DIR | --store URL] [--once]
               [--token-file F] [--state FILE] [--metrics-listen ADDR]
+              [--read-timeout DURATION] [--accept-mass-removal]
 
 Keeps a copy of the archive at URL (its resolver: https://lists.example.org/)
 in this store, under the same call numbers with the same leases, so that a
@@ -43,8 +44,20 @@ The origin is not trusted: every message's digest is checked, its size
 bounded (64 MiB), its call number and its run's lease checked against the
 origin's run authority, and the store refuses a number it holds with other
 bytes. Anything of that kind stops the mirror with exit status 1 and says
-what; nothing wrong is stored. Passing failures (the network, the origin
-restarting) are tried again with backoff; with --once, 8 times.
+what; nothing wrong is stored. An answer may hold no more records than
+the mirror asked for (1,000), and what it holds is stored as it arrives:
+an origin sending without end cannot grow the mirror's memory. A URL that
+answers a web page rather than a change feed is said so at once. Passing
+failures (the network, the origin restarting, an origin that sends
+nothing for --read-timeout in the middle of an answer) are tried again
+with backoff; with --once, 8 times, then it exits 1 saying why.
+
+Removals are the origin's to make, within bounds: a removal dated in the
+future is refused, and so is an answer that removes more than 100
+messages: none of them is removed, the mirror stops (exit status 1) and
+says so. If the origin did remove them on purpose (a wave of spam), run
+once with --accept-mass-removal to apply them; a mirror run with it
+applies every removal it is sent, however many.
 
 The store is bound to the origin's run authority: a local importer cannot
 number messages into a mirror. To make a mirror the new origin (the
@@ -58,6 +71,7 @@ usage.
 Examples:
   mirror --from https://lists.example.org/ --data /var/lib/chibrary-mirror
   mirror --from https://lists.example.org/ --data ./copy --once
+  mirror --from https://lists.example.org/ --data ./copy --once --accept-mass-removal
   mirror --from http://127.0.0.1:8080/ --store riak://r1:8087/mirror --state /var/lib/mirror.json
 `
 
@@ -65,6 +79,7 @@ func main() { cli.Main("mirror", run) }
 
 func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var (
+		readTimeout                           time.Duration
 		st                                    setup.StoreFlags
 		logs                                  cli.LogOptions
 		o                                     mirror.Options
@@ -78,6 +93,8 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	fs.String(&state, "state", "", "CHIBRARY_MIRROR_STATE", "state `FILE` (the cursor); default DATA/mirror/HOST-HASH.json, required with --store")
 	fs.String(&metrics, "metrics-listen", "", "CHIBRARY_METRICS_LISTEN", "serve Prometheus metrics on `ADDR`/metrics (off by default)")
 	fs.String(&waitString, "wait", "30s", "", "how long (`DURATION`, at most 60s) one request waits at the origin for something new, once caught up")
+	fs.Duration(&readTimeout, "read-timeout", mirror.DefaultReadTimeout, "CHIBRARY_MIRROR_READ_TIMEOUT", "give an answer up (and ask again) when the origin sends nothing for `DURATION` in the middle of it")
+	fs.Bool(&o.AcceptMassRemoval, "accept-mass-removal", false, "CHIBRARY_MIRROR_ACCEPT_MASS_REMOVAL", fmt.Sprintf("apply every removal the origin sends, even more than %d in one answer (refused otherwise, none applied)", mirror.DefaultMaxRemovals))
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
 	rest, err := fs.Parse(args, stdout)
@@ -101,6 +118,10 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if o.Wait, err = time.ParseDuration(waitString); err != nil || o.Wait <= 0 || o.Wait > mirror.MaxWait {
 		return cli.Usagef("--wait %q: want a duration up to %v", waitString, mirror.MaxWait)
 	}
+	if readTimeout <= 0 {
+		return cli.Usagef("--read-timeout %v: want a positive duration", readTimeout)
+	}
+	o.ReadTimeout = readTimeout
 	if st.Store != "" && !fs.IsSet("data") && state == "" {
 		return cli.Usagef("with --store, give --state FILE (or --data DIR for the default state file)")
 	}

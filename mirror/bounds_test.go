@@ -1,0 +1,321 @@
+package mirror_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cn "github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/changes"
+	"github.com/chibrary/chibrary/mirror"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+// fakeOrigin serves every request with answer, which writes a change
+// feed of auth's archive with fw; it counts the requests.
+func fakeOrigin(t *testing.T, auth *storetest.Authority, answer func(r *http.Request, fw *changes.Writer, flush func())) (string, *atomic.Int32) {
+	t.Helper()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", changes.ContentType)
+		fw, err := changes.NewWriter(w, auth.Binding())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		flush := func() {
+			fw.Flush()
+			w.(http.Flusher).Flush()
+		}
+		flush()
+		answer(r, fw, flush)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &requests
+}
+
+// countingStore counts the leases recorded and the removals applied; it
+// records leases only if keep is set (a bolt transaction each is slow).
+type countingStore struct {
+	store.Store
+	keep             bool
+	leases, removals atomic.Int64
+}
+
+func (c *countingStore) RecordLease(ctx context.Context, l cn.Lease) error {
+	c.leases.Add(1)
+	if c.keep {
+		return c.Store.RecordLease(ctx, l)
+	}
+	return nil
+}
+
+func (c *countingStore) RecordRemoval(ctx context.Context, r store.Removal) (store.Removal, error) {
+	c.removals.Add(1)
+	return c.Store.RecordRemoval(ctx, r)
+}
+
+// TestEndlessLeases: an origin that sends lease records without end is
+// refused once an answer holds more than the mirror asked for, and what
+// it reads is handed on to the store as it arrives, a few hundred leases
+// at a time: the mirror's memory does not grow with the stream.
+func TestEndlessLeases(t *testing.T) {
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	t.Run("refused past the limit", func(t *testing.T) {
+		var written atomic.Int64
+		from, _ := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+			for run := uint32(1); run < cn.MaxRun; run++ {
+				if fw.Lease(auth.Lease(run)) != nil {
+					return // the mirror hung up
+				}
+				written.Add(1)
+				if run%64 == 0 {
+					flush()
+				}
+			}
+		})
+		st := &countingStore{Store: openStore(t)}
+		m := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) { o.Limit = 1000 })
+		_, err := m.CatchUp(t.Context())
+		if !errors.Is(err, mirror.ErrOrigin) || !strings.Contains(err.Error(), "more than 1000 leases") {
+			t.Fatalf("CatchUp = %v, want ErrOrigin saying more than 1000 leases", err)
+		}
+		if n := st.leases.Load(); n > 1000 {
+			t.Errorf("%d leases recorded, want at most the 1000 of an answer", n)
+		}
+		// The origin wrote what the connection's buffers hold past the
+		// 1,001st lease, not more: the mirror hung up.
+		if n := written.Load(); n > 100_000 {
+			t.Errorf("the origin wrote %d leases before the mirror hung up", n)
+		}
+	})
+
+	t.Run("endless removals, accepted", func(t *testing.T) {
+		leases := map[uint32]cn.Lease{}
+		for run := uint32(1); run <= 8; run++ {
+			leases[run] = auth.Lease(run)
+		}
+		from, _ := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+			for run := uint32(1); run <= 8; run++ {
+				fw.Lease(leases[run])
+			}
+			for i := 0; ; i++ {
+				rm := store.Removal{Number: auth.Number(t, uint32(1+i%8), i/8%16384), Removed: time.Now().Truncate(time.Second), Reason: "spam"}
+				rm.Digest = store.DigestOf([]byte(rm.Number.String()))
+				if fw.Removal(rm) != nil {
+					return
+				}
+			}
+		})
+		st := &countingStore{Store: openStore(t), keep: true}
+		m := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) {
+			o.Limit = 200
+			o.AcceptMassRemoval = true
+		})
+		_, err := m.CatchUp(t.Context())
+		if !errors.Is(err, mirror.ErrOrigin) || !strings.Contains(err.Error(), "more than the 200 records asked for") {
+			t.Fatalf("CatchUp = %v, want ErrOrigin saying more than the 200 records asked for", err)
+		}
+		if n := st.removals.Load(); n > 200 {
+			t.Errorf("%d removals applied, want at most the 200 of an answer", n)
+		}
+	})
+
+	t.Run("handed on as they arrive", func(t *testing.T) {
+		const sent = 1000
+		release := make(chan struct{})
+		from, _ := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+			for run := uint32(1); run <= sent; run++ {
+				fw.Lease(auth.Lease(run))
+			}
+			flush()
+			select { // then nothing, until the mirror gives up
+			case <-r.Context().Done():
+			case <-release:
+			}
+		})
+		defer close(release)
+		st := &countingStore{Store: openStore(t)}
+		m := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) {
+			o.Limit = 10000
+			o.ReadTimeout = time.Minute
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { _, err := m.CatchUp(ctx); done <- err }()
+		defer func() { cancel(); <-done }()
+		// The answer has not ended: whatever the store got was handed on
+		// before the answer's end, in steps of at most 256.
+		for deadline := time.Now().Add(20 * time.Second); st.leases.Load() < sent-256; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the origin sent %d leases and waits; the store got %d of them, want at least %d: the mirror holds what it read", sent, st.leases.Load(), sent-256)
+			}
+		}
+	})
+}
+
+// TestStalledOrigin: an origin that sends its headers and then nothing
+// makes CatchUp fail within a few read timeouts, with an error that names
+// it, not hang.
+func TestStalledOrigin(t *testing.T) {
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	release := make(chan struct{})
+	lease := auth.Lease(1)
+	from, requests := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+		fw.Lease(lease)
+		flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	st := openStore(t)
+	const timeout = 200 * time.Millisecond
+	m := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) { o.ReadTimeout = timeout })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := m.CatchUp(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, mirror.ErrStalled) || !strings.Contains(err.Error(), from) || !strings.Contains(err.Error(), "sent nothing for 200ms") {
+		t.Fatalf("CatchUp against a stalled origin = %v, want ErrStalled naming %s and the timeout", err, from)
+	}
+	if n := requests.Load(); n != mirror.DefaultOnceAttempts {
+		t.Errorf("the origin was asked %d times, want %d", n, mirror.DefaultOnceAttempts)
+	}
+	if took > 10*time.Second {
+		t.Errorf("CatchUp took %v to give up", took)
+	}
+}
+
+// TestMassRemoval: an answer that removes more than MaxRemovals messages
+// is refused whole, none of them removed, unless AcceptMassRemoval.
+func TestMassRemoval(t *testing.T) {
+	o := newOrigin(t, 150)
+	st := openStore(t)
+	state := filepath.Join(t.TempDir(), "s.json")
+	limit := func(opts *mirror.Options) { opts.Limit = 1000 }
+	if _, err := newMirror(t, o.srv.URL, st, state, limit).CatchUp(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := mirror.ReadState(state)
+	removed := o.msgs[:120]
+	for _, m := range removed {
+		if _, err := o.st.Remove(t.Context(), m.Number, "spam"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := newMirror(t, o.srv.URL, st, state, limit).CatchUp(t.Context())
+	if !errors.Is(err, mirror.ErrMassRemoval) || !strings.Contains(err.Error(), "--accept-mass-removal") {
+		t.Fatalf("CatchUp of 120 removals = %v, want ErrMassRemoval naming --accept-mass-removal", err)
+	}
+	if rs, err := st.Removals(t.Context()); err != nil || len(rs) != 0 {
+		t.Errorf("after a refused mass removal the mirror holds %d removals (%v), want none", len(rs), err)
+	}
+	if after, _ := mirror.ReadState(state); after.Cursor != before.Cursor {
+		t.Errorf("the cursor moved past a refused answer: %q, was %q", after.Cursor, before.Cursor)
+	}
+	for _, m := range o.msgs {
+		if got, err := st.Get(t.Context(), m.Number); err != nil || !bytes.Equal(got.Raw, m.Raw) {
+			t.Fatalf("after a refused mass removal, the mirror's Get(%v) = %v", m.Number, err)
+		}
+	}
+
+	// Under the cap, in answers of 40: accepted without the flag.
+	st2 := openStore(t)
+	if _, err := newMirror(t, o.srv.URL, st2, filepath.Join(t.TempDir(), "s2.json"), func(opts *mirror.Options) { opts.Limit = 40 }).CatchUp(t.Context()); err != nil {
+		t.Errorf("removals of 40 an answer: %v", err)
+	}
+
+	stats, err := newMirror(t, o.srv.URL, st, state, func(opts *mirror.Options) {
+		opts.Limit = 1000
+		opts.AcceptMassRemoval = true
+	}).CatchUp(t.Context())
+	if err != nil || stats.Removals != 120 {
+		t.Fatalf("CatchUp accepting the mass removal = %+v, %v; want 120 removals", stats, err)
+	}
+	same(t, o, st, removed...)
+}
+
+// TestFutureRemoval: a removal dated in the future (beyond the clocks'
+// skew) is refused; one a minute ahead is taken.
+func TestFutureRemoval(t *testing.T) {
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	for _, tt := range []struct {
+		name   string
+		ahead  time.Duration
+		refuse bool
+	}{
+		{"a day ahead", 24 * time.Hour, true},
+		{"in 2100", time.Until(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)), true},
+		{"a minute ahead", time.Minute, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n, lease := auth.Number(t, 1, 3), auth.Lease(1)
+			from, _ := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+				fw.Lease(lease)
+				fw.Removal(store.Removal{Number: n, Digest: store.DigestOf([]byte("gone")), Removed: time.Now().Add(tt.ahead).Truncate(time.Second), Reason: "spam"})
+				fw.End("c1", false)
+			})
+			st := openStore(t)
+			_, err := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), nil).CatchUp(t.Context())
+			rs, _ := st.Removals(t.Context())
+			if tt.refuse {
+				if !errors.Is(err, mirror.ErrOrigin) || !strings.Contains(err.Error(), "in the future") {
+					t.Errorf("CatchUp = %v, want ErrOrigin saying the date is in the future", err)
+				}
+				if len(rs) != 0 {
+					t.Errorf("the mirror recorded %d removals, want none", len(rs))
+				}
+				return
+			}
+			if err != nil || len(rs) != 1 {
+				t.Errorf("CatchUp = %v with %d removals, want the removal taken", err, len(rs))
+			}
+		})
+	}
+}
+
+// TestNotAFeed: a URL that answers a web page, or no feed at all, is said
+// in plain words at once (no retries), not as an answer cut short.
+func TestNotAFeed(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		code        int
+		contentType string
+		says        string
+	}{
+		{"an HTML page", http.StatusOK, "text/html; charset=utf-8", "answered an HTML page (text/html), not a change feed"},
+		{"a JSON document", http.StatusOK, "application/json", "answered application/json, not a change feed"},
+		{"a 404 page", http.StatusNotFound, "text/html", "answered 404 Not Found with an HTML page (text/html), not a change feed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				w.Header().Set("Content-Type", tt.contentType)
+				w.WriteHeader(tt.code)
+				w.Write([]byte("<!doctype html><title>Welcome</title><p>Our mailing lists\n"))
+			}))
+			defer srv.Close()
+			_, err := newMirror(t, srv.URL+"/lists/", openStore(t), filepath.Join(t.TempDir(), "s.json"), nil).CatchUp(t.Context())
+			if !errors.Is(err, mirror.ErrNotFeed) || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), "base URL") || strings.Contains(err.Error(), "cut short") {
+				t.Fatalf("CatchUp = %v, want ErrNotFeed saying %q and asking for the base URL", err, tt.says)
+			}
+			if n := requests.Load(); n != 1 {
+				t.Errorf("asked %d times, want once", n)
+			}
+		})
+	}
+}
