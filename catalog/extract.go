@@ -72,6 +72,11 @@ type doc struct {
 	body, quoted string
 	// files is the paths its patches touch (filesText).
 	files string
+	// The diff lines of body, which body then no longer has, and the
+	// rest of what public-inbox's search reads (diffindex.go): its
+	// attachments' names, To, Cc and List-Id.
+	dfa, dfb, dfctx, dfhh, dfpre, dfpost, patchID string
+	names, to, cc, listID                         string
 	// sketch and quotes are what subject threading compares (subject.go).
 	sketch []byte
 	quotes []uint64
@@ -99,6 +104,7 @@ func extract(m store.Stored, opts mailview.Options) doc {
 	d.base, d.reply = BaseSubject(d.subject)
 	d.refs = references(v.References, v.InReplyTo, d.msgid)
 	var from, date, listID string
+	var to, cc []string
 	for _, f := range v.Fields {
 		switch f.Name {
 		case "From":
@@ -107,8 +113,25 @@ func extract(m store.Stored, opts mailview.Options) doc {
 			date = f.Value
 		case "List-Id":
 			listID = f.Value
+		case "To":
+			to = append(to, f.Value)
+		case "Cc":
+			cc = append(cc, f.Value)
 		}
 	}
+	d.to, d.cc = strings.Join(to, "\n"), strings.Join(cc, "\n")
+	if i := strings.LastIndexByte(listID, '<'); i >= 0 {
+		if j := strings.IndexByte(listID[i:], '>'); j > 0 {
+			d.listID = strings.ToLower(listID[i+1 : i+j])
+		}
+	}
+	var names []string
+	for _, a := range v.Attachments {
+		if a.Name != "" {
+			names = append(names, a.Name)
+		}
+	}
+	d.names = strings.Join(names, "\n")
 	snd := RealSender(v.Header)
 	if snd.Name == "" && snd.Addr == "" {
 		snd.Name, snd.Addr = sender(from)
@@ -119,6 +142,11 @@ func extract(m store.Stored, opts mailview.Options) doc {
 	if len(d.refs) == 0 {
 		d.sketch = sketch(d.body)
 	}
+	d.patchID = patchID(d.body)
+	var diff *diffText
+	d.body, diff = splitDiff(d.body)
+	d.dfa, d.dfb, d.dfctx, d.dfhh = diff.removed.String(), diff.added.String(), diff.context.String(), diff.hunks.String()
+	d.dfpre, d.dfpost = diff.pre.String(), diff.post.String()
 	d.quotes = quoteHashes(d.quoted)
 	d.list = ListName(m.List)
 	if d.list == "" {

@@ -319,6 +319,9 @@ func (c *Catalog) compact(ctx context.Context) error {
 	if _, err := c.w.ExecContext(ctx, `INSERT INTO fts(fts) VALUES('optimize')`); err != nil {
 		return fmt.Errorf("cannot merge the search index: %w", err)
 	}
+	if _, err := c.w.ExecContext(ctx, `INSERT INTO fts_addr(fts_addr) VALUES('optimize')`); err != nil {
+		return fmt.Errorf("cannot merge the search index: %w", err)
+	}
 	if _, err := c.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
 		return fmt.Errorf("cannot give back the pages the merge freed: %w", err)
 	}

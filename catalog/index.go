@@ -53,7 +53,7 @@ type indexer struct {
 	sketches, listAddress, movedTo, dropMoved    *sql.Stmt
 	newThread, addToThread, threadSize           *sql.Stmt
 	moveMessages, dropThread, recount            *sql.Stmt
-	list, month, fts                             *sql.Stmt
+	list, month, fts, ftsAddr                    *sql.Stmt
 	labelBefore, labelAfter, lateLabel           *sql.Stmt
 	wire                                         *sql.Stmt
 	newMailbox, numberFor, addNumber             *sql.Stmt
@@ -109,6 +109,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.month, `INSERT INTO months (list, month, messages) VALUES (?, ?, 1)
 			ON CONFLICT (list, month) DO UPDATE SET messages=messages+1`},
 		{&ix.fts, ftsInsertSQL},
+		{&ix.ftsAddr, ftsAddrInsertSQL},
 		{&ix.labelBefore, labelBeforeSQL},
 		{&ix.labelAfter, labelAfterSQL},
 		{&ix.lateLabel, `UPDATE messages SET label=? WHERE id=?`},
@@ -241,8 +242,7 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	if ix.spool != nil {
 		return true, ix.spool.put(id, d)
 	}
-	cols := ftsColumns(d)
-	if _, err := ix.fts.ExecContext(ix.ctx, label, cols[0], cols[1], cols[2], cols[3], cols[4]); err != nil {
+	if err := insertText(ix.ctx, ix.fts, ix.ftsAddr, label, ftsColumns(d)); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -168,9 +168,32 @@ func newTextSpool(path string) (*textSpool, error) {
 	return &textSpool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
 }
 
-// ftsColumns are what a message gives the fts table, in its columns' order.
-func ftsColumns(d *doc) [5]string {
-	return [5]string{d.subject, strings.TrimSpace(d.fromName + " " + d.fromAddr + " " + d.via), d.body, d.quoted, d.files}
+// ftsColumns are what a message gives the fts table, in ftsInsertSQL's
+// order, then the fts_addr table, in ftsAddrInsertSQL's.
+func ftsColumns(d *doc) [ftsCols]string {
+	return [ftsCols]string{d.subject, strings.TrimSpace(d.fromName + " " + d.fromAddr + " " + d.via), d.body, d.quoted, d.files,
+		d.dfa, d.dfb, d.dfctx, d.dfhh, d.names, d.dfpre, d.dfpost, d.patchID,
+		d.to, d.cc, d.listID}
+}
+
+// ftsCols is how many columns ftsColumns has, ftsMainCols of them fts's.
+const (
+	ftsCols     = 16
+	ftsMainCols = 13
+)
+
+// insertText adds a message's text to the search index under its label.
+func insertText(ctx context.Context, main, addr *sql.Stmt, label int64, cols [ftsCols]string) error {
+	args := make([]any, 0, ftsMainCols+1)
+	args = append(args, label)
+	for _, c := range cols[:ftsMainCols] {
+		args = append(args, c)
+	}
+	if _, err := main.ExecContext(ctx, args...); err != nil {
+		return err
+	}
+	_, err := addr.ExecContext(ctx, label, cols[ftsMainCols], cols[ftsMainCols+1], cols[ftsMainCols+2])
+	return err
 }
 
 // put spools the search text of message id.
@@ -199,8 +222,8 @@ func (s *textSpool) put(id int64, d *doc) error {
 }
 
 // get returns the columns spooled for message id.
-func (s *textSpool) get(id int64) ([5]string, error) {
-	var cols [5]string
+func (s *textSpool) get(id int64) ([ftsCols]string, error) {
+	var cols [ftsCols]string
 	if id <= 0 || id >= int64(len(s.at)) || s.at[id].off < 0 {
 		return cols, fmt.Errorf("the text of message %d was not spooled", id)
 	}
@@ -285,6 +308,10 @@ func (c *Catalog) placeBatch(ctx context.Context, s *textSpool, ids []int64, nex
 	if err != nil {
 		return fmt.Errorf("cannot fill the search index: %w", err)
 	}
+	insertAddr, err := tx.PrepareContext(ctx, ftsAddrInsertSQL)
+	if err != nil {
+		return fmt.Errorf("cannot fill the search index: %w", err)
+	}
 	for i, id := range ids {
 		label := next + int64(i)*labelGap
 		cols, err := s.get(id)
@@ -294,7 +321,7 @@ func (c *Catalog) placeBatch(ctx context.Context, s *textSpool, ids []int64, nex
 		if _, err := setLabel.ExecContext(ctx, label, id); err != nil {
 			return fmt.Errorf("cannot label message %d: %w", id, err)
 		}
-		if _, err := insert.ExecContext(ctx, label, cols[0], cols[1], cols[2], cols[3], cols[4]); err != nil {
+		if err := insertText(ctx, insert, insertAddr, label, cols); err != nil {
 			return fmt.Errorf("cannot index the text of message %d: %w", id, err)
 		}
 	}
@@ -305,4 +332,8 @@ func (c *Catalog) placeBatch(ctx context.Context, s *textSpool, ids []int64, nex
 }
 
 // ftsInsertSQL adds a message's text to the search index under its label.
-const ftsInsertSQL = `INSERT INTO fts (rowid, subject, sender, body, quoted, files) VALUES (?, ?, ?, ?, ?, ?)`
+const (
+	ftsInsertSQL = `INSERT INTO fts (rowid, subject, sender, body, quoted, files, dfa, dfb, dfctx, dfhh, names, dfpre, dfpost, patchid)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	ftsAddrInsertSQL = `INSERT INTO fts_addr (rowid, to_addr, cc_addr, list_id) VALUES (?, ?, ?, ?)`
+)

@@ -40,10 +40,21 @@ const maxIndexedText = 1 << 20
 
 // Weights of the fts columns for sort=relevance (bm25), in the order of
 // searchSchema's columns.
-const bm25Weights = "1.0, 0.2, 10.0, 5.0, 1.0"
+const bm25Weights = "1.0, 0.2, 10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0"
 
+// searchSchema: fts has a message's text, split as public-inbox's search
+// index is (diffindex.go): the text that is not quoted nor a diff line
+// (body), quoted lines, subject, sender, the paths its patches touch
+// (files), their removed, added and context lines and hunk headers,
+// attachments' names, blob IDs and patch ID. fts_addr has its To and Cc
+// and List-Id, in a table of their own: a word typed without a prefix
+// is not looked for there, and needs no column filter (which costs FTS5
+// a read of every place a word is) to leave them out.
 const searchSchema = `
 CREATE VIRTUAL TABLE fts USING fts5 (body, quoted, subject, sender, files,
+	dfa, dfb, dfctx, dfhh, names, dfpre, dfpost, patchid,
+	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE fts_addr USING fts5 (to_addr, cc_addr, list_id,
 	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
 `
 
@@ -247,7 +258,9 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 // searchSQL returns the statements that count q's matches and read the
 // page opts asks for, with their arguments.
 func searchSQL(ctx context.Context, tx *sql.Tx, q *Query, opts SearchOptions) (count string, countArgs []any, page string, pageArgs []any, err error) {
-	lo, hi := q.dates()
+	p := q.plan()
+	lo, hi := p.lo, p.hi
+	// The lists and the plan's further conditions on each message.
 	var lists string
 	var listArgs []any
 	if len(q.Lists) > 0 {
@@ -256,21 +269,19 @@ func searchSQL(ctx context.Context, tx *sql.Tx, q *Query, opts SearchOptions) (c
 			listArgs = append(listArgs, l)
 		}
 	}
+	lists += p.where
+	listArgs = append(listArgs, p.args...)
 	// The count reads one past CountLimit, to know whether there are more
 	// (SQLite's LIMIT -1: no limit).
 	countLimit := -1
 	if opts.CountLimit > 0 {
 		countLimit = opts.CountLimit + 1
 	}
-	m := q.match()
+	m := p.match
 	if m == "" {
 		// Only filters (and maybe exclusions): the messages table.
 		where := "m.date >= ? AND m.date <= ?" + lists
 		args := append([]any{lo, hi}, listArgs...)
-		if neg := q.negatives(); neg != "" {
-			where += ` AND m.label NOT IN (SELECT rowid FROM fts WHERE fts MATCH ?)`
-			args = append(args, neg)
-		}
 		from := `FROM messages m WHERE ` + where
 		count = `SELECT count(*) FROM (SELECT 1 ` + from + ` LIMIT ?)`
 		page = `SELECT ` + messageColumns + ` ` + from + ` ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`

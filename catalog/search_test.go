@@ -108,7 +108,11 @@ func TestSearch(t *testing.T) {
 		{"before:1969", []string{}},
 		{"before:1970 cache", []string{}},
 		{"after:1000 before:1970", []string{}},
-		{"body:indy", []string{}}, // not an operator: the phrase "body indy"
+		// public-inbox's AND and NOT.
+		{"cache AND indy", []string{"s7", "s1"}},
+		{"NOT cache", []string{"s4", "s3", "s5"}},
+		{"NOT cache indy", []string{"s4", "s3", "s2", "s6", "s5"}}, // NOT (cache indy), as Xapian reads it
+		{"indy NOT cache", []string{"s3"}},
 	}
 	for _, tt := range tests {
 		q, err := ParseQuery(tt.q)
@@ -195,8 +199,9 @@ func TestParseQueryErrors(t *testing.T) {
 		{"bugs OR -crashes", "cannot be one of two alternatives"},
 		{"bugs OR list:x", "cannot be one of two alternatives"},
 		{"dfn:setup*", "dfn: takes a path"},
-		{"cache AND tlb", "AND at character 7 is not needed"},
-		{"NOT cache", "write -word"},
+		{"body:indy", "body: at character 1 is not a search prefix"},
+		{"cache AND", "AND at character 7 joins nothing"},
+		{"cache XOR tlb", "XOR at character 7 is not supported"},
 		{"indy NEAR cache", "put words in quotes"},
 		{"NEAR(indy cache)", "NEAR(...) is not supported"},
 		{"NEAR(indy cache, 5)", "NEAR(...) is not supported"},
@@ -311,7 +316,7 @@ func TestQueryDates(t *testing.T) {
 }
 
 func TestParseQuery(t *testing.T) {
-	q, err := ParseQuery(`Indy "secondary cache" -panic from:"Ralf B" subject:tlb list:linux-mips after:2019 before:2019-02-03 foo:bar`)
+	q, err := ParseQuery(`Indy "secondary cache" -panic from:"Ralf B" subject:tlb list:linux-mips after:2019 before:2019-02-03 "foo:bar"`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,13 +326,13 @@ func TestParseQuery(t *testing.T) {
 		{Text: "panic", Negated: true},
 		{Text: "Ralf B", Phrase: true, Field: "from"},
 		{Text: "tlb", Field: "subject"},
-		{Text: "foo:bar"},
+		{Text: "foo:bar", Phrase: true},
 	}
 	if !slices.Equal(q.Terms, want) || !slices.Equal(q.Lists, []string{"linux-mips"}) || q.After == nil || q.Before == nil ||
 		!q.After.Equal(time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)) || !q.Before.Equal(time.Date(2019, 2, 3, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("ParseQuery = %+v", q)
 	}
-	if got, want := q.String(), `Indy "secondary cache" -panic from:"Ralf B" subject:tlb foo:bar list:linux-mips after:2019-01-01 before:2019-02-03`; got != want {
+	if got, want := q.String(), `Indy "secondary cache" -panic from:"Ralf B" subject:tlb "foo:bar" list:linux-mips after:2019-01-01 before:2019-02-03`; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	if got, want := q.Words(), []string{"indy", "secondary", "cache", "ralf", "b", "tlb", "foo", "bar"}; !slices.Equal(got, want) {

@@ -46,6 +46,11 @@ type Query struct {
 	// before:X before the start of X; nil is no bound. Search clamps them
 	// to the dates an fts rowid holds (Query.rowids).
 	After, Before *time.Time
+
+	// pi: the query was read in public-inbox's grammar, into root (nil
+	// when only Lists filter); otherwise Terms are the query.
+	pi   bool
+	root *node
 }
 
 // Positive reports whether q looks for a word, not only excludes or filters.
@@ -58,18 +63,28 @@ func (q *Query) Positive() bool {
 	return false
 }
 
-// SearchesText reports whether q looks for a word or phrase anywhere, not
-// only in the subject or the sender.
+// SearchesText reports whether q looks for a word or phrase anywhere or
+// in the text, not only in the subject or the sender.
 func (q *Query) SearchesText() bool {
 	for _, t := range q.Terms {
-		if !t.Negated && t.Field == "" {
+		if !t.Negated && inText(t.Field) && t.Field != "subject" && t.Field != "from" {
 			return true
 		}
 	}
 	return false
 }
 
-// ParseQuery reads the search language:
+// inText reports whether a field's words are words of a message's text,
+// its subject or its sender, which an excerpt marks.
+func inText(field string) bool {
+	switch field {
+	case "", "subject", "from", "body", "bs", "nq", "q", "dfa", "dfb", "dfctx", "dfhh":
+		return true
+	}
+	return false
+}
+
+// ParseQuery reads the search language, the archive's own:
 //
 //	word            messages with the word (all words must match)
 //	a OR b          either (OR in capitals: "cache OR tlb flush" is
@@ -84,11 +99,20 @@ func (q *Query) SearchesText() bool {
 //	after:DATE      from DATE on (2019, 2019-02 or 2019-02-03)
 //	before:DATE     before DATE
 //
+// and public-inbox's (querytree.go): AND, NOT, +word, parentheses, and its
+// prefixes s: f: t: c: a: tc: b: bs: nq: q: n: l: m: z: d: dt: rt: dfa:
+// dfb: dfhh: dfctx: dfpre: dfpost: dfblob: patchid:. A query that uses
+// any of these is read as public-inbox's Xapian reads it.
+//
 // Words are letters and digits ("r4k_cache" is the phrase "r4k cache"),
-// matched regardless of case and accents. Another search engine's syntax
-// (AND, NOT and NEAR in capitals, NEAR(...), a leading ^, an OR joining
-// nothing) is refused with an ErrQuery that says what to type instead.
-func ParseQuery(s string) (*Query, error) {
+// matched regardless of case and accents. A prefix the archive does not
+// know, and another search engine's syntax (NEAR, XOR, NEAR(...), a
+// leading ^, an OR joining nothing), is refused with an ErrQuery that
+// names it and says what to type instead.
+func ParseQuery(s string) (*Query, error) { return parseQuery(s, time.Now()) }
+
+// parseQuery is ParseQuery with relative dates (2.weeks.ago) from now.
+func parseQuery(s string, now time.Time) (*Query, error) {
 	if len(s) > MaxQueryBytes {
 		return nil, fmt.Errorf("%w: the search is %d bytes long; at most %d are read", ErrQuery, len(s), MaxQueryBytes)
 	}
@@ -103,40 +127,36 @@ func ParseQuery(s string) (*Query, error) {
 		}
 		return r
 	}, s)
+	toks, err := lexQuery(s)
+	if err != nil {
+		return nil, err
+	}
+	if piDialect(toks) {
+		return parsePI(s, toks, now)
+	}
+	return parseArchive(s, toks)
+}
+
+// parseArchive reads tokens in the archive's own grammar: terms, OR
+// joining two, list:, after: and before: filters.
+func parseArchive(s string, toks []qtoken) (*Query, error) {
 	q := &Query{}
 	p := &queryParser{s: s}
 	var afterText, beforeText string
 	words := 0
 	// or is where an OR was read that the next term takes, or -1.
 	or := -1
-	for {
-		p.skipSpace()
-		if p.i >= len(p.s) {
-			break
-		}
-		start := p.i
-		if p.isOr() {
+	for _, tok := range toks {
+		start := tok.start
+		if tok.kind == tokOr {
 			if or >= 0 || len(q.Terms) == 0 || q.Terms[len(q.Terms)-1].Negated {
 				return nil, fmt.Errorf("%w: OR at character %d joins nothing: write it between two words (bugs OR crashes); -word cannot be one of them (to look for the word itself, write it in lower case or in quotes)", ErrQuery, p.at(start))
 			}
 			or = start
-			p.i += 2
 			continue
 		}
-		neg := false
-		if p.s[p.i] == '-' && p.i+1 < len(p.s) && !isSpace(p.s[p.i+1]) {
-			neg = true
-			p.i++
-		}
-		field := ""
-		if op, ok := p.operator(); ok {
-			field = op
-		}
-		text, phrase, prefix, err := p.value()
-		if err != nil {
-			return nil, err
-		}
-		piece := p.s[start:p.i]
+		neg := tok.sign == '-'
+		field, text, phrase, prefix, piece := tok.field, tok.text, tok.phrase, tok.prefix, tok.piece
 		if or >= 0 && (neg || field == "list" || field == "after" || field == "before") {
 			return nil, fmt.Errorf("%w: OR at character %d: %s cannot be one of two alternatives; OR joins words, phrases, from:, subject: and dfn:", ErrQuery, p.at(or), piece)
 		}
@@ -171,11 +191,6 @@ func ParseQuery(s string) (*Query, error) {
 				q.Before, beforeText = &t, piece
 			}
 			continue
-		}
-		if !phrase {
-			if err := foreignSyntax(text, field == "" && !neg, piece, p.at(start)); err != nil {
-				return nil, err
-			}
 		}
 		if !hasWordChar(text) {
 			if field != "" || phrase {
@@ -215,15 +230,6 @@ const minPrefix = 3
 // type instead. Standalone (no field, no '-') words only are operators.
 func foreignSyntax(text string, standalone bool, piece string, at int) error {
 	if standalone {
-		const lower = ` (to look for the word itself, write it in lower case or in quotes)`
-		switch text {
-		case "AND":
-			return fmt.Errorf("%w: AND at character %d is not needed: every word must match already"+lower, ErrQuery, at)
-		case "NOT":
-			return fmt.Errorf("%w: NOT at character %d is not supported: write -word to leave out the messages with a word"+lower, ErrQuery, at)
-		case "NEAR":
-			return fmt.Errorf("%w: NEAR at character %d is not supported: put words in quotes to find them next to each other (\"a phrase\")"+lower, ErrQuery, at)
-		}
 		if strings.HasPrefix(text, "NEAR(") {
 			return fmt.Errorf("%w: %s at character %d: NEAR(...) is not supported; put words in quotes to find them next to each other (\"a phrase\")", ErrQuery, piece, at)
 		}
@@ -244,33 +250,16 @@ func (p *queryParser) at(i int) int { return utf8.RuneCountInString(p.s[:i]) + 1
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// isOr reports an OR standing alone at the parser's place.
-func (p *queryParser) isOr() bool {
-	rest := p.s[p.i:]
-	return strings.HasPrefix(rest, "OR") && (len(rest) == 2 || isSpace(rest[2]))
-}
-
 func (p *queryParser) skipSpace() {
 	for p.i < len(p.s) && isSpace(p.s[p.i]) {
 		p.i++
 	}
 }
 
-// operator consumes a field operator ("from:"...), in any case, before a value.
-func (p *queryParser) operator() (string, bool) {
-	rest := p.s[p.i:]
-	for _, op := range []string{"from", "subject", "dfn", "list", "after", "before"} {
-		if len(rest) > len(op)+1 && strings.EqualFold(rest[:len(op)], op) && rest[len(op)] == ':' && !isSpace(rest[len(op)+1]) {
-			p.i += len(op) + 1
-			return op, true
-		}
-	}
-	return "", false
-}
-
-// value consumes a quoted phrase or a word up to the next space, and
-// the '*' of a prefix search after either (prefix).
-func (p *queryParser) value() (text string, phrase, prefix bool, err error) {
+// value consumes a quoted phrase or a word up to the next space (or a
+// ')' inside parentheses, depth deep), and the '*' of a prefix search
+// after either (prefix).
+func (p *queryParser) value(depth int) (text string, phrase, prefix bool, err error) {
 	if p.i < len(p.s) && p.s[p.i] == '"' {
 		start := p.i
 		end := strings.IndexByte(p.s[p.i+1:], '"')
@@ -286,7 +275,7 @@ func (p *queryParser) value() (text string, phrase, prefix bool, err error) {
 		return strings.TrimSpace(text), true, prefix, nil
 	}
 	start := p.i
-	for p.i < len(p.s) && !isSpace(p.s[p.i]) {
+	for p.i < len(p.s) && !isSpace(p.s[p.i]) && !(depth > 0 && p.s[p.i] == ')') {
 		if p.s[p.i] == '"' {
 			return "", false, false, fmt.Errorf("%w: a quote at character %d inside a word; put phrases in quotes: \"like this\"", ErrQuery, p.at(p.i))
 		}
@@ -357,25 +346,28 @@ func (q *Query) negatives() string {
 	return strings.Join(neg, " OR ")
 }
 
-// fts returns the FTS5 expression of one term, whether or not negated.
+// fts returns the FTS5 expression of one term in the fts table, whether
+// or not negated (its field's columns there: querysql.go).
 func (t Term) fts() string {
+	main, _ := fieldColumns(t.Field)
+	return t.ftsIn(main)
+}
+
+// ftsIn returns the FTS5 expression of t in the columns cols ("" for all).
+func (t Term) ftsIn(cols string) string {
 	e := ftsPhrase(t.Text)
 	if t.Prefix {
 		// https://sqlite.org/fts5.html#fts5_prefix_queries: the last
 		// word of the string is a prefix.
 		e += " *"
 	}
-	switch t.Field {
-	case "subject":
-		e = "subject : " + e
-	case "from":
-		e = "sender : " + e
-	case "dfn":
+	if t.Field == "dfn" {
 		// The path's words, then the word that ends every path: its
 		// last components (search.go, fileEnd).
-		e = "files : " + ftsPhrase(strings.Join(tokens(t.Text), " ")+" "+fileEnd)
-	case "body":
-		e = "{body quoted} : " + e
+		e = ftsPhrase(strings.Join(tokens(t.Text), " ") + " " + fileEnd)
+	}
+	if cols != "" {
+		e = cols + " : " + e
 	}
 	return e
 }
@@ -391,7 +383,7 @@ func ftsPhrase(text string) string {
 func (q *Query) Words() []string {
 	var out []string
 	for _, t := range q.Terms {
-		if t.Negated || t.Field == "dfn" {
+		if t.Negated || !inText(t.Field) {
 			continue
 		}
 		w := tokens(t.Text)
@@ -406,7 +398,13 @@ func (q *Query) Words() []string {
 // String writes q back in the search language.
 func (q *Query) String() string {
 	var parts []string
+	if q.pi && q.root != nil {
+		parts = append(parts, q.root.String())
+	}
 	for _, t := range q.Terms {
+		if q.pi {
+			break
+		}
 		s := t.Text
 		if t.Phrase || strings.ContainsAny(s, " \t") {
 			s = `"` + s + `"`
