@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real IMAP server (Dovecot) for
 # the watcher's tests, a real IMAP client (fetchmail) for the IMAP
-# server's, Chromium for the resolver's browser test, b4 (which fetches
-# threads from public-inbox archives) for e2e TestB4, and what
+# server's, Chromium for the resolver's browser test, b4 and lei (which
+# fetch and search public-inbox archives) for e2e TestB4, TestB4Series and
+# TestLei, public-inbox itself (tests compare with its search and its
+# inboxes), and what
 # the Riak test kit (../shared/riak, when it is there) needs to unpack and
 # start its nodes: tar, xz, and curl (or python3).
 #
@@ -18,6 +20,9 @@ command -v fetchmail >/dev/null 2>&1 || need+=(fetchmail)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bzip2 >/dev/null 2>&1 || need+=(bzip2)
 command -v b4 >/dev/null 2>&1 || need+=(b4)
+command -v lei >/dev/null 2>&1 || need+=(lei)
+command -v curl >/dev/null 2>&1 || need+=(curl) # lei's HTTP client
+command -v public-inbox-index >/dev/null 2>&1 || need+=(public-inbox)
 if [ -e ../shared/riak/riak-node ] || [ -n "${CHIBRARY_RIAK_KIT:-}" ]; then
   command -v tar >/dev/null 2>&1 || need+=(tar)
   command -v xz >/dev/null 2>&1 || need+=(xz-utils)
