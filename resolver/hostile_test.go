@@ -55,9 +55,11 @@ func getHost(t *testing.T, url, host string) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
-// A search that takes more than the catalog gives one search is
-// answered 400 with a page saying to narrow it (not 500, not logged as
-// an error), and a phrase of 499 one-letter words is refused at once.
+// A search that takes more than the catalog gives one search is the
+// machine's load as much as the query's: answered 503 with Retry-After
+// on every search route (not 400, not 500, not logged as an error); a
+// phrase of 499 one-letter words, what the query itself asks, is
+// refused at once with a 400.
 func TestSearchCost(t *testing.T) {
 	ca := newCatalogArchive(t)
 	cat, err := catalog.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{SearchTimeout: time.Nanosecond})
@@ -69,9 +71,15 @@ func TestSearchCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, logs := serveWith(t, ca.st, Options{Catalog: cat})
-	r := get(t, srv.URL+"/search?q=message")
-	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "narrow") {
-		t.Errorf("a search past its time = %d, want 400 saying to narrow it:\n%s", r.status, r.body)
+	for _, path := range []string{"/search?q=message", "/api/v1/search?q=message", "/search?x=m&q=message", "/search?q=s:message+AND+d:20000101.."} {
+		r := get(t, srv.URL+path)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "try again") {
+			t.Errorf("%s past its time = %d, Retry-After %q, want 503 with Retry-After saying to try again:\n%.400s", path, r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
+	r := get(t, srv.URL+"/search?q=nosuch:message")
+	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "nosuch: at character 1 is not a search prefix") {
+		t.Errorf("a search with an unknown prefix = %d, want 400 naming it:\n%.400s", r.status, r.body)
 	}
 	r = get(t, ca.srv.URL+"/search?q="+url.QueryEscape(hostile.LongPhrase(hostile.LongPhraseWords)))
 	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "more than 32 words") {

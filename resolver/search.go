@@ -202,8 +202,8 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, mbox bool) (*sea
 	}
 	res, err := c.Search(r.Context(), q, opts)
 	if errors.Is(err, catalog.ErrSearchCost) {
-		v.Problem = "This search takes more work than the archive gives one search: narrow it (fewer or rarer words, a list:, after: or before:)."
-		return v, true
+		s.searchBusy(w, r)
+		return nil, false
 	}
 	if err != nil {
 		s.failCatalog(w, r, err, "")
@@ -246,6 +246,21 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, mbox bool) (*sea
 	wg.Wait()
 	v.Groups = group(v.Results)
 	return v, true
+}
+
+// searchRetryAfter is how long a reader is asked to wait after a search
+// that did not finish in its time, in seconds.
+const searchRetryAfter = "5"
+
+// searchBusy answers a search that took more than the time one search
+// is given (catalog.ErrSearchCost): 503 with Retry-After. The archive
+// cannot tell a search the machine was too busy to finish from one that
+// costs too much on an idle machine, and the first is no fault of the
+// reader's; what the query itself asks for (too many words, a prefix
+// the archive does not know) is refused when it is parsed, with a 400.
+func (s *Server) searchBusy(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", searchRetryAfter)
+	s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy and this search did not finish in the time one search is given: try again in a few seconds. A narrower search (rarer words, a list:, a date range) takes less.")
 }
 
 func (s *Server) searchPage(w http.ResponseWriter, r *http.Request) {
