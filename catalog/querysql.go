@@ -47,9 +47,9 @@ func fieldColumns(field string) (main, addr string) {
 		return field, "-"
 	case "dfblob":
 		return "{dfpre dfpost}", "-"
-	case "to":
+	case "t":
 		return "-", "to_addr"
-	case "cc":
+	case "c":
 		return "-", "cc_addr"
 	case "tc":
 		return "-", "{to_addr cc_addr}"

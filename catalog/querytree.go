@@ -166,6 +166,16 @@ func lexQuery(s string) ([]qtoken, error) {
 		if err != nil {
 			return nil, err
 		}
+		switch field {
+		case "d", "dt", "rt", "z", "after", "before":
+			// A range may follow a quoted date: d:"2 weeks ago"..
+			for ; phrase && !prefix && p.i < len(p.s) && !isSpace(p.s[p.i]) && !(depth > 0 && p.s[p.i] == ')'); p.i++ {
+				if p.s[p.i] == '"' {
+					return nil, fmt.Errorf("%w: a quote at character %d inside a word; put phrases in quotes: \"like this\"", ErrQuery, p.at(p.i))
+				}
+				text += p.s[p.i : p.i+1]
+			}
+		}
 		t := qtoken{kind: tokTerm, start: start, sign: sign, field: field, text: text, phrase: phrase, prefix: prefix, piece: p.s[start:p.i]}
 		if !phrase {
 			if err := foreignSyntax(text, field == "" && sign == 0, t.piece, p.at(start)); err != nil {
