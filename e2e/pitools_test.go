@@ -198,7 +198,6 @@ func TestB4Series(t *testing.T) {
 	// public-inbox's language, (s:"..." AND f:"...") AND d:YYYYMMDD..,
 	// whole threads (t=1).
 	t.Run("am -c finds v2", func(t *testing.T) {
-		t.Skip("needs the public-inbox query parser (issue 32)")
 		out := t.TempDir()
 		log := run(t, env, home, b4, "am", "-c", "-o", out, "greet-v1-0@example.org")
 		if !strings.Contains(log, "Added from v2: ") {
@@ -256,7 +255,6 @@ func TestB4Series(t *testing.T) {
 	// diff finds the version before (a search: d:..YYYYMMDD) and shows
 	// the range-diff of the two.
 	t.Run("diff v1 v2", func(t *testing.T) {
-		t.Skip("needs the public-inbox query parser (issue 32)")
 		repo := baseRepo(t, env)
 		diff := filepath.Join(t.TempDir(), "diff")
 		log := run(t, env, repo, b4, "diff", "-o", diff, "greet-v2-0@example.org")
@@ -327,7 +325,6 @@ func TestLei(t *testing.T) {
 	})
 
 	t.Run("s: f: d: AND", func(t *testing.T) {
-		t.Skip("needs the public-inbox query parser (issue 32)")
 		if got, want := q(t, "s:greet", "AND", "f:pat@example.org", "AND", "d:20240301..20240305"), ids("v1-0", "v1-1", "v1-2"); !slices.Equal(got, want) {
 			t.Errorf("lei q = %q, want %q", got, want)
 		}
@@ -339,7 +336,6 @@ func TestLei(t *testing.T) {
 	// lei up asks for what is new since its last search, less two days:
 	// (QUERY) AND dt:YYYYMMDDhhmmss.. (LeiXSearch.pm, fudge_qstr_time).
 	t.Run("up", func(t *testing.T) {
-		t.Skip("needs the public-inbox query parser (issue 32)")
 		out := filepath.Join(t.TempDir(), "out")
 		run(t, env, home, lei, "q", "-I", all, "-o", out, "f:rev@example.org")
 		if got, want := maildirIDs(t, out), ids("v1-review-2", "v1-review-3", "v2-review-2"); !slices.Equal(got, want) {

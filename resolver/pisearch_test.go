@@ -71,6 +71,10 @@ func TestPublicInboxSearch(t *testing.T) {
 		{"body z=results only", "POST", "/all/?x=m&q=dfn:setup.c", "z=results+only", sorted("series-3@example.org")},
 		{"body x=0", "POST", "/all/?x=m&q=dfn:setup.c", "x=0", sorted("series-3@example.org")},
 		{"; separates as &", "GET", "/all/?x=m;t=1;q=dfn:setup.c", "", series},
+		// b4 am -c's search for a newer version, as b4 quotes it.
+		{"b4's search", "POST", "/all/?x=m&t=1&q=" + url.QueryEscape(`(s:"MIPS: clean up the r4k cache code" AND f:"dev@example.org") AND d:20240115..`), "", series},
+		{"b4's search, without t=1", "POST", "/all/?x=m&q=" + url.QueryEscape(`(s:"MIPS: clean up the r4k cache code" AND f:"dev@example.org") AND d:20240115..`), "", sorted("series-0@example.org")},
+		{"a date range before the series", "POST", "/all/?x=m&q=" + url.QueryEscape(`s:r4k AND d:..20240114`), "", nil},
 		// Within a thread: the matches of that thread only, in that list.
 		{"thread-scoped", "POST", "/linux-mips.linux-mips.example/cross-1@example.org/?x=m&q=binutils", "", sorted("cross-1@example.org", "cross-2@example.org")},
 		{"thread-scoped, the other list's copy", "POST", "/linux-kernel.kernel.example/cross-1@example.org/?x=m&q=binutils", "", sorted("cross-1@example.org", "cross-3@example.org")},
@@ -84,6 +88,12 @@ func TestPublicInboxSearch(t *testing.T) {
 				r = post(t, base+tt.path, tt.body)
 			} else {
 				r = get(t, base+tt.path)
+			}
+			if tt.want == nil {
+				if r.status != http.StatusNotFound {
+					t.Errorf("%s %s = %d, want 404 (no match)", tt.method, tt.path, r.status)
+				}
+				return
 			}
 			if got := mboxIDs(t, r); !slices.Equal(got, tt.want) {
 				t.Errorf("%s %s = %q, want %q", tt.method, tt.path, got, tt.want)
@@ -117,6 +127,7 @@ func TestPublicInboxSearch(t *testing.T) {
 		{"nothing found in the thread", "POST", "/all/series-1@example.org/?x=m&q=binutils", http.StatusNotFound},
 		{"no query", "POST", "/all/?x=m", http.StatusBadRequest},
 		{"a query too long", "POST", "/all/?x=m&q=" + strings.Repeat("word+", 300), http.StatusBadRequest},
+		{"a prefix the archive does not know", "POST", "/all/?x=m&q=zz:cache", http.StatusBadRequest},
 		{"an unknown message", "POST", "/all/nobody@example.org/?x=m&q=fix", http.StatusNotFound},
 		{"an unknown list", "POST", "/nolist/?x=m&q=fix", http.StatusNotFound},
 	} {
@@ -167,6 +178,10 @@ func TestPublicInboxFeeds(t *testing.T) {
 	}
 	if !strings.Contains(f.Title, "dfn:setup.c") {
 		t.Errorf("x=A title = %q, want the search", f.Title)
+	}
+	f = readFeed(t, get(t, base+"/all/?x=A&q="+url.QueryEscape(`s:r4k AND f:dev@example.org`)))
+	if got, want := entries(f), []string{ca.cn(t, "series-2"), ca.cn(t, "series-1"), ca.cn(t, "series-0")}; !slices.Equal(got, want) {
+		t.Errorf("x=A entries of s:r4k AND f:dev = %q, want %q (newest first)", got, want)
 	}
 	f = readFeed(t, get(t, base+"/linux-mips.linux-mips.example/cross-1@example.org/?q=binutils&x=A"))
 	if got, want := sorted(entries(f)...), sorted(ca.byLabel["cross-1"][0], ca.cn(t, "cross-2")); !slices.Equal(got, want) {
