@@ -445,7 +445,7 @@ func TestBrowser(t *testing.T) {
 			t.Run("a list that rewrites From", func(t *testing.T) {
 				load(t, ca.srv.URL+"/"+ca.cn(t, "dm2"), "section.reply", "message-dmarc-rewritten", vp)
 				hasAll(t, "the message a list rewrote", text(t, "dl.fields"), "Jeremy Allison via samba-technical <samba-technical@lists.samba.org>", "Sender Jeremy Allison <jra@samba.org>")
-				hasAll(t, "its reply instructions", text(t, "section.reply"), "git send-email --in-reply-to='<dm2@samba.org>' --to='samba-technical@lists.samba.org' --cc='jra@samba.org' /path/to/YOUR_REPLY")
+				hasAll(t, "its reply instructions", text(t, "section.reply"), `git send-email \ --in-reply-to='<dm2@samba.org>' \ --to='samba-technical@lists.samba.org' \ --cc='jra@samba.org' \ /path/to/YOUR_REPLY`)
 				load(t, ca.srv.URL+"/l/samba-technical.lists.samba.org/", "ol.threads", "list-dmarc", vp)
 				if got := text(t, "ol.threads"); strings.Contains(got, " via ") {
 					t.Errorf("the list's rows still say via:\n%s", got)

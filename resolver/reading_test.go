@@ -76,7 +76,7 @@ func TestReadingPages(t *testing.T) {
 	t.Run("reply instructions", func(t *testing.T) {
 		body := page("/" + ca.cn(t, "dm1"))
 		hasAllOf(t, "the page of dm1", body,
-			"git send-email --in-reply-to=&#39;&lt;dm1@samba.org&gt;&#39; --to=&#39;samba-technical@lists.samba.org&#39; --cc=&#39;metze@samba.org&#39; /path/to/YOUR_REPLY",
+			"git send-email \\\n    --in-reply-to=&#39;&lt;dm1@samba.org&gt;&#39; \\\n    --to=&#39;samba-technical@lists.samba.org&#39; \\\n    --cc=&#39;metze@samba.org&#39; \\\n    /path/to/YOUR_REPLY",
 			`href="mailto:samba-technical@lists.samba.org?In-Reply-To=%3Cdm1@samba.org%3E&amp;Cc=metze@samba.org&amp;Subject=Re%3A%20%5BPATCH%5D%20smbd%3A%20fix%20the%20oplock%20break%20of%20a%20closed%20handle"`,
 			`href="/`+ca.cn(t, "dm1")+`/raw"`)
 		// A pipermail message names no list address, nor does its list.

@@ -9,23 +9,37 @@ import (
 )
 
 // replyInfo is how to answer a message in public, as its page says it
-// (lore.kernel.org's "Reply instructions"): a mailto link with
-// In-Reply-To, and the git send-email line, both to the list's address.
+// (lore.kernel.org's "Reply instructions"): reply to all, that is to the
+// list's address with the sender and every To and Cc of the message in
+// Cc, by a mailto link with In-Reply-To or a git send-email line.
 type replyInfo struct {
-	To, Cc, MessageID, Subject string
+	To, MessageID, Subject string
+	// Cc are the message's sender and its other recipients.
+	Cc []string
 	// Mailto is the mailto: URL (RFC 6068), every value percent-encoded.
 	Mailto string
-	// Git is the git send-email command line, every value single-quoted
-	// for a POSIX shell.
+	// Git is the git send-email command, an option a line (each line
+	// but the last ending in a backslash), every value single-quoted for a
+	// POSIX shell.
 	Git string
 }
 
+// maxReplyCc bounds the addresses a reply copies: a message sent to
+// hundreds gets a line a reader can still read.
+const maxReplyCc = 50
+
 // replyTo returns the reply instructions of a message, or nil when its
-// list's address is not known (a List-Post header of its own, else the
-// list's, else the address a list rewrote its From to) or it has no
-// Message-ID to answer.
+// list's address is not known or it has no Message-ID to answer. The
+// list's address is the message's own (its List-Post, else the address
+// its List-Id names), else its list's (listAddr: a list's address changes
+// over the years, as linux-mips's did from linux-mips.org to vger), else
+// the address a list rewrote its From to. The reply goes to all, as
+// lore.kernel.org's: the sender and every To and Cc are copied.
 func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInfo {
 	to := catalog.ListPost(v.Header)
+	if to == "" {
+		to = listIDAddress(v.Header)
+	}
 	if to == "" {
 		to = listAddr
 	}
@@ -39,8 +53,16 @@ func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInf
 	if !strings.HasPrefix(strings.ToLower(r.Subject), "re:") {
 		r.Subject = "Re: " + r.Subject
 	}
-	if safeAddr(snd.Addr) && !strings.EqualFold(snd.Addr, to) {
-		r.Cc = snd.Addr
+	seen := map[string]bool{strings.ToLower(to): true}
+	cc := func(a string) {
+		if k := strings.ToLower(a); safeAddr(a) && !seen[k] && len(r.Cc) < maxReplyCc {
+			seen[k] = true
+			r.Cc = append(r.Cc, a)
+		}
+	}
+	cc(snd.Addr)
+	for _, a := range recipients(v.Header) {
+		cc(a)
 	}
 	r.Subject = strings.Map(func(c rune) rune {
 		if isControl(c) {
@@ -49,16 +71,78 @@ func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInf
 		return c
 	}, r.Subject)
 	m := "mailto:" + to + "?In-Reply-To=" + mailtoEscape("<"+r.MessageID+">")
-	if r.Cc != "" {
-		m += "&Cc=" + mailtoEscape(r.Cc)
+	if len(r.Cc) > 0 {
+		m += "&Cc=" + mailtoEscape(strings.Join(r.Cc, ","))
 	}
 	r.Mailto = m + "&Subject=" + mailtoEscape(r.Subject)
-	g := "git send-email --in-reply-to=" + shellQuote("<"+r.MessageID+">") + " --to=" + shellQuote(to)
-	if r.Cc != "" {
-		g += " --cc=" + shellQuote(r.Cc)
+	// A line an option, as lore.kernel.org writes it: a long list of
+	// copies stays readable, and the shell joins the lines.
+	const next = " \\\n    "
+	g := "git send-email" + next + "--in-reply-to=" + shellQuote("<"+r.MessageID+">") + next + "--to=" + shellQuote(to)
+	for _, a := range r.Cc {
+		g += next + "--cc=" + shellQuote(a)
 	}
-	r.Git = g + " /path/to/YOUR_REPLY"
+	r.Git = g + next + "/path/to/YOUR_REPLY"
 	return r
+}
+
+// recipients returns the addresses of a message's To and Cc fields, in
+// order (RFC 5322 section 3.6.3).
+func recipients(h []mailview.Field) []string {
+	var out []string
+	for _, f := range h {
+		if !strings.EqualFold(f.Name, "To") && !strings.EqualFold(f.Name, "Cc") {
+			continue
+		}
+		if as, err := mail.ParseAddressList(f.Value); err == nil {
+			for _, a := range as {
+				out = append(out, a.Address)
+			}
+			continue
+		}
+		// A list net/mail refuses (an 8-bit name, a stray character):
+		// each address between commas that is one on its own.
+		for _, p := range strings.Split(f.Value, ",") {
+			if a, err := mail.ParseAddress(strings.TrimSpace(p)); err == nil {
+				out = append(out, a.Address)
+			} else if a := strings.TrimSpace(p); safeAddr(a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// listIDAddress returns the posting address a message's List-Id names
+// (RFC 2919: "<list-label.namespace>", which Mailman, vger and Google
+// Groups make of the list's address: linux-mips.vger.kernel.org is
+// linux-mips@vger.kernel.org), as its To or Cc spells it when one does;
+// "" without a List-Id, or one whose namespace is not a domain.
+func listIDAddress(h []mailview.Field) string {
+	var id string
+	for _, f := range h {
+		if strings.EqualFold(f.Name, "List-Id") {
+			id = f.Value
+			break
+		}
+	}
+	if i := strings.LastIndexByte(id, '<'); i >= 0 {
+		id = id[i+1:]
+		if j := strings.IndexByte(id, '>'); j >= 0 {
+			id = id[:j]
+		}
+	}
+	label, domain, ok := strings.Cut(strings.TrimSpace(id), ".")
+	if !ok || label == "" || !strings.Contains(domain, ".") || strings.HasSuffix(strings.ToLower(domain), ".localhost") {
+		return ""
+	}
+	addr := label + "@" + domain
+	for _, a := range recipients(h) {
+		if strings.EqualFold(a, addr) {
+			return a
+		}
+	}
+	return addr
 }
 
 func isControl(c rune) bool { return c < ' ' || c == 0x7f }
