@@ -14,7 +14,8 @@ package resolver
 //	                        the matches within that message's thread
 //
 // The search is the archive's own (catalog.ParseQuery, Catalog.Search):
-// a query it cannot answer is a 400 that says why. Every answer is
+// a query it cannot answer is a 400 that says why, one that does not
+// finish in its time a 503 (searchBusy). Every answer is
 // bounded: the newest maxMboxResults matches, and with t=1 at most
 // maxMboxThreads of their threads and maxMboxMessages messages in all,
 // each streamed from the store one at a time (streamMbox).
@@ -153,7 +154,7 @@ func (s *Server) piSearch(w http.ResponseWriter, r *http.Request, c *catalog.Cat
 	res, err := c.Search(r.Context(), q, catalog.SearchOptions{Sort: catalog.Newest, Limit: limit, CountLimit: 1})
 	done()
 	if errors.Is(err, catalog.ErrSearchCost) {
-		s.fail(w, r, http.StatusBadRequest, "This search takes more work than the archive gives one search: narrow it (fewer or rarer words, a list, a date range).")
+		s.searchBusy(w, r) // 503, as the search pages answer
 		return
 	}
 	if err != nil {

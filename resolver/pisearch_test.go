@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/mailmsg"
 )
 
@@ -248,5 +251,26 @@ func TestPublicInboxHelpAndLinks(t *testing.T) {
 	// /all/MSGID/ finds a message in whichever list it is.
 	if r := get(t, base+"/all/"+url.PathEscape("review-1@franken.example")+"/"); r.header.Get("Location") != "/"+ca.cn(t, "review-1") {
 		t.Errorf("/all/MSGID/ = %d %q", r.status, r.header.Get("Location"))
+	}
+}
+
+// TestPublicInboxSearchCost: a search of public-inbox's routes that does
+// not finish in its time is a 503 with Retry-After, as the search page's.
+func TestPublicInboxSearchCost(t *testing.T) {
+	ca := newCatalogArchive(t)
+	cat, err := catalog.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{SearchTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.Sync(t.Context(), ca.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveWith(t, ca.st, Options{Catalog: cat})
+	for _, path := range []string{"/all/?x=m&t=1&q=message", "/all/?x=A&q=s:message", "/all/series-1@example.org/?x=m&q=fix"} {
+		r := post(t, srv.URL+path, "")
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Errorf("POST %s past its time = %d, Retry-After %q, want 503 with Retry-After:\n%.400s", path, r.status, r.header.Get("Retry-After"), r.body)
+		}
 	}
 }
