@@ -80,6 +80,7 @@ type header struct {
 	Added        time.Time `json:"added,omitzero"`
 	Size         int64     `json:"size,omitempty"`
 	MessageIDSum string    `json:"message_id_sha256,omitempty"`
+	Content      string    `json:"content,omitempty"` // store.Removal.Content
 	RemovedAt    time.Time `json:"removed_at,omitzero"`
 	Reason       string    `json:"reason,omitempty"`
 	// move (and List)
@@ -144,6 +145,9 @@ func (fw *Writer) Removal(r store.Removal) error {
 	h := header{Type: KindRemoval, CallNumber: r.Number.String(), Digest: r.Digest.String(), RemovedAt: r.Removed.UTC(), Reason: r.Reason}
 	if r.MessageIDSum != ([32]byte{}) {
 		h.MessageIDSum = hex.EncodeToString(r.MessageIDSum[:])
+	}
+	if r.Content != (store.Digest{}) {
+		h.Content = r.Content.String()
 	}
 	fw.header(h)
 	return fw.err
@@ -324,6 +328,11 @@ func (fr *Reader) Next() (Record, error) {
 				return bad("Message-ID sum %q", h.MessageIDSum)
 			}
 			copy(r.MessageIDSum[:], b)
+		}
+		if h.Content != "" {
+			if r.Content, err = parseDigest(h.Content); err != nil {
+				return bad("content %v", err)
+			}
 		}
 		if r.Removed.IsZero() {
 			return bad("a removal without its date")

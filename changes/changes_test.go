@@ -53,7 +53,7 @@ func sample(t testing.TB) answer {
 	if err := fw.Move(mv); err != nil {
 		t.Fatal(err)
 	}
-	r := store.Removal{Number: msgs[0].Number, Digest: msgs[0].Digest, MessageIDSum: store.MessageIDSum("a@x"), Removed: added.Add(time.Hour), Reason: "spam"}
+	r := store.Removal{Number: msgs[0].Number, Digest: msgs[0].Digest, MessageIDSum: store.MessageIDSum("a@x"), Content: store.ContentOf(msgs[0].Raw, "a@x"), Removed: added.Add(time.Hour), Reason: "spam"}
 	if err := fw.Removal(r); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("lease = %+v, want %+v", r.Lease, want)
 			}
 		case KindRemoval:
-			if r.Removal.Number != removal.Number || r.Removal.Digest != removal.Digest || r.Removal.MessageIDSum != removal.MessageIDSum || !r.Removal.Removed.Equal(removal.Removed) || r.Removal.Reason != removal.Reason {
+			if r.Removal.Number != removal.Number || r.Removal.Digest != removal.Digest || r.Removal.MessageIDSum != removal.MessageIDSum || r.Removal.Content != removal.Content || removal.Content == (store.Digest{}) || !r.Removal.Removed.Equal(removal.Removed) || r.Removal.Reason != removal.Reason {
 				t.Errorf("removal = %+v, want %+v", r.Removal, removal)
 			}
 		case KindMove:

@@ -65,6 +65,11 @@ type Removal struct {
 	// MessageIDSum is the SHA-256 of the Message-ID, zero for none: enough
 	// to place the removed message in its thread without keeping the ID.
 	MessageIDSum [sha256.Size]byte
+	// Content is ContentOf the removed message, which the archive keeps
+	// refusing too: a copy of it with headers or whitespace added in
+	// transit is the same message. Zero for a message without a
+	// Message-ID, and in a removal recorded before Content existed.
+	Content Digest
 	// Removed is when it was removed (UTC).
 	Removed time.Time
 	// Reason is the public reason given, or "" (CheckReason).
@@ -145,6 +150,59 @@ func MessageIDSum(id string) [sha256.Size]byte {
 		return [sha256.Size]byte{}
 	}
 	return sha256.Sum256([]byte(id))
+}
+
+// ContentOf returns the digest of what makes a message the same message
+// whatever happened to it in transit: its Message-ID (without angle
+// brackets, as in Message.MessageID) and its body. The header is left out
+// but for the Message-ID: relays add Received fields, lists their own,
+// and rewrite others. The body, the lines after the first empty line
+// (RFC 5322 section 2.1; empty lines before the header are skipped), is
+// read line by line with CRLF read as LF, spaces and tabs at line ends
+// dropped, lines left empty dropped (blank lines added or lost anywhere,
+// as an mbox adds one at a message's end), and the ">" of mbox ">From "
+// quoting dropped (RFC 4155 section 2: mboxo and mboxrd quote
+// differently). A message without a Message-ID has no such digest: the
+// zero Digest, and only its exact bytes (DigestOf) say it is the same.
+//
+// The prefix keeps it apart from every DigestOf, so both can share an
+// index.
+func ContentOf(raw []byte, messageID string) Digest {
+	if messageID == "" {
+		return Digest{}
+	}
+	h := sha256.New()
+	h.Write([]byte("chibrary content v1\x00"))
+	h.Write([]byte(messageID))
+	h.Write([]byte{0})
+	started, body := false, false
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		line = bytes.TrimRight(line, " \t\r")
+		switch {
+		case len(line) == 0 && !started:
+			continue // before the header
+		case !body:
+			started = true
+			body = len(line) == 0
+			continue
+		case len(line) == 0:
+			continue
+		}
+		if q := bytes.TrimLeft(line, ">"); len(q) < len(line) && bytes.HasPrefix(q, []byte("From ")) {
+			line = q
+		}
+		h.Write(line)
+		h.Write([]byte{'\n'})
+	}
+	var d Digest
+	h.Sum(d[:0])
+	return d
 }
 
 // Digest is the SHA-256 of a message's raw bytes with every CRLF read as
@@ -281,15 +339,17 @@ type Store interface {
 
 	// Remove removes the message under n for good and returns its removal
 	// record: Get answers a *RemovedError, ByMessageID no longer lists n, n
-	// is never filled again and a Put of the same bytes reports them Removed.
+	// is never filled again and a Put of the same bytes, or of the same
+	// message (ContentOf, Removal.Content), reports them Removed.
 	// The removal enters the change feed; the bytes leave the disk as each
 	// backend's doc says. Removing a removed number returns its record
 	// (completing a removal cut short). Errors: ErrNotFound, ErrBadReason.
 	Remove(ctx context.Context, n callnumber.Number, reason string) (Removal, error)
 	// RecordRemoval records a removal made in a store holding the same
-	// messages under the same numbers (a mirror's origin), as given. A
-	// message under r.Number must have r.Digest (ErrNumberTaken); with none,
-	// the number and digest are reserved all the same. A number removed
+	// messages under the same numbers (a mirror's origin), as given (a zero
+	// Content is ContentOf the message held, if any). A message under
+	// r.Number must have r.Digest (ErrNumberTaken); with none, the number,
+	// digest and content are reserved all the same. A number removed
 	// already keeps its first record. The run needs a lease (ErrUnknownRun).
 	RecordRemoval(ctx context.Context, r Removal) (Removal, error)
 	// Removals returns every removal record, in the order they were made.

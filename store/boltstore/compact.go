@@ -468,8 +468,8 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(len(c.copied)))); err != nil {
 			return err
 		}
-		// The removal records, and the digests of what they removed, which
-		// stay refused. (No removal runs now: both hold the maintenance lock.)
+		// The removal records, and the digests and contents of what they
+		// removed, which stay refused. (No removal runs now: both hold the maintenance lock.)
 		if rb := tx.Bucket(bucketRemoved); rb != nil {
 			drb, err := dtx.CreateBucketIfNotExists(bucketRemoved)
 			if err != nil {
@@ -485,6 +485,9 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 					return err
 				}
 				if err := drb.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
+					return err
+				}
+				if err := putContent(digests, r.Content, [8]byte(k)); err != nil {
 					return err
 				}
 				return digests.Put(bytes.Clone(r.Digest[:]), bytes.Clone(k))

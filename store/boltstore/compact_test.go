@@ -555,6 +555,12 @@ func TestCompactRemovals(t *testing.T) {
 			if err != nil || !res[0].Removed || res[0].Number != m.Number {
 				t.Errorf("Put(removed bytes, after compaction) = %v, %v; want removed %v", res, err, m.Number)
 			}
+			// The same message with a header added in transit, too.
+			near := storetest.Message(a.Number(t, 9, 1), append([]byte("Received: from relay\n"), m.Raw...), m.MessageID, "l")
+			res, err = s.Put(t.Context(), []store.Message{near})
+			if err != nil || !res[0].Removed || res[0].Number != m.Number {
+				t.Errorf("Put(removed message with a Received header, after compaction) = %v, %v; want removed %v", res, err, m.Number)
+			}
 			if got, err := s.Removals(t.Context()); err != nil || len(got) != 1 || got[0].Number != m.Number {
 				t.Errorf("Removals() after compaction = %v, %v", got, err)
 			}

@@ -2,7 +2,9 @@ package boltstore
 
 // Removals (store.Store.Remove). A removal, in one write transaction,
 // deletes the message's locator and Message-ID index entry, keeps its
-// digest index entry (so that the same bytes stay refused), records the
+// digest index entry (so that the same bytes stay refused), adds one for
+// its content (store.ContentOf: so that the same message stays refused,
+// whatever was added to it in transit), records the
 // removal in the removed bucket, appends it to the change feed (the key
 // and the byte 'r') and counts the message out. The record's bytes stay in
 // their pack until the next compaction, which copies only what is stored.
@@ -51,6 +53,16 @@ func removalOf(tx *bolt.Tx, n callnumber.Number, key [8]byte) (*store.Removal, e
 		return nil, err
 	}
 	return &r, nil
+}
+
+// putContent indexes a removal's content digest c (store.ContentOf) under
+// key in the digests bucket, where no DigestOf can collide with it, unless
+// it is zero or another removal of the same message has it.
+func putContent(digests *bolt.Bucket, c store.Digest, key [8]byte) error {
+	if c == (store.Digest{}) || digests.Get(c[:]) != nil {
+		return nil
+	}
+	return digests.Put(c[:], key[:])
 }
 
 // removed reports whether the message under key was removed.
@@ -134,6 +146,9 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 			}
 			r = want
 			r.Removed = r.Removed.UTC()
+			if err := putContent(digests, r.Content, key); err != nil {
+				return err
+			}
 		default:
 			m, err := s.decode(tx, v)
 			if err != nil {
@@ -143,9 +158,15 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 				return fmt.Errorf("%w: the removal names digest %v, and %v holds a message of digest %v", store.ErrNumberTaken, want.Digest, n, m.Digest)
 			}
 			r = store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
-				Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}
+				Content: store.ContentOf(m.Raw, m.MessageID), Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}
 			if given {
 				r.Removed, r.MessageIDSum = want.Removed.UTC(), want.MessageIDSum
+				if want.Content != (store.Digest{}) {
+					r.Content = want.Content
+				}
+			}
+			if err := putContent(tx.Bucket(bucketDigests), r.Content, key); err != nil {
+				return err
 			}
 			if err := messages.Delete(key[:]); err != nil {
 				return err

@@ -15,7 +15,7 @@ import (
 )
 
 // The digest index (ARCHIVE.digests) maps a message's digest to its call
-// number. An entry is written before its message, so it may name a
+// number, and a removed message's content (store.ContentOf) to its. An entry is written before its message, so it may name a
 // number whose message is not stored (yet, or ever): a reader believes it
 // only once it sees the message or its removal record.
 //
@@ -111,7 +111,7 @@ func (s *Store) lookupDigests(ctx context.Context, codec *callnumber.Codec, ds [
 					out[i].stored = n
 					break
 				}
-				if r, ok := removed[n]; ok && r.Digest == ds[i] {
+				if r, ok := removed[n]; ok && (r.Digest == ds[i] || r.Content == ds[i]) {
 					out[i].stored, out[i].removed = n, &r
 					break
 				}

@@ -454,6 +454,9 @@ func (s *Store) rememberRemovals(ctx context.Context, es []*entry) error {
 			return nil
 		}
 		lg.remember(st.removal.Digest)
+		if c := st.removal.Content; c != (store.Digest{}) {
+			lg.remember(c)
+		}
 	}
 	return nil
 }

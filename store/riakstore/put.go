@@ -147,6 +147,14 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 			digests = append(digests, m.Digest)
 		}
 	}
+	// The contents of those with a Message-ID, which batch.Make looks up
+	// for a removed message's (no claim names them: only removals do).
+	for _, m := range msgs {
+		if c := store.ContentOf(m.Raw, m.MessageID); c != (store.Digest{}) && !seen[c] {
+			seen[c] = true
+			digests = append(digests, c)
+		}
+	}
 	pre.ref = time.Now()
 	// Digests no claim ever named need no lookup (see unclaimed).
 	fresh, err := s.unclaimed(ctx, digests)

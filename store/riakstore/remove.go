@@ -13,6 +13,8 @@ package riakstore
 //     state (compare-and-set); the change feed hands out only that entry.
 //  5. Rewrite the pack with a removal entry in place of the message and
 //     without its index term.
+//  5b. Index the removed message's content (store.ContentOf) in the
+//     digest index, which a lookup believes once step 5 is done.
 //  6. Delete a large message's own object.
 //  7. Mark the state done (compare-and-set); the remover that does
 //     decrements the count, so each removal counts once.
@@ -236,6 +238,8 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 			return store.Removal{}, err
 		case stored.Digest != want.Digest:
 			return store.Removal{}, fmt.Errorf("%w: the removal names digest %v, and %v holds a message of digest %v", store.ErrNumberTaken, want.Digest, n, stored.Digest)
+		case r.Content == (store.Digest{}):
+			r.Content = stored.Content
 		}
 		if _, err := s.create(ctx, s.b.removed, n.String(), removalState{removal: r, Reserved: reserved}.marshal()); err != nil {
 			return store.Removal{}, err
@@ -272,10 +276,13 @@ func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber
 		return store.Removal{}, fmt.Errorf("%w: pack %s holds a removal of %v that %s/%s does not record", record.ErrCorrupt, key, n, s.b.types.Claims, s.b.removed)
 	}
 	// A large message's stub holds the digest and Message-ID: its object
-	// need not be read.
+	// is read only for its content, if it has a Message-ID.
 	var m record.Message
 	if e.large {
 		m, err = record.DecodeMessage(e.rec)
+		if err == nil && m.MessageID != "" {
+			m, err = s.entryMessage(ctx, n, e, s.decoder(ctx))
+		}
 	} else {
 		m, err = s.decoder(ctx)(e.rec)
 	}
@@ -283,7 +290,7 @@ func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber
 		return store.Removal{}, fmt.Errorf("message %v: %w", n, err)
 	}
 	return store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
-		Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}, nil
+		Content: store.ContentOf(m.Raw, m.MessageID), Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}, nil
 }
 
 // maxNote bounds the compare-and-set rounds of a step: a state changes
@@ -334,6 +341,9 @@ func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f call
 	if err := s.at("remove: packed"); err != nil {
 		return err
 	}
+	if err := s.indexContent(ctx, st.removal); err != nil {
+		return err
+	}
 	if err := s.deleteLarge(ctx, n); err != nil {
 		return err
 	}
@@ -370,6 +380,24 @@ func (s *Store) completeRemoval(ctx context.Context, n callnumber.Number, f call
 		}
 	}
 	return nil
+}
+
+// indexContent writes r's content digest into the digest index (step
+// 5b), unless it is zero or an entry believed already has it (this
+// removal's, or another of the same message's).
+func (s *Store) indexContent(ctx context.Context, r store.Removal) error {
+	if r.Content == (store.Digest{}) {
+		return nil
+	}
+	bd, err := s.binding(ctx)
+	if err != nil || bd == nil {
+		return err
+	}
+	ds, err := s.lookupDigests(ctx, bd.codec, []store.Digest{r.Content})
+	if err != nil || ds[0].stored != 0 {
+		return err
+	}
+	return s.putDigest(ctx, r.Content, r.Number, ds[0].gen)
 }
 
 // putRemovalCopy writes the copy of r that Removals finds (step 3).
@@ -435,6 +463,9 @@ func (s *Store) appendRemoval(ctx context.Context, r store.Removal) (uint64, err
 		lg.end = slot
 		lg.fold(slot, e)
 		lg.remember(r.Digest) // as rememberRemovals would
+		if r.Content != (store.Digest{}) {
+			lg.remember(r.Content)
+		}
 		return slot, nil
 	}
 }

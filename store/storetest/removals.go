@@ -19,6 +19,7 @@ var removalTests = []struct {
 	{"RemoveChanges", testRemoveChanges},
 	{"RemoveLarge", testRemoveLarge},
 	{"RecordRemoval", testRecordRemoval},
+	{"RemoveSameMessage", testRemoveSameMessage},
 }
 
 // checkRemoved checks that Get of n answers the removal r.
@@ -35,7 +36,7 @@ func checkRemoved(t *testing.T, s store.Store, r store.Removal) {
 }
 
 func sameRemoval(a, b store.Removal) bool {
-	return a.Number == b.Number && a.Digest == b.Digest && a.MessageIDSum == b.MessageIDSum && a.Reason == b.Reason && a.Removed.Equal(b.Removed)
+	return a.Number == b.Number && a.Digest == b.Digest && a.MessageIDSum == b.MessageIDSum && a.Content == b.Content && a.Reason == b.Reason && a.Removed.Equal(b.Removed)
 }
 
 func checkRemovals(t *testing.T, s store.Store, want ...store.Removal) {
@@ -69,7 +70,8 @@ func testRemove(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatalf("Remove(%v) = %v", a.Number, err)
 	}
-	want := store.Removal{Number: a.Number, Digest: a.Digest, MessageIDSum: store.MessageIDSum("shared@example.org"), Removed: r.Removed, Reason: "at the author's request"}
+	want := store.Removal{Number: a.Number, Digest: a.Digest, MessageIDSum: store.MessageIDSum("shared@example.org"),
+		Content: store.ContentOf(a.Raw, "shared@example.org"), Removed: r.Removed, Reason: "at the author's request"}
 	if !sameRemoval(r, want) || r.Removed.Before(before) || time.Since(r.Removed) > time.Hour {
 		t.Errorf("Remove(%v) = %+v, want %+v removed about now", a.Number, r, want)
 	}
@@ -78,7 +80,7 @@ func testRemove(t *testing.T, open Opener) {
 		t.Errorf("Remove(removed %v) = %+v, %v; want the first record %+v", a.Number, again, err, r)
 	}
 	rc, err := f.s.Remove(t.Context(), c.Number, "")
-	if err != nil || rc.MessageIDSum != ([32]byte{}) || rc.Digest != c.Digest {
+	if err != nil || rc.MessageIDSum != ([32]byte{}) || rc.Content != (store.Digest{}) || rc.Digest != c.Digest {
 		t.Errorf("Remove(%v, no reason, no Message-ID) = %+v, %v", c.Number, rc, err)
 	}
 
@@ -220,7 +222,9 @@ func testRecordRemoval(t *testing.T, open Opener) {
 	when := time.Date(2024, 3, 4, 5, 6, 7, 0, time.UTC)
 	rm := f.s
 	ra := store.Removal{Number: a.Number, Digest: a.Digest, MessageIDSum: store.MessageIDSum("a@example.org"), Removed: when, Reason: "spam"}
-	if got, err := rm.RecordRemoval(t.Context(), ra); err != nil || !sameRemoval(got, ra) {
+	got, err := rm.RecordRemoval(t.Context(), ra)
+	ra.Content = store.ContentOf(a.Raw, a.MessageID) // given none: the message held says it
+	if err != nil || !sameRemoval(got, ra) {
 		t.Fatalf("RecordRemoval(stored message) = %+v, %v; want %+v", got, err, ra)
 	}
 	checkRemoved(t, f.s, ra)
@@ -268,4 +272,95 @@ func testRecordRemoval(t *testing.T, open Opener) {
 	if len(late.removals) != 2 {
 		t.Errorf("the feed lists %d removals, want 2", len(late.removals))
 	}
+}
+
+// testRemoveSameMessage: a removal covers the message, not only its
+// bytes. A copy with the same Message-ID and body (store.ContentOf) but
+// headers or whitespace added in transit is reported as the removed
+// message, under its number, and not stored; a message with the same
+// Message-ID and another body, or the same body and another Message-ID
+// or none, is a message of its own. The same holds for a removal recorded
+// from a mirror's origin, of a number never stored here.
+func testRemoveSameMessage(t *testing.T, open Opener) {
+	f := setup(t, open)
+	const id = "leak@example.org"
+	raw := []byte("From: poster@example.org\nTo: list@example.org\nSubject: my password\nMessage-ID: <" + id + ">\n\nIt is hunter2.\n\nDo not tell.\n>From here on, nothing.\n")
+	a := Message(f.auth.Number(t, 1, 0), raw, id, "l")
+	mustPut(t, f.s, a)
+	r, err := f.s.Remove(t.Context(), a.Number, "a leaked password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := store.ContentOf(raw, id); r.Content != want || want == (store.Digest{}) {
+		t.Fatalf("Remove(%v).Content = %v, want %v", a.Number, r.Content, want)
+	}
+	crlf := strings.ReplaceAll(string(raw), "\n", "\r\n")
+	near := []struct{ name, raw string }{
+		{"a blank line at the end", string(raw) + "\n"},
+		{"a blank line inside the body", strings.Replace(string(raw), "Do not", "\nDo not", 1)},
+		{"blank lines before the header", "\n\n" + string(raw)},
+		{"another Received header", "Received: from relay.example.net by mx.example.org; Mon, 1 Jan 2024 00:00:00 +0000\n" + string(raw)},
+		{"a header rewritten by the list", strings.Replace(string(raw), "Subject: my password", "Subject: [list] my password\nList-Id: <list.example.org>", 1)},
+		{"CRLF line ends", crlf},
+		{"CRLF and a blank line at the end", crlf + "\r\n"},
+		{"spaces at line ends", strings.ReplaceAll(string(raw), ".\n", ". \t\n")},
+		{"mboxo quoting left in", strings.Replace(string(raw), ">From here", ">>From here", 1)},
+	}
+	var batch []store.Message
+	for i, c := range near {
+		batch = append(batch, Message(f.auth.Number(t, 1, 10+i), []byte(c.raw), id, "l"))
+	}
+	check := func(t *testing.T, s store.Store) {
+		t.Helper()
+		for i, c := range near {
+			res, err := s.Put(t.Context(), []store.Message{batch[i]})
+			if err != nil || len(res) != 1 || res[0] != (store.Result{Number: a.Number, Duplicate: true, Removed: true}) {
+				t.Errorf("Put(the removed message with %s) = %+v, %v; want the removed %v", c.name, res, err, a.Number)
+			}
+			checkNotFound(t, s, batch[i].Number)
+		}
+		// All at once, and beside a message of its own.
+		other := Message(f.auth.Number(t, 1, 40), Mail("other@example.org", "other"), "other@example.org", "l")
+		res := mustPut(t, s, append(append([]store.Message{}, batch...), other)...)
+		for i := range batch {
+			if res[i] != (store.Result{Number: a.Number, Duplicate: true, Removed: true}) {
+				t.Errorf("Put(batch)[%d] (%s) = %+v, want the removed %v", i, near[i].name, res[i], a.Number)
+			}
+		}
+		if last := res[len(res)-1]; last.Removed || last.Number != other.Number {
+			t.Errorf("Put(batch): the other message = %+v, want it under %v", last, other.Number)
+		}
+		checkByID(t, s, id)
+	}
+	t.Run("same handle", func(t *testing.T) { check(t, f.s) })
+	t.Run("another handle", func(t *testing.T) { check(t, mustOpen(t, open)) })
+
+	// Messages of their own: another body under the same Message-ID, the
+	// same body under another Message-ID or none.
+	own := []store.Message{
+		Message(f.auth.Number(t, 1, 50), []byte(strings.Replace(string(raw), "hunter2", "hunter3", 1)), id, "l"),
+		Message(f.auth.Number(t, 1, 51), []byte(strings.Replace(string(raw), "<"+id+">", "<other-"+id+">", 1)), "other-"+id, "l"),
+		Message(f.auth.Number(t, 1, 52), []byte(strings.Replace(string(raw), "Message-ID: <"+id+">\n", "", 1)), "", "l"),
+	}
+	res := mustPut(t, f.s, own...)
+	for i, m := range own {
+		if res[i] != (store.Result{Number: m.Number}) {
+			t.Errorf("Put(a message of its own, %d) = %+v, want it stored under %v", i, res[i], m.Number)
+		}
+		checkGet(t, f.s, m)
+	}
+	checkByID(t, f.s, id, own[0].Number)
+
+	// A removal recorded from a mirror's origin, of a number never
+	// stored here: its content is refused too.
+	const id2 = "elsewhere@example.org"
+	raw2 := Mail(id2, "removed at the origin")
+	rn := store.Removal{Number: f.auth.Number(t, 1, 60), Digest: store.DigestOf(raw2), MessageIDSum: store.MessageIDSum(id2),
+		Content: store.ContentOf(raw2, id2), Removed: time.Date(2024, 3, 4, 5, 6, 7, 0, time.UTC), Reason: "spam"}
+	if got, err := f.s.RecordRemoval(t.Context(), rn); err != nil || !sameRemoval(got, rn) {
+		t.Fatalf("RecordRemoval(never stored, with its content) = %+v, %v; want %+v", got, err, rn)
+	}
+	copy2 := Message(f.auth.Number(t, 1, 61), append([]byte("Received: from somewhere\n"), raw2...), id2, "")
+	checkResults(t, mustPut(t, f.s, copy2), store.Result{Number: rn.Number, Duplicate: true, Removed: true})
+	checkNotFound(t, f.s, copy2.Number)
 }

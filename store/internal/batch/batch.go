@@ -22,7 +22,9 @@ type Lookup interface {
 	HasLease(ctx context.Context, run uint32) (bool, error)
 	// Raw returns the raw bytes stored under n, and false if n is free.
 	Raw(ctx context.Context, n callnumber.Number) ([]byte, bool, error)
-	// Digest returns the call number indexed under d, and false if none.
+	// Digest returns the call number indexed under d, and false if none:
+	// d a message's digest, or a removed message's content (ContentOf),
+	// which shares the index.
 	Digest(ctx context.Context, d store.Digest) (callnumber.Number, bool, error)
 	// Removal returns the removal record of n, or nil.
 	Removal(ctx context.Context, n callnumber.Number) (*store.Removal, error)
@@ -83,7 +85,9 @@ func CheckDigests(msgs []store.Message) error {
 // without a lease (ErrUnknownRun), a number given other bytes than it holds,
 // held before its removal, or got earlier in the batch (ErrNumberTaken).
 // The same bytes under the same number are a retry; a digest seen earlier
-// or stored is a duplicate of that number, Removed if it was removed.
+// or stored is a duplicate of that number, Removed if it was removed; a
+// message whose content (store.ContentOf) is a removed message's is a
+// duplicate of that one, Removed.
 func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, look Lookup) (Plan, error) {
 	p := Plan{
 		Actions: make([]Action, len(msgs)),
@@ -170,10 +174,37 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 			removed[n] = r != nil
 			continue
 		}
+		if n, ok, err := removedContent(ctx, m, look); err != nil {
+			return Plan{}, err
+		} else if ok {
+			p.Actions[i] = Duplicate
+			p.Results[i] = store.Result{Number: n, Duplicate: true, Removed: true}
+			byDigest[m.Digest] = n
+			removed[n] = true
+			continue
+		}
 		p.Actions[i] = Write
 		byDigest[m.Digest] = m.Number
 	}
 	return p, nil
+}
+
+// removedContent returns the number of the removed message m is a copy
+// of (store.ContentOf, store.Removal.Content), and false if none.
+func removedContent(ctx context.Context, m *store.Message, look Lookup) (callnumber.Number, bool, error) {
+	c := store.ContentOf(m.Raw, m.MessageID)
+	if c == (store.Digest{}) {
+		return 0, false, nil
+	}
+	n, ok, err := look.Digest(ctx, c)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	r, err := look.Removal(ctx, n)
+	if err != nil || r == nil || r.Content != c {
+		return 0, false, err
+	}
+	return n, true, nil
 }
 
 // LeaseDecision is what RecordLease does.

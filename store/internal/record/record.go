@@ -324,6 +324,7 @@ func UnmarshalLease(b []byte) (callnumber.Lease, error) {
 type removalJSON struct {
 	Digest       string    `json:"digest"`
 	MessageIDSum string    `json:"message_id_sha256,omitempty"`
+	Content      string    `json:"content,omitempty"`
 	Removed      time.Time `json:"removed_at"`
 	Reason       string    `json:"reason,omitempty"`
 }
@@ -333,6 +334,9 @@ func MarshalRemoval(r store.Removal) []byte {
 	j := removalJSON{Digest: r.Digest.String(), Removed: r.Removed.UTC(), Reason: r.Reason}
 	if r.MessageIDSum != ([32]byte{}) {
 		j.MessageIDSum = hex.EncodeToString(r.MessageIDSum[:])
+	}
+	if r.Content != (store.Digest{}) {
+		j.Content = r.Content.String()
 	}
 	out, err := json.Marshal(j)
 	if err != nil {
@@ -358,6 +362,13 @@ func UnmarshalRemoval(n callnumber.Number, b []byte) (store.Removal, error) {
 			return store.Removal{}, fmt.Errorf("%w: removal of %v: Message-ID sum %q", ErrCorrupt, n, j.MessageIDSum)
 		} else {
 			copy(r.MessageIDSum[:], d)
+		}
+	}
+	if j.Content != "" {
+		if d, err := hex.DecodeString(j.Content); err != nil || len(d) != len(r.Content) {
+			return store.Removal{}, fmt.Errorf("%w: removal of %v: content digest %q", ErrCorrupt, n, j.Content)
+		} else {
+			copy(r.Content[:], d)
 		}
 	}
 	return r, nil
