@@ -24,7 +24,7 @@ type DateSource int
 const (
 	// DateHeader: the message's Date header.
 	DateHeader DateSource = iota
-	// DateReceived: the topmost Received header.
+	// DateReceived: the topmost Received header (Arrival).
 	DateReceived
 	// DateArchived: the time the archive stored it.
 	DateArchived
@@ -168,17 +168,46 @@ const (
 
 // Arrival returns the date a message is shown and put in its month by, its
 // source, and when the list had it (what "newest" orders by), given its
-// Date header, its topmost Received header's date ("" for none) and when
-// it was archived. A plausible Received date overrides a Date header more
-// than maxTransit before or maxAhead after it (a clock years off).
-func Arrival(date, received string, added time.Time) (time.Time, DateSource, time.Time) {
-	rt, rok := plausible(received, added)
+// Date header, the dates of its Received headers, topmost first (none for
+// none), and when it was archived. A plausible topmost Received date
+// overrides a Date header more than maxTransit before or maxAhead after
+// it (a clock years off), unless a Received date below it agrees with the
+// Date and no hop after that one is dated before it: then the message was
+// written and sent when it says, and a list server sent it out again
+// later (a re-delivery), which moves neither its month nor its arrival.
+// (A sender's own server, stamping with the sender's wrong clock, is
+// followed by a hop dated before it, which tells the two apart.)
+func Arrival(date string, received []string, added time.Time) (time.Time, DateSource, time.Time) {
+	var rt time.Time
+	rok := false
+	if len(received) > 0 {
+		rt, rok = plausible(received[0], added)
+	}
 	dt, dok := plausible(date, added)
-	if dok && (!rok || !dt.Before(rt.Add(-maxTransit)) && !dt.After(rt.Add(maxAhead))) {
+	agrees := func(hop time.Time) bool { return !dt.Before(hop.Add(-maxTransit)) && !dt.After(hop.Add(maxAhead)) }
+	if dok && (!rok || agrees(rt)) {
 		if rok {
 			return dt, DateHeader, rt
 		}
 		return dt, DateHeader, dt
+	}
+	if dok && rok {
+		// From the top down, the earliest hop seen so far: a hop that
+		// agrees with the Date counts when none above it is earlier.
+		earliest := rt
+		for _, r := range received[1:] {
+			hop, ok := plausible(r, added)
+			if !ok {
+				continue
+			}
+			if hop.After(earliest.Add(maxAhead)) {
+				break // time ran backwards: a wrong clock from here down
+			}
+			if agrees(hop) {
+				return dt, DateHeader, hop
+			}
+			earliest = hop
+		}
 	}
 	if rok {
 		return rt, DateReceived, rt
@@ -238,18 +267,27 @@ func references(refs, inReplyTo []string, own string) []string {
 	return out
 }
 
-// received returns the date of the topmost Received header (RFC 5321
-// section 4.4: the text after its last semicolon), or "".
-func received(h []mailview.Field) string {
+// maxHops bounds the Received headers read: real mail has a dozen.
+const maxHops = 50
+
+// received returns the dates of the Received headers (RFC 5321 section
+// 4.4: the text after its last semicolon), topmost first, "" for one
+// without; at most maxHops.
+func received(h []mailview.Field) []string {
+	var out []string
 	for _, f := range h {
+		if len(out) == maxHops {
+			break
+		}
 		if strings.EqualFold(f.Name, "Received") {
+			d := ""
 			if i := strings.LastIndexByte(f.Value, ';'); i >= 0 {
-				return strings.TrimSpace(f.Value[i+1:])
+				d = strings.TrimSpace(f.Value[i+1:])
 			}
-			return ""
+			out = append(out, d)
 		}
 	}
-	return ""
+	return out
 }
 
 // plausible parses an RFC 5322 date and accepts it if it lies between 1970

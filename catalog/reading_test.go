@@ -375,3 +375,65 @@ func TestSubjectThreadingBounded(t *testing.T) {
 		t.Errorf("Message(q).Joined = %v, %v; want the newest thread, by subject", m.Joined, err)
 	}
 }
+
+// TestRedelivered: a message whose Date agrees with a Received hop below
+// a much later topmost one was written when it says, and a list server
+// sent it out again later: its month is its Date's. A Date that agrees
+// only with a hop the next one contradicts is a wrong clock
+// (fixtures/lists/redelivered.mbox).
+func TestRedelivered(t *testing.T) {
+	archived := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s string) time.Time {
+		d, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	tests := []struct {
+		name     string
+		date     string
+		received []string
+		want     time.Time
+		source   DateSource
+		arrived  time.Time
+	}{
+		{"re-sent two years later", "Sun, 9 Oct 2022 18:02:05 +0200",
+			[]string{"Tue, 16 Apr 2024 08:00:00 +0000", "Sun, 9 Oct 2022 18:02:11 +0200", "Sun, 9 Oct 2022 18:02:09 +0200"},
+			at("2022-10-09T16:02:05Z"), DateHeader, at("2022-10-09T16:02:11Z")},
+		{"re-sent, only the first hop agrees", "Sun, 9 Oct 2022 18:02:05 +0200",
+			[]string{"Tue, 16 Apr 2024 08:00:00 +0000", "Tue, 16 Apr 2024 07:59:00 +0000", "bogus", "Sun, 9 Oct 2022 18:02:09 +0200"},
+			at("2022-10-09T16:02:05Z"), DateHeader, at("2022-10-09T16:02:09Z")},
+		{"a clock ahead, stamped by the sender's own server", "Sun, 6 Jul 2003 10:00:00 +0000",
+			[]string{"Thu, 6 Jul 2000 10:00:00 +0000", "Sun, 6 Jul 2003 10:00:05 +0000"},
+			at("2000-07-06T10:00:00Z"), DateReceived, at("2000-07-06T10:00:00Z")},
+		{"a clock behind, no hop agrees", "Mon, 1 Jan 1979 00:00:00 +0000",
+			[]string{"Fri, 7 Jul 2000 10:00:00 +0000", "Fri, 7 Jul 2000 09:59:00 +0000"},
+			at("2000-07-07T10:00:00Z"), DateReceived, at("2000-07-07T10:00:00Z")},
+		{"Date and topmost agree", "Sat, 8 Jul 2000 10:00:00 +0000",
+			[]string{"Sat, 8 Jul 2000 10:05:00 +0000"},
+			at("2000-07-08T10:00:00Z"), DateHeader, at("2000-07-08T10:05:00Z")},
+		{"no Received", "Sun, 9 Jul 2000 10:00:00 +0000", nil,
+			at("2000-07-09T10:00:00Z"), DateHeader, at("2000-07-09T10:00:00Z")},
+	}
+	for _, tt := range tests {
+		got, source, arrived := Arrival(tt.date, tt.received, archived)
+		if !got.Equal(tt.want) || source != tt.source || !arrived.Equal(tt.arrived) {
+			t.Errorf("%s: Arrival(%q, %q) = %v (%v), arrived %v; want %v (%v), %v", tt.name, tt.date, tt.received, got, source, arrived, tt.want, tt.source, tt.arrived)
+		}
+	}
+
+	a := newArchive(t)
+	c := openCatalog(t)
+	a.load(listFixture("redelivered.mbox"), "l")
+	mustSync(t, c, a.st)
+	ms, err := c.Months(t.Context(), "l")
+	var got []string
+	for _, m := range ms {
+		got = append(got, fmt.Sprintf("%04d-%02d", m.Year, m.Month))
+	}
+	slices.Sort(got)
+	if want := []string{"2000-07", "2022-10"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("Months(l) = %v, %v; want %v", got, err, want)
+	}
+}
