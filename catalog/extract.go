@@ -248,8 +248,11 @@ const MaxReferences = 50
 // ID and repeats, at most MaxReferences. As JWZ advises, References wins
 // (RFC 5322 section 3.6.4: its last ID is the parent); In-Reply-To is used
 // only without it, and only its first ID: old mailers wrote "In-Reply-To:
-// <user@host>'s message of ..." with an address in the brackets.
+// <user@host>'s message of ..." with an address in the brackets. IDs that
+// cannot be a message's (realID) are left out first, so that "<1>" named
+// by unrelated patches joins none of them.
 func references(refs, inReplyTo []string, own string) []string {
+	refs, inReplyTo = realIDs(refs), realIDs(inReplyTo)
 	if len(refs) == 0 && len(inReplyTo) > 0 {
 		refs = inReplyTo[:1]
 	}
@@ -269,6 +272,33 @@ func references(refs, inReplyTo []string, own string) []string {
 
 // maxHops bounds the Received headers read: real mail has a dozen.
 const maxHops = 50
+
+// realID reports whether id can be a Message-ID another message has:
+// RFC 5322 section 3.6.4's id-left "@" id-right, neither side empty. Some
+// git send-email users answered its "Message-ID to be used as
+// In-Reply-To" with "1" or "2", writing References: <1> into patches that
+// have nothing to do with each other.
+func realID(id string) bool {
+	i := strings.LastIndexByte(id, '@')
+	return i > 0 && i < len(id)-1
+}
+
+// realIDs returns ids without those that cannot be real (realID); ids
+// itself when all can.
+func realIDs(ids []string) []string {
+	for i, id := range ids {
+		if !realID(id) {
+			out := slices.Clone(ids[:i])
+			for _, id := range ids[i+1:] {
+				if realID(id) {
+					out = append(out, id)
+				}
+			}
+			return out
+		}
+	}
+	return ids
+}
 
 // received returns the dates of the Received headers (RFC 5321 section
 // 4.4: the text after its last semicolon), topmost first, "" for one

@@ -357,3 +357,41 @@ func TestReferencesAsTheyWere(t *testing.T) {
 		t.Errorf("thread:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestBogusReferences: Message-IDs that cannot be a message's ("<1>",
+// written by git send-email users asked for a Message-ID to answer) are
+// not read: unrelated patches naming them stay apart, and a message
+// naming one beside a real ID answers the real one.
+func TestBogusReferences(t *testing.T) {
+	tests := []struct {
+		name            string
+		refs, inReplyTo []string
+		want            []string
+	}{
+		{"only bogus", []string{"1"}, []string{"1"}, nil},
+		{"bogus, then real In-Reply-To", []string{"2"}, []string{"p1@example.org"}, []string{"p1@example.org"}},
+		{"bogus among real", []string{"a@example.org", "1", "b@example.org"}, nil, []string{"a@example.org", "b@example.org"}},
+		{"an @ without a side", []string{"@example.org", "patch@"}, nil, nil},
+		{"short but real", []string{"a@b"}, nil, []string{"a@b"}},
+	}
+	for _, tt := range tests {
+		if got := references(tt.refs, tt.inReplyTo, "own@example.org"); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: references(%q, %q) = %q, want %q", tt.name, tt.refs, tt.inReplyTo, got, tt.want)
+		}
+	}
+
+	a := newArchive(t)
+	c := openCatalog(t)
+	patch := func(id, subject, ref string, minute int) string {
+		return a.put([]byte(fmt.Sprintf("From: P <p@example.org>\nSubject: %s\nMessage-ID: <%s@example.org>\nIn-Reply-To: <%s>\nReferences: <%s>\nDate: Mon, 3 Nov 2008 10:%02d:00 +0000\n\npatch\n", subject, id, ref, ref, minute)), "l")
+	}
+	first := patch("x1", "[PATCH] net: fix a leak", "1", 1)
+	second := patch("y1", "[PATCH] mm: another fix", "1", 2)
+	third := patch("z1", "[PATCH 1/2] fs: yet another", "2", 3)
+	mustSync(t, c, a.st)
+	for _, cn := range []string{first, second, third} {
+		if th := threadOf(t, c, cn); len(th.Nodes) != 1 {
+			t.Errorf("thread of %s:\n%swant the patch alone", cn, shape(t, th))
+		}
+	}
+}
