@@ -31,15 +31,24 @@ var (
 	diffHunk     = regexp.MustCompile(`^@@ (?:\S+) (?:\S+) @@\s*(.*)$`)
 	diffBase85   = regexp.MustCompile("^[a-zA-Z0-9!#$%&()*+\\-;<=>?@^_`{|}~]+$")
 	diffIgnored  = regexp.MustCompile(`^(?:(?:dis)?similarity index|(?:old|new) mode|(?:deleted|new) file mode|(?:copy|rename) (?:from|to) |\\ No newline at end of file|Binary files .* differ)`)
-	looksDiff    = regexp.MustCompile(`(?m)^(?:diff|---|\+\+\+) `)
 )
+
+// looksDiff reports a line starting "diff ", "--- " or "+++ ".
+func looksDiff(text string) bool {
+	for _, p := range []string{"diff ", "--- ", "+++ "} {
+		if strings.HasPrefix(text, p) || strings.Contains(text, "\n"+p) {
+			return true
+		}
+	}
+	return false
+}
 
 // splitDiff separates the diff lines of a message's own text from the
 // rest, as public-inbox's index_diff does: a text without a line
 // starting "diff ", "--- " or "+++ " is all rest.
 func splitDiff(text string) (rest string, d *diffText) {
 	d = &diffText{}
-	if !looksDiff.MatchString(text) {
+	if !looksDiff(text) {
 		return text, d
 	}
 	var nq strings.Builder
@@ -65,34 +74,34 @@ func splitDiff(text string) (rest string, d *diffText) {
 			add(&d.context, l[1:])
 		case l == "-- ":
 			inDiff, oldDiff = false, false // a signature
-		case diffGitLine.MatchString(l):
+		case strings.HasPrefix(l, "diff --git ") && diffGitLine.MatchString(l):
 			keep(l)
 			inDiff = true
-		case diffOldLine.MatchString(l):
+		case strings.HasPrefix(l, "diff -") && diffOldLine.MatchString(l):
 			keep(l)
 			m := diffOldLine.FindStringSubmatch(l)
 			inDiff = strings.ContainsAny(m[1], "uU")
-		case diffFromPath.MatchString(l):
+		case (strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ")) && diffFromPath.MatchString(l):
 			inDiff = true // the path is the files column's
-		case diffFromName.MatchString(l):
+		case strings.HasPrefix(l, "--- ") && diffFromName.MatchString(l):
 			keep(l)
 			inDiff, oldDiff = true, true
-		case oldDiff && diffToName.MatchString(l):
+		case oldDiff && strings.HasPrefix(l, "+++ ") && diffToName.MatchString(l):
 			oldDiff = false
 		case inDiff && strings.HasPrefix(l, "+"):
 			add(&d.added, l[1:])
 		case inDiff && strings.HasPrefix(l, "-"):
 			add(&d.removed, l[1:])
-		case diffIndex.MatchString(l):
+		case strings.HasPrefix(l, "index ") && diffIndex.MatchString(l):
 			m := diffIndex.FindStringSubmatch(l)
 			add(&d.pre, m[1])
 			add(&d.post, m[2])
 			inDiff = true
-		case diffHunk.MatchString(l):
+		case strings.HasPrefix(l, "@@ ") && diffHunk.MatchString(l):
 			if m := diffHunk.FindStringSubmatch(l); strings.TrimSpace(m[1]) != "" {
 				add(&d.hunks, m[1])
 			}
-		case diffIgnored.MatchString(l):
+		case ignorable(l) && diffIgnored.MatchString(l):
 			keep(l)
 		case l == "":
 			// In a diff, an empty line may be context a mailer stripped.
@@ -102,6 +111,18 @@ func splitDiff(text string) (rest string, d *diffText) {
 		}
 	}
 	return nq.String(), d
+}
+
+// ignorable reports a line that may be a diff header diffIgnored matches.
+func ignorable(l string) bool {
+	if len(l) < 2 {
+		return false
+	}
+	switch l[:2] {
+	case "di", "si", "ol", "ne", "de", "co", "re", "\\ ", "Bi":
+		return true
+	}
+	return false
 }
 
 // patchID returns `git patch-id --stable` of the first patch in text
