@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,18 @@ func TestCutConnections(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	const perIP = 3
 	addr, stop := start(t, a, Options{Registerer: reg, Limits: netserve.Options{MaxConnsPerIP: perIP}})
+	stopped := make(chan struct{})
+	stopNow := sync.OnceFunc(func() { go func() { stop(); close(stopped) }() })
+	// Before the archive closes, failed or not: a server left running
+	// would read a closed catalog.
+	t.Cleanup(func() {
+		stopNow()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			panic("the IMAP server did not stop within 10 s of being asked: a connection holds it")
+		}
+	})
 
 	stages := []struct {
 		name string
@@ -47,14 +60,26 @@ func TestCutConnections(t *testing.T) {
 		{"idling", []string{"a1 LOGIN reader x", "a2 SELECT a"}, "a3 IDLE\r\n"},
 		{"mid-SEARCH", []string{"a1 LOGIN reader x", "a2 SELECT a"}, "a3 SEARCH BODY abcd\r\n"},
 	}
+	dialed := 0.0
 	for round := range 3 {
 		for _, st := range stages {
 			// Three rounds of every stage from one address, perIP at a
 			// time: a leaked place shows as a refused connection.
 			for range perIP + 1 {
 				cutAt(t, addr, st.send, st.cut)
+				dialed++
 			}
-			if open := waitOpen(t, reg, "chibrary_imap_connections_open", 0); open != 0 {
+			// Every connection taken in (or refused: those cut before the
+			// greeting may come faster than places are given back) before
+			// the places are counted.
+			taken := func() float64 {
+				return metric(t, reg, "chibrary_imap_connections_total", "accepted") + metric(t, reg, "chibrary_imap_connections_total", "refused")
+			}
+			if got := waitFor(taken, dialed); got != dialed {
+				t.Fatalf("round %d, cut %s: %v connections taken in, want %v", round, st.name, got, dialed)
+			}
+			open := waitFor(func() float64 { return metric(t, reg, "chibrary_imap_connections_open", "") }, 0)
+			if open != 0 {
 				t.Fatalf("round %d, cut %s: %v connections still open, want 0", round, st.name, open)
 			}
 		}
@@ -65,9 +90,7 @@ func TestCutConnections(t *testing.T) {
 		t.Fatalf("SELECT after the cut connections = %v", err)
 	}
 	c.Close()
-
-	stopped := make(chan struct{})
-	go func() { stop(); close(stopped) }()
+	stopNow()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
@@ -117,19 +140,21 @@ func cutAt(t *testing.T, addr string, lines []string, cut string) {
 	}
 	if cut != "" {
 		fmt.Fprint(conn, cut)
-		// Read a little of the answer, so that the server is writing.
-		br.Peek(1)
+		// Read a little of the answer to a whole line, so that the
+		// server is writing.
+		if strings.HasSuffix(cut, "\n") {
+			br.Peek(1)
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// waitOpen waits up to 10 s for the gauge name of reg to read want, and
-// returns what it read last.
-func waitOpen(t *testing.T, reg *prometheus.Registry, name string, want float64) float64 {
-	t.Helper()
+// waitFor waits up to 10 s for get to return want, and returns what it
+// returned last.
+func waitFor(get func() float64, want float64) float64 {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got := gauge(t, reg, name)
+		got := get()
 		if got == want || time.Now().After(deadline) {
 			return got
 		}
@@ -137,16 +162,28 @@ func waitOpen(t *testing.T, reg *prometheus.Registry, name string, want float64)
 	}
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metric reads the gauge or counter name of reg, of the series whose one
+// label has the value label ("" for a metric without labels).
+func metric(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+		if mf.GetName() != name {
+			continue
 		}
+		for _, m := range mf.GetMetric() {
+			if label != "" && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label) {
+				continue
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+		return 0 // a counter of that label not yet seen
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
