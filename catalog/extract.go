@@ -16,8 +16,6 @@ import (
 // List-Id header.
 const Unlisted = "unlisted"
 
-const maxListName = 64
-
 // DateSource says where a message's date comes from (Arrival).
 type DateSource int
 
@@ -370,26 +368,9 @@ func sender(from string) (name, addr string) {
 	return from, ""
 }
 
-// ListName returns the form a list name takes in the catalog and in URLs:
-// lower-case, [a-z0-9._-] (anything else becomes '-'), without leading or
-// trailing punctuation, at most maxListName bytes; "" if nothing is left.
-func ListName(s string) string {
-	s = strings.ToLower(strings.TrimSpace(s))
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('-')
-		}
-	}
-	out := strings.Trim(b.String(), "-._")
-	if len(out) > maxListName {
-		out = strings.Trim(out[:maxListName], "-._")
-	}
-	return out
-}
+// ListName returns the form a list name takes in the catalog and in URLs
+// (store.ListName: the one place list names are made canonical).
+func ListName(s string) string { return store.ListName(s) }
 
 // ValidListName reports whether s is a list name as ListName writes it.
 func ValidListName(s string) bool { return s != "" && ListName(s) == s }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 
 	"github.com/chibrary/chibrary/callnumber"
@@ -67,7 +66,8 @@ type Options struct {
 	// Runs issues the runs of call numbers, each lease recorded in Store
 	// before its run is used. Required.
 	Runs callnumber.RunSource
-	// List is recorded with every message ("" for none).
+	// List is recorded with every message ("" for none), in canonical
+	// form (store.ListName).
 	List string
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
@@ -92,6 +92,9 @@ func NewArchiver(opts Options) (*Archiver, error) {
 	if opts.Store == nil || opts.Runs == nil {
 		return nil, errors.New("ingest: Options.Store and Options.Runs are required")
 	}
+	if opts.List != "" && store.ListName(opts.List) == "" {
+		return nil, fmt.Errorf("ingest: list name %q has no letter or digit", opts.List)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -99,7 +102,7 @@ func NewArchiver(opts Options) (*Archiver, error) {
 	return &Archiver{
 		st:   opts.Store,
 		gen:  callnumber.NewGenerator(RecordingSource(opts.Runs, opts.Store)),
-		list: opts.List,
+		list: store.ListName(opts.List),
 		log:  log,
 	}, nil
 }
@@ -203,7 +206,9 @@ func (a *Archiver) checkList(ctx context.Context, o *Outcome) error {
 	if err != nil {
 		return fmt.Errorf("cannot read the list of duplicate %v: %w", o.Number, err)
 	}
-	if strings.EqualFold(strings.TrimSpace(m.List), strings.TrimSpace(a.list)) {
+	// Compared in canonical form: a message archived as "Linux MIPS" (as
+	// older importers kept --list) is in the list linux-mips.
+	if store.ListName(m.List) == a.list {
 		return nil
 	}
 	list := m.List

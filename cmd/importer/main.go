@@ -17,6 +17,7 @@ import (
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/mbox"
+	"github.com/chibrary/chibrary/store"
 )
 
 const usage = `
@@ -35,6 +36,13 @@ can simply be run again. A message with "X-No-Archive: yes" is imported
 like any other: an archive being imported was published already (the
 watcher, which archives mail as it arrives, honours the header). A message the input breaks inside (a compressed
 file cut short or corrupt) is failed, never stored in part.
+
+--list names the list of every message (without it, each message's
+List-Id header does). A list's name is kept in the one form the archive's
+URLs carry: lower-case letters, digits, '.', '_' and '-', anything else a
+'-'. So "Linux MIPS", Linux-MIPS and linux-mips are one list, linux-mips,
+and the importer says so when it is given another form; a name without a
+letter or digit is refused.
 
 Every run ends with one line on stderr, below the error that ended it, if
 any (even one before anything was read: a store that cannot be opened, a
@@ -124,6 +132,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if _, err := st.Parse(); err != nil {
 		return err
+	}
+	if list != "" {
+		// One form of a list's name, the archive's, from here on.
+		name := store.ListName(list)
+		if name == "" {
+			return cli.Usagef("--list %q: a list name needs letters or digits (it is kept lower-case, [a-z0-9._-], as in the archive's URLs)", list)
+		}
+		if name != list {
+			log.Info("--list is read as the list's name in the archive's form", "given", list, "list", name)
+			list = name
+		}
 	}
 	start := time.Now()
 	total, err := importAll(ctx, paths, manifest, st, runs, list, opts, stderr)

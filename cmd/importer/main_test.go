@@ -602,3 +602,40 @@ func TestReimportOtherList(t *testing.T) {
 		t.Errorf("%d manifest lines name the list wrong, want 4:\n%s", n, b)
 	}
 }
+
+// TestListNameForms: --list takes a list's name in any form that reads as
+// the same list ("Linux MIPS", Linux-MIPS, linux-mips): the archive keeps
+// its canonical form, the importer says so once, and importing again
+// under another form of it is no "other list"; a name with nothing of a
+// list's is bad usage, saying why.
+func TestListNameForms(t *testing.T) {
+	data := t.TempDir()
+	const mbox = "../../fixtures/lists/arrival.mbox"
+	status, got, stderr := importer(t, "", "--data", data, "--list", "Linux MIPS", mbox)
+	if status != 0 || got != [3]int{4, 0, 0} || !strings.Contains(stderr, `given="Linux MIPS" list=linux-mips`) {
+		t.Fatalf(`--list "Linux MIPS": status %d, %v; want 0, 4 imported, and the name said:`+"\n%s", status, got, stderr)
+	}
+	for _, name := range []string{"Linux-MIPS", "linux-mips", "linux mips"} {
+		status, got, stderr := importer(t, "", "--data", data, "--list", name, mbox)
+		if status != 0 || got != [3]int{0, 4, 0} || strings.Contains(stderr, "another list") {
+			t.Errorf("--list %q after \"Linux MIPS\": status %d, %v; want 0, 4 duplicates in the same list:\n%s", name, status, got, stderr)
+		}
+	}
+	st, err := boltstore.Open(t.Context(), filepath.Join(data, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.Changes(t.Context(), "", 10)
+	st.Close()
+	if err != nil || len(p.Messages) != 4 {
+		t.Fatalf("Changes = %d messages, %v; want 4", len(p.Messages), err)
+	}
+	for _, m := range p.Messages {
+		if m.List != "linux-mips" {
+			t.Errorf("message %v stored in list %q, want linux-mips", m.Number, m.List)
+		}
+	}
+	if status, _, stderr := importer(t, "", "--data", data, "--list", "!!!", mbox); status != cli.ExitUsage || !strings.Contains(stderr, "letters or digits") {
+		t.Errorf(`--list "!!!": status %d, want %d saying a name needs letters or digits:`+"\n%s", status, cli.ExitUsage, stderr)
+	}
+}
