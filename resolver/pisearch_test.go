@@ -14,6 +14,8 @@ import (
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/mailmsg"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // post sends a POST with body (form-encoded, as a browser's form and
@@ -271,6 +273,82 @@ func TestPublicInboxSearchCost(t *testing.T) {
 		r := post(t, srv.URL+path, "")
 		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
 			t.Errorf("POST %s past its time = %d, Retry-After %q, want 503 with Retry-After:\n%.400s", path, r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
+}
+
+// TestPublicInboxCorpusThreads: t=1 on real mail, a query whose matches
+// are in more threads than maxMboxThreads: the matches, and the whole
+// threads of the newest matches' first maxMboxThreads threads, each
+// message once; not every thread of every match.
+func TestPublicInboxCorpusThreads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads the corpus")
+	}
+	msgs := readCorpus(t, 2000)
+	a := newArchive(t, boltstore.Options{})
+	for len(msgs) > 0 {
+		n := min(len(msgs), 500)
+		var batch []store.Message
+		for _, raw := range msgs[:n] {
+			batch = append(batch, a.message(t, raw, "linux-mips"))
+		}
+		if _, err := a.st.Put(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+		msgs = msgs[n:]
+	}
+	cat := openTestCatalog(t)
+	if _, err := cat.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveWith(t, a.st, Options{Catalog: cat})
+
+	const query = "f:ralf"
+	q, err := catalog.ParseQuery(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cat.Search(t.Context(), q, catalog.SearchOptions{Limit: maxMboxResults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What t=1 gives: the matches, and the threads of the first
+	// maxMboxThreads, the newest match's first; everything: every
+	// match's thread.
+	want, everything := map[string]bool{}, map[string]bool{}
+	threads := map[int64]bool{}
+	for _, m := range res.Messages {
+		want[m.MessageID] = true
+		th, err := cat.Thread(t.Context(), m.CallNumber)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := !threads[m.ThreadID()]
+		threads[m.ThreadID()] = true
+		for _, n := range th.Nodes {
+			if n.Message != nil {
+				everything[n.Message.MessageID] = true
+				if first && len(threads) <= maxMboxThreads {
+					want[n.Message.MessageID] = true
+				}
+			}
+		}
+	}
+	if len(threads) <= maxMboxThreads || len(everything) <= len(want) || len(want) > maxMboxMessages {
+		t.Fatalf("%s: %d matches in %d threads of %d messages: the test needs more than %d threads", query, len(res.Messages), len(threads), len(everything), maxMboxThreads)
+	}
+	r := post(t, srv.URL+"/linux-mips/?x=m&t=1&q="+url.QueryEscape(query), "")
+	got := mboxIDs(t, r)
+	if n := len(gunzipMbox(t, r.body)); n != len(want) {
+		t.Errorf("%s, t=1: %d messages, want %d (of the %d in every match's thread)", query, n, len(want), len(everything))
+	}
+	for i, id := range got {
+		if !want[id] {
+			t.Errorf("%s, t=1 has <%s>, of a thread past the first %d", query, id, maxMboxThreads)
+		}
+		if i > 0 && got[i-1] == id {
+			t.Errorf("%s, t=1 has <%s> twice", query, id)
 		}
 	}
 }
