@@ -118,6 +118,61 @@ func SetRoute(w http.ResponseWriter, route string) {
 	}
 }
 
+// Stream returns w for a response that may take longer than the
+// server's WriteTimeout (a bound on the whole response): a large body
+// that a slow reader is still reading. Each write through it may block
+// for at most idle, so a reader who keeps reading is never cut off and
+// one who stops reading for idle is. A handler calls it after its last
+// check of the request and writes the body through what it returns;
+// where w cannot set deadlines (a test's recorder) writes go to w as
+// they are.
+func Stream(w http.ResponseWriter, idle time.Duration) http.ResponseWriter {
+	sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: idle}
+	sw.extend()
+	return sw
+}
+
+type streamWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+// extend moves the write deadline to idle from now. Its error (w cannot
+// set one) leaves the server's.
+func (s *streamWriter) extend() { s.rc.SetWriteDeadline(time.Now().Add(s.idle)) }
+
+// streamChunk is the most written within one deadline.
+const streamChunk = 64 << 10
+
+func (s *streamWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		s.extend()
+		m, err := s.ResponseWriter.Write(b[:min(len(b), streamChunk)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[m:]
+	}
+	return n, nil
+}
+
+func (s *streamWriter) WriteHeader(code int) {
+	s.extend()
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Flush writes what is buffered, within a deadline of its own.
+func (s *streamWriter) Flush() {
+	s.extend()
+	s.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // Wrap returns h with the access log and metrics around it.
 func (m *Middleware) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
