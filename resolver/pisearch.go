@@ -86,9 +86,10 @@ func readPIParams(r *http.Request) piParams {
 	return p
 }
 
-// piSearch answers a search at /{list}/ (thread nil) or within a thread
-// (/{list}/{message-id}/, thread its messages' catalog entry): the
-// matches as mboxrd or Atom.
+// piSearch answers a search at /{list}/ (thread nil), or at
+// /{list}/{message-id}/ within that message's thread: the matches as
+// mboxrd or Atom. Within a thread, only the thread's list and the span
+// of its dates are searched, and the matches outside it dropped.
 func (s *Server) piSearch(w http.ResponseWriter, r *http.Request, c *catalog.Catalog, list string, p piParams, thread *catalog.Thread) {
 	if p.q == "" {
 		s.fail(w, r, http.StatusBadRequest, "Give the search in ?q=.")
