@@ -56,8 +56,8 @@ const (
 	// wait for a byte: the origin rests a second at most between bursts
 	// of work, and reads a page of its store in well under a minute.
 	DefaultReadTimeout = time.Minute
-	// DefaultMaxRemovals is how many removals one answer may carry
-	// unless Options.AcceptMassRemoval.
+	// DefaultMaxRemovals is how many messages held here one answer may
+	// remove unless Options.AcceptMassRemoval.
 	DefaultMaxRemovals = 100
 	// MaxClockSkew is how far in the future a removal may be dated: the
 	// origin's clock may be a little ahead of the mirror's.
@@ -70,7 +70,7 @@ const (
 // what the mirror holds. The mirror stops; nothing wrong was stored.
 var ErrOrigin = errors.New("mirror: the origin's change feed cannot be mirrored")
 
-// ErrMassRemoval: an answer removes more messages than
+// ErrMassRemoval: an answer removes more messages held here than
 // Options.MaxRemovals. None of its removals was applied; the mirror stops
 // until told to accept them (Options.AcceptMassRemoval). It wraps ErrOrigin.
 var ErrMassRemoval = fmt.Errorf("%w: a mass removal", ErrOrigin)
@@ -116,9 +116,11 @@ type Options struct {
 	// again). The deadline moves with every byte received; time spent
 	// storing does not count. Zero is DefaultReadTimeout.
 	ReadTimeout time.Duration
-	// MaxRemovals bounds the removals of one answer; zero is
-	// DefaultMaxRemovals. An answer with more is refused whole
-	// (ErrMassRemoval), none of its removals applied.
+	// MaxRemovals bounds how many messages held here one answer may
+	// remove; zero is DefaultMaxRemovals. An answer that removes more is
+	// refused whole (ErrMassRemoval), none of its removals applied.
+	// Removals of messages never held here (a new mirror catching up)
+	// do not count.
 	MaxRemovals int
 	// AcceptMassRemoval applies every removal the origin sends, however
 	// many in one answer: an origin that removed many messages on
@@ -578,7 +580,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	wg.Go(func() { m.read(fr, steps, stop) })
 
 	highest := m.state.HighestRun
-	var removals []store.Removal // at most MaxRemovals
+	var removals []store.Removal // at most Limit
 	for st := range steps {
 		for _, l := range st.leases {
 			l.Key = b.Key
@@ -618,8 +620,8 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 					return false, err
 				}
 			} else {
-				// Applied once the answer is whole: an answer with too
-				// many is refused before any is applied (read counts them).
+				// Applied once the answer is whole: an answer that
+				// removes too many is refused before any is applied.
 				removals = append(removals, *r)
 			}
 		}
@@ -628,6 +630,9 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 			return false, m.originErr(st.err)
 		}
 		if end := st.end; end != nil {
+			if err := m.checkRemovals(ctx, removals); err != nil {
+				return false, err
+			}
 			for _, r := range removals {
 				if err := m.remove(ctx, r); err != nil {
 					return false, err
@@ -650,6 +655,36 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 		}
 	}
 	return false, errors.New("mirror: the answer's reader stopped early") // not reached: it ends with end or err
+}
+
+// checkRemovals refuses removals that would remove more than
+// MaxRemovals messages held here.
+func (m *Mirror) checkRemovals(ctx context.Context, removals []store.Removal) error {
+	if len(removals) <= m.opts.MaxRemovals {
+		return nil
+	}
+	held := 0
+	for _, r := range removals {
+		n, err := m.opts.Store.ByDigest(ctx, r.Digest)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && n != r.Number) {
+			continue // never held here (the store refuses the other case)
+		}
+		if err == nil {
+			_, err = m.opts.Store.Get(ctx, n)
+		}
+		switch {
+		case errors.Is(err, store.ErrRemoved) || errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("cannot check the origin's removal of %v: %w", r.Number, err)
+		default:
+			held++
+		}
+	}
+	if held > m.opts.MaxRemovals {
+		return fmt.Errorf("%w: one answer of %s removes %d messages this mirror holds, more than %d; none of them was removed here. If the origin removed them on purpose, run the mirror with --accept-mass-removal (once, with --once)",
+			ErrMassRemoval, m.base, held, m.opts.MaxRemovals)
+	}
+	return nil
 }
 
 // remove applies the origin's removal r.
@@ -679,7 +714,7 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 	// The origin writes at most Limit messages, moves and removals, and
 	// a lease before the first of each run: an answer with more is not
 	// the origin's feed, and would grow the mirror without end.
-	var leases, records, removals int
+	var leases, records int
 	fail := func(err error) {
 		cur.err = err
 		send()
@@ -722,10 +757,6 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 			if now := m.opts.Now(); r.Removed.After(now.Add(MaxClockSkew)) {
 				fail(fmt.Errorf("%w: the removal of %v is dated %s, in the future (the mirror's clock says %s)", ErrOrigin, r.Number,
 					r.Removed.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)))
-				return
-			}
-			if removals++; removals > m.opts.MaxRemovals && !m.opts.AcceptMassRemoval {
-				fail(fmt.Errorf("%w: one answer of %s removes more than %d messages; none of them was removed here. If the origin removed them on purpose, run the mirror with --accept-mass-removal (once, with --once)", ErrMassRemoval, m.base, m.opts.MaxRemovals))
 				return
 			}
 			cur.removal = &r

@@ -54,8 +54,8 @@ with backoff; with --once, 8 times, then it exits 1 saying why.
 
 Removals are the origin's to make, within bounds: a removal dated in the
 future is refused, and so is an answer that removes more than 100
-messages: none of them is removed, the mirror stops (exit status 1) and
-says so. If the origin did remove them on purpose (a wave of spam), run
+messages this mirror holds: none of them is removed, the mirror stops
+(exit status 1) and says so. If the origin did remove them on purpose (a wave of spam), run
 once with --accept-mass-removal to apply them; a mirror run with it
 applies every removal it is sent, however many.
 
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	fs.String(&metrics, "metrics-listen", "", "CHIBRARY_METRICS_LISTEN", "serve Prometheus metrics on `ADDR`/metrics (off by default)")
 	fs.String(&waitString, "wait", "30s", "", "how long (`DURATION`, at most 60s) one request waits at the origin for something new, once caught up")
 	fs.Duration(&readTimeout, "read-timeout", mirror.DefaultReadTimeout, "CHIBRARY_MIRROR_READ_TIMEOUT", "give an answer up (and ask again) when the origin sends nothing for `DURATION` in the middle of it")
-	fs.Bool(&o.AcceptMassRemoval, "accept-mass-removal", false, "CHIBRARY_MIRROR_ACCEPT_MASS_REMOVAL", fmt.Sprintf("apply every removal the origin sends, even more than %d in one answer (refused otherwise, none applied)", mirror.DefaultMaxRemovals))
+	fs.Bool(&o.AcceptMassRemoval, "accept-mass-removal", false, "CHIBRARY_MIRROR_ACCEPT_MASS_REMOVAL", fmt.Sprintf("apply every removal the origin sends, even of more than %d messages held here in one answer (refused otherwise, none applied)", mirror.DefaultMaxRemovals))
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
 	rest, err := fs.Parse(args, stdout)
