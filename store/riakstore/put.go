@@ -148,7 +148,9 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 		}
 	}
 	// The contents of those with a Message-ID, which batch.Make looks up
-	// for a removed message's (no claim names them: only removals do).
+	// for a removed message's (no claim names them: only removals do, so
+	// most need no lookup).
+	messages := len(digests)
 	for _, m := range msgs {
 		if c := store.ContentOf(m.Raw, m.MessageID); c != (store.Digest{}) && !seen[c] {
 			seen[c] = true
@@ -164,13 +166,17 @@ func (s *Store) prefetch(ctx context.Context, codec *callnumber.Codec, msgs []st
 	lookup := digests
 	if fresh != nil {
 		lookup = nil
+		skipped := 0
 		for i, d := range digests {
-			if !fresh[i] {
+			switch {
+			case !fresh[i]:
 				lookup = append(lookup, d)
+			case i < messages:
+				skipped++
 			}
 		}
+		s.skipped.Add(int64(skipped)) // messages' digests only
 	}
-	s.skipped.Add(int64(len(digests) - len(lookup)))
 	var mu sync.Mutex
 	var states []digestState
 	err = parallel(ctx, len(runs)+len(packs)+1, s.opts.Parallel, func(ctx context.Context, j int) error {
