@@ -175,15 +175,17 @@ func ContentOf(raw []byte, messageID string) Digest {
 	h.Write([]byte("chibrary content v1\x00"))
 	h.Write([]byte(messageID))
 	h.Write([]byte{0})
+	// Lines kept as they are, each with its LF, are hashed a run of
+	// neighbours at a time: raw[run:runEnd].
+	run, runEnd := 0, 0
 	started, body := false, false
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
+	for pos := 0; pos < len(raw); {
+		start, end, next := pos, len(raw), len(raw)
+		if i := bytes.IndexByte(raw[pos:], '\n'); i >= 0 {
+			end, next = pos+i, pos+i+1
 		}
-		line = bytes.TrimRight(line, " \t\r")
+		pos = next
+		line := bytes.TrimRight(raw[start:end], " \t\r")
 		switch {
 		case len(line) == 0 && !started:
 			continue // before the header
@@ -197,9 +199,20 @@ func ContentOf(raw []byte, messageID string) Digest {
 		if q := bytes.TrimLeft(line, ">"); len(q) < len(line) && bytes.HasPrefix(q, []byte("From ")) {
 			line = q
 		}
+		if len(line) == end-start && next == end+1 && line[0] == raw[start] {
+			if start != runEnd {
+				h.Write(raw[run:runEnd])
+				run = start
+			}
+			runEnd = next
+			continue
+		}
+		h.Write(raw[run:runEnd])
+		run, runEnd = 0, 0
 		h.Write(line)
 		h.Write([]byte{'\n'})
 	}
+	h.Write(raw[run:runEnd])
 	var d Digest
 	h.Sum(d[:0])
 	return d

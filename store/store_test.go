@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"strings"
 	"testing"
 
@@ -57,4 +59,84 @@ func TestContentOf(t *testing.T) {
 	if got := store.ContentOf([]byte(msg), ""); got != (store.Digest{}) {
 		t.Errorf("ContentOf(no Message-ID) = %v, want zero", got)
 	}
+}
+
+func BenchmarkContentOf(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("From: a@example.org\nSubject: hello\nMessage-ID: <x@example.org>\n\n")
+	for i := 0; sb.Len() < 4096; i++ {
+		sb.WriteString("> a line of a typical reply, quoted, of some sixty characters\n")
+		if i%10 == 0 {
+			sb.WriteString("\n")
+		}
+	}
+	raw := []byte(sb.String())
+	b.Run("ContentOf", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			store.ContentOf(raw, "x@example.org")
+		}
+	})
+	b.Run("DigestOf", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			store.DigestOf(raw)
+		}
+	})
+}
+
+// contentRef is ContentOf written plainly, line by line: the oracle of
+// FuzzContentOf.
+func contentRef(raw []byte, id string) store.Digest {
+	if id == "" {
+		return store.Digest{}
+	}
+	var out []byte
+	out = append(out, "chibrary content v1\x00"...)
+	out = append(out, id...)
+	out = append(out, 0)
+	started, body := false, false
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimRight(line, " \t\r")
+		switch {
+		case line == "" && !started:
+			continue
+		case !body:
+			started = true
+			body = line == ""
+			continue
+		case line == "":
+			continue
+		}
+		if q := strings.TrimLeft(line, ">"); len(q) < len(line) && strings.HasPrefix(q, "From ") {
+			line = q
+		}
+		out = append(out, line+"\n"...)
+	}
+	return store.Digest(sha256.Sum256(out))
+}
+
+// FuzzContentOf: ContentOf, which hashes runs of lines at a time, is the
+// plain line-by-line reading; and CRLF line ends and a blank line added at
+// the end never change it.
+func FuzzContentOf(f *testing.F) {
+	for _, s := range []string{
+		"Message-ID: <a@b>\n\nbody\n",
+		"\n\nSubject: x\n\n\n>From me\n>>From you\n> From no\n  \t\nlast line without LF",
+		"Subject: x\r\n\r\nline \r\n\r\nline\r\n",
+		"no body",
+		"",
+	} {
+		f.Add([]byte(s), "a@b")
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, id string) {
+		got := store.ContentOf(raw, id)
+		if want := contentRef(raw, id); got != want {
+			t.Fatalf("ContentOf(%q, %q) = %v, want %v", raw, id, got, want)
+		}
+		crlf := bytes.ReplaceAll(raw, []byte("\n"), []byte("\r\n"))
+		if again := store.ContentOf(append(crlf, '\n'), id); again != got && bytes.Contains(raw, []byte("\n")) && !bytes.Contains(raw, []byte("\r")) {
+			t.Fatalf("ContentOf(%q with CRLF and a blank line) = %v, want %v", raw, again, got)
+		}
+	})
 }
