@@ -307,7 +307,11 @@ func TestLei(t *testing.T) {
 	q := func(t *testing.T, args ...string) []string {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out")
-		log := run(t, env, home, append([]string{lei, "q", "-I", all, "-o", out}, args...)...)
+		external := all
+		if strings.HasPrefix(args[0], "http://") {
+			external, args = args[0], args[1:]
+		}
+		log := run(t, env, home, append([]string{lei, "q", "-I", external, "-o", out}, args...)...)
 		got := maildirIDs(t, out)
 		if len(got) == 0 {
 			t.Logf("lei q %q:\n%s", args, log)
@@ -330,6 +334,20 @@ func TestLei(t *testing.T) {
 		}
 		if got, want := q(t, "-t", "s:farewell", "AND", "f:rev@example.org"), ids("v1-0", "v1-1", "v1-2", "v1-review-2", "v1-review-3"); !slices.Equal(got, want) {
 			t.Errorf("lei q -t = %q, want the thread %q", got, want)
+		}
+	})
+
+	t.Run("OR NOT, a list's URL, nothing found", func(t *testing.T) {
+		// AND binds before OR, as in Xapian: the parentheses matter.
+		if got, want := q(t, "(s:farewell", "OR", "s:hello)", "AND", "NOT", "s:Re", "AND", "d:..20240302"), ids("v1-0", "v1-1", "v1-2"); !slices.Equal(got, want) {
+			t.Errorf("lei q = %q, want %q", got, want)
+		}
+		if got, want := q(t, r.url+"/greet-devel/", "f:rev@example.org", "AND", "d:20240308.."), ids("v2-review-2"); !slices.Equal(got, want) {
+			t.Errorf("lei q -I /greet-devel/ = %q, want %q", got, want)
+		}
+		// A 404 is no match to lei, not an error.
+		if got := q(t, "s:xylophone"); len(got) != 0 {
+			t.Errorf("lei q s:xylophone = %q, want nothing", got)
 		}
 	})
 
