@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 
 	"github.com/emersion/go-imap/v2"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/spool"
 	"github.com/chibrary/chibrary/mailwire"
 	"github.com/chibrary/chibrary/store"
 )
@@ -46,10 +49,16 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *im
 			defer raws.stop()
 		}
 		for i := range es {
-			var raw []byte
+			var msg *wire
 			if raws != nil {
-				var err error
-				if raw, err = raws.next(); errors.Is(err, store.ErrNotFound) {
+				raw, err := raws.next()
+				if err == nil && raw == nil {
+					msg, err = ss.spooled(&es[i])
+				} else if err == nil {
+					ss.buf = mailwire.AppendCRLF(ss.buf[:0], raw)
+					msg = &wire{mem: ss.buf, size: int64(len(ss.buf)), body: int64(mailwire.BodyStart(ss.buf))}
+				}
+				if errors.Is(err, store.ErrNotFound) {
 					// In the catalog, not in the store: a catalog ahead
 					// of a store restored from an older backup.
 					ss.s.log.Warn("a message of the catalog is not in the store", "callnumber", es[i].CallNumber)
@@ -58,13 +67,70 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *im
 					return err
 				}
 			}
-			if err := ss.fetchOne(w, v, seqs[i], &es[i], raw, opts); err != nil {
+			err := ss.fetchOne(w, v, seqs[i], &es[i], msg, opts)
+			msg.release()
+			if err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	return ss.count("FETCH", ss.storeErr("fetch messages", err))
+}
+
+// spoolThreshold is the largest message (its wire form) a session holds
+// in memory while it sends it. A larger one is sent from a spool file
+// that every session sending it shares (package spool): a client that
+// reads slowly, or not at all, then holds a file's place, not the
+// message, and one that reads a large message in pieces has the store
+// read it once, not once a piece.
+const spoolThreshold = 1 << 20
+
+// wire is a message in its wire form (CRLF line ends), in memory or in a
+// spool file.
+type wire struct {
+	mem        []byte      // the whole message, if in memory
+	spool      *spool.Body // else its file
+	size, body int64       // its length, where its body starts
+	releaseFn  func()
+	key        string // the spool's key, for the spools of its parts
+}
+
+func (m *wire) release() {
+	if m != nil && m.spool != nil {
+		m.releaseFn()
+	}
+}
+
+// section returns n bytes of the message from off.
+func (m *wire) section(off, n int64) io.Reader {
+	if m.spool != nil {
+		return m.spool.Section(off, n)
+	}
+	return bytes.NewReader(m.mem[off : off+n])
+}
+
+// spooled returns the wire form of a large message from the server's
+// spools, written there from the store if no session has it.
+func (ss *session) spooled(e *catalog.Entry) (*wire, error) {
+	key := "imap/" + e.CallNumber
+	b, err := ss.s.spools.Get(ss.ctx, key, func(w io.Writer) (any, error) {
+		n, err := callnumber.Parse(e.CallNumber)
+		if err != nil {
+			return nil, err
+		}
+		m, err := ss.s.st.Get(ss.ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		msg := mailwire.AppendCRLF(nil, m.Raw)
+		_, err = w.Write(msg)
+		return int64(mailwire.BodyStart(msg)), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &wire{spool: b, size: b.Size(), body: b.Info().(int64), key: key, releaseFn: func() { ss.s.spools.Release(b) }}, nil
 }
 
 // eachEntry calls fn with the catalog rows of the messages of spans, a
@@ -107,8 +173,9 @@ func (ss *session) eachEntry(v *view, spans []span, fn func(es []catalog.Entry, 
 	return nil
 }
 
-// fetchOne writes the FETCH response of one message.
-func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *catalog.Entry, raw []byte, opts *imap.FetchOptions) (err error) {
+// fetchOne writes the FETCH response of one message; msg is nil when no
+// item needs the message itself.
+func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *catalog.Entry, msg *wire, opts *imap.FetchOptions) (err error) {
 	rw := w.CreateMessage(seq)
 	// The response writer holds the connection's encoder until it is
 	// closed, whatever went wrong before: one left open after a write
@@ -145,81 +212,129 @@ func (ss *session) fetchOne(w *imapserver.FetchWriter, v *view, seq uint32, e *c
 	if opts.RFC822Size {
 		rw.WriteRFC822Size(e.WireSize)
 	}
-	if raw != nil {
-		ss.buf = mailwire.AppendCRLF(ss.buf[:0], raw)
-		wire := ss.buf
-		body := mailwire.BodyStart(wire)
+	if msg != nil {
 		if opts.Envelope {
-			h, _ := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(wire[:body])))
+			h, _ := textproto.ReadHeader(bufio.NewReader(msg.section(0, msg.body)))
 			rw.WriteEnvelope(imapserver.ExtractEnvelope(h))
 		}
 		if opts.BodyStructure != nil {
-			rw.WriteBodyStructure(imapserver.ExtractBodyStructure(bytes.NewReader(wire)))
+			rw.WriteBodyStructure(imapserver.ExtractBodyStructure(msg.section(0, msg.size)))
 		}
 		for _, sec := range opts.BodySection {
-			b := section(wire, body, sec)
-			wc := rw.WriteBodySection(sec, int64(len(b)))
-			_, err := wc.Write(b)
-			if cerr := wc.Close(); err == nil {
-				err = cerr
+			r, n, release, err := ss.bodySection(msg, sec)
+			if err != nil {
+				return err
 			}
+			err = writeLiteral(rw.WriteBodySection(sec, n), r)
+			release()
 			if err != nil {
 				return err
 			}
 		}
 		for _, sec := range opts.BinarySection {
-			b := imapserver.ExtractBinarySection(bytes.NewReader(wire), sec)
-			wc := rw.WriteBinarySection(sec, int64(len(b)))
-			_, err := wc.Write(b)
-			if cerr := wc.Close(); err == nil {
-				err = cerr
+			r, n, release, err := ss.extracted(msg, binaryKey(sec), sec.Partial, func(r io.Reader) []byte {
+				whole := *sec
+				whole.Partial = nil
+				return imapserver.ExtractBinarySection(r, &whole)
+			})
+			if err != nil {
+				return err
 			}
+			err = writeLiteral(rw.WriteBinarySection(sec, n), r)
+			release()
 			if err != nil {
 				return err
 			}
 		}
 		for _, sec := range opts.BinarySectionSize {
-			rw.WriteBinarySectionSize(sec, imapserver.ExtractBinarySectionSize(bytes.NewReader(wire), sec))
+			rw.WriteBinarySectionSize(sec, imapserver.ExtractBinarySectionSize(msg.section(0, msg.size), sec))
 		}
 	}
 	ss.s.m.messages.Inc()
 	return nil
 }
 
-// section returns a BODY[...] section of the message wire, whose body
-// starts at body: the whole message, its header and its text are cut
-// from it as they are (RFC 3501 section 6.4.5: HEADER is the header with
-// the blank line after it); anything else is go-imap's to find.
-func section(wire []byte, body int, sec *imap.FetchItemBodySection) []byte {
-	if len(sec.Part) == 0 && len(sec.HeaderFields) == 0 && len(sec.HeaderFieldsNot) == 0 {
-		b := wire
-		switch sec.Specifier {
-		case imap.PartSpecifierHeader:
-			b = wire[:body]
-		case imap.PartSpecifierText:
-			b = wire[body:]
-		}
-		return partial(b, sec.Partial)
+// writeLiteral copies r to a literal's writer and closes it.
+func writeLiteral(wc io.WriteCloser, r io.Reader) error {
+	_, err := io.Copy(wc, r)
+	if cerr := wc.Close(); err == nil {
+		err = cerr
 	}
-	if len(sec.Part) == 0 && sec.Specifier == imap.PartSpecifierHeader {
-		wire = wire[:body] // HEADER.FIELDS: the header is enough
-	}
-	return imapserver.ExtractBodySection(bytes.NewReader(wire), sec)
+	return err
 }
 
-// partial cuts a <offset.size> partial from b (RFC 3501 section 6.4.5).
-func partial(b []byte, p *imap.SectionPartial) []byte {
+// bodySection returns a BODY[...] section of msg and its length: the
+// whole message, its header and its text are cut from it as they are
+// (RFC 3501 section 6.4.5: HEADER is the header with the blank line after
+// it); anything else is go-imap's to find.
+func (ss *session) bodySection(msg *wire, sec *imap.FetchItemBodySection) (io.Reader, int64, func(), error) {
+	if len(sec.Part) == 0 && len(sec.HeaderFields) == 0 && len(sec.HeaderFieldsNot) == 0 {
+		off, n := int64(0), msg.size
+		switch sec.Specifier {
+		case imap.PartSpecifierHeader:
+			n = msg.body
+		case imap.PartSpecifierText:
+			off, n = msg.body, msg.size-msg.body
+		}
+		off, n = partial(off, n, sec.Partial)
+		return msg.section(off, n), n, func() {}, nil
+	}
+	if len(sec.Part) == 0 && sec.Specifier == imap.PartSpecifierHeader {
+		// HEADER.FIELDS: the header is enough.
+		b := imapserver.ExtractBodySection(msg.section(0, msg.body), sec)
+		return bytes.NewReader(b), int64(len(b)), func() {}, nil
+	}
+	return ss.extracted(msg, bodyKey(sec), sec.Partial, func(r io.Reader) []byte {
+		whole := *sec
+		whole.Partial = nil
+		return imapserver.ExtractBodySection(r, &whole)
+	})
+}
+
+// extracted returns the partial p of what extract takes out of msg (a
+// part, decoded or not). Of a message in a spool file it is spooled too,
+// under key, so that a slow reader of a large part holds a file, not
+// the part.
+func (ss *session) extracted(msg *wire, key string, p *imap.SectionPartial, extract func(io.Reader) []byte) (io.Reader, int64, func(), error) {
+	if msg.spool == nil {
+		b := extract(msg.section(0, msg.size))
+		off, n := partial(0, int64(len(b)), p)
+		return bytes.NewReader(b[off : off+n]), n, func() {}, nil
+	}
+	b, err := ss.s.spools.Get(ss.ctx, msg.key+"/"+key, func(w io.Writer) (any, error) {
+		_, err := w.Write(extract(msg.section(0, msg.size)))
+		return nil, err
+	})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	off, n := partial(0, b.Size(), p)
+	return b.Section(off, n), n, func() { ss.s.spools.Release(b) }, nil
+}
+
+// bodyKey and binaryKey name a section whole (without its partial).
+func bodyKey(sec *imap.FetchItemBodySection) string {
+	return fmt.Sprintf("body%v.%s.%q.%q", sec.Part, sec.Specifier, sec.HeaderFields, sec.HeaderFieldsNot)
+}
+
+func binaryKey(sec *imap.FetchItemBinarySection) string {
+	return fmt.Sprintf("binary%v", sec.Part)
+}
+
+// partial cuts a <offset.size> partial from the n bytes at off (RFC 3501
+// section 6.4.5): what is left of them from offset on, at most size.
+func partial(off, n int64, p *imap.SectionPartial) (int64, int64) {
 	if p == nil {
-		return b
+		return off, n
 	}
-	if p.Offset >= int64(len(b)) || p.Offset < 0 {
-		return nil
+	if p.Offset >= n || p.Offset < 0 {
+		return off + n, 0
 	}
-	end := int64(len(b))
-	if p.Size >= 0 && p.Offset+p.Size < end {
-		end = p.Offset + p.Size
+	rest := n - p.Offset
+	if p.Size >= 0 && p.Size < rest {
+		rest = p.Size
 	}
-	return b[p.Offset:end]
+	return off + p.Offset, rest
 }
 
 // reader reads the messages of catalog rows from the store in order, up
@@ -250,6 +365,11 @@ func (ss *session) read(es []catalog.Entry) *reader {
 			case <-ctx.Done():
 				return
 			}
+			if es[i].WireSize > ss.s.spoolAbove {
+				// Sent from a spool file (spooled), not held here.
+				r.results[i] <- fetched{}
+				continue
+			}
 			r.wg.Go(func() {
 				n, err := callnumber.Parse(es[i].CallNumber)
 				var m store.Stored
@@ -263,7 +383,8 @@ func (ss *session) read(es []catalog.Entry) *reader {
 	return r
 }
 
-// next returns the next message, or the error reading it.
+// next returns the next message, or the error reading it; nil and no
+// error for a message too large to be read ahead (spoolThreshold).
 func (r *reader) next() ([]byte, error) {
 	f := <-r.results[r.i]
 	r.i++

@@ -17,15 +17,16 @@ import (
 
 // serve serves a over IMAP on a loopback port until the test ends, and
 // returns its address.
-func serve(t testing.TB, a *archivetest.Archive, opts Options) string {
+func serve(t testing.TB, a *archivetest.Archive, opts Options, tweaks ...func(*Server)) string {
 	t.Helper()
-	addr, stop := start(t, a, opts)
+	addr, stop := start(t, a, opts, tweaks...)
 	t.Cleanup(stop)
 	return addr
 }
 
-// start serves a over IMAP on a loopback port until stop is called.
-func start(t testing.TB, a *archivetest.Archive, opts Options) (addr string, stop func()) {
+// start serves a over IMAP on a loopback port until stop is called;
+// tweaks change the server before it serves.
+func start(t testing.TB, a *archivetest.Archive, opts Options, tweaks ...func(*Server)) (addr string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,6 +41,9 @@ func start(t testing.TB, a *archivetest.Archive, opts Options) (addr string, sto
 	s, err := New(a.Catalog, a.Store, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, tweak := range tweaks {
+		tweak(s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -8,7 +8,9 @@
 // catalog is lost. The server polls the catalog, which another process may
 // write, and tells selected and idling clients of messages that came
 // (EXISTS) or left (EXPUNGE). Messages are sent as stored (package
-// mailwire), a chunk of catalog rows and one message in memory at a time.
+// mailwire), a chunk of catalog rows and one message in memory at a time;
+// a large message, and a part of one, from a file its readers share
+// (package spool), so that slow readers cost disk, not memory.
 //
 // Nothing can be changed: writes answer NO. Flags other than \Deleted are
 // kept for the session only, as RFC 3501 section 7.1 allows with an empty
@@ -33,6 +35,7 @@ import (
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/netserve"
+	"github.com/chibrary/chibrary/internal/spool"
 	"github.com/chibrary/chibrary/store"
 )
 
@@ -55,6 +58,9 @@ type Options struct {
 	// SearchTimeout bounds a SEARCH that must read messages from the store;
 	// it then answers NO [LIMIT].
 	SearchTimeout time.Duration
+	// SpoolDir holds the large messages being sent (see spoolThreshold);
+	// "" is the system's temporary directory.
+	SpoolDir string
 }
 
 // Server serves one archive over IMAP. It is safe for concurrent use.
@@ -65,6 +71,10 @@ type Server struct {
 	log  *slog.Logger
 	m    *metrics
 	hub  *hub
+	// spools are the large messages being sent, shared by the sessions:
+	// those over spoolAbove bytes (spoolThreshold but in tests).
+	spools     *spool.Spools
+	spoolAbove int64
 }
 
 type metrics struct {
@@ -110,7 +120,8 @@ func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
 		}
 	}
 	log := opts.Logger.With("protocol", "imap")
-	return &Server{cat: c, st: st, opts: opts, log: log, m: m, hub: newHub(c, opts.PollInterval, log)}, nil
+	return &Server{cat: c, st: st, opts: opts, log: log, m: m, hub: newHub(c, opts.PollInterval, log),
+		spools: spool.New(spool.Options{Dir: opts.SpoolDir}), spoolAbove: spoolThreshold}, nil
 }
 
 // Listener is a listening socket and how it speaks.
@@ -120,7 +131,7 @@ type Listener struct {
 }
 
 // Serve serves IMAP on the listeners until ctx is done, then closes every
-// connection and waits for the sessions to end.
+// connection and waits for the sessions to end. A server serves once.
 func (s *Server) Serve(ctx context.Context, listeners ...Listener) error {
 	for _, l := range listeners {
 		if l.TLS && s.opts.TLS == nil {
@@ -149,6 +160,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...Listener) error {
 	}
 	cancel()
 	wg.Wait()
+	s.spools.Close()
 	return first
 }
 
