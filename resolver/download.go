@@ -2,6 +2,9 @@ package resolver
 
 import (
 	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/mbox"
@@ -82,54 +86,105 @@ func sortByDate(msgs []*catalog.Message) {
 	}
 }
 
-// streamMbox writes the messages cns as a gzipped mboxrd file (RFC 4155
-// with mboxrd quoting: package mbox), one message at a time: each is read
-// from the store, written and dropped before the next, so a month of any
-// size takes the memory of its largest message. Importing the file gives
-// back every message byte for byte (see mbox.Writer for the one
-// exception: a message without a final line end gets one).
+// streamMbox serves the messages cns as a gzipped mboxrd file (RFC 4155
+// with mboxrd quoting: package mbox). Importing the file gives back
+// every message byte for byte (see mbox.Writer for the one exception: a
+// message without a final line end gets one).
 //
-// The status is sent before the first message is read. An error after
-// that cannot change it, so the response is cut off (http.ErrAbortHandler)
-// without the gzip trailer: the reader's gunzip reports a truncated file
-// rather than a whole one with messages missing.
+// The file is written once into a spool (see spools), which every
+// reader of the same messages at the time shares, and served from it
+// with ranges (a download cut off is resumed with Range and If-Range)
+// and a write deadline that moves as the reader reads (Stream). Writing
+// it takes the memory of one message at a time, whatever the size of
+// the month and the number of its readers; the first byte goes out once
+// the whole file is written.
 func (s *Server) streamMbox(w http.ResponseWriter, r *http.Request, filename string, cns []string) {
+	ctx := r.Context()
+	// The file is a function of the call numbers alone (a call number's
+	// bytes never change; a removal takes it out of the catalog's
+	// lists), so readers of the same messages by any route share it.
+	key := sha256.New()
+	io.WriteString(key, mboxFormat)
+	for _, cn := range cns {
+		io.WriteString(key, "\n"+cn)
+	}
+	sum := store.Digest(key.Sum(nil))
+	sp, first, release := s.spools.join("mbox/" + hex.EncodeToString(sum[:]))
+	defer release()
+	if first {
+		path := r.URL.EscapedPath()
+		// The file is written for every reader who joins meanwhile,
+		// so it is not stopped when this one goes away.
+		wctx := context.WithoutCancel(ctx)
+		s.spools.make(ctx, sp, sum, func(f io.Writer) (any, error) {
+			return s.writeMbox(wctx, f, cns, path)
+		})
+	} else if !sp.wait(ctx) {
+		return // the reader went away
+	}
+	switch {
+	case sp.err != nil && ctx.Err() != nil:
+		return // the reader went away
+	case sp.err != nil && (errors.Is(sp.err, context.Canceled) || errors.Is(sp.err, context.DeadlineExceeded)):
+		// The reader who was to write it went away before it could.
+		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
+		return
+	case sp.err != nil:
+		s.failStore(w, r, sp.err)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/gzip")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filename}))
 	h.Set("Content-Security-Policy", rawCSP)
 	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	ctx := r.Context()
-	gz, _ := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	h.Set("ETag", sp.info.(string))
+	sp.serve(s.stream(w), r)
+}
+
+// mboxFormat names the way a download is written (From_ lines, quoting,
+// compression): a change to any of them changes it, and so the key of
+// every download's spool.
+const mboxFormat = "mboxrd gzip 1"
+
+// writeMbox writes the messages cns to w as a gzipped mboxrd file, one
+// at a time: each is read from the store, written and dropped before
+// the next. It returns the file's ETag, made of its bytes. A message
+// the store does not have, or has removed since the catalog was read,
+// is left out.
+func (s *Server) writeMbox(ctx context.Context, w io.Writer, cns []string, path string) (string, error) {
+	sum := sha256.New()
+	gz, _ := gzip.NewWriterLevel(io.MultiWriter(w, sum), gzip.DefaultCompression)
 	mw := mbox.NewWriter(gz)
 	for _, cn := range cns {
 		m, err := s.getByText(ctx, cn)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRemoved) {
 			// The catalog names it, the store does not have it: another
-			// store than the catalog's. Leave it out, say so.
-			s.log.Warn("a message of the catalog is not in the store: left out of a download", "callnumber", cn, "path", r.URL.EscapedPath())
+			// store than the catalog's, or removed meanwhile. Leave it
+			// out, say so.
+			s.log.Warn("a message of the catalog is not in the store: left out of a download", "callnumber", cn, "path", path, "err", err)
 			continue
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("download cut off", "path", r.URL.EscapedPath(), "callnumber", cn, "err", err)
-			}
-			panic(http.ErrAbortHandler)
+			return "", fmt.Errorf("cannot read message %s for a download: %w", cn, err)
 		}
 		if err := mw.WriteMessage(fromLine(m), m.Raw); err != nil {
-			panic(http.ErrAbortHandler) // the client went away
+			return "", fmt.Errorf("cannot spool a download: %w", err)
 		}
 	}
 	if err := mw.Flush(); err != nil {
-		panic(http.ErrAbortHandler)
+		return "", fmt.Errorf("cannot spool a download: %w", err)
 	}
 	if err := gz.Close(); err != nil {
-		panic(http.ErrAbortHandler)
+		return "", fmt.Errorf("cannot spool a download: %w", err)
 	}
+	return `"` + hex.EncodeToString(sum.Sum(nil)[:16]) + `"`, nil
+}
+
+// stream returns w for writing a large body (httpserve.Stream): its
+// write deadline moves as the reader reads.
+func (s *Server) stream(w http.ResponseWriter) http.ResponseWriter {
+	return httpserve.Stream(w, orDefault(s.opts.WriteIdleTimeout, DefaultWriteIdleTimeout))
 }
 
 // fromLine returns the From_ line of a message in a download (RFC 4155
@@ -186,7 +241,7 @@ func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest str
 		if s.attachmentFailed(w, r, sp.err) || attachmentHeader(w, r, sp.digest, n, sp.info.(mailview.Attachment)) {
 			return
 		}
-		sp.serve(w, r)
+		sp.serve(s.stream(w), r)
 		return
 	}
 	m, _, ok := s.lookup(w, r, cn)
@@ -210,7 +265,7 @@ func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest str
 		if s.attachmentFailed(w, r, err) || attachmentHeader(w, r, sp.digest, n, sp.info.(mailview.Attachment)) {
 			return
 		}
-		sp.serve(w, r)
+		sp.serve(s.stream(w), r)
 		return
 	}
 	if notModified(w, r, m.Digest, "a"+strconv.Itoa(n)) {

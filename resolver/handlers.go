@@ -448,7 +448,7 @@ func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
 	defer release()
 	if !first && sp.wait(r.Context()) && sp.f != nil {
 		if !rawHeader(w, r, sp.digest, sp.info.(string)) {
-			sp.serve(w, r)
+			sp.serve(s.stream(w), r)
 		}
 		return
 	}
@@ -471,7 +471,7 @@ func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
 			return
 		}
 		if !rawHeader(w, r, sp.digest, name) {
-			sp.serve(w, r)
+			sp.serve(s.stream(w), r)
 		}
 		return
 	}

@@ -52,6 +52,7 @@ const (
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultWriteTimeout      = 60 * time.Second
+	DefaultWriteIdleTimeout  = 60 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultShutdownTimeout   = 10 * time.Second
 	// DefaultMaxReferences is how many In-Reply-To and References IDs a
@@ -75,6 +76,12 @@ type Options struct {
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
+	// WriteIdleTimeout replaces WriteTimeout for the large bodies (mbox
+	// downloads, large raw messages and attachments): such a response
+	// takes as long as its reader keeps reading, and is cut off once a
+	// write has waited this long for the reader. 0 means
+	// DefaultWriteIdleTimeout.
+	WriteIdleTimeout time.Duration
 	// ShutdownTimeout is how long Serve waits for requests in flight once
 	// its context is done; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
