@@ -55,7 +55,6 @@ func splitDiff(text string) (rest string, d *diffText) {
 	keep := func(l string) { nq.WriteString(l); nq.WriteByte('\n') }
 	add := func(b *strings.Builder, l string) { b.WriteString(l); b.WriteByte('\n') }
 	inDiff := false
-	oldDiff := false // after "--- name" of a traditional diff
 	lines := strings.Split(text, "\n")
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
@@ -73,7 +72,7 @@ func splitDiff(text string) (rest string, d *diffText) {
 		case inDiff && strings.HasPrefix(l, " "):
 			add(&d.context, l[1:])
 		case l == "-- ":
-			inDiff, oldDiff = false, false // a signature
+			inDiff = false // a signature
 		case strings.HasPrefix(l, "diff --git ") && diffGitLine.MatchString(l):
 			keep(l)
 			inDiff = true
@@ -85,9 +84,9 @@ func splitDiff(text string) (rest string, d *diffText) {
 			inDiff = true // the path is the files column's
 		case strings.HasPrefix(l, "--- ") && diffFromName.MatchString(l):
 			keep(l)
-			inDiff, oldDiff = true, true
-		case oldDiff && strings.HasPrefix(l, "+++ ") && diffToName.MatchString(l):
-			oldDiff = false
+			inDiff = true // a traditional diff's old name
+		case inDiff && strings.HasPrefix(l, "+++ ") && diffToName.MatchString(l):
+			// The new name of a traditional diff, or /dev/null.
 		case inDiff && strings.HasPrefix(l, "+"):
 			add(&d.added, l[1:])
 		case inDiff && strings.HasPrefix(l, "-"):
@@ -107,7 +106,7 @@ func splitDiff(text string) (rest string, d *diffText) {
 			// In a diff, an empty line may be context a mailer stripped.
 		default:
 			keep(l)
-			inDiff, oldDiff = false, false
+			inDiff = false
 		}
 	}
 	return nq.String(), d

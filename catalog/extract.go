@@ -111,9 +111,14 @@ func extract(m store.Stored, opts mailview.Options) doc {
 			date = f.Value
 		case "List-Id":
 			listID = f.Value
-		case "To":
+		}
+	}
+	// Every To and Cc field (some mailers write one per recipient).
+	for _, f := range v.Header {
+		switch {
+		case strings.EqualFold(f.Name, "To"):
 			to = append(to, f.Value)
-		case "Cc":
+		case strings.EqualFold(f.Name, "Cc"):
 			cc = append(cc, f.Value)
 		}
 	}

@@ -141,6 +141,11 @@ func sqlCond(n *node) (string, []any) {
 		return `(m.list = ? OR m.label IN (SELECT rowid FROM fts_addr WHERE fts_addr MATCH ?))`,
 			[]any{ListName(n.term.Text), n.term.ftsIn("list_id")}
 	case opRange:
+		if n.col == "size" {
+			// public-inbox's size is IMAP's RFC822.SIZE, with CRLF line
+			// ends: the wire table's.
+			return "((SELECT w.size FROM wire w WHERE w.msg = m.id) BETWEEN ? AND ?)", []any{n.lo, n.hi}
+		}
 		return "(m." + n.col + " BETWEEN ? AND ?)", []any{n.lo, n.hi}
 	case opMsgID:
 		return `(m.msgid_key = ? AND m.msgid = ?)`, []any{textKey(n.value), n.value}
