@@ -23,6 +23,10 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+// One change to go-imap's IMAP server, SELECT answering [READ-ONLY] when
+// the session says so: third_party/go-imap/CHIBRARY.md.
+replace github.com/emersion/go-imap/v2 => ./third_party/go-imap
+
 require (
 	github.com/aymerick/douceur v0.2.0 // indirect
 	github.com/basho/backoff v0.0.0-20150307023525-2ff7c4694083 // indirect

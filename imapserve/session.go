@@ -160,6 +160,11 @@ func (ss *session) Select(name string, options *imap.SelectOptions) (*imap.Selec
 		return nil, ss.count("SELECT", ss.storeErr("read mailbox "+name, err))
 	}
 	v.readOnly = options.ReadOnly
+	// The archive is read-only: SELECT too answers [READ-ONLY] (RFC 9051
+	// section 6.3.2; third_party/go-imap/CHIBRARY.md). The session's own
+	// flags stay as SELECT keeps them (FETCH sets \Seen, STORE is taken),
+	// as the RFC allows of per-user state in a read-only mailbox.
+	options.ReadOnly = true
 	ss.mbox = v
 	return &imap.SelectData{
 		Flags:          flags,
