@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"net/mail"
 	"strings"
 
 	"github.com/chibrary/chibrary/mailview"
@@ -100,4 +101,25 @@ func lowerASCII(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// Address returns a sender's address (Message.FromAddr, Entry.FromAddr)
+// as a mail or news client takes it: the address itself, or the one an
+// archive wrote so that harvesters would not read it, as pipermail writes
+// "johnml at michaweb.net"; "" for anything else.
+func Address(addr string) string {
+	addr = strings.TrimSpace(addr)
+	if a, err := mail.ParseAddress(addr); err == nil && a.Address == addr {
+		return addr
+	}
+	local, domain, ok := strings.Cut(addr, " at ")
+	local, domain = strings.TrimSpace(local), strings.TrimSpace(domain)
+	if !ok || !strings.Contains(domain, ".") || strings.ContainsAny(local+domain, " @") {
+		return ""
+	}
+	a := local + "@" + domain
+	if p, err := mail.ParseAddress(a); err != nil || p.Address != a {
+		return ""
+	}
+	return a
 }

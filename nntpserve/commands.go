@@ -655,12 +655,21 @@ func encodeWords(s string) string {
 	return s
 }
 
-// from writes the sender as a From header would.
+// from writes the sender as a From header would (RFC 5322 section 3.4),
+// with an address a newsreader can use: pipermail's "johnml at
+// michaweb.net" is johnml@michaweb.net (catalog.Address); without one, the
+// name alone.
 func from(e *catalog.Entry) string {
-	if e.FromAddr == "" || e.FromName == "" {
-		return encodeWords(e.FromName + e.FromAddr)
+	addr := catalog.Address(e.FromAddr)
+	switch {
+	case addr != "" && e.FromName != "":
+		return (&mail.Address{Name: e.FromName, Address: addr}).String()
+	case addr != "":
+		return addr
+	case e.FromName != "":
+		return encodeWords(e.FromName)
 	}
-	return (&mail.Address{Name: e.FromName, Address: e.FromAddr}).String()
+	return encodeWords(e.FromAddr)
 }
 
 // hdr answers HDR (225) and XHDR (221) (RFC 3977 section 8.5): the
