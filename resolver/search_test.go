@@ -123,7 +123,8 @@ func TestListSearchBox(t *testing.T) {
 		found   string
 	}{
 		{"a word", "sprockets", 200, "sprockets list:demo", "0 messages found"},
-		{"an excluded word with list: in it", "sprockets -xlist:y", 200, "sprockets -xlist:y list:demo", "0 messages found"},
+		{"an unknown prefix ending in list:", "sprockets -xlist:y", 400, "sprockets -xlist:y list:demo", "xlist: at character 12 is not a search prefix"},
+		{"an excluded phrase with list: in it", `sprockets -"xlist:y"`, 200, `sprockets -&#34;xlist:y&#34; list:demo`, "0 messages found"},
 		{"a phrase with list: in it", `sprockets -"list:hostile"`, 200, `sprockets -&#34;list:hostile&#34; list:demo`, "0 messages found"},
 		{"a word ending in list:", "sprockets blacklist:", 200, "sprockets blacklist: list:demo", "0 messages found"},
 		{"list: named", "sprockets list:hostile", 200, "sprockets list:hostile", "1 message found"},
@@ -140,8 +141,8 @@ func TestListSearchBox(t *testing.T) {
 			}
 		})
 	}
-	if all := get(t, ca.srv.URL+"/search?q=sprockets+-xlist%3Ay"); !strings.Contains(all.body, "1 message found") {
-		t.Errorf("sprockets -xlist:y in every list: want the one message:\n%s", all.body)
+	if all := get(t, ca.srv.URL+"/search?q="+url.QueryEscape(`sprockets -"xlist:y"`)); !strings.Contains(all.body, "1 message found") {
+		t.Errorf(`sprockets -"xlist:y" in every list: want the one message:\n%s`, all.body)
 	}
 }
 
