@@ -143,6 +143,9 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	if err := cli.CheckListen("listen", listen); err != nil {
 		return err
 	}
+	if changesPublic && changesToken == "" {
+		return cli.Usagef("--changes-public goes with --changes-token-file: without a token the change feed is public already")
+	}
 	if err := rf.check(); err != nil {
 		return err
 	}

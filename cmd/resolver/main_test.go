@@ -107,6 +107,7 @@ func TestGetAndInspect(t *testing.T) {
 		{"get usage hint", []string{"get", "--data", dir}, 2, "", nil, "missing CALLNUMBER\nRun 'resolver get --help' for usage."},
 		{"inspect usage hint", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "Run 'resolver inspect --help' for usage."},
 		{"serve usage hint", []string{"serve", "extra"}, 2, "", nil, "Run 'resolver serve --help' for usage."},
+		{"changes-public without a token", []string{"serve", "--data", dir, "--changes-public"}, 2, "", nil, "--changes-public goes with --changes-token-file"},
 		{"reindex usage hint", []string{"reindex", "--nope"}, 2, "", nil, "Run 'resolver reindex --help' for usage."},
 		{"compact usage hint", []string{"compact", "--nope"}, 2, "", nil, "Run 'resolver compact --help' for usage."},
 		{"help get", []string{"help", "get"}, 0, "", []string{"Usage: resolver get"}, ""},
