@@ -110,7 +110,7 @@ func TestMessagePageHTML(t *testing.T) {
 	ds := &diffstat{Files: []patch.File{{Path: hostile, OldPath: "old+name", Added: 3, Deleted: 1}, {Path: "b.bin", Binary: true}}, More: 1, Added: 1, Deleted: 2, Truncated: true, Changed: 3}
 	full := pageData{CallNumber: "3kTMd2xA", Title: hostile, View: view, List: "linux-mips", InReplyTo: links, References: links,
 		Replies: true, Sender: &catalog.Sender{Name: hostile, Addr: hostile, Via: hostile}, Diffstat: ds,
-		Reply: &replyInfo{To: hostile, Git: hostile, Mailto: "mailto:" + hostile}, Nav: nav(nil)}
+		Reply: &replyInfo{To: hostile, Cc: []string{hostile}, Git: hostile, Mailto: "mailto:" + hostile}, Nav: nav(nil)}
 	cases := []pageData{full, {CallNumber: "3kTMd2xA", Title: "(no subject)", View: &mailview.Message{}}}
 	for _, change := range []func(*pageData){
 		func(d *pageData) { d.Nav = nil },
@@ -130,6 +130,9 @@ func TestMessagePageHTML(t *testing.T) {
 		func(d *pageData) { d.Nav = nav(func(n *navigation) { n.ThreadPage, n.Tree = 1, nil }) },
 		func(d *pageData) {
 			d.Reply, d.Sender, d.Diffstat = &replyInfo{Mailto: "javascript:alert(1)"}, &catalog.Sender{Via: "l"}, &diffstat{Added: 1, Deleted: 1, Changed: 1}
+		},
+		func(d *pageData) {
+			d.Reply = &replyInfo{To: "l@example.org", Cc: []string{"a@example.org", "b@example.org", "c@example.org"}}
 		},
 	} {
 		d := full
