@@ -77,6 +77,7 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkHostile$$' -benchtime 10x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkHostileSearch -benchtime 2000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSlowReaders -benchtime 1x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkStalledMboxReaders -benchtime 1x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkHostileThreads -benchtime 3x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkRebuild -benchtime 3x ./catalog/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 800x ./catalog/
