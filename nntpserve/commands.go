@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"mime"
 	"net/mail"
@@ -418,7 +419,7 @@ func (cn *conn) sendArticle(args []string, code int) (int, error) {
 		cn.reply(223, "%d <%s>", n, e.MessageID)
 		return 223, nil
 	}
-	raw, err := cn.get(e.CallNumber)
+	art, err := cn.open(&e)
 	if errors.Is(err, store.ErrNotFound) {
 		cn.reply(423, "no article with that number")
 		return 423, nil
@@ -426,23 +427,67 @@ func (cn *conn) sendArticle(args []string, code int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	wire := mailwire.AppendCRLF(nil, raw)
-	body := mailwire.BodyStart(wire)
+	defer art.release()
+	r := io.NewSectionReader(art.ReaderAt, 0, art.size)
 	switch code {
 	case 221:
-		wire = wire[:body]
 		// The header without the blank line that ends it.
-		wire = bytes.TrimSuffix(wire, []byte("\r\n\r\n"))
-		if len(wire) > 0 {
-			wire = append(wire, '\r', '\n')
+		head := art.body
+		var end [4]byte
+		if n, _ := art.ReadAt(end[:], head-4); n == 4 && string(end[:]) == "\r\n\r\n" {
+			head -= 2
 		}
+		r = io.NewSectionReader(art.ReaderAt, 0, head)
 	case 222:
-		wire = wire[body:]
+		r = io.NewSectionReader(art.ReaderAt, art.body, art.size-art.body)
 	}
 	cn.reply(code, "%d <%s>", n, e.MessageID)
-	cn.block(wire)
+	if err := cn.block(r); err != nil {
+		// Half an article is sent: the connection cannot go on.
+		cn.s.log.Error("cannot send an article", "callnumber", e.CallNumber, "err", err)
+		return 0, fmt.Errorf("cannot send article %s: %w", e.CallNumber, err)
+	}
 	cn.s.m.articles.Inc()
 	return code, nil
+}
+
+// spoolThreshold is the largest article (its wire form) a connection
+// holds in memory while it sends it. A larger one is sent from a spool
+// file that every connection sending it shares (package spool): a
+// client that reads slowly, or not at all, then holds a file's place,
+// not the message.
+const spoolThreshold = 1 << 20
+
+// article is a message's wire form, in memory or in a spool file.
+type article struct {
+	io.ReaderAt
+	size, body int64 // its length, where its body starts
+	release    func()
+}
+
+// open returns the wire form of e's message.
+func (cn *conn) open(e *catalog.Entry) (*article, error) {
+	if e.WireSize <= cn.s.spoolAbove {
+		raw, err := cn.get(e.CallNumber)
+		if err != nil {
+			return nil, err
+		}
+		wire := mailwire.AppendCRLF(nil, raw)
+		return &article{bytes.NewReader(wire), int64(len(wire)), int64(mailwire.BodyStart(wire)), func() {}}, nil
+	}
+	b, err := cn.s.spools.Get(cn.ctx, "nntp/"+e.CallNumber, func(w io.Writer) (any, error) {
+		raw, err := cn.get(e.CallNumber)
+		if err != nil {
+			return nil, err
+		}
+		wire := mailwire.AppendCRLF(nil, raw)
+		_, err = w.Write(wire)
+		return int64(mailwire.BodyStart(wire)), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &article{b.Open(), b.Size(), b.Info().(int64), func() { cn.s.spools.Release(b) }}, nil
 }
 
 // get reads a message from the store, errFault on an error other than
@@ -463,24 +508,37 @@ func (cn *conn) get(cn8 string) ([]byte, error) {
 	return m.Raw, nil
 }
 
-// block writes wire (CRLF lines) dot-stuffed, ending its last line if it
-// has no end, then the terminating dot.
-func (cn *conn) block(wire []byte) {
-	for len(wire) > 0 {
-		i := bytes.Index(wire, []byte("\r\n"))
-		line := wire
-		if i >= 0 {
-			line, wire = wire[:i], wire[i+2:]
-		} else {
-			wire = nil
+// block writes r, CRLF lines, dot-stuffed, a piece at a time, ending its
+// last line if it has no end, then the terminating dot; it fails only
+// as reading r does (a write error shows at the next flush).
+func (cn *conn) block(r io.Reader) error {
+	br := cn.s.readers.Get().(*bufio.Reader)
+	defer cn.s.readers.Put(br)
+	br.Reset(r)
+	start := true // at the start of a line
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if start && chunk[0] == '.' {
+				cn.bw.WriteByte('.')
+			}
+			cn.bw.Write(chunk)
+			start = chunk[len(chunk)-1] == '\n'
 		}
-		if len(line) > 0 && line[0] == '.' {
-			cn.bw.WriteByte('.')
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		cn.bw.Write(line)
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			br.Reset(nil)
+			return err
+		}
+	}
+	br.Reset(nil)
+	if !start {
 		cn.bw.WriteString("\r\n")
 	}
 	cn.end()
+	return nil
 }
 
 // entries calls fn with the catalog rows of the selected group's

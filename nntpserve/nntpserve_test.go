@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/textproto"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,17 @@ import (
 	"github.com/chibrary/chibrary/mailwire"
 )
 
-func serve(t testing.TB, a *archivetest.Archive, opts Options) string {
+func serve(t testing.TB, a *archivetest.Archive, opts Options, tweaks ...func(*Server)) string {
+	t.Helper()
+	addr, stop := start(t, a, opts, tweaks...)
+	t.Cleanup(stop)
+	return addr
+}
+
+// start serves a over NNTP on a loopback port until stop is called, which
+// fails the test if the server does not stop within 10 s; tweaks change
+// the server before it serves.
+func start(t testing.TB, a *archivetest.Archive, opts Options, tweaks ...func(*Server)) (addr string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -31,16 +42,25 @@ func serve(t testing.TB, a *archivetest.Archive, opts Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, tweak := range tweaks {
+		tweak(s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, Listener{Listener: ln}) }()
-	t.Cleanup(func() {
+	return ln.Addr().String(), sync.OnceFunc(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve = %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve = %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			// The archive closes next: a server left running would
+			// read a closed catalog.
+			panic("the NNTP server did not stop within 10 s of being asked: a connection holds it")
 		}
 	})
-	return ln.Addr().String()
 }
 
 // session is a scripted NNTP client.

@@ -12,14 +12,17 @@
 // can be posted.
 //
 // An article is the stored message with CRLF line ends (package
-// mailwire), dot-stuffed. The overview comes from the catalog, without
+// mailwire), dot-stuffed as it is written; a large one is sent from a
+// file its readers share (package spool), so that slow readers cost disk,
+// not memory. The overview comes from the catalog, without
 // reading messages: Subject and From decoded by the catalog and encoded
 // again (RFC 2047) where they are not ASCII, the Date as the catalog
 // dates the message, in UTC. HDR of another header reads the messages.
 //
 // Against hostile clients: a command line is at most 512 octets (RFC
 // 3977 section 3.1), longer ends the connection; the limits of
-// netserve bound connections and idle time; long answers (OVER 1-,
+// netserve bound connections, the wait for the first command and idle
+// time; long answers (OVER 1-,
 // LISTGROUP, NEWNEWS) are read from the catalog a chunk at a time and
 // streamed.
 package nntpserve
@@ -40,6 +43,7 @@ import (
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/netserve"
+	"github.com/chibrary/chibrary/internal/spool"
 	"github.com/chibrary/chibrary/store"
 )
 
@@ -69,6 +73,9 @@ type Options struct {
 	Limits netserve.Options
 	// Host names the server in its greeting; "" is "chibrary".
 	Host string
+	// SpoolDir holds the large articles being sent (see spoolThreshold);
+	// "" is the system's temporary directory.
+	SpoolDir string
 }
 
 // Server serves one archive over NNTP. It is safe for concurrent use.
@@ -78,6 +85,12 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	m    *metrics
+	// spools are the large articles being sent, shared by the
+	// connections: those over spoolAbove bytes (spoolThreshold but in
+	// tests).
+	spools     *spool.Spools
+	spoolAbove int64
+	readers    sync.Pool // *bufio.Reader, of articles being sent
 }
 
 type metrics struct {
@@ -126,7 +139,9 @@ func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
 			}
 		}
 	}
-	return &Server{cat: c, st: st, opts: opts, log: opts.Logger.With("protocol", "nntp"), m: m}, nil
+	return &Server{cat: c, st: st, opts: opts, log: opts.Logger.With("protocol", "nntp"), m: m,
+		spools: spool.New(spool.Options{Dir: opts.SpoolDir}), spoolAbove: spoolThreshold,
+		readers: sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}}, nil
 }
 
 // ValidPrefix reports whether p can prefix newsgroup names: words of
@@ -194,6 +209,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...Listener) error {
 		})
 	}
 	wg.Wait()
+	s.spools.Close()
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -215,6 +231,7 @@ type conn struct {
 	// current article number (0 for none).
 	group   string
 	article uint32
+	lines   int // command lines read
 }
 
 func (s *Server) handle(ctx context.Context, c net.Conn, isTLS bool) {
@@ -253,10 +270,13 @@ func (s *Server) handle(ctx context.Context, c net.Conn, isTLS bool) {
 }
 
 // readLine reads a command line, waiting at most the idle timeout
-// (netserve brings the read deadline in to it); a line longer than
-// MaxLine is errSyntax.
+// (netserve brings the read deadline in to it), or for the first line the
+// first-read deadline netserve set; a line longer than MaxLine is
+// errSyntax.
 func (cn *conn) readLine() (string, error) {
-	cn.c.SetReadDeadline(time.Time{})
+	if cn.lines++; cn.lines > 1 {
+		cn.c.SetReadDeadline(time.Time{})
+	}
 	line, err := cn.br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		return "", errSyntax

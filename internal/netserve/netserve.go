@@ -23,9 +23,10 @@ const (
 	DefaultMaxConns      = 256
 	DefaultMaxConnsPerIP = 16
 	DefaultIdleTimeout   = 30 * time.Minute
-	// FirstReadTimeout bounds the wait for a connection's first bytes,
-	// until the server sets a read deadline of its own.
-	FirstReadTimeout = 30 * time.Second
+	// DefaultFirstReadTimeout bounds the wait for a connection's first
+	// command (its TLS handshake, for implicit TLS), until the server sets
+	// a read deadline of its own.
+	DefaultFirstReadTimeout = 30 * time.Second
 )
 
 // Options configure a Listener; zero values are the defaults above.
@@ -35,6 +36,8 @@ type Options struct {
 	// IdleTimeout bounds every wait for the client: a read deadline set
 	// further away, or none, is brought in to it.
 	IdleTimeout time.Duration
+	// FirstReadTimeout is the read deadline of a new connection.
+	FirstReadTimeout time.Duration
 	// Refuse, if set, writes the protocol's refusal to a connection over a
 	// limit before it is closed.
 	Refuse  func(c net.Conn, reason string)
@@ -103,6 +106,9 @@ func Listen(ln net.Listener, opts Options) *Listener {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
+	if opts.FirstReadTimeout <= 0 {
+		opts.FirstReadTimeout = DefaultFirstReadTimeout
+	}
 	return &Listener{Listener: ln, opts: opts, perIP: map[string]int{}}
 }
 
@@ -147,7 +153,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		var conn net.Conn = &Conn{Conn: c, l: l, ip: ip}
 		// The TLS handshake and first command come soon or not at all.
-		conn.SetReadDeadline(time.Now().Add(FirstReadTimeout))
+		conn.SetReadDeadline(time.Now().Add(l.opts.FirstReadTimeout))
 		if l.opts.TLS != nil {
 			conn = tls.Server(conn, l.opts.TLS)
 		}
