@@ -58,7 +58,11 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *im
 					ss.buf = mailwire.AppendCRLF(ss.buf[:0], raw)
 					msg = &wire{mem: ss.buf, size: int64(len(ss.buf)), body: int64(mailwire.BodyStart(ss.buf))}
 				}
-				if errors.Is(err, store.ErrNotFound) {
+				if errors.Is(err, store.ErrRemoved) {
+					// Removed since the catalog was read: its EXPUNGE
+					// follows.
+					continue
+				} else if errors.Is(err, store.ErrNotFound) {
 					// In the catalog, not in the store: a catalog ahead
 					// of a store restored from an older backup.
 					ss.s.log.Warn("a message of the catalog is not in the store", "callnumber", es[i].CallNumber)

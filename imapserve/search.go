@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"mime"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -128,6 +130,9 @@ func (sr *searcher) prepare(c *imap.SearchCriteria) error {
 		if _, ok := sr.texts[key]; ok {
 			return nil
 		}
+		if err := searchable(s); err != nil {
+			return err
+		}
 		q := textQuery(s, body)
 		if q == nil {
 			sr.texts[key] = nil
@@ -166,9 +171,26 @@ func (sr *searcher) prepare(c *imap.SearchCriteria) error {
 	return nil
 }
 
+// searchable says why the index cannot answer a TEXT or BODY string: one
+// that is not UTF-8 (RFC 3501 section 6.4.4: the charset, UTF-8 or
+// US-ASCII here, says what its bytes are), or one not empty without a
+// letter or digit, which the index, of words, cannot find. Matching
+// every message, or none, would be a wrong answer given as a right one.
+func searchable(s string) error {
+	if !utf8.ValidString(s) {
+		return &imap.Error{Type: imap.StatusResponseTypeBad, Code: imap.ResponseCodeClientBug, Text: "A search string is not UTF-8"}
+	}
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		return &imap.Error{Type: imap.StatusResponseTypeNo, Code: imap.ResponseCodeCannot,
+			Text: fmt.Sprintf("The archive searches the text for words: %q has none", s)}
+	}
+	return nil
+}
+
 // textQuery is the catalog query of a TEXT (or, body, BODY) string: its
-// words as a phrase, the last one a prefix; nil for a string without a
-// word, which every message matches.
+// words as a phrase, the last one a prefix; nil for the empty string,
+// which every message has (searchable turns away the others without a
+// word).
 func textQuery(s string, body bool) *catalog.Query {
 	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return nil

@@ -305,6 +305,15 @@ func (c *Conn) readCommand(dec *imapwire.Decoder) error {
 			Code: imap.ResponseCodeClientBug,
 			Text: "Syntax error: " + decErr.Message,
 		}
+	} else if derr := dec.Err(); err != nil && derr != nil && errors.Is(err, derr) && !isReadError(derr) {
+		// chibrary: what the decoder could not read of the client's
+		// bytes (a bad sequence set, date or mailbox name) is the
+		// client's error, not the server's.
+		resp = &imap.StatusResponse{
+			Type: imap.StatusResponseTypeBad,
+			Code: imap.ResponseCodeClientBug,
+			Text: "Syntax error: " + strings.TrimPrefix(derr.Error(), "imapwire: "),
+		}
 	} else if err != nil {
 		c.server.logger().Printf("handling %v command: %v", name, err)
 		resp = internalServerErrorResp
@@ -615,4 +624,11 @@ func (w *UpdateWriter) WriteMessageFlags(seqNum uint32, uid imap.UID, flags []im
 	}
 	respWriter.WriteFlags(flags)
 	return respWriter.Close()
+}
+
+// isReadError reports whether err is the connection's failing, not the
+// client's bytes (chibrary).
+func isReadError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
