@@ -420,7 +420,7 @@ func (cn *conn) sendArticle(args []string, code int) (int, error) {
 		return 223, nil
 	}
 	art, err := cn.open(&e)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRemoved) {
 		cn.reply(423, "no article with that number")
 		return 423, nil
 	}
@@ -498,6 +498,9 @@ func (cn *conn) get(cn8 string) ([]byte, error) {
 		return nil, cn.fault("read message "+cn8, err)
 	}
 	m, err := cn.s.st.Get(cn.ctx, n)
+	if errors.Is(err, store.ErrRemoved) {
+		return nil, err // since the catalog was read
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		cn.s.log.Warn("a message of the catalog is not in the store", "callnumber", cn8)
 		return nil, err
@@ -747,7 +750,7 @@ func (cn *conn) hdr(args []string, ok int) (int, error) {
 			return field(e, name), nil
 		}
 		raw, err := cn.get(e.CallNumber)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRemoved) {
 			return "", nil
 		}
 		if err != nil {

@@ -223,3 +223,22 @@ func cut(t *testing.T, addr, stage, send string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRemovedArticle: a message removed from the store before the
+// catalog has caught up is no article (423), not a fault of the archive.
+func TestRemovedArticle(t *testing.T) {
+	a := archivetest.New(t)
+	cns := a.Put("a", large(2<<20), small)
+	a.Sync()
+	for _, cn := range cns {
+		a.Remove(cn)
+	}
+	s := dial(t, serve(t, a, Options{}))
+	s.expect(211, "GROUP chibrary.a")
+	s.expect(423, "ARTICLE 1")
+	s.expect(423, "BODY 2")
+	_, lines := s.block(225, "HDR Received 1-2")
+	if len(lines) != 2 || lines[0] != "1 " || lines[1] != "2 " {
+		t.Errorf("HDR of removed articles = %q, want them empty", lines)
+	}
+}
