@@ -24,7 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/shuffle"
@@ -337,6 +339,15 @@ func (fr *Reader) Next() (Record, error) {
 		if r.Removed.IsZero() {
 			return bad("a removal without its date")
 		}
+		// A reason an origin recorded before CheckReason refused the
+		// marks that set the direction of text loses the marks, and the
+		// removal still holds.
+		r.Reason = strings.Map(func(c rune) rune {
+			if unicode.Is(unicode.Bidi_Control, c) {
+				return -1
+			}
+			return c
+		}, r.Reason)
 		if err := store.CheckReason(r.Reason); err != nil {
 			return bad("%v", err)
 		}

@@ -206,3 +206,33 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestReasonDirectionMarks: an origin's removal whose reason holds marks
+// that set the direction of text (recorded before CheckReason refused
+// them) is read without them: the removal holds, the marks do not.
+func TestReasonDirectionMarks(t *testing.T) {
+	s := strings.Replace(string(sample(t).bytes), `"reason":"spam"`, `"reason":"sp\u202eam"`, 1)
+	fr, err := NewReader(strings.NewReader(s), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for {
+		rec, err := fr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading a removal whose reason has U+202E: %v", err)
+		}
+		if rec.Kind == KindRemoval {
+			found = true
+			if rec.Removal.Reason != "spam" {
+				t.Errorf("reason %q, want spam", rec.Removal.Reason)
+			}
+		}
+	}
+	if !found {
+		t.Error("no removal read")
+	}
+}

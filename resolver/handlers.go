@@ -81,7 +81,10 @@ func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) gone(w http.ResponseWriter, r *http.Request, rm store.Removal) {
 	msg := "This message was removed from the archive on " + rm.Removed.UTC().Format(dateLayout)
 	if rm.Reason != "" {
-		msg += ": " + rm.Reason
+		// Isolated (U+2068 ... U+2069), so that a reason recorded before
+		// CheckReason refused direction marks cannot turn the text
+		// around it.
+		msg += ": \u2068" + rm.Reason + "\u2069"
 	}
 	msg += ". Its call number stays, and names no other message."
 	h := w.Header()

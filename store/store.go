@@ -94,16 +94,18 @@ func (e *RemovedError) Is(target error) bool { return target == ErrRemoved }
 const MaxReason = 300
 
 // ErrBadReason: a reason CheckReason refuses.
-var ErrBadReason = errors.New("store: a removal reason is one line of text of at most 300 bytes")
+var ErrBadReason = errors.New("store: a removal reason is one line of text of at most 300 bytes, without control or text-direction characters")
 
 // CheckReason checks a removal reason: one public line of UTF-8 text of
-// at most MaxReason bytes.
+// at most MaxReason bytes, without control characters nor the marks that
+// set the direction of text (Unicode's Bidi_Control: an U+202E in a
+// reason reversed the page around it).
 func CheckReason(reason string) error {
 	if len(reason) > MaxReason || !utf8.ValidString(reason) {
 		return ErrBadReason
 	}
 	for _, r := range reason {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return ErrBadReason
 		}
 	}
