@@ -158,7 +158,7 @@ func TestLabels(t *testing.T) {
 				if i%4 == 0 {
 					list = "two"
 				}
-				raw := fmt.Appendf(nil, "From: Sender %d <s%d@example.org>\nSubject: note %d\nMessage-ID: <m%d.%d@example.org>\nDate: %s\n\ncommon word%d\n",
+				raw := fmt.Appendf(nil, "From: Sender %d <s%d@example.org>\nTo: all@example.org\nSubject: note %d\nMessage-ID: <m%d.%d@example.org>\nDate: %s\n\ncommon word%d\n",
 					i, i, i, i, k, dates[i].Format(time.RFC1123Z), i%5)
 				a.put(raw, list)
 				if k%17 == 0 {
@@ -245,6 +245,12 @@ func checkSearches(t *testing.T, c *Catalog, ms []labelled) {
 		{"common list:two", func(m labelled) bool { return m.list == "two" }},
 		{fmt.Sprintf("common after:%s before:%s", time.Unix(from, 0).UTC().Format(time.DateOnly), time.Unix(to, 0).UTC().Format(time.DateOnly)),
 			func(m labelled) bool { return m.date >= dayOf(from) && m.date < dayOf(to) }},
+		// public-inbox's: the same range as d:, and To read from the
+		// fts_addr index, whose rows have the same labels.
+		{fmt.Sprintf("s:note d:%s..%s", time.Unix(from, 0).UTC().Format("20060102"), time.Unix(to-86400, 0).UTC().Format("20060102")),
+			func(m labelled) bool { return m.date >= dayOf(from) && m.date < dayOf(to) }},
+		{"t:all", func(labelled) bool { return true }},
+		{"t:all list:two", func(m labelled) bool { return m.list == "two" }},
 	} {
 		var want []string
 		for _, m := range newest {

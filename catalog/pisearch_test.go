@@ -481,3 +481,31 @@ func FuzzParsePI(f *testing.F) {
 		}
 	})
 }
+
+// piSearchKinds are public-inbox queries as b4 and lei send them, and
+// those that read the fts_addr table or join both.
+var piSearchKinds = []struct {
+	name    string
+	queries []string
+}{
+	{"b4", []string{`(s:"MIPS: fix" AND f:"ralf@linux-mips.org") AND d:20150101..`, `(nq:"change-id: 2019" OR (s:"PATCH" AND f:"macro")) AND d:..20190101`}},
+	{"lei", []string{"s:mips d:20180101..", "f:ralf d:2016-01-01..2016-12-31", "s:octeon AND NOT f:ralf"}},
+	{"to-cc", []string{"t:ralf", "c:linux-mips", "tc:kernel.org"}},
+	{"any-address", []string{"a:ralf", "a:maciej OR a:macro"}},
+	{"diff", []string{"dfb:unlikely", "dfctx:spin_lock", `dfa:"return 0"`, "dfn:Makefile"}},
+	{"mixed", []string{"s:cache -t:ralf", "t:ralf OR s:tlb", "m:20190101000000.GA1234@example.org", "z:100000.."}},
+}
+
+// BenchmarkPISearch runs public-inbox's queries on the corpus catalog with
+// 16 clients and reports the p50 and p99 latency of each kind, as
+// BenchmarkSearch does for the archive's own.
+func BenchmarkPISearch(b *testing.B) {
+	c := corpusCatalog(b)
+	for _, k := range piSearchKinds {
+		b.Run(k.name, func(b *testing.B) {
+			p50, p99 := searchLatency(b, c, k.queries, 16, max(b.N, 16))
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p99, "p99-ms")
+		})
+	}
+}

@@ -107,6 +107,33 @@ func mainFTS(n *node) (string, bool) {
 	return "", false
 }
 
+// addrFTS returns the FTS5 expression of a subtree that is all words of
+// the fts_addr table, and whether it is (no NOT).
+func addrFTS(n *node) (string, bool) {
+	switch n.op {
+	case opText:
+		main, addr := fieldColumns(n.term.Field)
+		if main != "-" || addr == "-" {
+			return "", false
+		}
+		return n.term.ftsIn(addr), true
+	case opOr, opAnd:
+		parts := make([]string, len(n.kids))
+		for i, k := range n.kids {
+			e, ok := addrFTS(k)
+			if !ok {
+				return "", false
+			}
+			parts[i] = e
+		}
+		if n.op == opOr {
+			return "(" + strings.Join(parts, " OR ") + ")", true
+		}
+		return strings.Join(parts, " AND "), true
+	}
+	return "", false
+}
+
 // withNot returns the FTS5 expression pos without the matches of any of neg.
 func withNot(pos string, neg []string) string {
 	for _, n := range neg {
@@ -171,9 +198,10 @@ func sqlCond(n *node) (string, []any) {
 
 // queryPlan is how Search runs a query.
 type queryPlan struct {
-	// match is the FTS5 expression whose matches are read in label
-	// order; "" to read the messages in date order.
-	match string
+	// match is the FTS5 expression whose matches in table (fts or
+	// fts_addr) are read in label order; "" to read the messages in
+	// date order.
+	match, table string
 	// where are further conditions on the messages row m (" AND ..."),
 	// with their arguments.
 	where string
@@ -187,7 +215,7 @@ type queryPlan struct {
 // of it with NOT; dates there narrow the label range; the rest are
 // conditions.
 func (q *Query) plan() queryPlan {
-	p := queryPlan{}
+	p := queryPlan{table: "fts"}
 	p.lo, p.hi = q.dates()
 	root := q.tree()
 	if root == nil {
@@ -216,6 +244,24 @@ func (q *Query) plan() queryPlan {
 			}
 		}
 		rest = append(rest, n)
+	}
+	if len(pos) == 0 {
+		// Without words of fts, words of fts_addr alone (t:, c:, tc:)
+		// drive the search in label order, rather than the messages in
+		// date order each looked up in them.
+		var addr []string
+		keep := rest[:0]
+		for _, n := range rest {
+			if e, ok := addrFTS(n); ok {
+				addr = append(addr, e)
+			} else {
+				keep = append(keep, n)
+			}
+		}
+		rest = keep
+		if len(addr) > 0 {
+			p.match, p.table = strings.Join(addr, " AND "), "fts_addr"
+		}
 	}
 	if len(pos) > 0 {
 		p.match = withNot(strings.Join(pos, " AND "), neg)

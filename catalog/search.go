@@ -297,42 +297,48 @@ func searchSQL(ctx context.Context, tx *sql.Tx, q *Query, opts SearchOptions) (c
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE label BETWEEN ? AND ?)`, late.lo, late.hi).Scan(&lateOnes); err != nil {
 		return "", nil, "", nil, err
 	}
-	const join = `FROM fts JOIN messages m ON m.label = fts.rowid WHERE fts MATCH ?`
+	// The index the MATCH reads: fts, or fts_addr for a search of
+	// recipients alone (querysql.go); both have the messages' labels.
+	tbl, rank := p.table, "bm25(fts, "+bm25Weights+")"
+	if tbl != "fts" {
+		rank = "bm25(" + tbl + ")"
+	}
+	join := `FROM ` + tbl + ` JOIN messages m ON m.label = ` + tbl + `.rowid WHERE ` + tbl + ` MATCH ?`
 	if !lateOnes {
 		// Every message has a label: one run, read in rowid order.
 		where, args := "", []any{m}
 		if lo != math.MinInt64 || hi != math.MaxInt64 {
-			where, args = " AND fts.rowid BETWEEN ? AND ?", append(args, labels.lo, labels.hi)
+			where, args = " AND "+tbl+".rowid BETWEEN ? AND ?", append(args, labels.lo, labels.hi)
 		}
 		if lists == "" {
 			// Without a list filter the join adds nothing to a count.
-			count = `SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?` + where + ` LIMIT ?)`
+			count = `SELECT count(*) FROM (SELECT 1 FROM ` + tbl + ` WHERE ` + tbl + ` MATCH ?` + where + ` LIMIT ?)`
 		} else {
 			count = `SELECT count(*) FROM (SELECT 1 ` + join + where + lists + ` LIMIT ?)`
 		}
 		args = append(args, listArgs...)
-		order := "fts.rowid DESC"
+		order := tbl + ".rowid DESC"
 		if opts.Sort == Relevance {
-			order = "bm25(fts, " + bm25Weights + "), fts.rowid DESC"
+			order = rank + ", " + tbl + ".rowid DESC"
 		}
 		page = `SELECT ` + messageColumns + ` ` + join + where + lists + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`
 		return count, append(slices.Clone(args), countLimit), page, append(args, opts.Limit, opts.Offset), nil
 	}
 	// The labelled messages, then the late ones (whose labels may hold a
 	// clamped date: their own dates are checked).
-	inLabels, labelsArgs := join+` AND fts.rowid BETWEEN ? AND ?`+lists, append([]any{m, labels.lo, labels.hi}, listArgs...)
-	inLate, lateArgs := join+` AND fts.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?`+lists, append([]any{m, late.lo, late.hi, lo, hi}, listArgs...)
+	inLabels, labelsArgs := join+` AND `+tbl+`.rowid BETWEEN ? AND ?`+lists, append([]any{m, labels.lo, labels.hi}, listArgs...)
+	inLate, lateArgs := join+` AND `+tbl+`.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?`+lists, append([]any{m, late.lo, late.hi, lo, hi}, listArgs...)
 	countLabels := inLabels
 	if lists == "" {
-		countLabels = `FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?`
+		countLabels = `FROM ` + tbl + ` WHERE ` + tbl + ` MATCH ? AND rowid BETWEEN ? AND ?`
 	}
 	count = `SELECT (SELECT count(*) FROM (SELECT 1 ` + countLabels + ` LIMIT ?)) + (SELECT count(*) FROM (SELECT 1 ` + inLate + ` LIMIT ?))`
 	countArgs = append(append(append(slices.Clone(labelsArgs), countLimit), lateArgs...), countLimit)
 	if opts.Sort == Relevance {
 		// One rank of every match, labelled or late.
 		page = `SELECT ` + messageColumns + ` ` + join +
-			` AND (fts.rowid BETWEEN ? AND ? OR fts.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?)` + lists +
-			` ORDER BY bm25(fts, ` + bm25Weights + `), m.date DESC, m.id DESC LIMIT ? OFFSET ?`
+			` AND (`+tbl+`.rowid BETWEEN ? AND ? OR `+tbl+`.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?)` + lists +
+			` ORDER BY ` + rank + `, m.date DESC, m.id DESC LIMIT ? OFFSET ?`
 		pageArgs = append(append([]any{m, labels.lo, labels.hi, late.lo, late.hi, lo, hi}, listArgs...), opts.Limit, opts.Offset)
 		return count, countArgs, page, pageArgs, nil
 	}
@@ -340,8 +346,8 @@ func searchSQL(ctx context.Context, tx *sql.Tx, q *Query, opts SearchOptions) (c
 	// reaches, merged by date.
 	reach := opts.Offset + opts.Limit
 	page = `SELECT ` + messageColumns + ` FROM (` +
-		`SELECT * FROM (SELECT m.* ` + inLabels + ` ORDER BY fts.rowid DESC LIMIT ?)` +
-		` UNION ALL SELECT * FROM (SELECT m.* ` + inLate + ` ORDER BY fts.rowid DESC LIMIT ?)` +
+		`SELECT * FROM (SELECT m.* ` + inLabels + ` ORDER BY ` + tbl + `.rowid DESC LIMIT ?)` +
+		` UNION ALL SELECT * FROM (SELECT m.* ` + inLate + ` ORDER BY ` + tbl + `.rowid DESC LIMIT ?)` +
 		`) m ORDER BY m.date DESC, m.id DESC LIMIT ? OFFSET ?`
 	pageArgs = append(append(append(slices.Clone(labelsArgs), reach), lateArgs...), reach, opts.Limit, opts.Offset)
 	return count, countArgs, page, pageArgs, nil
