@@ -337,7 +337,7 @@ func searchSQL(ctx context.Context, tx *sql.Tx, q *Query, opts SearchOptions) (c
 	if opts.Sort == Relevance {
 		// One rank of every match, labelled or late.
 		page = `SELECT ` + messageColumns + ` ` + join +
-			` AND (`+tbl+`.rowid BETWEEN ? AND ? OR `+tbl+`.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?)` + lists +
+			` AND (` + tbl + `.rowid BETWEEN ? AND ? OR ` + tbl + `.rowid BETWEEN ? AND ? AND m.date BETWEEN ? AND ?)` + lists +
 			` ORDER BY ` + rank + `, m.date DESC, m.id DESC LIMIT ? OFFSET ?`
 		pageArgs = append(append([]any{m, labels.lo, labels.hi, late.lo, late.hi, lo, hi}, listArgs...), opts.Limit, opts.Offset)
 		return count, countArgs, page, pageArgs, nil
