@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -320,5 +322,65 @@ func TestNotAFeed(t *testing.T) {
 				t.Errorf("asked %d times, want once", n)
 			}
 		})
+	}
+}
+
+// batchStore records the bytes of each Put.
+type batchStore struct {
+	store.Store
+	mu    sync.Mutex
+	sizes [][]int
+}
+
+func (b *batchStore) Put(ctx context.Context, msgs []store.Message) ([]store.Result, error) {
+	var sizes []int
+	for _, m := range msgs {
+		sizes = append(sizes, len(m.Raw))
+	}
+	b.mu.Lock()
+	b.sizes = append(b.sizes, sizes)
+	b.mu.Unlock()
+	return b.Store.Put(ctx, msgs)
+}
+
+// TestLargeMessagesApart: a message that would take a batch past
+// BatchBytes goes in a batch of its own, so that no batch holds more than
+// BatchBytes or one message.
+func TestLargeMessagesApart(t *testing.T) {
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	lease := auth.Lease(1)
+	var msgs []store.Stored
+	for i := range 6 {
+		size := 600 << 10
+		if i%2 == 1 {
+			size = 3 << 20
+		}
+		raw := append(storetest.Mail(fmt.Sprintf("big%d@example.org", i), "big"), bytes.Repeat([]byte("0123456789abcdef\n"), size/17)...)
+		msgs = append(msgs, store.Stored{Number: auth.Number(t, 1, i), Raw: raw, Digest: store.DigestOf(raw), Added: time.Now().UTC().Truncate(time.Second)})
+	}
+	from, _ := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+		fw.Lease(lease)
+		for _, m := range msgs {
+			fw.Message(m)
+		}
+		fw.End("c1", false)
+	})
+	st := &batchStore{Store: openStore(t)}
+	if _, err := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) { o.BatchBytes = 1 << 20 }).CatchUp(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, sizes := range st.sizes {
+		total := 0
+		for _, n := range sizes {
+			total += n
+		}
+		if total > 1<<20 && len(sizes) > 1 {
+			t.Errorf("a Put of %d messages, %d bytes (%v): more than BatchBytes", len(sizes), total, sizes)
+		}
+		stored += len(sizes)
+	}
+	if stored != len(msgs) {
+		t.Errorf("%d messages stored, want %d", stored, len(msgs))
 	}
 }

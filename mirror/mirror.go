@@ -561,8 +561,9 @@ type step struct {
 
 // apply stores what one answer holds, in order, and saves its cursor.
 // Reading (decompressing, checking digests) and storing overlap: a reader
-// goroutine hands batches to the applier, two at most in waiting, so that
-// the origin goes on sending while a batch is written.
+// goroutine hands batches to the applier, two at most in waiting and
+// 2*BatchBytes of messages at most (or one message larger than that), so
+// that the origin goes on sending while a batch is written.
 func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err error) {
 	fr, err := changes.NewReader(body, changes.Options{MaxMessage: m.opts.MaxMessage})
 	if err != nil {
@@ -574,10 +575,11 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 	}
 	steps := make(chan step, 2)
 	stop := make(chan struct{})
+	budget := newInflight(2 * m.opts.BatchBytes)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(stop)
-	wg.Go(func() { m.read(fr, steps, stop) })
+	wg.Go(func() { m.read(fr, steps, budget, stop) })
 
 	highest := m.state.HighestRun
 	var removals []store.Removal // at most Limit
@@ -591,6 +593,7 @@ func (m *Mirror) apply(ctx context.Context, body io.Reader) (more bool, err erro
 		}
 		if len(st.batch) > 0 {
 			res, err := m.opts.Store.Put(ctx, st.batch)
+			budget.release(st.size)
 			if err != nil {
 				return false, fmt.Errorf("cannot store what the origin sent: %w", err)
 			}
@@ -699,10 +702,13 @@ func (m *Mirror) remove(ctx context.Context, r store.Removal) error {
 }
 
 // read reads the answer's records into steps until its end, an error or stop.
-func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{}) {
+func (m *Mirror) read(fr *changes.Reader, steps chan<- step, budget *inflight, stop <-chan struct{}) {
 	defer close(steps)
 	var cur step
 	send := func() bool {
+		if cur.size > 0 && !budget.acquire(cur.size, stop) {
+			return false
+		}
 		select {
 		case steps <- cur:
 			cur = step{}
@@ -745,6 +751,9 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 			}
 		case changes.KindMessage:
 			msg := rec.Message
+			if len(cur.batch) > 0 && cur.size+len(msg.Raw) > m.opts.BatchBytes && !send() {
+				return
+			}
 			cur.batch = append(cur.batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
 			cur.size += len(msg.Raw)
 			if len(cur.batch) >= m.opts.BatchMessages || cur.size >= m.opts.BatchBytes {
@@ -774,6 +783,51 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, stop <-chan struct{
 			send()
 			return
 		}
+	}
+}
+
+// inflight bounds the bytes of messages read and not yet stored. One
+// goroutine acquires, another releases.
+type inflight struct {
+	mu          sync.Mutex
+	used, limit int
+	freed       chan struct{}
+}
+
+func newInflight(limit int) *inflight {
+	return &inflight{limit: limit, freed: make(chan struct{}, 1)}
+}
+
+// acquire waits until n more bytes fit (any n fits when none are in
+// flight), or stop is closed (false).
+func (f *inflight) acquire(n int, stop <-chan struct{}) bool {
+	for {
+		f.mu.Lock()
+		if f.used == 0 || f.used+n <= f.limit {
+			f.used += n
+			f.mu.Unlock()
+			return true
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.freed:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// release gives back n bytes.
+func (f *inflight) release(n int) {
+	if n == 0 {
+		return
+	}
+	f.mu.Lock()
+	f.used -= n
+	f.mu.Unlock()
+	select {
+	case f.freed <- struct{}{}:
+	default:
 	}
 }
 
