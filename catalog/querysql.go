@@ -151,22 +151,19 @@ func sqlCond(n *node) (string, []any) {
 	switch n.op {
 	case opText:
 		main, addr := fieldColumns(n.term.Field)
-		var conds []string
+		var sets []string
 		var args []any
 		if main != "-" {
-			conds = append(conds, `m.label IN (SELECT rowid FROM fts WHERE fts MATCH ?)`)
+			sets = append(sets, `SELECT rowid FROM fts WHERE fts MATCH ?`)
 			args = append(args, n.term.ftsIn(main))
 		}
 		if addr != "-" {
-			conds = append(conds, `m.label IN (SELECT rowid FROM fts_addr WHERE fts_addr MATCH ?)`)
+			sets = append(sets, `SELECT rowid FROM fts_addr WHERE fts_addr MATCH ?`)
 			args = append(args, n.term.ftsIn(addr))
 		}
-		return "(" + strings.Join(conds, " OR ") + ")", args
-	case opListID:
-		// The List-Id's words, or the name the archive gives the list
-		// (which a move changes, and a list without List-Id has).
-		return `(m.list = ? OR m.label IN (SELECT rowid FROM fts_addr WHERE fts_addr MATCH ?))`,
-			[]any{ListName(n.term.Text), n.term.ftsIn("list_id")}
+		// One set of labels (a: reads both tables), which SQLite can
+		// look the messages up by.
+		return "m.label IN (" + strings.Join(sets, " UNION ") + ")", args
 	case opRange:
 		if n.col == "size" {
 			// public-inbox's size is IMAP's RFC822.SIZE, with CRLF line

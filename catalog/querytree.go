@@ -44,8 +44,6 @@ const (
 	opMsgID
 	// opList: the messages of the list node.value (ListName form).
 	opList
-	// opListID: the List-Id phrase node.term.Text, or the list of that name.
-	opListID
 )
 
 type node struct {
@@ -490,12 +488,7 @@ func (pp *piParser) leaf(t *qtoken) (*node, error) {
 	if field == "" {
 		field = t.field
 	}
-	term := Term{Text: t.text, Phrase: t.phrase, Field: field, Prefix: t.prefix}
-	op := opText
-	if field == "l" {
-		op = opListID
-	}
-	return pp.add(&node{op: op, term: term})
+	return pp.add(&node{op: opText, term: Term{Text: t.text, Phrase: t.phrase, Field: field, Prefix: t.prefix}})
 }
 
 // quoteValue writes a prefix's value back, in quotes if it was or must be.
@@ -636,7 +629,7 @@ func (n *node) String() string {
 			return "-(" + k.String() + ")"
 		}
 		return "-" + k.String()
-	case opText, opListID:
+	case opText:
 		if n.piece != "" {
 			return n.piece
 		}
