@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -202,16 +203,18 @@ func gunzipMessages(t *testing.T, body []byte) [][]byte {
 	return readMbox(t, bytes.NewReader(plain), noisePath, mbox.FormatMboxrd)
 }
 
-// TestSlowDownloads: with a write timeout of 300 ms, a month's mbox.gz
-// and the raw message of its 2 MiB message, read slowly for several
+// TestSlowDownloads: with a write timeout of 300 ms, a month's mbox.gz,
+// the raw message of its 2 MiB message and a 2 MiB attachment, read slowly for several
 // times as long, are downloaded whole: the write deadline of a large
 // body moves as its reader reads.
 func TestSlowDownloads(t *testing.T) {
 	const limit = 300 * time.Millisecond
 	nm := newNoiseMonth(t, 2<<20)
+	const attSize = 2 << 20
+	att := nm.a.put(t, hostile.BigAttachment(attSize).Raw(), "other").String()
 	base, _ := nm.server(t, limit, 2*time.Second)
 	client := smallClient()
-	for _, path := range []string{noisePath, "/" + nm.bigCN + "/raw"} {
+	for _, path := range []string{noisePath, "/" + nm.bigCN + "/raw", "/" + att + "/attachments/0/big.bin"} {
 		resp, err := client.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -226,6 +229,18 @@ func TestSlowDownloads(t *testing.T) {
 			t.Errorf("GET %s read slowly took %v, under 3 times the write timeout: the test shows nothing", path, took)
 		}
 		t.Logf("GET %s read slowly: %d bytes in %v (write timeout %v)", path, len(body), took, limit)
+		if strings.HasSuffix(path, "/big.bin") {
+			for i, c := range body {
+				if c != hostile.AttachmentByte(int64(i)) {
+					t.Errorf("GET %s read slowly: byte %d is %d, want %d", path, i, c, hostile.AttachmentByte(int64(i)))
+					break
+				}
+			}
+			if len(body) != attSize {
+				t.Errorf("GET %s read slowly: %d bytes, want %d", path, len(body), attSize)
+			}
+			continue
+		}
 		if strings.HasSuffix(path, "/raw") {
 			if !bytes.Equal(body, nm.raws[1]) {
 				t.Errorf("GET %s read slowly: %d bytes, not the %d stored", path, len(body), len(nm.raws[1]))
