@@ -34,7 +34,8 @@
 //	chibrary_kv        ARCHIVE.removals call number: a copy of its removal record;
 //	                                    secondary index removed_int: when (Unix seconds)
 //	chibrary_kv        ARCHIVE.moves    call number: the list a moved message is in (move.go)
-//	chibrary_once      ARCHIVE.digests  digest in hex (".N" for generation N): a call number (digest.go)
+//	chibrary_once      ARCHIVE.digests  digest in hex (".N" for generation N): a call number (digest.go);
+//	                                    also a removed message's content (store.ContentOf)
 //	chibrary_counters  ARCHIVE.counts   "messages": the message count
 //
 // Nothing lists keys.
@@ -98,8 +99,9 @@
 //
 // Remove works in steps that a second Remove of the number completes if
 // the first is killed (remove.go). The removal record and the digest
-// entry stay, so the same bytes are reported Removed and never stored
-// again.
+// entry stay, and an entry for its content is added, so the same bytes,
+// and the same message with headers or whitespace added in transit, are
+// reported Removed and never stored again.
 //
 // Riak itself does not erase what is replaced or deleted: tombstones
 // stay until reaped (delete_mode), the leveled journal keeps old values
