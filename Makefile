@@ -90,7 +90,9 @@ bench: build
 	CHIBRARY_BENCH_SCALED=1 CHIBRARY_BENCH_SCALED_DIR=$$scaled $(GO) test -run '^$$' -bench BenchmarkFullSyncScaled -benchtime 1x -timeout 30m ./imapserve/; \
 	status=$$?; rm -rf $$scaled; exit $$status
 	$(GO) test -run '^$$' -bench 'BenchmarkFetchHeaders1000|BenchmarkIdleLatency' -benchtime 10x ./imapserve/
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./nntpserve/
+	$(GO) test -run '^$$' -bench 'BenchmarkOver|BenchmarkArticles' -benchtime 3x ./nntpserve/
+	@echo "== 32 stalled readers of a 51 MB message over IMAP and NNTP: peak RSS, spooled beside held in memory (as before)"
+	$(GO) test -run '^$$' -bench BenchmarkStalledReaders -benchtime 1x ./imapserve/ ./nntpserve/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 	@echo "== mirrors: the corpus through the change feed in one process, then the whole list's size between processes"
 	$(GO) test -run '^$$' -bench BenchmarkMirror -benchtime 3x ./mirror/

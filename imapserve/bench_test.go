@@ -19,7 +19,10 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/netserve"
 	"github.com/chibrary/chibrary/internal/testkit/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 )
 
 // BenchmarkFetchHeaders1000 is a mail client filling its message list
@@ -252,4 +255,28 @@ func rss(pid int) (anon, file int64) {
 		}
 	}
 	return anon, file
+}
+
+// BenchmarkStalledReaders has 32 clients FETCH a 51 MB message, read its
+// first 64 KiB and then nothing for 2 s, and reports the process's
+// resident memory before and at its peak; "in-memory" is the server as it
+// was before large messages were spooled, for comparison.
+func BenchmarkStalledReaders(b *testing.B) {
+	a := archivetest.New(b)
+	a.Put("a", hostile.BigAttachment(51<<20).Raw())
+	a.Sync()
+	for _, mode := range []struct {
+		name  string
+		above int64
+	}{{"spooled", spoolThreshold}, {"in-memory", 1 << 40}} {
+		b.Run(mode.name, func(b *testing.B) {
+			addr := serve(b, a, Options{SpoolDir: b.TempDir(), Limits: netserve.Options{MaxConnsPerIP: 64}}, func(s *Server) { s.spoolAbove = mode.above })
+			var before, peak int64
+			for range b.N {
+				before, peak = metrictest.StalledReaders(b, addr, 32, "a1 LOGIN r x\r\na2 EXAMINE a\r\na3 FETCH 1 BODY.PEEK[]\r\n", 64<<10, 2*time.Second)
+			}
+			b.ReportMetric(float64(before)/(1<<20), "rss-before-MiB")
+			b.ReportMetric(float64(peak)/(1<<20), "rss-peak-MiB")
+		})
+	}
 }

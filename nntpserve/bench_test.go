@@ -2,8 +2,12 @@ package nntpserve
 
 import (
 	"testing"
+	"time"
 
+	"github.com/chibrary/chibrary/internal/netserve"
 	"github.com/chibrary/chibrary/internal/testkit/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 )
 
 // BenchmarkOver is a news reader's first visit to a group of the shared
@@ -40,4 +44,28 @@ func BenchmarkArticles(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "articles/s")
+}
+
+// BenchmarkStalledReaders has 32 clients ask for the ARTICLE of a 51 MB
+// message, read its first 64 KiB and then nothing for 2 s, and reports
+// the process's resident memory before and at its peak; "in-memory" is
+// the server as it was before large articles were spooled.
+func BenchmarkStalledReaders(b *testing.B) {
+	a := archivetest.New(b)
+	a.Put("a", hostile.BigAttachment(51<<20).Raw())
+	a.Sync()
+	for _, mode := range []struct {
+		name  string
+		above int64
+	}{{"spooled", spoolThreshold}, {"in-memory", 1 << 40}} {
+		b.Run(mode.name, func(b *testing.B) {
+			addr := serve(b, a, Options{SpoolDir: b.TempDir(), Limits: netserve.Options{MaxConnsPerIP: 64}}, func(s *Server) { s.spoolAbove = mode.above })
+			var before, peak int64
+			for range b.N {
+				before, peak = metrictest.StalledReaders(b, addr, 32, "GROUP chibrary.a\r\nARTICLE 1\r\n", 64<<10, 2*time.Second)
+			}
+			b.ReportMetric(float64(before)/(1<<20), "rss-before-MiB")
+			b.ReportMetric(float64(peak)/(1<<20), "rss-peak-MiB")
+		})
+	}
 }

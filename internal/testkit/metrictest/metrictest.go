@@ -1,9 +1,18 @@
-// Package metrictest reads a server's Prometheus metrics in tests: the
+// Package metrictest reads a server's Prometheus metrics in tests (the
 // open-connection gauges and accept counters by which the tests of cut
-// connections see that every place comes back.
+// connections see that every place comes back), and the process's
+// resident memory for benchmarks.
 package metrictest
 
 import (
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,4 +73,77 @@ func Settled(t testing.TB, reg *prometheus.Registry, namespace string, dialed fl
 		t.Fatalf("%v connections taken in or refused, want %v", got, dialed)
 	}
 	return Await(func() float64 { return Value(t, reg, namespace+"_connections_open", "") }, 0)
+}
+
+// RSS is this process's resident memory now, in bytes (Linux; 0
+// elsewhere).
+func RSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// SampleRSS reads RSS every 10 ms until the function it returns is
+// called, which returns the highest it read.
+func SampleRSS() (stop func() int64) {
+	var peak int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			peak = max(peak, RSS())
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		return peak
+	}
+}
+
+// StalledReaders opens n connections to addr, sends script on each, reads
+// the first read bytes of what comes back, and then reads nothing for
+// hold before it closes them all: clients that ask for a large message
+// and stall. It returns the process's resident memory before they
+// connected and its peak while they held.
+func StalledReaders(tb testing.TB, addr string, n int, script string, read int64, hold time.Duration) (before, peak int64) {
+	tb.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	before = RSS()
+	stop := SampleRSS()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conns = append(conns, c)
+		c.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := io.WriteString(c, script); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := io.CopyN(io.Discard, c, read); err != nil {
+			tb.Fatalf("reading the first %d bytes: %v", read, err)
+		}
+	}
+	time.Sleep(hold)
+	return before, stop()
 }
