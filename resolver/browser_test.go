@@ -451,6 +451,15 @@ func TestBrowser(t *testing.T) {
 					t.Errorf("the list's rows still say via:\n%s", got)
 				}
 			})
+			t.Run("a message alone in its thread", func(t *testing.T) {
+				// Nothing above the previous/next links: no rule and no
+				// empty stripe above them.
+				load(t, ca.srv.URL+"/"+ca.cn(t, "ar4"), "nav.thread", "message-alone", vp)
+				border, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const u = document.querySelector("nav.thread > ul.prevnext:first-child"); return u ? getComputedStyle(u).borderTopWidth + " " + getComputedStyle(u).paddingTop : "not first" })()`))
+				if err != nil || border != "0px 0px" {
+					t.Errorf("the previous/next links of a message alone in its thread: border and padding above %q (%v), want none", border, err)
+				}
+			})
 			t.Run("a patch", func(t *testing.T) {
 				load(t, ca.srv.URL+"/"+ca.cn(t, "series-3"), "details.diffstat", "message-patch", vp)
 				if got := count(t, "table.diffstat tr"); got != 2 {

@@ -57,19 +57,19 @@ func (s *Server) catalogFor(w http.ResponseWriter, r *http.Request) (*catalog.Ca
 	switch {
 	case c == nil && s.rebuilding.Load() != nil:
 		w.Header().Set("Retry-After", "5")
-		s.fail(w, r, http.StatusServiceUnavailable, s.rebuilding.Load().String()+"; lists, months and threads will be here when it is done. Every message is still here: open one by its call number or Message-ID.")
+		s.fail(w, r, http.StatusServiceUnavailable, s.rebuilding.Load().String()+"; they will be here when it is done. Every message is still here: open one by its call number or Message-ID.")
 		return nil, false
 	case c == nil:
 		w.Header().Set("Retry-After", "3600")
-		s.fail(w, r, http.StatusServiceUnavailable, "This archive has no catalog, so its lists, months and threads cannot be shown right now. Every message is still here: open one by its call number or Message-ID.")
+		s.fail(w, r, http.StatusServiceUnavailable, "This archive has no index of its lists, months and threads right now, so they cannot be shown. Every message is still here: open one by its call number or Message-ID.")
 		return nil, false
 	case s.catalogBroken.Load() != nil:
 		w.Header().Set("Retry-After", "3600")
-		s.fail(w, r, http.StatusServiceUnavailable, "This archive's catalog cannot be used (the operator has been told why), so its lists, months and threads cannot be shown right now. Every message is still here: open one by its call number or Message-ID.")
+		s.fail(w, r, http.StatusServiceUnavailable, "This archive's index of its lists, months and threads cannot be used (the operator has been told why), so they cannot be shown right now. Every message is still here: open one by its call number or Message-ID.")
 		return nil, false
 	case s.building.Load() != nil:
 		w.Header().Set("Retry-After", "5")
-		s.fail(w, r, http.StatusServiceUnavailable, s.building.Load().String()+"; lists, months and threads will be here when it is done. Every message is already here: open one by its call number or Message-ID.")
+		s.fail(w, r, http.StatusServiceUnavailable, s.building.Load().String()+"; they will be here when it is done. Every message is already here: open one by its call number or Message-ID.")
 		return nil, false
 	}
 	return c, true
@@ -85,13 +85,13 @@ func (s *Server) failCatalog(w http.ResponseWriter, r *http.Request, err error, 
 	case errors.Is(err, catalog.ErrDamaged):
 		s.noticeDamage(s.catalog(), err)
 		w.Header().Set("Retry-After", "5")
-		s.fail(w, r, http.StatusServiceUnavailable, "This archive's catalog is damaged, and is being built again from the messages; lists, months and threads will be back shortly. Every message is still here: open one by its call number or Message-ID.")
+		s.fail(w, r, http.StatusServiceUnavailable, "This archive's index of its lists, months and threads is damaged, and is being built again from the messages; they will be back shortly. Every message is still here: open one by its call number or Message-ID.")
 	case errors.Is(err, context.Canceled), busy(err), r.Context().Err() != nil:
 		// Busy, or the reader went away (SQLite says "interrupted").
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
 	default:
 		s.log.Error("catalog error", "path", r.URL.EscapedPath(), "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "The archive could not read its catalog.")
+		s.fail(w, r, http.StatusInternalServerError, "The archive could not read its index of lists, months and threads.")
 	}
 }
 
@@ -125,7 +125,9 @@ func (b *rebuild) String() string {
 	if b.first {
 		again = ""
 	}
-	return fmt.Sprintf("The catalog of this archive is being built%s (%d of %d messages indexed)", again, b.read.Load(), b.total)
+	// Said to readers: the index of lists, months and threads, not "the
+	// catalog", which is the operator's word.
+	return fmt.Sprintf("The index of this archive's lists, months and threads is being built%s (%d of %d messages indexed)", again, b.read.Load(), b.total)
 }
 
 // follow runs the catalog's follower until ctx is done, when the catalog

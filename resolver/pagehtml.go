@@ -288,7 +288,7 @@ func writePage(w *pageWriter, d *pageData) {
 	}
 	w.str("\n")
 	if r := d.Reply; r != nil {
-		w.str("<section class=\"reply\">\n<h2>Reply</h2>\n<p>Answer on the list by plain-text mail, to all (the list, the sender and every recipient), in one of these ways:</p>\n<ul>\n<li>save <a href=\"/")
+		w.str("<section class=\"reply\" id=\"reply\">\n<h2>Reply</h2>\n<p>Answer on the list by plain-text mail, to all (the list, the sender and every recipient), in one of these ways:</p>\n<ul>\n<li>save <a href=\"/")
 		w.url(d.CallNumber)
 		w.str("/raw\">the raw message</a>, open it in your mail client and reply to all;</li>\n<li>with <code>git send-email</code>:<pre class=\"cmd\">")
 		w.text(r.Git)

@@ -101,11 +101,11 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	}
 	switch c := s.catalog(); {
 	case c == nil && s.rebuilding.Load() != nil:
-		d.NoCatalog = s.rebuilding.Load().String() + "; its lists will be here when it is done. Every message can still be opened by its call number or Message-ID."
+		d.NoCatalog = s.rebuilding.Load().String() + "; they will be here when it is done. Every message can still be opened by its call number or Message-ID."
 	case c == nil || s.catalogBroken.Load() != nil:
 		d.NoCatalog = "The lists of this archive cannot be shown right now; every message can still be opened by its call number or Message-ID."
 	case s.building.Load() != nil:
-		d.NoCatalog = s.building.Load().String() + "; its lists will be here when it is done. Every message can already be opened by its call number or Message-ID."
+		d.NoCatalog = s.building.Load().String() + "; they will be here when it is done. Every message can already be opened by its call number or Message-ID."
 	default:
 		lists, err := c.Lists(r.Context())
 		if err != nil {
@@ -307,6 +307,9 @@ type threadView struct {
 	Outline []outlineRow
 	// OutlineCut says the outline stops at maxOutline rows.
 	OutlineCut bool
+	// OutlineOpen shows the outline unfolded: on a thread's first page,
+	// when it is short enough not to push the messages screens down.
+	OutlineOpen bool
 }
 
 // outlineRow is a message of a thread's outline.
@@ -328,6 +331,8 @@ type outlineRow struct {
 const (
 	outlineFrom = 5
 	maxOutline  = 500
+	// openOutline is the most rows an outline shows unfolded.
+	openOutline = 30
 )
 
 // outline returns a thread's outline (nil for a short thread).
@@ -409,7 +414,7 @@ func (s *Server) thread(w http.ResponseWriter, r *http.Request, text string) (*c
 			return nil, "", false
 		}
 		w.Header().Set("Retry-After", "2")
-		s.fail(w, r, http.StatusServiceUnavailable, "This message is archived, but not in the catalog yet: its thread will be here in a moment.")
+		s.fail(w, r, http.StatusServiceUnavailable, "This message is archived, but not in the index of threads yet: its thread will be here in a moment.")
 		return nil, "", false
 	}
 	if err != nil {
@@ -446,6 +451,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 		v.Self += "?page=" + strconv.Itoa(page)
 	}
 	v.Outline, v.OutlineCut = outline(th, cn, v.Page)
+	v.OutlineOpen = v.Page == 1 && len(v.Outline) <= openOutline
 	from := (v.Page - 1) * messagesPerThreadPage
 	nodes := th.Nodes[from:min(from+messagesPerThreadPage, len(th.Nodes))]
 	v.Entries = make([]threadEntry, len(nodes))
@@ -472,7 +478,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 				}
 				e.Unreadable = "This message cannot be read right now."
 				if errors.Is(err, store.ErrNotFound) {
-					e.Unreadable = "This message is in the catalog but not in the store."
+					e.Unreadable = "This message is in the thread's index, but the archive could not give its text."
 				}
 				return
 			}

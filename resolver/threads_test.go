@@ -137,8 +137,8 @@ func TestCatalogBuilding(t *testing.T) {
 	srv := startLoggedServer(t, gate, Options{Catalog: c, Follow: &catalog.FollowOptions{Interval: 20 * time.Millisecond}}, &logs)
 	for _, path := range []string{"/l/building/", "/api/v1/lists", "/t/" + cn + "/"} {
 		r := get(t, srv+path)
-		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "5" || !strings.Contains(r.body, "being built (0 of 1 messages indexed)") {
-			t.Errorf("GET %s while building = %d Retry-After %q %q; want 503, Retry-After 5, being built (0 of 1 messages indexed)", path, r.status, r.header.Get("Retry-After"), r.body)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "5" || !strings.Contains(r.body, "being built (0 of 1 messages indexed)") || strings.Contains(r.body, "catalog") {
+			t.Errorf("GET %s while building = %d Retry-After %q %q; want 503, Retry-After 5, being built (0 of 1 messages indexed), in a reader's words (no \"catalog\")", path, r.status, r.header.Get("Retry-After"), r.body)
 		}
 	}
 	if l := logs.String(); !strings.Contains(l, "level=INFO msg=\"building the catalog from the store") || !strings.Contains(l, "messages=1") {
