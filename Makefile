@@ -76,6 +76,7 @@ bench: build
 	@echo "== hostile mail and requests, each beside an ordinary one (docs/reliability.md, Hostile input)"
 	$(GO) test -run '^$$' -bench 'BenchmarkHostile$$' -benchtime 10x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkHostileSearch -benchtime 2000x ./resolver/
+	$(GO) test -run '^$$' -bench BenchmarkPagesBesidePartialFetches -benchtime 2000x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSlowReaders -benchtime 1x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkStalledMboxReaders -benchtime 1x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkHostileThreads -benchtime 3x ./catalog/

@@ -36,7 +36,9 @@ type Options struct {
 	// crash leaves nothing behind); "" is os.TempDir().
 	Dir string
 	// Fills bounds the bodies being written at once, since each holds its
-	// message in memory meanwhile; 0 is GOMAXPROCS.
+	// message in memory meanwhile and its reading (decompressing a whole
+	// message, for a client that may want one byte of it) is the cost;
+	// 0 is half the CPUs, so that pages and other clients keep the rest.
 	Fills int
 	// Linger is how long a body is kept after its last reader leaves; 0 is
 	// DefaultLinger, a negative value none.
@@ -74,7 +76,7 @@ type Body struct {
 // New returns empty spools.
 func New(opts Options) *Spools {
 	if opts.Fills <= 0 {
-		opts.Fills = runtime.GOMAXPROCS(0)
+		opts.Fills = max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	if opts.Linger == 0 {
 		opts.Linger = DefaultLinger
