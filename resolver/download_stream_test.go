@@ -343,6 +343,14 @@ func TestMboxRange(t *testing.T) {
 	if rest.status != http.StatusPartialContent || string(first)+rest.body != whole.body {
 		t.Errorf("GET %s resumed at %d = %d, %d bytes; want 206 and the rest of the file (%d bytes)", noisePath, len(first), rest.status, len(rest.body), len(whole.body)-len(first))
 	}
+	// Every route of a download answers ranges: a thread's, a search's.
+	for _, path := range []string{"/t/" + nm.bigCN + ".mbox.gz", "/search?q=noise&x=m"} {
+		all := get(t, base+path)
+		part := get(t, base+path, "Range", "bytes=10-19", "If-Range", all.header.Get("ETag"))
+		if all.status != http.StatusOK || len(all.body) < 20 || part.status != http.StatusPartialContent || part.body != all.body[10:20] {
+			t.Errorf("GET %s, then bytes 10-19 = %d (%d bytes), %d %q; want 200, then 206 and its bytes 10-19", path, all.status, len(all.body), part.status, part.body)
+		}
+	}
 	if head := head(t, base+noisePath); head.StatusCode != http.StatusOK || head.ContentLength != int64(len(whole.body)) {
 		t.Errorf("HEAD %s = %d, Content-Length %d; want 200, %d", noisePath, head.StatusCode, head.ContentLength, len(whole.body))
 	}
