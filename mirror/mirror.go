@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -177,6 +178,7 @@ func New(opts Options) (*Mirror, error) {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			DisableCompression:    true, // Accept-Encoding is ours
 			ResponseHeaderTimeout: MaxWait + 30*time.Second,
 			IdleConnTimeout:       90 * time.Second,
