@@ -277,13 +277,17 @@ func references(refs, inReplyTo []string, own string) []string {
 const maxHops = 50
 
 // realID reports whether id can be a Message-ID another message has:
-// RFC 5322 section 3.6.4's id-left "@" id-right, neither side empty. Some
-// git send-email users answered its "Message-ID to be used as
-// In-Reply-To" with "1" or "2", writing References: <1> into patches that
-// have nothing to do with each other.
+// RFC 5322 section 3.6.4's id-left "@" id-right, neither side empty, or
+// the "left at right" that pipermail's text archives make of every
+// address, Message-IDs included. Some git send-email users answered its
+// "Message-ID to be used as In-Reply-To" with "1" or "2", writing
+// References: <1> into patches that have nothing to do with each other.
 func realID(id string) bool {
-	i := strings.LastIndexByte(id, '@')
-	return i > 0 && i < len(id)-1
+	if i := strings.LastIndexByte(id, '@'); i > 0 && i < len(id)-1 {
+		return true
+	}
+	left, right, ok := strings.Cut(id, " at ")
+	return ok && strings.TrimSpace(left) != "" && strings.TrimSpace(right) != ""
 }
 
 // realIDs returns ids without those that cannot be real (realID); ids

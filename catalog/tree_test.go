@@ -373,6 +373,9 @@ func TestBogusReferences(t *testing.T) {
 		{"bogus among real", []string{"a@example.org", "1", "b@example.org"}, nil, []string{"a@example.org", "b@example.org"}},
 		{"an @ without a side", []string{"@example.org", "patch@"}, nil, nil},
 		{"short but real", []string{"a@b"}, nil, []string{"a@b"}},
+		// Pipermail's text archives write Message-IDs as addresses.
+		{"pipermail's", []string{"4B4E2F0A.6070204 at example.com"}, []string{"4B4E2F0A.6070204 at example.com"}, []string{"4B4E2F0A.6070204 at example.com"}},
+		{"an old mailer's In-Reply-To", nil, []string{"alice at example.org"}, []string{"alice at example.org"}},
 	}
 	for _, tt := range tests {
 		if got := references(tt.refs, tt.inReplyTo, "own@example.org"); !slices.Equal(got, tt.want) {
@@ -385,10 +388,17 @@ func TestBogusReferences(t *testing.T) {
 	patch := func(id, subject, ref string, minute int) string {
 		return a.put([]byte(fmt.Sprintf("From: P <p@example.org>\nSubject: %s\nMessage-ID: <%s@example.org>\nIn-Reply-To: <%s>\nReferences: <%s>\nDate: Mon, 3 Nov 2008 10:%02d:00 +0000\n\npatch\n", subject, id, ref, ref, minute)), "l")
 	}
+	// Pipermail's "left at right" Message-IDs still thread, whatever
+	// the subjects say.
+	q := a.put([]byte("From: alice at example.org (Alice)\nSubject: a question\nMessage-ID: <q1 at example.org>\nDate: Mon, 3 Nov 2008 09:00:00 +0000\n\nwhy?\n"), "l")
+	ans := a.put([]byte("From: bob at example.org (Bob)\nSubject: something else\nMessage-ID: <a1 at example.org>\nIn-Reply-To: <q1 at example.org>\nReferences: <q1 at example.org>\nDate: Mon, 3 Nov 2008 09:30:00 +0000\n\nbecause\n"), "l")
 	first := patch("x1", "[PATCH] net: fix a leak", "1", 1)
 	second := patch("y1", "[PATCH] mm: another fix", "1", 2)
 	third := patch("z1", "[PATCH 1/2] fs: yet another", "2", 3)
 	mustSync(t, c, a.st)
+	if th := threadOf(t, c, ans); len(th.Nodes) != 2 || th.Nodes[0].Message == nil || th.Nodes[0].Message.CallNumber != q {
+		t.Errorf("thread of a pipermail answer:\n%swant it under its question", shape(t, th))
+	}
 	for _, cn := range []string{first, second, third} {
 		if th := threadOf(t, c, cn); len(th.Nodes) != 1 {
 			t.Errorf("thread of %s:\n%swant the patch alone", cn, shape(t, th))
