@@ -193,8 +193,8 @@ func TestStalledOrigin(t *testing.T) {
 	if !errors.Is(err, mirror.ErrStalled) || !strings.Contains(err.Error(), from) || !strings.Contains(err.Error(), "sent nothing for 200ms") {
 		t.Fatalf("CatchUp against a stalled origin = %v, want ErrStalled naming %s and the timeout", err, from)
 	}
-	if n := requests.Load(); n != mirror.DefaultOnceAttempts {
-		t.Errorf("the origin was asked %d times, want %d", n, mirror.DefaultOnceAttempts)
+	if n := requests.Load(); n != mirror.OnceStalls {
+		t.Errorf("the origin was asked %d times, want %d", n, mirror.OnceStalls)
 	}
 	if took > 10*time.Second {
 		t.Errorf("CatchUp took %v to give up", took)

@@ -53,6 +53,9 @@ const (
 	DefaultMaxBackoff    = time.Minute
 	// DefaultOnceAttempts is how many times CatchUp retries a passing failure.
 	DefaultOnceAttempts = 8
+	// OnceStalls is how many stalled answers (ErrStalled) CatchUp takes
+	// before it gives up: each cost ReadTimeout already.
+	OnceStalls = 2
 	// DefaultReadTimeout is how long one read of an answer's body may
 	// wait for a byte: the origin rests a second at most between bursts
 	// of work, and reads a page of its store in well under a minute.
@@ -315,8 +318,8 @@ func (m *Mirror) Stats() Stats { return m.stats }
 
 // CatchUp reads the origin's feed until it has nothing more. A passing
 // failure (the network, the origin busy, an answer cut short) is tried
-// again, DefaultOnceAttempts times at most; ErrOrigin and store refusals
-// are not.
+// again, DefaultOnceAttempts times at most (a stalled answer, OnceStalls
+// times); ErrOrigin and store refusals are not.
 func (m *Mirror) CatchUp(ctx context.Context) (Stats, error) {
 	err := m.run(ctx, true)
 	return m.stats, err
@@ -334,7 +337,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 }
 
 func (m *Mirror) run(ctx context.Context, once bool) error {
-	failures := 0
+	failures, stalls := 0, 0
 	for {
 		more, err := m.fetch(ctx, !once && m.stats.CaughtUp)
 		switch {
@@ -355,7 +358,10 @@ func (m *Mirror) run(ctx context.Context, once bool) error {
 		}
 		failures++
 		m.opts.Metrics.failed()
-		if once && failures >= DefaultOnceAttempts {
+		if errors.Is(err, ErrStalled) {
+			stalls++
+		}
+		if once && (failures >= DefaultOnceAttempts || stalls >= OnceStalls) {
 			return fmt.Errorf("cannot catch up with %s after %d attempts: %w", m.base, failures, err)
 		}
 		d := backoff(failures, m.opts.MinBackoff, m.opts.MaxBackoff)

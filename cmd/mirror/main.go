@@ -50,7 +50,8 @@ an origin sending without end cannot grow the mirror's memory. A URL that
 answers a web page rather than a change feed is said so at once. Passing
 failures (the network, the origin restarting, an origin that sends
 nothing for --read-timeout in the middle of an answer) are tried again
-with backoff; with --once, 8 times, then it exits 1 saying why.
+with backoff; with --once, 8 times (a stalled origin, twice), then it
+exits 1 saying why.
 
 Removals are the origin's to make, within bounds: a removal dated in the
 future is refused, and so is an answer that removes more than 100
