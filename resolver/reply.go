@@ -55,6 +55,9 @@ func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInf
 	}
 	seen := map[string]bool{strings.ToLower(to): true}
 	cc := func(a string) {
+		if x := catalog.Address(a); x != "" {
+			a = x // pipermail's "user at host"
+		}
 		if k := strings.ToLower(a); safeAddr(a) && !seen[k] && len(r.Cc) < maxReplyCc {
 			seen[k] = true
 			r.Cc = append(r.Cc, a)
@@ -100,12 +103,17 @@ func recipients(h []mailview.Field) []string {
 			}
 			continue
 		}
-		// A list net/mail refuses (an 8-bit name, a stray character):
-		// each address between commas that is one on its own.
+		// A list net/mail refuses (an 8-bit name, a stray character,
+		// pipermail's "user at host (Name)"): each address between commas
+		// that is one on its own.
 		for _, p := range strings.Split(f.Value, ",") {
-			if a, err := mail.ParseAddress(strings.TrimSpace(p)); err == nil {
+			p = strings.TrimSpace(p)
+			if i := strings.IndexByte(p, '('); i > 0 && strings.HasSuffix(p, ")") {
+				p = strings.TrimSpace(p[:i]) // "addr (Name)"
+			}
+			if a, err := mail.ParseAddress(p); err == nil {
 				out = append(out, a.Address)
-			} else if a := strings.TrimSpace(p); safeAddr(a) {
+			} else if a := catalog.Address(p); a != "" {
 				out = append(out, a)
 			}
 		}

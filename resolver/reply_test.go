@@ -80,6 +80,13 @@ func TestReplyTo(t *testing.T) {
 			wantCc:   []string{"a@example.org"},
 		},
 		{
+			name:     "pipermail's addresses",
+			header:   header("From", "alice at example.org (Alice)", "To", "fetchmail-friends at lists.example.org", "Cc", "bob at example.org (Bob)"),
+			listAddr: "fetchmail-friends@lists.example.org",
+			wantTo:   "fetchmail-friends@lists.example.org",
+			wantCc:   []string{"alice@example.org", "bob@example.org"},
+		},
+		{
 			name:   "an unparseable To: the addresses in it",
 			header: header("From", "A <a@example.org>", "To", "Jürgen \"J <j@example.org>, k@example.org", "List-Id", "<l.lists.example.org>"),
 			wantTo: "l@lists.example.org",
