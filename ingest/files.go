@@ -98,9 +98,10 @@ func HasMessages(ctx context.Context, paths []string, opts mailsource.Options) (
 			return false, err
 		}
 		_, err = src.Next()
+		skipped := src.Skipped()
 		src.Close()
-		if err == nil {
-			return true, nil
+		if err == nil || skipped > 0 {
+			return true, nil // skipped: read by an earlier import
 		}
 		if !errors.Is(err, io.EOF) {
 			return true, nil // a message that breaks: the import says how
@@ -135,11 +136,20 @@ func importFile(ctx context.Context, path string, opts FilesOptions, log *slog.L
 	if iopts.OnBatch != nil {
 		iopts.OnBatch(s)
 	}
-	log.Info("read", "path", path, "format", src.Format(), "messages", items.n, "imported", s.Imported, "duplicates", s.Duplicates, "failed", s.Failed)
+	skipped := src.Skipped()
+	log.Info("read", "path", path, "format", src.Format(), "messages", items.n, "skipped", skipped, "imported", s.Imported, "duplicates", s.Duplicates, "failed", s.Failed)
 	if err != nil {
 		return items.n, s, fmt.Errorf("cannot import %s: %w", path, err)
 	}
-	return items.n, s, nil
+	// Every message read is stored: a source that can (public-inbox)
+	// skips them next time. Not after a failure, nor for a share of the
+	// input, which leaves the rest to other processes.
+	if s.Failed == 0 && iopts.PartitionN == 0 {
+		if err := src.Checkpoint(); err != nil {
+			return items.n, s, err
+		}
+	}
+	return items.n + int(skipped), s, nil
 }
 
 // sourceItems is a mailsource.Source as a Source of Items; it counts them

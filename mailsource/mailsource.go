@@ -8,6 +8,9 @@
 //   - a directory with cur/ or new/: a Maildir, its files merged in name
 //     (delivery time) order, tmp/ skipped, a file moved to cur/ while
 //     reading followed there;
+//   - a public-inbox repository (a v2 inbox, a directory with git/0.git;
+//     one of its epochs or a v1 repository, a bare git directory): the
+//     messages its history adds and does not remove later ([pisource]);
 //   - any other directory: its mbox and .eml files, recursively, in the
 //     order of [Less]; names starting with a dot are ignored, other files
 //     skipped with a warning.
@@ -34,6 +37,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/chibrary/chibrary/mailsource/pisource"
 	"github.com/chibrary/chibrary/mbox"
 )
 
@@ -54,6 +58,10 @@ type Options struct {
 	MaxMessageSize int64        // 0 is mbox.DefaultMaxMessageSize
 	Stdin          io.Reader    // for the path "-"; nil has no messages
 	Logger         *slog.Logger // nil discards
+	// StateDir, if set, is where public-inbox sources remember how far
+	// they were read (Source.Checkpoint), so that the next import of the
+	// same repository reads only the commits added since.
+	StateDir string
 }
 
 type entry struct {
@@ -98,6 +106,8 @@ type Source struct {
 
 	done  *atomic.Int64 // bytes read; a folder's mbox files add to it
 	total int64
+
+	pi *pisource.Reader // a public-inbox repository
 }
 
 // countingReader counts for Progress.
@@ -139,6 +149,14 @@ func Open(ctx context.Context, path string, opts Options) (*Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s: %w", path, pathless(err))
+	}
+	if fi.IsDir() && pisource.Detect(path) {
+		pi, err := pisource.Open(ctx, path, pisource.Options{MaxMessageSize: s.max, StateDir: opts.StateDir, Logger: s.log})
+		if err != nil {
+			return nil, err // it names the path
+		}
+		s.pi = pi
+		return s, nil
 	}
 	if fi.IsDir() {
 		if err := s.openDir(path); err != nil {
@@ -465,6 +483,9 @@ func (s *Source) addFile(path string, mailbox bool) {
 // Format says what the source is, e.g. "mboxrd (gzip; auto: ...)" (known
 // after the first Next) or KindMaildir.
 func (s *Source) Format() string {
+	if s.pi != nil {
+		return s.pi.Format()
+	}
 	if s.kind == KindFolder {
 		return fmt.Sprintf("%s (%d mbox files, %d .eml files)", s.kind, s.mailboxes, len(s.files)-s.mailboxes)
 	}
@@ -491,6 +512,9 @@ func (s *Source) Format() string {
 // Progress reports how far reading has come, in bytes of the input as
 // stored (compressed, read ahead); total is 0 when unknown (stdin).
 func (s *Source) Progress() (done, total int64) {
+	if s.pi != nil {
+		return s.pi.Progress()
+	}
 	return s.done.Load(), s.total
 }
 
@@ -501,6 +525,12 @@ func (s *Source) Next() (Item, error) {
 		return Item{}, err
 	}
 	switch {
+	case s.pi != nil:
+		m, err := s.pi.Next()
+		if err != nil {
+			return Item{}, err
+		}
+		return Item{Raw: m.Raw, Where: m.Where, Err: m.Err}, nil
 	case s.mr != nil:
 		m, err := s.mr.Next()
 		if errors.Is(err, io.EOF) {
@@ -632,10 +662,32 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
+// Checkpoint records that every message Next returned is stored, for a
+// source that can skip them next time (a public-inbox repository opened
+// with Options.StateDir); for the others it does nothing.
+func (s *Source) Checkpoint() error {
+	if s.pi != nil {
+		return s.pi.Checkpoint()
+	}
+	return nil
+}
+
+// Skipped is how many messages an earlier import's Checkpoint lets this
+// one skip.
+func (s *Source) Skipped() int64 {
+	if s.pi != nil {
+		return s.pi.Skipped()
+	}
+	return 0
+}
+
 // Close must be called: it stops the goroutine that decompresses ahead.
 // It does not close Options.Stdin.
 func (s *Source) Close() error {
 	var errs []error
+	if s.pi != nil {
+		errs = append(errs, s.pi.Close())
+	}
 	if s.sub != nil {
 		errs = append(errs, s.sub.Close())
 		s.sub = nil

@@ -29,13 +29,21 @@ Usage: importer [--data DIR | --store URL]
 Imports every message of each PATH into the archive. A PATH is an mbox file
 (plain, .gz or .bz2, recognised by content), a folder of mbox and .eml files
 (read in name order, months in calendar order: a Mailman 2 archive download
-of monthly .txt.gz files), a Maildir, or - for one message or an mbox on
-standard input. A message already in the archive (same bytes, line ends
+of monthly .txt.gz files), a Maildir, a public-inbox repository, or - for
+one message or an mbox on standard input. A message already in the archive (same bytes, line ends
 aside) is a duplicate and keeps its call number, so an interrupted import
 can simply be run again. A message with "X-No-Archive: yes" is imported
 like any other: an archive being imported was published already (the
 watcher, which archives mail as it arrives, honours the header). A message the input breaks inside (a compressed
 file cut short or corrupt) is failed, never stored in part.
+
+A public-inbox repository is read with git (which must be installed): a
+v2 inbox (a directory with git/0.git, its epochs read in order), one
+epoch, or a v1 repository (a bare git directory). Messages its history
+removed later (public-inbox-learn rm, -purge) are not imported. With
+--data, the importer remembers in DIR/public-inbox/ the last commit it
+read of each epoch once all before it is stored, and a later run reads
+only the commits added since (docs/public-inbox.md).
 
 --list names the list of every message (without it, each message's
 List-Id header does). A list's name is kept in the one form the archive's
@@ -62,6 +70,7 @@ Examples:
   importer fixtures/mbox/demo.mbox
   importer --data /srv/archive --list linux-mips --manifest out.jsonl 2019-*.txt.gz
   importer --list demo fixtures/pipermail --data /srv/archive
+  importer --data /srv/archive --list linux-mips /srv/public-inbox/linux-mips
   zcat old.mbox.gz | importer --format mboxo -
   importer --coordinator http://coord:7070 --token-file /etc/chibrary/token \
            --store riak://r1:8087,r2:8087 --partition 1/4 huge.mbox
@@ -132,6 +141,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if _, err := st.Parse(); err != nil {
 		return err
+	}
+	if st.Store == "" {
+		opts.Source.StateDir = filepath.Join(st.Data, "public-inbox")
 	}
 	if list != "" {
 		// One form of a list's name, the archive's, from here on.
