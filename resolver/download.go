@@ -90,6 +90,24 @@ func sortByDate(msgs []*catalog.Message) {
 // with mboxrd quoting: package mbox). Importing the file gives back
 // every message byte for byte (see mbox.Writer for the one exception: a
 // message without a final line end gets one).
+func (s *Server) streamMbox(w http.ResponseWriter, r *http.Request, filename string, cns []string) {
+	sp, release, ok := s.spoolMbox(w, r, cns, true)
+	if !ok {
+		return
+	}
+	defer release()
+	h := w.Header()
+	h.Set("Content-Type", "application/gzip")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filename}))
+	h.Set("Content-Security-Policy", rawCSP)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("ETag", sp.info.(string))
+	sp.serve(s.stream(w), r)
+}
+
+// spoolMbox returns the spool of the messages cns as an mboxrd file,
+// gzipped if gz, for the caller to serve and then release; false when it
+// has answered already (an error) or the reader went away.
 //
 // The file is written once into a spool (see spools), which every
 // reader of the same messages at the time shares, and served from it
@@ -98,48 +116,54 @@ func sortByDate(msgs []*catalog.Message) {
 // it takes the memory of one message at a time, whatever the size of
 // the month and the number of its readers; the first byte goes out once
 // the whole file is written.
-func (s *Server) streamMbox(w http.ResponseWriter, r *http.Request, filename string, cns []string) {
+//
+// A gzipped file leaves out a message the catalog names but the store
+// has not (another store than the catalog's, or removed meanwhile); a
+// plain one (public-inbox's /raw, of the copies of one message) answers
+// for it as the message's own page does (404, 410).
+func (s *Server) spoolMbox(w http.ResponseWriter, r *http.Request, cns []string, gz bool) (sp *spool, release func(), ok bool) {
 	ctx := r.Context()
 	// The file is a function of the call numbers alone (a call number's
 	// bytes never change; a removal takes it out of the catalog's
 	// lists), so readers of the same messages by any route share it.
 	key := sha256.New()
 	io.WriteString(key, mboxFormat)
+	if !gz {
+		io.WriteString(key, " plain")
+	}
 	for _, cn := range cns {
 		io.WriteString(key, "\n"+cn)
 	}
 	sum := store.Digest(key.Sum(nil))
 	sp, first, release := s.spools.join("mbox/" + hex.EncodeToString(sum[:]))
-	defer release()
 	if first {
 		path := r.URL.EscapedPath()
 		// The file is written for every reader who joins meanwhile,
 		// so it is not stopped when this one goes away.
 		wctx := context.WithoutCancel(ctx)
 		s.spools.make(ctx, sp, sum, func(f io.Writer) (any, error) {
+			if !gz {
+				return s.writePlainMbox(wctx, f, cns)
+			}
 			return s.writeMbox(wctx, f, cns, path)
 		})
 	} else if !sp.wait(ctx) {
-		return // the reader went away
+		release()
+		return nil, nil, false // the reader went away
 	}
 	switch {
-	case sp.err != nil && ctx.Err() != nil:
-		return // the reader went away
-	case sp.err != nil && (errors.Is(sp.err, context.Canceled) || errors.Is(sp.err, context.DeadlineExceeded)):
+	case sp.err == nil:
+		return sp, release, true
+	case ctx.Err() != nil:
+		// The reader went away.
+	case errors.Is(sp.err, context.Canceled) || errors.Is(sp.err, context.DeadlineExceeded):
 		// The reader who was to write it went away before it could.
 		s.fail(w, r, http.StatusServiceUnavailable, "The archive is busy; try again in a moment.")
-		return
-	case sp.err != nil:
+	default:
 		s.failStore(w, r, sp.err)
-		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/gzip")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filename}))
-	h.Set("Content-Security-Policy", rawCSP)
-	h.Set("Cache-Control", "no-cache")
-	h.Set("ETag", sp.info.(string))
-	sp.serve(s.stream(w), r)
+	release()
+	return nil, nil, false
 }
 
 // mboxFormat names the way a download is written (From_ lines, quoting,
@@ -177,6 +201,24 @@ func (s *Server) writeMbox(ctx context.Context, w io.Writer, cns []string, path 
 	}
 	if err := gz.Close(); err != nil {
 		return "", fmt.Errorf("cannot spool a download: %w", err)
+	}
+	return `"` + hex.EncodeToString(sum.Sum(nil)[:16]) + `"`, nil
+}
+
+// writePlainMbox writes the messages cns to w as mboxrd text, as
+// public-inbox's /raw does (every copy with the Message-ID, each after
+// its From_ line), and returns its ETag, made of its bytes.
+func (s *Server) writePlainMbox(ctx context.Context, w io.Writer, cns []string) (string, error) {
+	sum := sha256.New()
+	mw := io.MultiWriter(w, sum)
+	for _, cn := range cns {
+		m, err := s.getByText(ctx, cn)
+		if err != nil {
+			return "", err // the store's error, for failStore
+		}
+		if err := writeMboxrd(mw, fromLine(m), m.Raw); err != nil {
+			return "", fmt.Errorf("cannot spool a download: %w", err)
+		}
 	}
 	return `"` + hex.EncodeToString(sum.Sum(nil)[:16]) + `"`, nil
 }

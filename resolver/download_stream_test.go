@@ -204,7 +204,8 @@ func gunzipMessages(t *testing.T, body []byte) [][]byte {
 }
 
 // TestSlowDownloads: with a write timeout of 300 ms, a month's mbox.gz,
-// the raw message of its 2 MiB message and a 2 MiB attachment, read slowly for several
+// the raw message of its 2 MiB message (and public-inbox's /raw of it)
+// and a 2 MiB attachment, read slowly for several
 // times as long, are downloaded whole: the write deadline of a large
 // body moves as its reader reads.
 func TestSlowDownloads(t *testing.T) {
@@ -214,7 +215,8 @@ func TestSlowDownloads(t *testing.T) {
 	att := nm.a.put(t, hostile.BigAttachment(attSize).Raw(), "other").String()
 	base, _ := nm.server(t, limit, 2*time.Second)
 	client := smallClient()
-	for _, path := range []string{noisePath, "/" + nm.bigCN + "/raw", "/" + att + "/attachments/0/big.bin"} {
+	piRaw := "/noise/noise1@example.org/raw" // public-inbox's, as mboxrd
+	for _, path := range []string{noisePath, "/" + nm.bigCN + "/raw", "/" + att + "/attachments/0/big.bin", piRaw} {
 		resp, err := client.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -229,6 +231,10 @@ func TestSlowDownloads(t *testing.T) {
 			t.Errorf("GET %s read slowly took %v, under 3 times the write timeout: the test shows nothing", path, took)
 		}
 		t.Logf("GET %s read slowly: %d bytes in %v (write timeout %v)", path, len(body), took, limit)
+		if path == piRaw {
+			compareMessages(t, path+" read slowly", readMbox(t, bytes.NewReader(body), path, mbox.FormatMboxrd), nm.raws[1:2])
+			continue
+		}
 		if strings.HasSuffix(path, "/big.bin") {
 			for i, c := range body {
 				if c != hostile.AttachmentByte(int64(i)) {

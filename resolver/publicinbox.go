@@ -28,7 +28,6 @@ package resolver
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -289,28 +288,20 @@ func (s *Server) piList(w http.ResponseWriter, r *http.Request, list string) {
 }
 
 // streamRawMbox writes messages as mboxrd text, as public-inbox's /raw
-// does (every copy with the Message-ID, each after its From_ line).
+// does (every copy with the Message-ID, each after its From_ line),
+// spooled and served as a download is (spoolMbox).
 func (s *Server) streamRawMbox(w http.ResponseWriter, r *http.Request, cns []string) {
-	var b strings.Builder
-	for _, cn := range cns {
-		m, err := s.getByText(r.Context(), cn)
-		if err != nil {
-			s.failStore(w, r, err)
-			return
-		}
-		if err := writeMboxrd(&b, fromLine(m), m.Raw); err != nil {
-			s.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("The message could not be written: %v", err))
-			return
-		}
+	sp, release, ok := s.spoolMbox(w, r, cns, false)
+	if !ok {
+		return
 	}
+	defer release()
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Security-Policy", rawCSP)
 	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		w.Write([]byte(b.String()))
-	}
+	h.Set("ETag", sp.info.(string))
+	sp.serve(s.stream(w), r)
 }
 
 // writeMboxrd writes one message in mboxrd (package mbox).
