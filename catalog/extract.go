@@ -427,6 +427,16 @@ func BaseSubject(s string) (base string, reply bool) {
 		}
 		s = strings.TrimSpace(rest)
 	}
+	// A subject renamed in passing keeps the old one in "(was: ...)": the
+	// thread goes on under the new one, which its replies often keep
+	// alone ("Re: IP27: BUG() [was: Random hard locks]", then "Re: IP27:
+	// BUG()").
+	l := lowerASCII(s)
+	for _, was := range []string{" (was:", " [was:", " (was ", " [was "} {
+		if i := strings.Index(l, was); i > 0 {
+			s, l = s[:i], l[:i]
+		}
+	}
 	return strings.ToLower(strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ")), reply
 }
 

@@ -190,6 +190,11 @@ func TestBaseSubject(t *testing.T) {
 		{"", "", false},
 		{"[unclosed x", "[unclosed x", false},
 		{"Réponse: été", "réponse: été", false},
+		{"Re: IP27: BUG() in mm/vmscan.c [was: Random hard locks]", "ip27: bug() in mm/vmscan.c", true},
+		{"a new idea (was: Re: the old one)", "a new idea", false},
+		{"a new idea (Was an old one)", "a new idea", false},
+		{"(was: only this)", "(was: only this)", false},
+		{"what it was: a bug", "what it was: a bug", false},
 	}
 	for _, tt := range tests {
 		base, reply := BaseSubject(tt.in)
