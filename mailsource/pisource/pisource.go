@@ -516,8 +516,10 @@ func (s *stream) close() error {
 	if s.feedErr != nil && !errors.Is(s.feedErr, context.Canceled) {
 		return s.feedErr
 	}
+	// Killed by stop (exec returns the context's error then), or exited
+	// on its own: what it wrote was read or is not wanted.
 	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil

@@ -1,0 +1,214 @@
+package pisource_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chibrary/chibrary/mailsource/pisource"
+	"github.com/chibrary/chibrary/mailsource/pisource/pitest"
+)
+
+// readAll reads every message of path and returns their Message-IDs in
+// the order read (without angle brackets) and the Reader, closed.
+func readAll(t *testing.T, path string, opts pisource.Options) ([]string, *pisource.Reader) {
+	t.Helper()
+	r, err := pisource.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var ids []string
+	for {
+		m, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Err != nil {
+			t.Fatalf("%s: %v", m.Where, m.Err)
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(m.Raw))
+		if err != nil {
+			t.Fatalf("%s: %v", m.Where, err)
+		}
+		ids = append(ids, strings.Trim(msg.Header.Get("Message-ID"), "<>"))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return ids, r
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// TestV2 makes a v2 inbox with the real tools, removes a message with
+// public-inbox-learn rm, and reads exactly what public-inbox shows, in
+// delivery order; then, from where it stopped, only what was added.
+func TestV2(t *testing.T) {
+	ib := pitest.New(t, 2)
+	msgs := [][]byte{ib.Message("one@x", 1), ib.Message("two@x", 2), ib.Message("three@x", 3), ib.Message("four@x", 4)}
+	// No Message-ID: public-inbox makes one up and adds it to the message.
+	msgs = append(msgs, []byte("From: a@example.org\nTo: test@example.com\nSubject: anonymous\nDate: Mon, 1 Jan 2024 01:00:00 +0000\n\nno id\n"))
+	for _, m := range msgs {
+		ib.Deliver(t, m)
+	}
+	ib.Remove(t, msgs[1])
+	want := ib.MessageIDs(t)
+	if len(want) != 4 || slices.Contains(want, "two@x") {
+		t.Fatalf("public-inbox shows %q, want 4 messages without two@x", want)
+	}
+	state := t.TempDir()
+	for _, path := range []string{ib.Dir, ib.Epoch(0)} {
+		got, r := readAll(t, path, pisource.Options{})
+		if !slices.Equal(sorted(got), want) {
+			t.Errorf("read %s: %q, want %q", path, got, want)
+		}
+		if got[0] != "one@x" || got[1] != "three@x" || got[2] != "four@x" {
+			t.Errorf("read %s in the order %q, want delivery order", path, got)
+		}
+		wantKind := pisource.KindInbox
+		if path != ib.Dir {
+			wantKind = pisource.KindEpoch
+		}
+		if r.Kind() != wantKind {
+			t.Errorf("Kind() of %s = %q, want %q", path, r.Kind(), wantKind)
+		}
+	}
+
+	// Read with a state directory, then with new mail.
+	got, r := readAll(t, ib.Dir, pisource.Options{StateDir: state})
+	if len(got) != 4 {
+		t.Fatalf("read %q, want 4", got)
+	}
+	if err := r.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	got, r = readAll(t, ib.Dir, pisource.Options{StateDir: state})
+	if len(got) != 0 || r.Skipped() != 4 {
+		t.Fatalf("after a checkpoint, read %q and skipped %d, want nothing read and 4 skipped", got, r.Skipped())
+	}
+	ib.Deliver(t, ib.Message("five@x", 5))
+	got, r = readAll(t, ib.Dir, pisource.Options{StateDir: state})
+	if !slices.Equal(got, []string{"five@x"}) || r.Skipped() != 4 {
+		t.Fatalf("after new mail, read %q, skipped %d; want [five@x], 4", got, r.Skipped())
+	}
+	// Not checkpointed (as if the import failed): read again next time.
+	got, _ = readAll(t, ib.Dir, pisource.Options{StateDir: state})
+	if !slices.Equal(got, []string{"five@x"}) {
+		t.Fatalf("without a checkpoint, read %q, want [five@x] again", got)
+	}
+
+	// A message removed after it was read: a warning, nothing read.
+	ib.Remove(t, msgs[0])
+	var logs bytes.Buffer
+	got, r = readAll(t, ib.Dir, pisource.Options{StateDir: state, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !slices.Equal(got, []string{"five@x"}) {
+		t.Fatalf("after a removal, read %q, want [five@x]", got)
+	}
+	if !strings.Contains(logs.String(), "removed a message that an earlier import read") {
+		t.Errorf("no warning of the removal of a message read before; log:\n%s", logs.String())
+	}
+	if err := r.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+
+	// public-inbox-purge rewrites the history: the epoch is read again,
+	// without the purged message (its blob is emptied) nor the removed one.
+	ib.Purge(t, msgs[3])
+	want = ib.MessageIDs(t)
+	got, r = readAll(t, ib.Dir, pisource.Options{StateDir: state})
+	if !slices.Equal(sorted(got), want) || r.Skipped() != 0 {
+		t.Errorf("after a purge, read %q (skipped %d), want %q (0)", got, r.Skipped(), want)
+	}
+	if slices.Contains(got, "four@x") {
+		t.Errorf("read the purged message: %q", got)
+	}
+}
+
+// TestV1 reads a v1 repository made by the real tools, one message
+// removed with public-inbox-learn rm.
+func TestV1(t *testing.T) {
+	ib := pitest.New(t, 1)
+	msgs := [][]byte{ib.Message("one@x", 1), ib.Message("two@x", 2), ib.Message("three@x", 3)}
+	for _, m := range msgs {
+		ib.Deliver(t, m)
+	}
+	ib.Remove(t, msgs[0])
+	want := ib.MessageIDs(t)
+	if !slices.Equal(want, []string{"three@x", "two@x"}) {
+		t.Fatalf("public-inbox shows %q", want)
+	}
+	state := t.TempDir()
+	got, r := readAll(t, ib.Dir, pisource.Options{StateDir: state})
+	if !slices.Equal(got, []string{"two@x", "three@x"}) {
+		t.Errorf("read %q, want [two@x three@x]", got)
+	}
+	if r.Kind() != pisource.KindV1 {
+		t.Errorf("Kind() = %q, want %q", r.Kind(), pisource.KindV1)
+	}
+	if err := r.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	ib.Deliver(t, ib.Message("four@x", 4))
+	if got, _ := readAll(t, ib.Dir, pisource.Options{StateDir: state}); !slices.Equal(got, []string{"four@x"}) {
+		t.Errorf("after new mail, read %q, want [four@x]", got)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"inbox/git/0.git", "bare/objects", "bare/refs", "notbare/objects", "maildir/cur"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bare", "HEAD"), []byte("ref: refs/heads/master\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{{"inbox", true}, {"bare", true}, {"notbare", false}, {"maildir", false}, {"missing", false}} {
+		if got := pisource.Detect(filepath.Join(dir, tc.path)); got != tc.want {
+			t.Errorf("Detect(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestNotARepository(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"objects", "refs"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "HEAD"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pisource.Open(context.Background(), dir, pisource.Options{})
+	if err == nil {
+		r.Close()
+		t.Fatalf("Open(a broken repository) = nil error, want one")
+	}
+	if !strings.Contains(err.Error(), dir) {
+		t.Errorf("Open: %v, want the path named", err)
+	}
+	if _, err := pisource.Open(context.Background(), dir, pisource.Options{Git: "/nonexistent/git"}); !errors.Is(err, pisource.ErrNoGit) {
+		t.Errorf("Open without git: %v, want ErrNoGit", err)
+	}
+}

@@ -1,0 +1,153 @@
+// Package pitest makes public-inbox repositories with the real
+// public-inbox tools (Debian's public-inbox: public-inbox-init, -mda,
+// -learn, -purge, -index), for tests and benchmarks. Without the tools a
+// test that asks for them is skipped.
+package pitest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite" // to read public-inbox's msgmap.sqlite3
+)
+
+// tools are the programs New needs.
+var tools = []string{"git", "public-inbox-init", "public-inbox-mda", "public-inbox-learn", "public-inbox-purge", "public-inbox-index"}
+
+// Available says why the tools cannot be used ("" when they can).
+func Available() string {
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			return t + " is not installed (apt-get install public-inbox)"
+		}
+	}
+	return ""
+}
+
+// Inbox is a public-inbox inbox in a temporary directory, with its own
+// configuration file ($PI_CONFIG) and $HOME.
+type Inbox struct {
+	Dir     string // the inbox: a v2 inbox directory, or a v1 bare repository
+	Version int
+	Name    string
+	Addr    string
+	env     []string
+}
+
+// New makes an empty inbox of the given version (1 or 2) under
+// t.TempDir(), or skips t when the tools are missing.
+func New(t testing.TB, version int) *Inbox {
+	t.Helper()
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	home := t.TempDir()
+	ib := &Inbox{Dir: filepath.Join(home, "inbox"), Version: version, Name: "test", Addr: "test@example.com"}
+	cfg := filepath.Join(home, "pi_config")
+	ib.env = append(os.Environ(), "HOME="+home, "PI_CONFIG="+cfg, "ORIGINAL_RECIPIENT="+ib.Addr, "TZ=UTC")
+	// No spam filter: public-inbox-mda runs spamc by default.
+	if err := os.WriteFile(cfg, []byte("[publicinboxmda]\n\tspamcheck = none\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ib.run(t, nil, "public-inbox-init", fmt.Sprintf("-V%d", version), ib.Name, ib.Dir, "http://example.com/"+ib.Name, ib.Addr)
+	return ib
+}
+
+func (ib *Inbox) run(t testing.TB, stdin []byte, name string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(context.Background(), name, args...)
+	cmd.Env = ib.env
+	cmd.Stdin = bytes.NewReader(stdin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// Deliver delivers one message with public-inbox-mda.
+func (ib *Inbox) Deliver(t testing.TB, raw []byte) {
+	t.Helper()
+	ib.run(t, raw, "public-inbox-mda", "--no-precheck")
+}
+
+// Remove removes a message with public-inbox-learn rm.
+func (ib *Inbox) Remove(t testing.TB, raw []byte) {
+	t.Helper()
+	ib.run(t, raw, "public-inbox-learn", "rm")
+}
+
+// Purge removes a message with public-inbox-purge, which rewrites the
+// history (v2 only).
+func (ib *Inbox) Purge(t testing.TB, raw []byte) {
+	t.Helper()
+	ib.run(t, raw, "public-inbox-purge", ib.Dir)
+}
+
+// Epoch is the git directory of epoch n of a v2 inbox.
+func (ib *Inbox) Epoch(n int) string {
+	return filepath.Join(ib.Dir, "git", fmt.Sprintf("%d.git", n))
+}
+
+// MessageIDs are the Message-IDs public-inbox shows, sorted, without
+// angle brackets: its msgmap after public-inbox-index (article numbers to
+// Message-IDs, from which removals are deleted).
+func (ib *Inbox) MessageIDs(t testing.TB) []string {
+	t.Helper()
+	ib.run(t, nil, "public-inbox-index", ib.Dir)
+	path := filepath.Join(ib.Dir, "msgmap.sqlite3")
+	if ib.Version == 1 {
+		path = filepath.Join(ib.Dir, "public-inbox", "msgmap.sqlite3")
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT mid FROM msgmap")
+	if err != nil {
+		t.Fatalf("cannot read %s: %v", path, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Message is a small message with the given Message-ID (without angle
+// brackets) and number n, addressed to the inbox.
+func (ib *Inbox) Message(id string, n int) []byte {
+	return fmt.Appendf(nil, "From: Sender %d <s%d@example.org>\nTo: %s\nSubject: message %d\nDate: Mon, 1 Jan 2024 00:%02d:00 +0000\nMessage-ID: <%s>\n\nBody of message %d.\n",
+		n, n, ib.Addr, n, n%60, id, n)
+}
+
+// ImportMbox imports an mboxrd file (plain, not compressed) into the inbox
+// with public-inbox's own importer (PublicInbox::InboxWritable's
+// import_mbox, as its scripts/import_vger_from_mbox does): one commit per
+// message, as a live inbox has them.
+func (ib *Inbox) ImportMbox(t testing.TB, mbox string) {
+	t.Helper()
+	ib.run(t, nil, "perl", "-MPublicInbox::Config", "-MPublicInbox::InboxWritable", "-e", `
+my ($name, $path) = @ARGV;
+my $ibx = PublicInbox::Config->new->lookup_name($name) or die "no inbox $name\n";
+$ibx = PublicInbox::InboxWritable->new($ibx);
+open my $fh, '<', $path or die "cannot open $path: $!\n";
+$ibx->import_mbox($fh, 'mboxrd');
+`, ib.Name, mbox)
+}
