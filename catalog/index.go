@@ -50,6 +50,7 @@ type indexer struct {
 
 	exists, insertMsg, insertRef                 *sql.Stmt
 	threadByMsgID, threadByRef, threadsBySubject *sql.Stmt
+	seriesCovers                                 *sql.Stmt
 	sketches, listAddress, movedTo, dropMoved    *sql.Stmt
 	newThread, addToThread, threadSize           *sql.Stmt
 	moveMessages, dropThread, recount            *sql.Stmt
@@ -80,6 +81,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.threadByMsgID, `SELECT thread FROM messages WHERE msgid_key=?1 AND list=?2 AND msgid=?3 LIMIT 1`},
 		{&ix.threadByRef, `SELECT m.thread FROM refs r JOIN messages m ON m.id=r.msg WHERE r.key=?1 AND m.list=?2 AND r.msgid=?3 LIMIT 1`},
 		{&ix.threadsBySubject, threadsBySubjectSQL},
+		{&ix.seriesCovers, seriesCoversSQL},
 		{&ix.sketches, sketchesSQL},
 		{&ix.listAddress, `UPDATE lists SET address=? WHERE name=? AND address!=?`},
 		{&ix.movedTo, `SELECT list FROM moved WHERE cn=?`},

@@ -11,11 +11,15 @@ package catalog
 // people is two questions. It never merges two threads, and what it
 // compares is bounded: sketchLines lines of each message without
 // references, maxQuoteHashes lines it quotes, and the newest
-// sketchMessages messages of each thread.
+// sketchMessages messages of each thread. Before all that, a patch of a
+// series ("[PATCH v2 3/18]") joins the thread of the cover letter ("[PATCH
+// v2 0/18]") its sender sent just before (JoinedSeries, seriesCover).
 
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +38,9 @@ const (
 	JoinedQuoting
 	// JoinedSameSubject: by its subject, in a thread someone else started.
 	JoinedSameSubject
+	// JoinedSeries: a patch of a series, under the cover letter ("[PATCH
+	// v2 0/18]") its sender sent just before (seriesCover).
+	JoinedSeries
 )
 
 // MarshalText names it in JSON.
@@ -47,6 +54,8 @@ func (j JoinedBy) String() string {
 		return "subject-quoting"
 	case JoinedSameSubject:
 		return "same-subject"
+	case JoinedSeries:
+		return "series"
 	}
 	return "references"
 }
@@ -170,6 +179,9 @@ func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, 
 	if d.base == "" {
 		return 0, JoinedByID, 0, nil
 	}
+	if t, cover, err := ix.seriesCover(d); err != nil || t != 0 {
+		return t, JoinedSeries, cover, err
+	}
 	date := d.date.Unix()
 	window := int64(subjectWindow / time.Second)
 	rows, err := ix.threadsBySubject.QueryContext(ix.ctx, d.list, textKey(d.base), date-window, date+window, maxSubjectRows)
@@ -255,3 +267,59 @@ const threadsBySubjectSQL = `SELECT t.id, t.root_reply, r.from_addr, r.from_name
 
 // sketchesSQL reads the sketches of a thread's newest messages.
 const sketchesSQL = `SELECT id, sketch FROM messages WHERE thread = ? AND sketch IS NOT NULL ORDER BY date DESC, id DESC LIMIT ?`
+
+// Bounds of a series' patches joining their cover letter.
+const (
+	// seriesWindow is how long after its cover letter a patch may come:
+	// git send-email sends a series in seconds.
+	seriesWindow = 6 * time.Hour
+	// maxSeriesRows bounds the sender's messages read for the cover.
+	maxSeriesRows = 200
+)
+
+// seriesPartRE reads a series' "[PATCH v2 03/18]": what comes before the
+// numbers, the number and the count.
+var seriesPartRE = regexp.MustCompile(`\[([^\[\]]*?)\s*\b0*(\d{1,4})/0*(\d{1,4})\s*\]`)
+
+// seriesPart reads the part of a series a subject says it is.
+func seriesPart(subject string) (tag string, n, of int, ok bool) {
+	m := seriesPartRE.FindStringSubmatch(subject)
+	if m == nil {
+		return "", 0, 0, false
+	}
+	n, _ = strconv.Atoi(m[2])
+	of, _ = strconv.Atoi(m[3])
+	return strings.ToLower(strings.Join(strings.Fields(m[1]), " ")), n, of, of > 0 && n <= of
+}
+
+// seriesCover returns the thread and the cover letter ("[PATCH v2
+// 0/18]") of a patch of a series ("[PATCH v2 3/18]") that its sender sent
+// within seriesWindow before it, in its list; 0 for none. A patch's
+// subject is not its cover's, so the subject rules never join them.
+func (ix *indexer) seriesCover(d *doc) (thread, cover int64, err error) {
+	tag, n, of, ok := seriesPart(d.subject)
+	if !ok || n == 0 || d.fromAddr == "" {
+		return 0, 0, nil
+	}
+	date := d.date.Unix()
+	rows, err := ix.seriesCovers.QueryContext(ix.ctx, d.list, date-int64(seriesWindow/time.Second), date, d.fromAddr, maxSeriesRows)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, t int64
+		var subject string
+		if err := rows.Scan(&id, &t, &subject); err != nil {
+			return 0, 0, err
+		}
+		if ctag, cn, cof, ok := seriesPart(subject); ok && cn == 0 && cof == of && ctag == tag {
+			return t, id, nil
+		}
+	}
+	return 0, 0, rows.Err()
+}
+
+// seriesCoversSQL reads a sender's messages of a list in a time window,
+// newest first (list, from, to, address, at most how many).
+const seriesCoversSQL = `SELECT id, thread, subject FROM messages WHERE list = ? AND date BETWEEN ? AND ? AND from_addr = ? ORDER BY date DESC, id DESC LIMIT ?`

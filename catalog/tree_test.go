@@ -410,3 +410,40 @@ func TestBogusReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesWithoutReferences: the patches of a series that name no
+// message (a pipermail archive, a broken git send-email) join the thread
+// of the cover letter their sender sent just before, under it; another
+// sender's, another version's and a late one do not.
+func TestSeriesWithoutReferences(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	put := func(from, subject string, at time.Duration) string {
+		date := time.Date(2014, 3, 3, 10, 0, 0, 0, time.UTC).Add(at).Format(time.RFC1123Z)
+		return a.put([]byte(fmt.Sprintf("From: %s\nSubject: %s\nMessage-ID: <%d.%s>\nDate: %s\n\npatch\n", from, subject, at, strings.ReplaceAll(from, " ", ""), date)), "l")
+	}
+	const dev = "dev@example.org"
+	cover := put(dev, "[PATCH v2 00/18] MIPS: Alchemy board updates", 0)
+	first := put(dev, "[PATCH v2 01/18] MIPS: Alchemy: one", 10*time.Second)
+	second := put(dev, "[PATCH v2 2/18] MIPS: Alchemy: two", 20*time.Second)
+	other := put("someone@example.org", "[PATCH v2 03/18] MIPS: Alchemy: three", 30*time.Second)
+	v1 := put(dev, "[PATCH 04/18] MIPS: Alchemy: four", 40*time.Second)
+	late := put(dev, "[PATCH v2 05/18] MIPS: Alchemy: five", 48*time.Hour)
+	mustSync(t, c, a.st)
+	th := threadOf(t, c, cover)
+	var got []string
+	for _, n := range th.Nodes {
+		got = append(got, fmt.Sprintf("%d %s", n.Depth, n.Message.CallNumber))
+	}
+	if want := []string{"0 " + cover, "1 " + first, "1 " + second}; !slices.Equal(got, want) {
+		t.Errorf("the cover letter's thread = %v, want %v", got, want)
+	}
+	if m, err := c.Message(t.Context(), first); err != nil || m.Joined != JoinedSeries {
+		t.Errorf("Message(first patch).Joined = %v, %v; want %v", m.Joined, err, JoinedSeries)
+	}
+	for _, cn := range []string{other, v1, late} {
+		if th := threadOf(t, c, cn); len(th.Nodes) != 1 {
+			t.Errorf("thread of %s:\n%swant it alone", cn, shape(t, th))
+		}
+	}
+}

@@ -609,6 +609,8 @@ func why(m *catalog.Message) string {
 		return "It names no message of this thread (no In-Reply-To or References the archive has), so its subject put it here, under the message it quotes."
 	case catalog.JoinedBySubject:
 		return "It names no message of this thread (no In-Reply-To or References the archive has), so its subject put it here: a reply to the same subject, days apart at most."
+	case catalog.JoinedSeries:
+		return "It names no message of this thread (no In-Reply-To or References), so its subject put it here: a patch of the series this thread's cover letter opens, from the same sender just after it."
 	case catalog.JoinedSameSubject:
 		return "It names no message of this thread (no In-Reply-To or References), so its subject put it here: someone else had asked under the same subject days before."
 	}
