@@ -53,11 +53,11 @@ func TestBetween(t *testing.T) {
 
 // labelled is a message as the labels test sees it.
 type labelled struct {
-	cn         string
-	id, date   int64
-	label      int64
-	late       bool
-	word, list string
+	cn       string
+	id, date int64
+	label    int64
+	late     bool
+	list     string
 }
 
 // labelsOf reads every message's label.

@@ -160,7 +160,7 @@ func TestMirror(t *testing.T) {
 			r.Header.Del("Accept-Encoding")
 			resp, err := http.Get(u.JoinPath(r.URL.Path).String() + "?" + r.URL.RawQuery)
 			if err != nil {
-				http.Error(w, err.Error(), 502)
+				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
 			defer resp.Body.Close()

@@ -69,12 +69,11 @@ func waitArchived(t *testing.T, data string, w want, watcher *proc, d time.Durat
 
 // deliverer appends messages to a mailbox until stopped.
 type deliverer struct {
-	stop    chan struct{}
-	done    chan struct{}
-	mu      sync.Mutex
-	n       int
-	errs    []error
-	refused int
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	n    int
+	errs []error
 }
 
 // deliver appends next(i) for i = 0, 1, ... until stop is closed and at

@@ -136,7 +136,6 @@ type Reader struct {
 	offset      int64 // offset of the next piece
 
 	started bool
-	done    bool
 	err     error // sticky fatal error
 	queued  error // a MessageError to return before the next message
 	broken  bool  // the input failed to read: nothing more can be read

@@ -762,7 +762,7 @@ func (m *Mirror) read(fr *changes.Reader, steps chan<- step, budget *inflight, s
 			if len(cur.batch) > 0 && cur.size+len(msg.Raw) > m.opts.BatchBytes && !send() {
 				return
 			}
-			cur.batch = append(cur.batch, store.Message{Number: msg.Number, Raw: msg.Raw, Digest: msg.Digest, MessageID: msg.MessageID, List: msg.List, Added: msg.Added})
+			cur.batch = append(cur.batch, store.Message(msg))
 			cur.size += len(msg.Raw)
 			if len(cur.batch) >= m.opts.BatchMessages || cur.size >= m.opts.BatchBytes {
 				if !send() {

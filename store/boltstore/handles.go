@@ -10,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/chibrary/chibrary/store"
 )
@@ -309,7 +310,7 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 				}
 				return db, nil
 			}
-			if !errors.Is(err, bolt.ErrTimeout) {
+			if !errors.Is(err, berrors.ErrTimeout) {
 				return nil, fmt.Errorf("cannot open %s: %w", h.path, unwrapPath(err))
 			}
 		}

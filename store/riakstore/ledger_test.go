@@ -151,11 +151,8 @@ func TestCrashAfterIndex(t *testing.T) {
 		t.Fatalf("Put with a crash before the packs = %v, want %v", err, errCrash)
 	}
 	dead.Close()
-	for _, m := range msgs {
-		if _, err := open(t, o).ByDigest(t.Context(), m.Digest); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("ByDigest of a message whose writer died before storing it = %v, want %v", err, store.ErrNotFound)
-		}
-		break
+	if _, err := open(t, o).ByDigest(t.Context(), msgs[0].Digest); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ByDigest of a message whose writer died before storing it = %v, want %v", err, store.ErrNotFound)
 	}
 	time.Sleep(dead.retention() + 100*time.Millisecond)
 
