@@ -117,6 +117,8 @@ type Reader struct {
 	removed map[string]bool // blobs the history removes
 	skipped int64           // messages read by earlier runs, skipped
 	state   string          // the state file, "" for none
+	// git cat-file has --batch-command (git 2.36 and later)
+	batchCommand bool
 
 	cur *stream // the epoch being read
 	idx int     // of cur in epochs
@@ -154,6 +156,9 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
+	if v, err := r.git(".", "version"); err == nil {
+		r.batchCommand = gitAtLeast(v, 2, 36)
+	}
 	if err := r.open(); err != nil {
 		r.cancel()
 		return nil, fmt.Errorf("cannot read %s: %w", path, err)
@@ -243,6 +248,24 @@ func (r *Reader) git(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w", args[0], err)
 	}
 	return string(out), nil
+}
+
+// gitAtLeast reads "git version 2.39.5" (and vendors' suffixes).
+func gitAtLeast(version string, major, minor int) bool {
+	f := strings.Fields(version)
+	if len(f) < 3 {
+		return false
+	}
+	parts := strings.SplitN(f[2], ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 func firstLine(s string) string {
@@ -362,7 +385,14 @@ func (r *Reader) Next() (Message, error) {
 func (r *Reader) start(e *epoch) (*stream, error) {
 	ctx, stop := context.WithCancel(r.ctx)
 	s := &stream{e: e, pending: make(chan event, 256), stop: stop, stderr: new(bytes.Buffer)}
-	s.cat = exec.CommandContext(ctx, r.opts.Git, "--git-dir="+e.dir, "cat-file", "--batch")
+	// --batch-command --buffer (git 2.36) writes its answers in large
+	// chunks, flushed when asked, rather than a write per message: a
+	// third of the reader's system calls and wake-ups.
+	catArgs, request := []string{"cat-file", "--batch"}, ""
+	if r.batchCommand {
+		catArgs, request = []string{"cat-file", "--batch-command", "--buffer"}, "contents "
+	}
+	s.cat = exec.CommandContext(ctx, r.opts.Git, append([]string{"--git-dir=" + e.dir}, catArgs...)...)
 	s.cat.Stderr = s.stderr
 	catIn, err := s.cat.StdinPipe()
 	if err != nil {
@@ -378,6 +408,7 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 		stop()
 		return nil, err
 	}
+	growPipe(catOut)
 	s.catOut = bufio.NewReaderSize(catOut, 256<<10)
 	rng := e.tip
 	if e.from != "" {
@@ -393,7 +424,7 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 			if ev.added == "" || r.removed[ev.added] || werr != nil {
 				return
 			}
-			if _, werr = w.WriteString(ev.added + "\n"); werr != nil {
+			if _, werr = w.WriteString(request + ev.added + "\n"); werr != nil {
 				return
 			}
 			select {
@@ -401,8 +432,13 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 				return
 			default:
 			}
-			// The reader may wait for a name still in w: flush it before
-			// waiting for the reader.
+			// The reader may wait for a message still in w, or in
+			// cat-file's buffer: flush both before waiting for the reader.
+			if r.batchCommand {
+				if _, werr = w.WriteString("flush\n"); werr != nil {
+					return
+				}
+			}
 			if werr = w.Flush(); werr != nil {
 				return
 			}

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 
 	_ "modernc.org/sqlite" // to read public-inbox's msgmap.sqlite3
 )
@@ -32,6 +31,15 @@ func Available() string {
 	return ""
 }
 
+// T is what New needs of a test (T has it), so that a benchmark
+// program can make inboxes too.
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	TempDir() string
+}
+
 // Inbox is a public-inbox inbox in a temporary directory, with its own
 // configuration file ($PI_CONFIG) and $HOME.
 type Inbox struct {
@@ -43,8 +51,9 @@ type Inbox struct {
 }
 
 // New makes an empty inbox of the given version (1 or 2) under
-// t.TempDir(), or skips t when the tools are missing.
-func New(t testing.TB, version int) *Inbox {
+// t.TempDir(), or skips t when the tools are missing; init are more
+// arguments of public-inbox-init (e.g. "-L", "basic": no Xapian index).
+func New(t T, version int, init ...string) *Inbox {
 	t.Helper()
 	if why := Available(); why != "" {
 		t.Skip(why)
@@ -55,13 +64,14 @@ func New(t testing.TB, version int) *Inbox {
 	ib.env = append(os.Environ(), "HOME="+home, "PI_CONFIG="+cfg, "ORIGINAL_RECIPIENT="+ib.Addr, "TZ=UTC")
 	// No spam filter: public-inbox-mda runs spamc by default.
 	if err := os.WriteFile(cfg, []byte("[publicinboxmda]\n\tspamcheck = none\n"), 0o644); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
-	ib.run(t, nil, "public-inbox-init", fmt.Sprintf("-V%d", version), ib.Name, ib.Dir, "http://example.com/"+ib.Name, ib.Addr)
+	args := append([]string{fmt.Sprintf("-V%d", version)}, init...)
+	ib.run(t, nil, "public-inbox-init", append(args, ib.Name, ib.Dir, "http://example.com/"+ib.Name, ib.Addr)...)
 	return ib
 }
 
-func (ib *Inbox) run(t testing.TB, stdin []byte, name string, args ...string) {
+func (ib *Inbox) run(t T, stdin []byte, name string, args ...string) {
 	t.Helper()
 	cmd := exec.CommandContext(context.Background(), name, args...)
 	cmd.Env = ib.env
@@ -72,20 +82,20 @@ func (ib *Inbox) run(t testing.TB, stdin []byte, name string, args ...string) {
 }
 
 // Deliver delivers one message with public-inbox-mda.
-func (ib *Inbox) Deliver(t testing.TB, raw []byte) {
+func (ib *Inbox) Deliver(t T, raw []byte) {
 	t.Helper()
 	ib.run(t, raw, "public-inbox-mda", "--no-precheck")
 }
 
 // Remove removes a message with public-inbox-learn rm.
-func (ib *Inbox) Remove(t testing.TB, raw []byte) {
+func (ib *Inbox) Remove(t T, raw []byte) {
 	t.Helper()
 	ib.run(t, raw, "public-inbox-learn", "rm")
 }
 
 // Purge removes a message with public-inbox-purge, which rewrites the
 // history (v2 only).
-func (ib *Inbox) Purge(t testing.TB, raw []byte) {
+func (ib *Inbox) Purge(t T, raw []byte) {
 	t.Helper()
 	ib.run(t, raw, "public-inbox-purge", ib.Dir)
 }
@@ -98,7 +108,7 @@ func (ib *Inbox) Epoch(n int) string {
 // MessageIDs are the Message-IDs public-inbox shows, sorted, without
 // angle brackets: its msgmap after public-inbox-index (article numbers to
 // Message-IDs, from which removals are deleted).
-func (ib *Inbox) MessageIDs(t testing.TB) []string {
+func (ib *Inbox) MessageIDs(t T) []string {
 	t.Helper()
 	ib.run(t, nil, "public-inbox-index", ib.Dir)
 	path := filepath.Join(ib.Dir, "msgmap.sqlite3")
@@ -107,7 +117,7 @@ func (ib *Inbox) MessageIDs(t testing.TB) []string {
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	defer db.Close()
 	rows, err := db.Query("SELECT mid FROM msgmap")
@@ -119,12 +129,12 @@ func (ib *Inbox) MessageIDs(t testing.TB) []string {
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v", err)
 		}
 		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	slices.Sort(ids)
 	return ids
@@ -141,7 +151,7 @@ func (ib *Inbox) Message(id string, n int) []byte {
 // with public-inbox's own importer (PublicInbox::InboxWritable's
 // import_mbox, as its scripts/import_vger_from_mbox does): one commit per
 // message, as a live inbox has them.
-func (ib *Inbox) ImportMbox(t testing.TB, mbox string) {
+func (ib *Inbox) ImportMbox(t T, mbox string) {
 	t.Helper()
 	ib.run(t, nil, "perl", "-MPublicInbox::Config", "-MPublicInbox::InboxWritable", "-e", `
 my ($name, $path) = @ARGV;
