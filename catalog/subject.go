@@ -189,10 +189,11 @@ func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, 
 		return 0, 0, 0, err
 	}
 	type cand struct {
-		id        int64
-		rootReply bool
-		rootAddr  string
-		rootName  string
+		id          int64
+		rootReply   bool
+		rootAddr    string
+		rootName    string
+		rootSubject string
 	}
 	var cands []cand
 	for len(cands) < maxSubjectThreads && rows.Next() {
@@ -203,6 +204,7 @@ func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, 
 			return 0, 0, 0, err
 		}
 		if base, _ := BaseSubject(subject); base == d.base { // not another base of the same key
+			c.rootSubject = subject
 			cands = append(cands, c)
 		}
 	}
@@ -230,6 +232,13 @@ func (ix *indexer) bySubject(d *doc) (thread int64, how JoinedBy, quotes int64, 
 		for _, c := range cands {
 			other := c.rootAddr != "" && !strings.EqualFold(c.rootAddr, d.fromAddr) ||
 				c.rootAddr == "" && d.fromAddr == "" && c.rootName != d.fromName
+			// "[PATCH v17] x" after "[PATCH v16] x" is the patch sent
+			// again, not an answer to it.
+			if pt, ok := patchTag(d.subject); ok {
+				if ct, ok := patchTag(c.rootSubject); ok && ct != pt {
+					other = false
+				}
+			}
 			if other {
 				return c.id, JoinedSameSubject, 0, nil
 			}
@@ -323,3 +332,28 @@ func (ix *indexer) seriesCover(d *doc) (thread, cover int64, err error) {
 // seriesCoversSQL reads a sender's messages of a list in a time window,
 // newest first (list, from, to, address, at most how many).
 const seriesCoversSQL = `SELECT id, thread, subject FROM messages WHERE list = ? AND date BETWEEN ? AND ? AND from_addr = ? ORDER BY date DESC, id DESC LIMIT ?`
+
+// patchTag returns the bracket of a patch's subject that says what it is
+// ("[PATCH v2 3/18]", "[RFC PATCH]"), lower-case, without the part's
+// numbers: "patch v2", "rfc patch"; false for a subject without one.
+func patchTag(subject string) (string, bool) {
+	for rest := subject; ; {
+		i := strings.IndexByte(rest, '[')
+		if i < 0 {
+			return "", false
+		}
+		j := strings.IndexByte(rest[i:], ']')
+		if j < 0 {
+			return "", false
+		}
+		tag := strings.ToLower(rest[i+1 : i+j])
+		rest = rest[i+j+1:]
+		if !strings.Contains(tag, "patch") && !strings.Contains(tag, "rfc") {
+			continue
+		}
+		if m := seriesPartRE.FindStringSubmatchIndex("[" + tag + "]"); m != nil {
+			tag = tag[:max(m[3]-1, 0)] // what comes before the numbers
+		}
+		return strings.Join(strings.Fields(tag), " "), true
+	}
+}

@@ -447,3 +447,33 @@ func TestSeriesWithoutReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchSentAgain: a patch sent again ("[PATCH v17] x" after "[PATCH
+// v16] x"), even from another address, is not joined to the earlier by
+// the same-subject rule: it is a new version, not an answer.
+func TestPatchSentAgain(t *testing.T) {
+	for _, tt := range []struct{ in, tag string }{
+		{"[PATCH v2 03/18] MIPS: x", "patch v2"},
+		{"[Linux-mips] [RFC PATCH 0/4] x", "rfc patch"},
+		{"[PATCH] x", "patch"},
+		{"[RFC v3 32/45] mips: x", "rfc v3"},
+		{"[Linux-mips] help", ""},
+	} {
+		if got, _ := patchTag(tt.in); got != tt.tag {
+			t.Errorf("patchTag(%q) = %q, want %q", tt.in, got, tt.tag)
+		}
+	}
+	a := newArchive(t)
+	c := openCatalog(t)
+	v16 := a.put([]byte("From: A <a@example.org>\nSubject: [PATCH v16 12/12] Documentation: path-lookup: include new flags\nMessage-ID: <v16@example.org>\nDate: Mon, 4 Nov 2019 10:00:00 +0000\n\npatch\n"), "l")
+	v17 := a.put([]byte("From: A <a@work.example>\nSubject: [PATCH v17 13/13] Documentation: path-lookup: include new flags\nMessage-ID: <v17@example.org>\nDate: Sun, 17 Nov 2019 01:28:58 +0000\n\npatch\n"), "l")
+	same := a.put([]byte("From: B <b@example.org>\nSubject: [PATCH v16 12/12] Documentation: path-lookup: include new flags\nMessage-ID: <again@example.org>\nDate: Mon, 4 Nov 2019 12:00:00 +0000\n\nthe same patch, tested\n"), "l")
+	mustSync(t, c, a.st)
+	if th := threadOf(t, c, v17); len(th.Nodes) != 1 {
+		t.Errorf("thread of v17:\n%swant it alone", shape(t, th))
+	}
+	// The same tag from someone else still joins, as before.
+	if th := threadOf(t, c, same); len(th.Nodes) != 2 || th.Nodes[0].Message.CallNumber != v16 {
+		t.Errorf("thread of the same patch from another sender:\n%swant it under v16", shape(t, th))
+	}
+}
