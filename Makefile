@@ -56,6 +56,8 @@ check:
 bench: build
 	scripts/before.sh $(BEFORE) $(BIN)/before
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --before $(BIN)/before/importer --resolver $(BIN)/resolver
+	@# A public-inbox v2 inbox of the sample beside the mbox file (skips without public-inbox).
+	$(GO) run ./internal/tools/piimportbench --corpus $(CORPUS) --importer $(BIN)/importer
 	@echo "== the importer against the bare loop at the size of the whole list (the sample 16 times over)"
 	$(GO) run ./internal/tools/importbench --corpus $(CORPUS) --importer $(BIN)/importer --copies 16 --rounds 3 --riak off
 	$(GO) test -run '^$$' -bench . -benchmem ./callnumber/ ./shuffle/
