@@ -66,6 +66,7 @@ func (ix *indexer) remove(r store.Removal) error {
 		args []any
 	}{
 		{`DELETE FROM fts WHERE rowid=?`, []any{label}},
+		{`DELETE FROM fts_addr WHERE rowid=?`, []any{label}},
 		{`DELETE FROM refs WHERE msg=?`, []any{id}},
 		{`DELETE FROM messages WHERE id=?`, []any{id}},
 		{`UPDATE months SET messages=messages-1 WHERE list=? AND month=?`, []any{list, monthOf(date)}},
@@ -105,8 +106,10 @@ func monthOf(date int64) int {
 // scrub merges the search index and truncates the WAL after a page with
 // removals (see the top of this file). Called with wmu held.
 func (c *Catalog) scrub(ctx context.Context) error {
-	if _, err := c.w.ExecContext(ctx, `INSERT INTO fts(fts) VALUES('optimize')`); err != nil {
-		return fmt.Errorf("cannot merge the search index after a removal: %w", err)
+	for _, t := range []string{"fts", "fts_addr"} {
+		if _, err := c.w.ExecContext(ctx, `INSERT INTO `+t+`(`+t+`) VALUES('optimize')`); err != nil {
+			return fmt.Errorf("cannot merge the search index after a removal: %w", err)
+		}
 	}
 	if _, err := c.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
 		return fmt.Errorf("cannot give back the pages of the search index after a removal: %w", err)
