@@ -97,11 +97,17 @@ func HasMessages(ctx context.Context, paths []string, opts mailsource.Options) (
 		if err != nil {
 			return false, err
 		}
+		if has, known := src.Probe(); known {
+			src.Close()
+			if has {
+				return true, nil
+			}
+			continue
+		}
 		_, err = src.Next()
-		skipped := src.Skipped()
 		src.Close()
-		if err == nil || skipped > 0 {
-			return true, nil // skipped: read by an earlier import
+		if err == nil {
+			return true, nil
 		}
 		if !errors.Is(err, io.EOF) {
 			return true, nil // a message that breaks: the import says how

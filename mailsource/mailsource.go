@@ -672,6 +672,16 @@ func (s *Source) Checkpoint() error {
 	return nil
 }
 
+// Probe says, when it can tell without reading a message (known), whether
+// the source has messages, or had some that an earlier import's
+// Checkpoint lets it skip: a public-inbox repository with commits.
+func (s *Source) Probe() (has, known bool) {
+	if s.pi != nil {
+		return s.pi.Unread() || s.pi.Skipped() > 0, true
+	}
+	return false, false
+}
+
 // Skipped is how many messages an earlier import's Checkpoint lets this
 // one skip.
 func (s *Source) Skipped() int64 {

@@ -119,6 +119,7 @@ type Reader struct {
 	state   string          // the state file, "" for none
 	// git cat-file has --batch-command (git 2.36 and later)
 	batchCommand bool
+	removalsRead bool // into removed, by the first Next
 
 	cur *stream // the epoch being read
 	idx int     // of cur in epochs
@@ -139,8 +140,8 @@ type stream struct {
 }
 
 // Open opens the repository at path (see Detect); ctx bounds the reading.
-// It reads the whole history's removals first (a commit's worth of output
-// per removal, from "git log -- d").
+// The first Next reads the whole history's removals first (a line of
+// output per removal, from "git log -- d").
 func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	if opts.Git == "" {
 		opts.Git = "git"
@@ -224,14 +225,24 @@ func (r *Reader) open() error {
 	if err := r.loadState(); err != nil {
 		return err
 	}
+	return nil
+}
+
+// readAllRemovals reads the removals of every epoch, once, before the
+// first message.
+func (r *Reader) readAllRemovals() error {
+	if r.removalsRead {
+		return nil
+	}
 	for _, e := range r.epochs {
 		if e.tip == "" {
 			continue
 		}
 		if err := r.readRemovals(e); err != nil {
-			return fmt.Errorf("%s: %w", e.name, err)
+			return fmt.Errorf("cannot read %s: %w", e.dir, err)
 		}
 	}
+	r.removalsRead = true
 	return nil
 }
 
@@ -328,6 +339,17 @@ func (r *Reader) Format() string {
 	return r.kind
 }
 
+// Unread says whether some epoch has commits that no earlier run read
+// (known at Open, without reading them).
+func (r *Reader) Unread() bool {
+	for _, e := range r.epochs {
+		if e.tip != "" && e.tip != e.from {
+			return true
+		}
+	}
+	return false
+}
+
 // Skipped is how many messages earlier runs read and this one skips.
 func (r *Reader) Skipped() int64 { return r.skipped }
 
@@ -338,6 +360,9 @@ func (r *Reader) Progress() (done, total int64) { return r.done.Load(), 0 }
 // Next returns the next message, or io.EOF after the last one. Any
 // returned error is fatal.
 func (r *Reader) Next() (Message, error) {
+	if err := r.readAllRemovals(); err != nil {
+		return Message{}, err
+	}
 	for {
 		if err := r.ctx.Err(); err != nil {
 			return Message{}, err
