@@ -142,9 +142,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if _, err := st.Parse(); err != nil {
 		return err
 	}
-	if st.Store == "" {
-		opts.Source.StateDir = filepath.Join(st.Data, "public-inbox")
-	}
 	if list != "" {
 		// One form of a list's name, the archive's, from here on.
 		name := store.ListName(list)
@@ -155,6 +152,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			log.Info("--list is read as the list's name in the archive's form", "given", list, "list", name)
 			list = name
 		}
+	}
+	if st.Store == "" {
+		// Per list: importing the same inbox into another list reads it
+		// again (its messages are duplicates in the list they are in).
+		// "-" is no list's name: a name has a letter or digit.
+		dir := list
+		if dir == "" {
+			dir = "-"
+		}
+		opts.Source.StateDir = filepath.Join(st.Data, "public-inbox", dir)
 	}
 	start := time.Now()
 	total, err := importAll(ctx, paths, manifest, st, runs, list, opts, stderr)

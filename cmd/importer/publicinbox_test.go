@@ -81,6 +81,11 @@ func TestPublicInbox(t *testing.T) {
 		t.Errorf("the archive holds %d messages, want %d (%q)", n, len(want), want)
 	}
 
+	// Another list: read again, all duplicates (archived in list test).
+	if status, got, stderr := importer(t, "", "--data", data, "--list", "other", ib.Dir); status != 0 || got != [3]int{0, 4, 0} {
+		t.Fatalf("import into another list: status %d, %v, want 0, [0 4 0]\n%s", status, got, stderr)
+	}
+
 	// --store: nothing remembered, the whole history is read again and
 	// what is stored is a duplicate.
 	store := "bolt:" + filepath.Join(data, "messages.db")
