@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/mail"
@@ -210,5 +211,46 @@ func TestNotARepository(t *testing.T) {
 	}
 	if _, err := pisource.Open(context.Background(), dir, pisource.Options{Git: "/nonexistent/git"}); !errors.Is(err, pisource.ErrNoGit) {
 		t.Errorf("Open without git: %v, want ErrNoGit", err)
+	}
+}
+
+// TestEpochs reads a v2 inbox of 11 epochs, made by public-inbox's
+// importer told to start a new epoch after each message, in numeric order
+// (git/10.git after git/9.git), without a message of epoch 0 that
+// public-inbox-learn rm removed with a commit in the last epoch.
+func TestEpochs(t *testing.T) {
+	ib := pitest.New(t, 2, "-L", "basic")
+	var mbox bytes.Buffer
+	var want []string
+	for i := range 11 {
+		id := fmt.Sprintf("e%d@x", i)
+		mbox.WriteString("From sender@example.org Mon Jan  1 00:00:00 2024\n")
+		mbox.Write(ib.Message(id, i))
+		mbox.WriteString("\n")
+		want = append(want, id)
+	}
+	path := filepath.Join(t.TempDir(), "in.mbox")
+	if err := os.WriteFile(path, mbox.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ib.ImportMbox(t, path, 100)
+	if _, err := os.Stat(ib.Epoch(10)); err != nil {
+		t.Fatalf("public-inbox made fewer than 11 epochs: %v", err)
+	}
+	got, _ := readAll(t, ib.Dir, pisource.Options{})
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q in order", got, want)
+	}
+	ib.Remove(t, ib.Message("e0@x", 0))
+	if ids := ib.MessageIDs(t); slices.Contains(ids, "e0@x") || len(ids) != 10 {
+		t.Fatalf("public-inbox shows %q, want 10 without e0@x", ids)
+	}
+	got, _ = readAll(t, ib.Dir, pisource.Options{})
+	if !slices.Equal(got, want[1:]) {
+		t.Errorf("after the removal, read %q, want %q", got, want[1:])
+	}
+	// Epoch 0 alone does not know of the removal in a later epoch.
+	if got, _ := readAll(t, ib.Epoch(0), pisource.Options{}); !slices.Equal(got, want[:1]) {
+		t.Errorf("epoch 0 alone: read %q, want %q", got, want[:1])
 	}
 }

@@ -130,7 +130,7 @@ func run(corpus, importer string, rounds int) error {
 	t := tb{dir: tmp}
 	start := time.Now()
 	ib := pitest.New(t, 2, "-L", "basic")
-	ib.ImportMbox(t, mboxPath)
+	ib.ImportMbox(t, mboxPath, 0)
 	count, err := exec.Command("git", "--git-dir="+ib.Epoch(0), "rev-list", "--count", "HEAD").Output()
 	if err != nil {
 		return fmt.Errorf("git rev-list: %w", err)

@@ -148,16 +148,21 @@ func (ib *Inbox) Message(id string, n int) []byte {
 }
 
 // ImportMbox imports an mboxrd file (plain, not compressed) into the inbox
-// with public-inbox's own importer (PublicInbox::InboxWritable's
-// import_mbox, as its scripts/import_vger_from_mbox does): one commit per
-// message, as a live inbox has them.
-func (ib *Inbox) ImportMbox(t T, mbox string) {
+// with public-inbox's own importer (PublicInbox::InboxWritable, as its
+// import_mbox and scripts/import_vger_from_mbox do): one commit per
+// message, as a live inbox has them. A v2 inbox starts a new epoch once
+// one holds rotateBytes of messages (0: public-inbox's 2.5 GiB).
+func (ib *Inbox) ImportMbox(t T, mbox string, rotateBytes int) {
 	t.Helper()
-	ib.run(t, nil, "perl", "-MPublicInbox::Config", "-MPublicInbox::InboxWritable", "-e", `
-my ($name, $path) = @ARGV;
+	ib.run(t, nil, "perl", "-MPublicInbox::Config", "-MPublicInbox::InboxWritable", "-MPublicInbox::MboxReader", "-e", `
+my ($name, $path, $rotate) = @ARGV;
 my $ibx = PublicInbox::Config->new->lookup_name($name) or die "no inbox $name\n";
 $ibx = PublicInbox::InboxWritable->new($ibx);
 open my $fh, '<', $path or die "cannot open $path: $!\n";
-$ibx->import_mbox($fh, 'mboxrd');
-`, ib.Name, mbox)
+my $im = $ibx->importer(1);
+$im->{rotate_bytes} = $rotate if $rotate;
+my $cb = PublicInbox::MboxReader->reads('mboxrd') or die;
+$cb->(undef, $fh, sub { $_[1]->add($_[0]) }, $im);
+$im->done;
+`, ib.Name, mbox, fmt.Sprint(rotateBytes))
 }
