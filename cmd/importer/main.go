@@ -30,9 +30,9 @@ Imports every message of each PATH into the archive. A PATH is an mbox file
 (plain, .gz or .bz2, recognised by content), a folder of mbox and .eml files
 (read in name order, months in calendar order: a Mailman 2 archive download
 of monthly .txt.gz files), a Maildir, a public-inbox repository, or - for
-one message or an mbox on standard input. A message already in the archive (same bytes, line ends
-aside) is a duplicate and keeps its call number, so an interrupted import
-can simply be run again. A message with "X-No-Archive: yes" is imported
+one message or an mbox on standard input. A message already in the
+archive (same bytes, line ends aside) is a duplicate and keeps its call
+number, so an interrupted import can simply be run again. A message with "X-No-Archive: yes" is imported
 like any other: an archive being imported was published already (the
 watcher, which archives mail as it arrives, honours the header). A message the input breaks inside (a compressed
 file cut short or corrupt) is failed, never stored in part.
@@ -41,9 +41,9 @@ A public-inbox repository is read with git (which must be installed): a
 v2 inbox (a directory with git/0.git, its epochs read in order), one
 epoch, or a v1 repository (a bare git directory). Messages its history
 removed later (public-inbox-learn rm, -purge) are not imported. With
---data, the importer remembers in DIR/public-inbox/ the last commit it
-read of each epoch once all before it is stored, and a later run reads
-only the commits added since (docs/public-inbox.md).
+--data, the importer remembers in DIR/public-inbox/LIST/ the last commit
+it read of each epoch once all before it is stored, and a later run
+reads only the commits added since (docs/public-inbox.md).
 
 --list names the list of every message (without it, each message's
 List-Id header does). A list's name is kept in the one form the archive's
