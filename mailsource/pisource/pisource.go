@@ -360,6 +360,9 @@ func (r *Reader) Progress() (done, total int64) { return r.done.Load(), 0 }
 // Next returns the next message, or io.EOF after the last one. Any
 // returned error is fatal.
 func (r *Reader) Next() (Message, error) {
+	if !r.Unread() {
+		return Message{}, io.EOF // nothing new: no need for the removals
+	}
 	if err := r.readAllRemovals(); err != nil {
 		return Message{}, err
 	}
