@@ -120,6 +120,9 @@ type Reader struct {
 	// git cat-file has --batch-command (git 2.36 and later)
 	batchCommand bool
 	removalsRead bool // into removed, by the first Next
+	// fresh are the blobs removed by commits after an earlier run's
+	// (blob to "EPOCH@COMMIT"), but for those added after it too.
+	fresh map[string]string
 
 	cur *stream // the epoch being read
 	idx int     // of cur in epochs
@@ -152,7 +155,7 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = mbox.DefaultMaxMessageSize
 	}
-	r := &Reader{opts: opts, log: opts.Logger, path: path, removed: map[string]bool{}}
+	r := &Reader{opts: opts, log: opts.Logger, path: path, removed: map[string]bool{}, fresh: map[string]string{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -292,35 +295,40 @@ var logArgs = []string{"log", "--format=commit %H", "--raw", "--no-abbrev", "--n
 // and stay in the archive.
 func (r *Reader) readRemovals(e *epoch) error {
 	args := slices.Clone(logArgs)
-	args = append(args, e.tip, "--")
-	if e.v2 {
-		args = append(args, "d")
-	} else {
+	if !e.v2 {
 		// v1 removes by deleting the path; public-inbox never changes a
 		// path in place, but a rewritten history may.
-		args = slices.Insert(args, 1, "--diff-filter=DM")
+		args = append(args, "--diff-filter=DM")
 	}
-	var since map[string]bool // commits after e.from
-	if e.from != "" {
-		out, err := r.git(e.dir, "rev-list", e.from+".."+e.tip)
-		if err != nil {
-			return err
-		}
-		since = map[string]bool{}
-		for _, c := range strings.Fields(out) {
-			since[c] = true
-		}
+	paths := []string{"--"}
+	if e.v2 {
+		paths = append(paths, "d")
 	}
-	return r.runLog(e.dir, args, func(ev event) {
-		if ev.removed == "" {
-			return
-		}
-		r.removed[ev.removed] = true
-		if since[ev.commit] {
-			r.log.Warn("public-inbox removed a message that an earlier import read; it stays in the archive until resolver remove takes it out",
-				"epoch", e.name, "commit", ev.commit, "blob", ev.removed)
+	err := r.runLog(e.dir, append(append(slices.Clone(args), e.tip), paths...), func(ev event) {
+		if ev.removed != "" {
+			r.removed[ev.removed] = true
 		}
 	})
+	if err != nil || e.from == "" {
+		return err
+	}
+	// Removed since an earlier run: unless the message was added since
+	// too (the feeder crosses those off), that run imported it.
+	return r.runLog(e.dir, append(append(args, e.from+".."+e.tip), paths...), func(ev event) {
+		if ev.removed != "" {
+			r.fresh[ev.removed] = e.name + "@" + ev.commit
+		}
+	})
+}
+
+// warnFresh warns of the messages removed since an earlier run imported
+// them: they stay in the archive.
+func (r *Reader) warnFresh() {
+	for blob, where := range r.fresh {
+		r.log.Warn("public-inbox removed a message that an earlier import read; it stays in the archive until resolver remove takes it out",
+			"removed_by", where, "blob", blob)
+	}
+	clear(r.fresh)
 }
 
 // runLog runs git log with args in dir and hands its events to emit.
@@ -372,6 +380,7 @@ func (r *Reader) Next() (Message, error) {
 		}
 		if r.cur == nil {
 			if r.idx >= len(r.epochs) {
+				r.warnFresh()
 				return Message{}, io.EOF
 			}
 			e := r.epochs[r.idx]
@@ -449,7 +458,11 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 		w := bufio.NewWriterSize(catIn, 4<<10)
 		var werr error
 		err := r.runLogCtx(ctx, e.dir, args, func(ev event) {
-			if ev.added == "" || r.removed[ev.added] || werr != nil {
+			if ev.added == "" || werr != nil {
+				return
+			}
+			if r.removed[ev.added] {
+				delete(r.fresh, ev.added) // added since the earlier run: not imported
 				return
 			}
 			if _, werr = w.WriteString(request + ev.added + "\n"); werr != nil {
