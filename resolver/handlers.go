@@ -672,23 +672,34 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 // reads the store (its message count) rather than anything cached, so
 // that a store that became unreadable (a compaction stopped half-way, a
 // Riak cluster out of reach) is reported while it is so. The reason is
-// logged when it changes, not at every probe.
+// logged when it changes, not at every probe. A store with consensus
+// groups (Riak) is also asked whether they all serve: while some do not,
+// reads go on (200) but imports and new runs wait, and the answer says so
+// on a second line, with the command that shows the groups.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, err := s.st.Count(ctx)
-	if err != nil && r.Context().Err() != nil {
+	var claims error
+	if c, ok := s.st.(interface{ Consensus(context.Context) error }); ok && err == nil {
+		claims = c.Consensus(ctx)
+	}
+	if (err != nil || claims != nil) && r.Context().Err() != nil {
 		return // the prober went away
 	}
 	why := ""
 	if err != nil {
 		why = err.Error()
+	} else if claims != nil {
+		why = "claims"
 	}
 	if old := s.unhealthy.Swap(&why); old == nil || *old != why {
 		if err != nil {
 			s.log.Error("health check failed: the store cannot be read", "err", err)
+		} else if claims != nil {
+			s.log.Error("health check: messages can be read, but imports and new runs wait", "err", claims)
 		} else if old != nil {
 			s.log.Info("health check passes again: the store can be read")
 		}
@@ -699,6 +710,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+	if claims != nil {
+		fmt.Fprintf(w, "claims unavailable, imports and new runs wait: %v\n", claims)
+	}
 }
 
 func (s *Server) stylesheet(w http.ResponseWriter, r *http.Request) {
