@@ -24,18 +24,14 @@ func TestConsensus(t *testing.T) {
 	}
 }
 
-// EnvFaults runs the tests that stop and kill nodes of a cluster of 3
-// (several minutes on 2 cores): CHIBRARY_RIAK_FAULTS=1.
-const EnvFaults = "CHIBRARY_RIAK_FAULTS"
-
 // TestConsensusAfterFaults: on a cluster of 3, two nodes killed at once
 // (so that most groups have a majority of restarted members, which wait
 // for every member before they serve again) stop some consensus groups,
 // which Consensus reports; once both are started again, every group
 // serves again by itself, without anything done to the cluster.
 func TestConsensusAfterFaults(t *testing.T) {
-	if os.Getenv(EnvFaults) == "" {
-		t.Skipf("set %s=1 to kill nodes of a 3-node cluster (several minutes)", EnvFaults)
+	if os.Getenv(riaktest.EnvFaults) == "" {
+		t.Skipf("set %s=1 to kill nodes of a 3-node cluster (several minutes)", riaktest.EnvFaults)
 	}
 	nodes := riaktest.Cluster(t, 3)
 	var addrs []string

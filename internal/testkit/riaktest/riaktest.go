@@ -38,6 +38,9 @@ const (
 	// the riakstore package doc and strong consistency.
 	EnvAddr = "CHIBRARY_TEST_RIAK"
 	EnvKit  = "CHIBRARY_RIAK_KIT" // the folder holding riak-node
+	// EnvFaults, set to 1, runs the tests that kill and restart nodes
+	// (minutes each on 2 cores; not in every CI run).
+	EnvFaults = "CHIBRARY_RIAK_FAULTS"
 )
 
 // dirPrefix, then the test binary's PID, names every node folder made.
@@ -431,7 +434,56 @@ func (n *Node) Restart() error {
 	if m.PB != n.PB {
 		return fmt.Errorf("node %s came back on %s, not %s", n.Dir, m.PB, n.PB)
 	}
-	return nil
+	if n.sc == "" {
+		return nil
+	}
+	return n.keepConsensus()
+}
+
+// keepConsensus makes sure that a node started with strong consistency
+// has it after a restart: a node alone enables the consensus subsystem
+// itself (a cluster's claimant does it for a cluster of 3 or more), and
+// the kit enables it only at the start that made the node. It fails if
+// the subsystem is off on a node of a cluster, or does not serve.
+func (n *Node) keepConsensus() error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := n.Eval(`case riak_ensemble_manager:enabled() of true -> enabled; false -> case length(riak_core_ring:all_members(element(2, riak_core_ring_manager:get_my_ring()))) of 1 -> riak_ensemble_manager:enable(), enabling; _ -> off_in_cluster end end.`)
+		if err != nil {
+			return err
+		}
+		if out == "enabled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s restarted with strong consistency off (%s) for 2 minutes", n.Name, out)
+		}
+		time.Sleep(time.Second)
+	}
+	for {
+		bad, err := n.LeaderlessGroups()
+		if err == nil && bad == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s restarted: %d consensus groups without a leader with a quorum after 2 minutes (%v)", n.Name, bad, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// LeaderlessGroups returns how many consensus groups the node knows have
+// no leader with a quorum now (riak admin ensemble-status shows them).
+func (n *Node) LeaderlessGroups() (int, error) {
+	out, err := n.Eval(`{ok, Ens} = riak_ensemble_manager:known_ensembles(), length([E || {E, _} <- Ens, riak_ensemble_manager:get_leader(E) == undefined orelse not riak_ensemble_manager:check_quorum(E, 2000)]).`)
+	if err != nil {
+		return 0, err
+	}
+	bad, err := strconv.Atoi(out)
+	if err != nil {
+		return 0, fmt.Errorf("riak-node eval %s: %q is not a count of groups", n.Dir, out)
+	}
+	return bad, nil
 }
 
 // Configure stops the node, sets settings in its riak.conf and starts it

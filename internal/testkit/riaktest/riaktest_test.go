@@ -2,6 +2,7 @@ package riaktest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -60,6 +61,42 @@ func TestSweep(t *testing.T) {
 	for _, d := range []string{alive, mine} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("sweep removed %s of a live process: %v", d, err)
+		}
+	}
+}
+
+// TestRestartKeepsConsensus: a lone node started with strong consistency
+// has it, and every consensus group a leader, after SIGKILL and after a
+// clean stop, each followed by Restart.
+func TestRestartKeepsConsensus(t *testing.T) {
+	if os.Getenv(EnvFaults) == "" {
+		t.Skipf("set %s=1 to restart a node (minutes)", EnvFaults)
+	}
+	kit, err := Kit()
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	n, err := Start(kit, dir, "--strong-consistency")
+	t.Cleanup(func() { exec.Command(kit, "stop", dir).Run() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stop := range []struct {
+		name string
+		f    func() error
+	}{{"SIGKILL", n.Kill}, {"stop", n.Stop}} {
+		if err := stop.f(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Restart(); err != nil {
+			t.Fatalf("Restart() after %s = %v", stop.name, err)
+		}
+		if on, err := n.Eval("riak_ensemble_manager:enabled()."); on != "true" {
+			t.Errorf("after %s and Restart, riak_ensemble_manager:enabled() = %q, %v; want true", stop.name, on, err)
+		}
+		if bad, err := n.LeaderlessGroups(); bad != 0 || err != nil {
+			t.Errorf("after %s and Restart, LeaderlessGroups() = %d, %v; want 0", stop.name, bad, err)
 		}
 	}
 }
