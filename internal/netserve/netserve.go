@@ -192,12 +192,16 @@ func hostOf(a net.Addr) string {
 }
 
 // Conn is an accepted connection: its reads wait at most the idle
-// timeout, its writes are counted, and its Close frees its place.
+// timeout, its write deadline moves with every write, its writes are
+// counted, and its Close frees its place.
 type Conn struct {
 	net.Conn
 	l      *Listener
 	ip     string
 	closed atomic.Bool
+	// writeIdle is how long a write may wait (a time.Duration; 0 for no
+	// deadline), from the last write deadline set.
+	writeIdle atomic.Int64
 }
 
 // SetReadDeadline sets the read deadline t, or the idle timeout if sooner.
@@ -208,15 +212,33 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
+// SetWriteDeadline gives every write from now on until t from its
+// start: the deadline moves with each write, so that a client reading a
+// long answer slowly is never cut off, and one that stops reading is
+// after that long. (A server's deadline for a whole answer, such as
+// go-imap's 5 minutes for a literal, would cut off a reader who keeps
+// reading a large message slowly.)
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.writeIdle.Store(0)
+	} else {
+		c.writeIdle.Store(max(int64(time.Until(t)), 1))
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
 // SetDeadline sets both deadlines, the read one within the idle timeout.
 func (c *Conn) SetDeadline(t time.Time) error {
-	if err := c.Conn.SetWriteDeadline(t); err != nil {
+	if err := c.SetWriteDeadline(t); err != nil {
 		return err
 	}
 	return c.SetReadDeadline(t)
 }
 
 func (c *Conn) Write(p []byte) (int, error) {
+	if d := c.writeIdle.Load(); d > 0 {
+		c.Conn.SetWriteDeadline(time.Now().Add(time.Duration(d)))
+	}
 	n, err := c.Conn.Write(p)
 	if m := c.l.opts.Metrics; m != nil {
 		m.sent.Add(float64(n))

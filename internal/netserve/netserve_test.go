@@ -234,3 +234,75 @@ func value(c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+// TestWriteDeadlineMoves: a write deadline moves with every write, so that
+// a write after the deadline first set, once others went before it,
+// still goes (a reader who keeps reading a long answer slowly gets it
+// whole), while a write that waits that long for a reader who stopped
+// reading fails.
+func TestWriteDeadlineMoves(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 200 * time.Millisecond
+	late := make(chan error, 1)
+	stalled := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- Serve(ctx, Listen(ln, Options{}), slog.New(slog.DiscardHandler), func(ctx context.Context, c net.Conn) {
+			defer c.Close()
+			c.SetWriteDeadline(time.Now().Add(deadline))
+			if first {
+				first = false
+				// Writes past the deadline first set, each within it of
+				// the one before.
+				var err error
+				for i := 0; i < 4 && err == nil; i++ {
+					time.Sleep(deadline * 3 / 4)
+					_, err = io.WriteString(c, "a line\n")
+				}
+				late <- err
+				return
+			}
+			// Until the reader's buffers are full and a write waits.
+			buf := make([]byte, 64<<10)
+			var err error
+			for err == nil && ctx.Err() == nil {
+				_, err = c.Write(buf)
+			}
+			stalled <- err
+		})
+	}()
+	defer func() { cancel(); <-done }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go io.Copy(io.Discard, c)
+	select {
+	case err := <-late:
+		if err != nil {
+			t.Errorf("a write %v after the deadline first set, after others: %v, want it written", 3*deadline-deadline, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer in 30 s")
+	}
+	c2, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	select {
+	case err := <-stalled:
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			t.Errorf("writing to a reader who reads nothing: %v, want a timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write to a reader who reads nothing did not time out in 30 s")
+	}
+}
