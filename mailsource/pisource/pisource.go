@@ -107,21 +107,26 @@ type epoch struct {
 
 // Reader reads one repository. Only Progress is safe for concurrent use.
 type Reader struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	opts    Options
-	log     *slog.Logger
-	path    string
-	kind    string
-	epochs  []*epoch
-	removed map[string]bool // blobs the history removes
-	skipped int64           // messages read by earlier runs, skipped
-	state   string          // the state file, "" for none
+	ctx    context.Context
+	cancel context.CancelFunc
+	opts   Options
+	log    *slog.Logger
+	path   string
+	kind   string
+	epochs []*epoch
+	// removals counts, per blob, the removals still ahead in the
+	// commits this run reads: an add of a blob with a removal ahead is
+	// not a message (public-inbox's remove takes out every copy).
+	removals map[string]int
+	// addedRead marks the blobs of removals that this run saw added.
+	addedRead map[string]bool
+	skipped   int64  // messages read by earlier runs, skipped
+	state     string // the state file, "" for none
 	// git cat-file has --batch-command (git 2.36 and later)
 	batchCommand bool
 	removalsRead bool // into removed, by the first Next
-	// fresh are the blobs removed by commits after an earlier run's
-	// (blob to "EPOCH@COMMIT"), but for those added after it too.
+	// fresh are the blobs removed, without an add before in this run,
+	// by commits after an earlier run's (blob to "EPOCH@COMMIT").
 	fresh map[string]string
 
 	cur *stream // the epoch being read
@@ -155,7 +160,7 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = mbox.DefaultMaxMessageSize
 	}
-	r := &Reader{opts: opts, log: opts.Logger, path: path, removed: map[string]bool{}, fresh: map[string]string{}}
+	r := &Reader{opts: opts, log: opts.Logger, path: path, removals: map[string]int{}, addedRead: map[string]bool{}, fresh: map[string]string{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -238,7 +243,7 @@ func (r *Reader) readAllRemovals() error {
 		return nil
 	}
 	for _, e := range r.epochs {
-		if e.tip == "" {
+		if e.tip == "" || e.tip == e.from {
 			continue
 		}
 		if err := r.readRemovals(e); err != nil {
@@ -290,9 +295,9 @@ func firstLine(s string) string {
 // logArgs are git log's arguments for the output readLog reads.
 var logArgs = []string{"log", "--format=commit %H", "--raw", "--no-abbrev", "--no-renames", "--no-color"}
 
-// readRemovals adds the blobs e's history removes to r.removed, and warns
-// of those removed since an earlier run read e: they were imported then,
-// and stay in the archive.
+// readRemovals counts the removals in the commits of e this run reads
+// (the ones after an earlier run's, or all): a removal before them
+// removes a message added before them too, read by that earlier run.
 func (r *Reader) readRemovals(e *epoch) error {
 	args := slices.Clone(logArgs)
 	if !e.v2 {
@@ -300,23 +305,17 @@ func (r *Reader) readRemovals(e *epoch) error {
 		// path in place, but a rewritten history may.
 		args = append(args, "--diff-filter=DM")
 	}
-	paths := []string{"--"}
+	rng := e.tip
+	if e.from != "" {
+		rng = e.from + ".." + e.tip
+	}
+	args = append(args, rng, "--")
 	if e.v2 {
-		paths = append(paths, "d")
+		args = append(args, "d")
 	}
-	err := r.runLog(e.dir, append(append(slices.Clone(args), e.tip), paths...), func(ev event) {
+	return r.runLog(e.dir, args, func(ev event) {
 		if ev.removed != "" {
-			r.removed[ev.removed] = true
-		}
-	})
-	if err != nil || e.from == "" {
-		return err
-	}
-	// Removed since an earlier run: unless the message was added since
-	// too (the feeder crosses those off), that run imported it.
-	return r.runLog(e.dir, append(append(args, e.from+".."+e.tip), paths...), func(ev event) {
-		if ev.removed != "" {
-			r.fresh[ev.removed] = e.name + "@" + ev.commit
+			r.removals[ev.removed]++
 		}
 	})
 }
@@ -458,12 +457,23 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 		w := bufio.NewWriterSize(catIn, 4<<10)
 		var werr error
 		err := r.runLogCtx(ctx, e.dir, args, func(ev event) {
-			if ev.added == "" || werr != nil {
+			if werr != nil {
 				return
 			}
-			if r.removed[ev.added] {
-				delete(r.fresh, ev.added) // added since the earlier run: not imported
+			if ev.removed != "" {
+				if r.removals[ev.removed] > 0 {
+					r.removals[ev.removed]--
+				}
+				if !r.addedRead[ev.removed] && r.skipped > 0 {
+					r.fresh[ev.removed] = e.name + "@" + ev.commit
+				}
 				return
+			}
+			if n, ok := r.removals[ev.added]; ok {
+				r.addedRead[ev.added] = true
+				if n > 0 {
+					return // removed later
+				}
 			}
 			if _, werr = w.WriteString(request + ev.added + "\n"); werr != nil {
 				return
@@ -666,7 +676,19 @@ func (r *Reader) loadState() error {
 				}
 			}
 			e.from, e.prior = es.Commit, es.Messages
-			r.skipped += es.Messages
+		}
+	}
+	// Epochs follow one another in time: once one has commits to read
+	// (a purge rewrote it), every later one is read whole, so that its
+	// removals before the commit an earlier run read are seen.
+	stale := false
+	for _, e := range r.epochs {
+		if stale {
+			e.from, e.prior = "", 0
+		}
+		r.skipped += e.prior
+		if e.tip != "" && e.tip != e.from {
+			stale = true
 		}
 	}
 	return nil

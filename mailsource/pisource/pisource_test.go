@@ -258,3 +258,21 @@ func TestEpochs(t *testing.T) {
 		t.Errorf("epoch 0 alone: read %q, want %q", got, want[:1])
 	}
 }
+
+// TestReadded: a message removed with public-inbox-learn rm and delivered
+// again is in the inbox once more, and read once, where it came back.
+func TestReadded(t *testing.T) {
+	ib := pitest.New(t, 2, "-L", "basic")
+	a, b := ib.Message("a@x", 1), ib.Message("b@x", 2)
+	ib.Deliver(t, a)
+	ib.Remove(t, a)
+	ib.Deliver(t, b)
+	ib.Deliver(t, a)
+	want := ib.MessageIDs(t)
+	if !slices.Equal(want, []string{"a@x", "b@x"}) {
+		t.Fatalf("public-inbox shows %q, want [a@x b@x]", want)
+	}
+	if got, _ := readAll(t, ib.Dir, pisource.Options{}); !slices.Equal(got, []string{"b@x", "a@x"}) {
+		t.Errorf("read %q, want [b@x a@x]", got)
+	}
+}
