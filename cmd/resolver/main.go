@@ -132,7 +132,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&baseURL, "base-url", "", "CHIBRARY_BASE_URL", "the archive's public `URL`, for the links of Atom feeds (default: from each request)")
 	fs.String(&changesToken, "changes-token-file", "", "CHIBRARY_CHANGES_TOKEN_FILE", "`FILE` holding a token the change feed (/api/v1/changes) asks of mirrors (default: the feed is public)")
 	fs.Bool(&changesPublic, "changes-public", false, "CHIBRARY_CHANGES_PUBLIC", "with --changes-token-file, serve the change feed to anyone all the same: the token's holders get slots of their own that anonymous readers cannot take")
-	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files mbox downloads, large messages and attachments are served from while read (default: the system's temporary directory)")
+	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files mbox downloads, large messages and attachments are served from while read, over HTTP, IMAP and NNTP (default: the system's temporary directory)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -197,7 +197,7 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 	}
 	return runAll(ctx,
 		func(ctx context.Context) error { return srv.Serve(ctx, ln) },
-		func(ctx context.Context) error { return rd.serve(ctx, rf, opts.Catalog, db, srv.Registerer(), log) })
+		func(ctx context.Context) error { return rd.serve(ctx, rf, opts.Catalog, db, srv.Registerer(), log, opts.SpoolDir) })
 }
 
 const getUsage = `

@@ -127,8 +127,9 @@ func (r *readers) close() {
 }
 
 // serve serves IMAP and NNTP until ctx is done, and returns the first
-// error that stopped one of them.
-func (r *readers) serve(ctx context.Context, f *readerFlags, c *catalog.Catalog, st store.Store, reg prometheus.Registerer, log *slog.Logger) error {
+// error that stopped one of them; their large messages are sent from
+// files in spoolDir.
+func (r *readers) serve(ctx context.Context, f *readerFlags, c *catalog.Catalog, st store.Store, reg prometheus.Registerer, log *slog.Logger, spoolDir string) error {
 	if c == nil {
 		r.close()
 		return errors.New("cannot serve IMAP or NNTP without a catalog: they list its lists and number their messages")
@@ -136,7 +137,7 @@ func (r *readers) serve(ctx context.Context, f *readerFlags, c *catalog.Catalog,
 	limits := netserve.Options{MaxConns: f.maxConns, MaxConnsPerIP: f.maxConnsPerIP, IdleTimeout: f.idle}
 	var runs []func(context.Context) error
 	if len(r.imap) > 0 {
-		s, err := imapserve.New(c, st, imapserve.Options{Logger: log, Registerer: reg, TLS: r.tls, Limits: limits})
+		s, err := imapserve.New(c, st, imapserve.Options{Logger: log, Registerer: reg, TLS: r.tls, Limits: limits, SpoolDir: spoolDir})
 		if err != nil {
 			r.close()
 			return err
@@ -148,7 +149,7 @@ func (r *readers) serve(ctx context.Context, f *readerFlags, c *catalog.Catalog,
 		runs = append(runs, func(ctx context.Context) error { return s.Serve(ctx, ls...) })
 	}
 	if len(r.nntp) > 0 {
-		s, err := nntpserve.New(c, st, nntpserve.Options{Prefix: f.prefix, Logger: log, Registerer: reg, TLS: r.tls, Limits: limits})
+		s, err := nntpserve.New(c, st, nntpserve.Options{Prefix: f.prefix, Logger: log, Registerer: reg, TLS: r.tls, Limits: limits, SpoolDir: spoolDir})
 		if err != nil {
 			r.close()
 			return err
