@@ -182,7 +182,7 @@ func TestLabels(t *testing.T) {
 			if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{PageSize: 7}, Options{}); err != nil {
 				t.Fatal(err)
 			}
-			rc, err := Open(t.Context(), path, Options{ReadOnly: true})
+			rc, err := Open(t.Context(), path, Options{ReadOnly: true, SearchTimeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
