@@ -4,6 +4,8 @@ BIN      ?= bin
 DATA     ?= ./archive
 FUZZTIME ?= 5m
 CORPUS   ?= ../shared/corpus/linux-mips-sample.mbox.gz
+# staticcheck, at a pinned version (fetched by the Go toolchain once).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The last commit before compressed records: make bench's "before".
 BEFORE   ?= 305d721
 
@@ -40,6 +42,7 @@ check:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
 
 # Speed and memory figures, each beside its baseline in the same run: the
 # importer against a bare bbolt loop and against the importer of

@@ -158,7 +158,7 @@ func parseArchive(s string, toks []qtoken) (*Query, error) {
 		neg := tok.sign == '-'
 		field, text, phrase, prefix, piece := tok.field, tok.text, tok.phrase, tok.prefix, tok.piece
 		if or >= 0 && (neg || field == "list" || field == "after" || field == "before") {
-			return nil, fmt.Errorf("%w: OR at character %d: %s cannot be one of two alternatives; OR joins words, phrases, from:, subject: and dfn:", ErrQuery, p.at(or), piece)
+			return nil, fmt.Errorf("%w: OR at character %d: %s cannot be one of two alternatives; OR joins words, phrases and from:, subject: or dfn: terms", ErrQuery, p.at(or), piece)
 		}
 		if prefix && field == "dfn" {
 			return nil, fmt.Errorf("%w: %s at character %d: a * is for words; dfn: takes a path or its last components (dfn:setup.c)", ErrQuery, piece, p.at(start))
@@ -169,7 +169,7 @@ func parseArchive(s string, toks []qtoken) (*Query, error) {
 		switch field {
 		case "list":
 			if neg {
-				return nil, fmt.Errorf("%w: -list: is not supported; name the lists to search with list:", ErrQuery)
+				return nil, fmt.Errorf("%w: -list: is not supported; name the lists to search with list:NAME", ErrQuery)
 			}
 			name := ListName(text)
 			if name == "" {
@@ -179,7 +179,7 @@ func parseArchive(s string, toks []qtoken) (*Query, error) {
 			continue
 		case "after", "before":
 			if neg {
-				return nil, fmt.Errorf("%w: -%s: makes no sense; use %s:", ErrQuery, field, map[string]string{"after": "before", "before": "after"}[field])
+				return nil, fmt.Errorf("%w: -%s: makes no sense; use %s:DATE", ErrQuery, field, map[string]string{"after": "before", "before": "after"}[field])
 			}
 			t, err := parseSearchDate(text)
 			if err != nil {
@@ -333,17 +333,6 @@ func (q *Query) match() string {
 		s = "(" + s + ") NOT " + n
 	}
 	return s
-}
-
-// negatives returns the FTS5 expression matching any negated term, or "".
-func (q *Query) negatives() string {
-	var neg []string
-	for _, t := range q.Terms {
-		if t.Negated {
-			neg = append(neg, t.fts())
-		}
-	}
-	return strings.Join(neg, " OR ")
 }
 
 // fts returns the FTS5 expression of one term in the fts table, whether

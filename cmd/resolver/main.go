@@ -197,7 +197,9 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 	}
 	return runAll(ctx,
 		func(ctx context.Context) error { return srv.Serve(ctx, ln) },
-		func(ctx context.Context) error { return rd.serve(ctx, rf, opts.Catalog, db, srv.Registerer(), log, opts.SpoolDir) })
+		func(ctx context.Context) error {
+			return rd.serve(ctx, rf, opts.Catalog, db, srv.Registerer(), log, opts.SpoolDir)
+		})
 }
 
 const getUsage = `

@@ -115,7 +115,7 @@ const maxLine = 64 << 10
 // commit does, in the order of the output. A line too long to be one of
 // public-inbox's is skipped.
 func readLog(r io.Reader, emit func(event)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, maxLine)
 	var commit string
 	for {
 		line, err := br.ReadSlice('\n')
