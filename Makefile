@@ -106,10 +106,13 @@ bench: build
 
 # The crash-and-race harness (e2e/torture_test.go) for ROUNDS rounds on
 # bbolt, then on Riak when the test kit is there; SEED replays a schedule
-# (a failure names its seed). make test runs 3 rounds of each.
+# (a failure names its seed). make test runs 3 rounds of each. Then the
+# Riak fault tests (nodes killed and restarted; about 20 minutes, with
+# the test kit): groups serve again once every node is back.
 ROUNDS ?= 40
 torture:
 	CHIBRARY_TORTURE_ROUNDS=$(ROUNDS) $(if $(SEED),CHIBRARY_TORTURE_SEED=$(SEED)) $(GO) test -count=1 -v -run '^TestTorture' -timeout 0 ./e2e/
+	CHIBRARY_RIAK_FAULTS=1 $(GO) test -count=1 -v -run 'TestConsensusAfterFaults|TestRestartKeepsConsensus' -timeout 60m ./store/riakstore/ ./internal/testkit/riaktest/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
 demo: build
