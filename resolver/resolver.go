@@ -149,8 +149,10 @@ type Server struct {
 	codecs  *codecCache
 	mux     *http.ServeMux
 	handler http.Handler // mux with the access log and metrics
-	reg     *prometheus.Registry
-	style   []byte
+	// connState counts the HTTP connections open (httpserve).
+	connState func(net.Conn, http.ConnState)
+	reg       *prometheus.Registry
+	style     []byte
 
 	// cat is the catalog served now (Options.Catalog, or the one the
 	// keeper opened last); nil for none.
@@ -221,6 +223,7 @@ func New(st store.Store, opts Options) *Server {
 		panic(err) // a registry of its own: names cannot clash
 	}
 	s.handler = mw.Wrap(s.mux)
+	s.connState = mw.ConnState
 
 	s.handleRoutes()
 	return s
@@ -252,6 +255,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       orDefault(s.opts.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnState:         s.connState,
 	}
 	// Requests in flight may read the catalog: the follower stops after
 	// them.

@@ -21,8 +21,9 @@ import (
 // no metrics.
 type Options struct {
 	Logger *slog.Logger // a line per request, at the Level of its status
-	// Registerer receives <Namespace>_requests_total{route,code} and
-	// <Namespace>_request_duration_seconds{route}.
+	// Registerer receives <Namespace>_requests_total{route,code},
+	// <Namespace>_request_duration_seconds{route} and, for a server whose
+	// ConnState is the Middleware's, <Namespace>_connections_open.
 	Registerer prometheus.Registerer
 	Namespace  string
 	Buckets    []float64 // nil means DefaultBuckets
@@ -38,6 +39,7 @@ type Middleware struct {
 	log      *slog.Logger
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	open     prometheus.Gauge
 	done     func(*http.Request, string, int)
 }
 
@@ -68,7 +70,12 @@ func New(opts Options) (*Middleware, error) {
 		Help:      "Time to serve an HTTP request, by route.",
 		Buckets:   buckets,
 	}, []string{"route"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	m.open = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: opts.Namespace,
+		Name:      "connections_open",
+		Help:      "HTTP connections open now.",
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.open} {
 		if err := opts.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register HTTP metrics: %w", err)
 		}
@@ -224,6 +231,21 @@ func Level(status int, gone bool) slog.Level {
 		return slog.LevelWarn
 	}
 	return slog.LevelError
+}
+
+// ConnState counts the connections open, as an http.Server's ConnState:
+// one from StateNew until StateClosed or StateHijacked, however the
+// connection ended.
+func (m *Middleware) ConnState(_ net.Conn, st http.ConnState) {
+	if m.open == nil {
+		return
+	}
+	switch st {
+	case http.StateNew:
+		m.open.Inc()
+	case http.StateClosed, http.StateHijacked:
+		m.open.Dec()
+	}
 }
 
 // Serve serves srv on ln until ctx is done, then waits up to
