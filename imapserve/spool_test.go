@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chibrary/chibrary/internal/testkit/archivetest"
+	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 )
 
 // multipart is a message with a text part, a base64 attachment and an
@@ -121,29 +121,10 @@ func TestStalledReaders(t *testing.T) {
 	a.Put("a", multipart(size))
 	a.Sync()
 	addr := serve(t, a, Options{})
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	before := heap()
 	const readers = 12
-	for range readers {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		// A small receive buffer, full soon: the server is left writing.
-		conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-		fmt.Fprintf(conn, "a1 LOGIN reader x\r\na2 EXAMINE a\r\na3 FETCH 1 (BODY.PEEK[] BODY.PEEK[2])\r\n")
-	}
-	time.Sleep(time.Second)
-	after := heap()
 	// Each holding its copies (the message, its wire form, its part), the
 	// readers held several times size each.
-	grown := int64(after) - int64(before)
+	grown := metrictest.StalledHeap(t, addr, readers, "a1 LOGIN reader x\r\na2 EXAMINE a\r\na3 FETCH 1 (BODY.PEEK[] BODY.PEEK[2])\r\n", time.Second)
 	t.Logf("%d stalled readers of a %d MB message: the heap grew by %d MB", readers, size>>20, grown>>20)
 	if grown > 4*size {
 		t.Errorf("%d stalled readers of a %d MB message: the heap grew by %d MB, want under %d", readers, size>>20, grown>>20, 4*size>>20)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -101,25 +100,8 @@ func TestStalledReaders(t *testing.T) {
 	a.Put("a", large(size))
 	a.Sync()
 	addr := serve(t, a, Options{})
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
-	before := heap()
 	const readers = 12
-	for range readers {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-		fmt.Fprintf(conn, "GROUP chibrary.a\r\nARTICLE 1\r\n")
-	}
-	time.Sleep(time.Second)
-	grown := int64(heap()) - int64(before)
+	grown := metrictest.StalledHeap(t, addr, readers, "GROUP chibrary.a\r\nARTICLE 1\r\n", time.Second)
 	t.Logf("%d stalled readers of a %d MB article: the heap grew by %d MB", readers, size>>20, grown>>20)
 	if grown > 4*size {
 		t.Errorf("%d stalled readers of a %d MB article: the heap grew by %d MB, want under %d", readers, size>>20, grown>>20, 4*size>>20)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/internal/testkit/hostile"
+	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -109,19 +109,8 @@ func BenchmarkSlowReaders(b *testing.B) {
 			for range b.N {
 				runtime.GC()
 				debug.FreeOSMemory()
-				base = rss()
-				stop := make(chan struct{})
-				var sampler sync.WaitGroup
-				sampler.Go(func() {
-					for {
-						peak = max(peak, rss())
-						select {
-						case <-stop:
-							return
-						case <-time.After(10 * time.Millisecond):
-						}
-					}
-				})
+				base = metrictest.RSS()
+				stopSampling := metrictest.SampleRSS()
 				var wg sync.WaitGroup
 				for range 10 {
 					wg.Go(func() {
@@ -143,28 +132,12 @@ func BenchmarkSlowReaders(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				close(stop)
-				sampler.Wait()
+				peak = max(peak, stopSampling())
 			}
 			b.ReportMetric(float64(base)/(1<<20), "rss-before-MiB")
 			b.ReportMetric(float64(peak)/(1<<20), "rss-peak-MiB")
 		})
 	}
-}
-
-// rss is this process's resident memory now, in bytes (Linux; 0
-// elsewhere).
-func rss() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 // BenchmarkHostileSearch measures, on the shared corpus, the CPU time of

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 )
 
 // BenchmarkStalledMboxReaders has 32 clients download, over loopback,
@@ -26,20 +28,8 @@ func BenchmarkStalledMboxReaders(b *testing.B) {
 		base := serveSmall(b, s)
 		runtime.GC()
 		debug.FreeOSMemory()
-		before := rss()
-		peak := before
-		stop := make(chan struct{})
-		var sampler sync.WaitGroup
-		sampler.Go(func() {
-			for {
-				peak = max(peak, rss())
-				select {
-				case <-stop:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-		})
+		before := metrictest.RSS()
+		stopSampling := metrictest.SampleRSS()
 		start := time.Now()
 		var firstByte time.Duration
 		var size int64
@@ -75,8 +65,7 @@ func BenchmarkStalledMboxReaders(b *testing.B) {
 		time.Sleep(2 * time.Second)
 		close(release)
 		wg.Wait()
-		close(stop)
-		sampler.Wait()
+		peak := stopSampling()
 		b.ReportMetric(float64(before)/(1<<20), "rss-before-MiB")
 		b.ReportMetric(float64(peak)/(1<<20), "rss-peak-MiB")
 		b.ReportMetric(firstByte.Seconds(), "first-byte-s")

@@ -147,3 +147,33 @@ func StalledReaders(tb testing.TB, addr string, n int, script string, read int64
 	time.Sleep(hold)
 	return before, stop()
 }
+
+// StalledHeap opens n connections to addr with small receive buffers,
+// sends script on each and reads nothing, then after hold returns how
+// much the live heap grew meanwhile: what n clients that ask for a large
+// message and stall cost in memory. The connections close when the test
+// ends.
+func StalledHeap(tb testing.TB, addr string, n int, script string, hold time.Duration) int64 {
+	tb.Helper()
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := heap()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { c.Close() })
+		// A small receive buffer, full soon: the server is left writing.
+		c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		if _, err := io.WriteString(c, script); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	time.Sleep(hold)
+	return heap() - before
+}
