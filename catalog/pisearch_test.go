@@ -262,7 +262,7 @@ func TestParsePI(t *testing.T) {
 		{"hex", "dfpre:ABCDEF0 patchid:" + strings.Repeat("a", 40), "dfpre:abcdef0 AND patchid:" + strings.Repeat("a", 40)},
 		{"a word with parentheses", "s:x foo()", `s:x AND "foo()"`},
 		{"punctuation alone", "s:x -- !!", "s:x"},
-		{"a list at the top is a filter", "s:x list:linux-mips", "s:x list:linux-mips"},
+		{"a list at the top is a filter", "s:x list:linux-mips", "s:x AND list:linux-mips"},
 	}
 	for _, tt := range tests {
 		q, err := ParseQuery(tt.q)

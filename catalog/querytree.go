@@ -625,7 +625,7 @@ func (n *node) String() string {
 		return strings.Join(parts, " AND ")
 	case opNot:
 		k := n.kids[0]
-		if k.op == opAnd || k.op == opOr {
+		if k.op == opAnd || k.op == opOr || k.op == opNot {
 			return "-(" + k.String() + ")"
 		}
 		return "-" + k.String()
@@ -635,7 +635,11 @@ func (n *node) String() string {
 		}
 		t := n.term
 		s := t.Text
-		if t.Phrase || strings.ContainsAny(s, " \t()") {
+		// A word that starts with a sign ("++bb" is + and the word +bb),
+		// or holds a colon (A: at the end of a query is a word, before a
+		// parenthesis a prefix), is quoted, or it would read back as
+		// something else.
+		if t.Phrase || strings.ContainsAny(s, " \t():") || strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") {
 			s = `"` + s + `"`
 		}
 		if t.Prefix {

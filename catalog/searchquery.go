@@ -388,7 +388,11 @@ func (q *Query) Words() []string {
 func (q *Query) String() string {
 	var parts []string
 	if q.pi && q.root != nil {
-		parts = append(parts, q.root.String())
+		root := q.root.String()
+		if q.root.op == opOr && (len(q.Lists) > 0 || q.After != nil || q.Before != nil) {
+			root = "(" + root + ")" // AND binds tighter than OR
+		}
+		parts = append(parts, root)
 	}
 	for _, t := range q.Terms {
 		if q.pi {
@@ -420,6 +424,11 @@ func (q *Query) String() string {
 	}
 	if q.Before != nil {
 		parts = append(parts, "before:"+q.Before.Format(time.DateOnly))
+	}
+	if q.pi {
+		// In public-inbox's grammar, "a AND b c" groups as a AND (b c):
+		// the lists and dates taken out of the tree go back beside it.
+		return strings.Join(parts, " AND ")
 	}
 	return strings.Join(parts, " ")
 }
