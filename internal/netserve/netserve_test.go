@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,13 +251,12 @@ func TestWriteDeadlineMoves(t *testing.T) {
 	stalled := make(chan error, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
+	var handled atomic.Int32 // the handlers run in goroutines of their own
 	go func() {
-		first := true
 		done <- Serve(ctx, Listen(ln, Options{}), slog.New(slog.DiscardHandler), func(ctx context.Context, c net.Conn) {
 			defer c.Close()
 			c.SetWriteDeadline(time.Now().Add(deadline))
-			if first {
-				first = false
+			if handled.Add(1) == 1 {
 				// Writes past the deadline first set, each within it of
 				// the one before.
 				var err error
