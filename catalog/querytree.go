@@ -438,7 +438,9 @@ func (pp *piParser) leaf(t *qtoken) (*node, error) {
 		if err := star(); err != nil {
 			return nil, err
 		}
-		id := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(t.text), "<"), ">")
+		// Angle brackets and blanks come off both ends however many
+		// there are, so the Message-ID written back reads the same.
+		id := strings.Trim(t.text, "<> \t")
 		if id == "" {
 			return nil, fmt.Errorf("%w: %s at character %d names no Message-ID", ErrQuery, t.piece, at)
 		}
