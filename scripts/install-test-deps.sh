@@ -23,17 +23,29 @@ command -v b4 >/dev/null 2>&1 || need+=(b4)
 command -v lei >/dev/null 2>&1 || need+=(lei)
 command -v curl >/dev/null 2>&1 || need+=(curl) # lei's HTTP client
 command -v public-inbox-index >/dev/null 2>&1 || need+=(public-inbox)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ -e ../shared/riak/riak-node ] || [ -n "${CHIBRARY_RIAK_KIT:-}" ]; then
   command -v tar >/dev/null 2>&1 || need+=(tar)
   command -v xz >/dev/null 2>&1 || need+=(xz-utils)
   command -v curl >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 || need+=(curl)
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
-echo "installing test dependencies: ${need[*]}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-wait_lock=(-o "DPkg::Lock::Timeout=${APT_LOCK_TIMEOUT:-600}")
-# A fresh machine has no package lists yet: update before installing.
-$sudo apt-get "${wait_lock[@]}" update -qq
-$sudo apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing test dependencies: ${need[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  wait_lock=(-o "DPkg::Lock::Timeout=${APT_LOCK_TIMEOUT:-600}")
+  # A fresh machine has no package lists yet: update before installing.
+  $sudo apt-get "${wait_lock[@]}" update -qq
+  $sudo apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# axe-core, at the version resolver/a11y_test.go names (axeVersion), where
+# that test looks for it: $XDG_CACHE_HOME (else ~/.cache)/chibrary/npm.
+axe_version=4.14.1
+axe_dir="${XDG_CACHE_HOME:-$HOME/.cache}/chibrary/npm"
+if ! grep -qs "\"version\": \"$axe_version\"" "$axe_dir/node_modules/axe-core/package.json"; then
+  echo "installing axe-core@$axe_version into $axe_dir"
+  mkdir -p "$axe_dir"
+  npm install --prefix "$axe_dir" --no-audit --no-fund --no-save --silent "axe-core@$axe_version"
+fi
