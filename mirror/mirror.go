@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -846,4 +847,26 @@ func (m *Mirror) originErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrOrigin, err)
 	}
 	return err
+}
+
+// Origins returns the origins of the mirrors that keep their state in
+// dir's default place (StatePathFor): a data directory that a mirror
+// fills. Sorted; none for a directory no mirror wrote to.
+func Origins(dir string) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(filepath.Dir(StatePathFor(dir, "http://x/")), "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var origins []string
+	for _, p := range paths {
+		st, err := ReadState(p)
+		if err != nil {
+			return nil, err
+		}
+		if st.Origin != "" {
+			origins = append(origins, st.Origin)
+		}
+	}
+	slices.Sort(origins)
+	return slices.Compact(origins), nil
 }

@@ -160,6 +160,10 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 
 // serveArchive opens the archive and serves it until ctx is done.
 func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string) error {
+	// A mirror's state is under --data, with --store too (see mirror).
+	if err := rf.checkMirror(st.Data); err != nil {
+		return err
+	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/chibrary/chibrary/imapserve"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/netserve"
+	"github.com/chibrary/chibrary/mirror"
 	"github.com/chibrary/chibrary/nntpserve"
 	"github.com/chibrary/chibrary/store"
 )
@@ -27,6 +29,8 @@ type readerFlags struct {
 	cert, key                string
 	maxConns, maxConnsPerIP  int
 	idle                     time.Duration
+	// ownNumbers serves NNTP on a mirror all the same (checkMirror).
+	ownNumbers bool
 }
 
 func (f *readerFlags) AddFlags(fs *cli.FlagSet) {
@@ -34,6 +38,7 @@ func (f *readerFlags) AddFlags(fs *cli.FlagSet) {
 	fs.String(&f.imaps, "imaps", "", "CHIBRARY_IMAPS", "serve IMAP with TLS from the first byte on `ADDR` (e.g. :993); needs --tls-cert")
 	fs.String(&f.nntp, "nntp", "", "CHIBRARY_NNTP", "serve NNTP on `ADDR` (e.g. 127.0.0.1:1119); off without it")
 	fs.String(&f.nntps, "nntps", "", "CHIBRARY_NNTPS", "serve NNTP with TLS from the first byte on `ADDR` (e.g. :563); needs --tls-cert")
+	fs.Bool(&f.ownNumbers, "nntp-own-numbers", false, "CHIBRARY_NNTP_OWN_NUMBERS", "on a mirror, serve NNTP all the same, with article numbers of its own: not its origin's, so newsreaders must start afresh here")
 	fs.String(&f.prefix, "nntp-prefix", nntpserve.DefaultPrefix, "CHIBRARY_NNTP_PREFIX", "newsgroups are `PREFIX`.LIST")
 	fs.String(&f.cert, "tls-cert", "", "CHIBRARY_TLS_CERT", "TLS certificate chain `FILE` (PEM) for IMAP and NNTP: STARTTLS on --imap and --nntp, and --imaps, --nntps")
 	fs.String(&f.key, "tls-key", "", "CHIBRARY_TLS_KEY", "the certificate's private key `FILE` (PEM)")
@@ -71,6 +76,26 @@ func (f *readerFlags) check() error {
 		return cli.Usagef("--max-connections, --max-connections-per-ip and --idle-timeout must be positive")
 	}
 	return nil
+}
+
+// checkMirror refuses NNTP on a mirror (a data directory a mirror fills,
+// dir) unless --nntp-own-numbers: a mirror numbers a list's articles in
+// the order its own catalog indexes them, which need not be its origin's,
+// and NNTP has no UIDVALIDITY to tell a newsreader that the numbers it
+// kept (.newsrc) name other articles here. IMAP has one: the mirror's
+// catalog has its own, and IMAP clients start afresh.
+func (f *readerFlags) checkMirror(dir string) error {
+	if f.nntp == "" && f.nntps == "" || f.ownNumbers {
+		return nil
+	}
+	origins, err := mirror.Origins(dir)
+	if err != nil {
+		return fmt.Errorf("cannot tell whether %s is a mirror: %w", dir, err)
+	}
+	if len(origins) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is a mirror of %s: its NNTP article numbers are its own, not its origin's, so a newsreader moved here from the origin would read the wrong articles. Point newsreaders at the origin's NNTP, or give --nntp-own-numbers to serve this mirror's numbers to newsreaders that start here", dir, strings.Join(origins, ", "))
 }
 
 // readers are the IMAP and NNTP listeners of serve.

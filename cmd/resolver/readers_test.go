@@ -10,14 +10,20 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/mirror"
+	"github.com/chibrary/chibrary/resolver"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // freeAddrs returns n distinct loopback addresses free a moment ago.
@@ -226,4 +232,58 @@ func testCertificate(t *testing.T) (certFile, keyFile string, pool *x509.CertPoo
 	pool = x509.NewCertPool()
 	pool.AddCert(c)
 	return certFile, keyFile, pool
+}
+
+// TestServeNNTPOnMirror: serve --nntp refuses a data directory a mirror
+// fills, naming the origin and the way out, since its article numbers are
+// its own; --imap alone serves it (IMAP has UIDVALIDITY), and so does
+// --nntp with --nntp-own-numbers.
+func TestServeNNTPOnMirror(t *testing.T) {
+	origin, _, _, _ := testArchive(t)
+	ost, err := boltstore.Open(t.Context(), filepath.Join(origin, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ost.Close()
+	srv := httptest.NewServer(resolver.New(ost, resolver.Options{}))
+	defer srv.Close()
+
+	dir := t.TempDir()
+	mst, err := boltstore.Open(t.Context(), filepath.Join(dir, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mirror.New(mirror.Options{From: srv.URL, Store: mst, StatePath: mirror.StatePathFor(dir, srv.URL+"/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := m.CatchUp(t.Context())
+	mst.Close()
+	if err != nil || stats.New != 1 {
+		t.Fatalf("mirror CatchUp = %+v, %v; want the origin's one message", stats, err)
+	}
+
+	addrs := freeAddrs(t, 3)
+	status, _, stderr := runCmd(t, t.Context(), "serve", "--data", dir, "--listen", addrs[0], "--nntp", addrs[1])
+	if status != 1 || !strings.Contains(stderr, "is a mirror of "+srv.URL+"/") || !strings.Contains(stderr, "--nntp-own-numbers") {
+		t.Errorf("serve --nntp on a mirror = %d, %q; want 1, naming the origin and --nntp-own-numbers", status, stderr)
+	}
+
+	for _, args := range [][]string{{"--imap", addrs[2]}, {"--nntp", addrs[1], "--nntp-own-numbers"}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan string, 1)
+		go func() {
+			status, _, stderr := runCmd(t, ctx, append([]string{"serve", "--data", dir, "--listen", addrs[0]}, args...)...)
+			done <- fmt.Sprintf("%d: %s", status, stderr)
+		}()
+		c := textproto.NewConn(dialRetry(t, args[1], nil))
+		if line, _ := c.ReadLine(); !strings.HasPrefix(line, "* OK") && !strings.HasPrefix(line, "201 ") {
+			t.Errorf("serve %v on a mirror: greeting %q", args, line)
+		}
+		c.Close()
+		cancel()
+		if r := <-done; !strings.HasPrefix(r, "0: ") {
+			t.Errorf("serve %v on a mirror = %s, want 0", args, r)
+		}
+	}
 }
