@@ -97,6 +97,8 @@ Mail and news readers (read-only; docs/imap-nntp.md):
                 are expunged, new ones announced (IDLE).
   --nntp ADDR   NNTP: every list is the newsgroup PREFIX.LIST
                 (--nntp-prefix); article numbers are the IMAP UIDs.
+                On a mirror's data directory NNTP is refused: its numbers
+                are not the origin's (--nntp-own-numbers serves them).
   Plain text is for loopback: off it, give --tls-cert and --tls-key
   (STARTTLS), or use --imaps and --nntps (TLS from the first byte).
   Connections are bounded (--max-connections, --max-connections-per-ip)
