@@ -78,6 +78,8 @@ bench: build
 	$(GO) run ./internal/tools/pibench --corpus $(CORPUS) --bin $(BIN)
 	$(GO) test -run '^$$' -bench BenchmarkMonthMbox -benchtime 3x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkSearch -benchtime 2000x ./resolver/
+	@# Ordinary searches on a catalog just opened, beside a page load: p99, 503 and 400 shares.
+	$(GO) test -run '^$$' -bench BenchmarkColdSearchBesidePages -benchtime 160x ./resolver/
 	@echo "== hostile mail and requests, each beside an ordinary one (docs/reliability.md, Hostile input)"
 	$(GO) test -run '^$$' -bench 'BenchmarkHostile$$' -benchtime 10x ./resolver/
 	$(GO) test -run '^$$' -bench BenchmarkHostileSearch -benchtime 2000x ./resolver/
