@@ -89,6 +89,7 @@ func TestAccessibility(t *testing.T) {
 		{"list", "/l/demo/"},
 		{"month", "/l/demo/2024-03/"},
 		{"thread", "/t/" + ca.cn(t, "t1.1") + "/"},
+		{"thread-flat", "/t/" + ca.cn(t, "s1") + "/?view=flat"},
 		{"message", "/" + ca.cn(t, "t1.3")},
 		{"patch", "/" + ca.cn(t, "series-3")},
 		{"search", "/search?q=archive"},

@@ -43,7 +43,7 @@ func FuzzPages(f *testing.F) {
 				t.Fatalf("%s of %q is unsafe: %v", name, raw, err)
 			}
 		}
-		outlined, _ := outline(&catalog.Thread{List: "fuzz", Subject: v.Subject, Messages: 5, Nodes: []catalog.Node{{Message: m, Parent: -1}, {Message: m, Depth: 1}}}, "00000001", 1)
+		outlined, _ := outline(&catalog.Thread{List: "fuzz", Subject: v.Subject, Messages: 5, Nodes: []catalog.Node{{Message: m, Parent: -1}, {Message: m, Depth: 1}}}, "00000001", 1, func(j int) int { return j/messagesPerThreadPage + 1 }, "")
 		render("thread.html", &threadView{CallNumber: "00000001", Self: "/t/00000001/", Thread: th, Page: 1, Pages: 1, Entries: []threadEntry{
 			{Node: th.Nodes[0]}, {Node: th.Nodes[1], Current: true, View: v, NewSubject: true, Why: v.Subject},
 		}, Outline: outlined})

@@ -297,11 +297,18 @@ func (s *Server) monthJSON(w http.ResponseWriter, r *http.Request) {
 type threadView struct {
 	CallNumber string
 	// Self is this page's path, for links to the messages on it.
-	Self    string
-	Thread  *catalog.Thread
-	Page    int
-	Pages   int
-	Entries []threadEntry
+	Self   string
+	Thread *catalog.Thread
+	Page   int
+	Pages  int
+	// View is viewNested or viewFlat; ViewQuery is "&view=flat" for the
+	// flat one, which every link to another page of it carries.
+	View, ViewQuery string
+	// Canonical is the one URL of what the page shows.
+	Canonical    string
+	Participants []Participant
+	Replies      int
+	Entries      []threadEntry
 	// Outline is the whole thread in a line per message (who said
 	// what), for a thread of outlineFrom messages or more.
 	Outline []outlineRow
@@ -336,7 +343,7 @@ const (
 )
 
 // outline returns a thread's outline (nil for a short thread).
-func outline(th *catalog.Thread, cn string, page int) ([]outlineRow, bool) {
+func outline(th *catalog.Thread, cn string, page int, pageOf func(j int) int, viewQuery string) ([]outlineRow, bool) {
 	if th.Messages < outlineFrom {
 		return nil, false
 	}
@@ -351,10 +358,12 @@ func outline(th *catalog.Thread, cn string, page int) ([]outlineRow, bool) {
 			rows = append(rows, outlineRow{Depth: n.Depth, Placeholder: true, Removed: n.Removed})
 			continue
 		}
-		p := j/messagesPerThreadPage + 1
+		p := pageOf(j)
 		href := "/t/" + cn + "/"
 		if p > 1 {
-			href += "?page=" + strconv.Itoa(p)
+			href += "?page=" + strconv.Itoa(p) + viewQuery
+		} else if viewQuery != "" {
+			href += "?" + viewQuery[1:]
 		}
 		href += "#m" + n.Message.CallNumber
 		row := outlineRow{Depth: n.Depth, Href: href, From: n.Message.From(), Date: n.Message.Date, Here: p == page}
@@ -429,17 +438,33 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	view, ok := s.threadViewParam(w, r)
+	if !ok {
+		return
+	}
 	th, cn, ok := s.thread(w, r, r.PathValue("callnumber"))
 	if !ok {
 		return
 	}
-	v := &threadView{CallNumber: cn, Thread: th, Page: page}
-	v.Pages = max(1, (len(th.Nodes)+messagesPerThreadPage-1)/messagesPerThreadPage)
+	v := &threadView{CallNumber: cn, Thread: th, Page: page, View: view}
+	if view == viewFlat {
+		v.ViewQuery = "&view=" + viewFlat
+	}
+	order := threadOrder(th, view)
+	// pos[j] is node j's place in order, -1 when the view leaves it out.
+	pos := make([]int, len(th.Nodes))
+	for i := range pos {
+		pos[i] = -1
+	}
+	for i, j := range order {
+		pos[j] = i
+	}
+	v.Pages = max(1, (len(order)+messagesPerThreadPage-1)/messagesPerThreadPage)
 	if v.Page == 0 {
 		// The page that holds the message the URL names.
 		v.Page = 1
-		if i := th.Index(cn); i >= 0 {
-			v.Page = i/messagesPerThreadPage + 1
+		if i := th.Index(cn); i >= 0 && pos[i] >= 0 {
+			v.Page = pos[i]/messagesPerThreadPage + 1
 		}
 	}
 	if v.Page > v.Pages {
@@ -448,25 +473,43 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Self = "/t/" + cn + "/"
 	if page != 0 {
-		v.Self += "?page=" + strconv.Itoa(page)
+		v.Self += "?page=" + strconv.Itoa(page) + v.ViewQuery
+	} else if view != viewNested {
+		v.Self += "?view=" + view
 	}
-	v.Outline, v.OutlineCut = outline(th, cn, v.Page)
+	// The one URL of what this page shows: no ?page= for the first, no
+	// ?view= for the nested view.
+	v.Canonical = "/t/" + cn + "/"
+	switch {
+	case v.Page > 1:
+		v.Canonical += "?page=" + strconv.Itoa(v.Page) + v.ViewQuery
+	case view != viewNested:
+		v.Canonical += "?view=" + view
+	}
+	v.Participants = participants(th)
+	v.Replies = replies(th)
+	v.Outline, v.OutlineCut = outline(th, cn, v.Page, func(j int) int { return pos[j]/messagesPerThreadPage + 1 }, v.ViewQuery)
 	v.OutlineOpen = v.Page == 1 && len(v.Outline) <= openOutline
 	from := (v.Page - 1) * messagesPerThreadPage
-	nodes := th.Nodes[from:min(from+messagesPerThreadPage, len(th.Nodes))]
-	v.Entries = make([]threadEntry, len(nodes))
+	to := min(from+messagesPerThreadPage, len(order))
+	v.Entries = make([]threadEntry, to-from)
 	var wg sync.WaitGroup
-	for i, n := range nodes {
+	for i, j := range order[from:to] {
+		n := th.Nodes[j]
 		e := &v.Entries[i]
 		e.Node = n
+		if view == viewFlat {
+			e.Node.Depth = 0
+		}
 		if n.Parent >= 0 {
-			e.Parent, e.ParentOnPage = th.Nodes[n.Parent].Message, n.Parent >= from
+			e.Parent = th.Nodes[n.Parent].Message
+			e.ParentOnPage = pos[n.Parent] >= from && pos[n.Parent] < to
 		}
 		if n.Message == nil {
 			continue
 		}
 		e.Current = n.Message.CallNumber == cn
-		e.NewSubject = newSubject(th, from+i) || i == 0
+		e.NewSubject = newSubject(th, j) || i == 0
 		e.Why = why(n.Message)
 		// Concurrently: on a bbolt store shared with a writer, the reads
 		// wait for the writer's batch together rather than one by one.
@@ -497,6 +540,20 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 	s.renderFresh(w, r, "thread.html", v)
 }
 
+// threadViewParam reads ?view= of a thread page: nested (the default) or
+// flat; anything else is a 400 that says which there are.
+func (s *Server) threadViewParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	switch v := r.URL.Query().Get("view"); v {
+	case "", "nested":
+		return viewNested, true
+	case viewFlat:
+		return viewFlat, true
+	default:
+		s.fail(w, r, http.StatusBadRequest, "Not a view of a thread: ?view= takes nested (replies under what they answer, the default) or flat (by date).")
+		return "", false
+	}
+}
+
 // getByText gets the message of a call number the catalog gave.
 func (s *Server) getByText(ctx context.Context, cn string) (store.Stored, error) {
 	n, _, err := s.codecs.resolve(ctx, cn)
@@ -515,7 +572,9 @@ func (s *Server) threadJSON(w http.ResponseWriter, r *http.Request) {
 	s.writeFresh(w, r, struct {
 		CallNumber string `json:"callnumber"`
 		*catalog.Thread
-	}{cn, th})
+		Replies      int           `json:"replies"`
+		Participants []Participant `json:"participants"`
+	}{cn, th, replies(th), participants(th)})
 }
 
 // threadFile dispatches GET /t/{file}: a thread's download, and a thread

@@ -228,7 +228,7 @@ func TestOutlineKeepsPlaceholders(t *testing.T) {
 		{Message: msg("00000003", 3), Depth: 1, Parent: 0},
 		{Message: msg("00000004", 4), Depth: 1, Parent: 0},
 	}}
-	rows, _ := outline(th, "00000001", 1)
+	rows, _ := outline(th, "00000001", 1, func(j int) int { return j/messagesPerThreadPage + 1 }, "")
 	var got []string
 	for _, r := range rows {
 		s := fmt.Sprintf("%d ", r.Depth)

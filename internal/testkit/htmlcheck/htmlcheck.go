@@ -15,7 +15,7 @@ import (
 // Options say what a page of the archive's own may contain beyond a
 // sanitized mail fragment; the zero value allows nothing.
 type Options struct {
-	Stylesheet   string // the one <link href> allowed
+	Stylesheet   string // the one <link href> allowed (and with ArchiveLinks, rel="canonical")
 	FormAction   string // the one <form action> allowed, with its inputs
 	ArchiveLinks bool   // href="/..."
 }
@@ -49,7 +49,9 @@ func Check(s string, o Options) error {
 func checkTag(tok html.Token, o Options) error {
 	switch tok.Data {
 	case "link":
-		if o.Stylesheet == "" || attr(tok, "href") != o.Stylesheet {
+		// A page's canonical URL, on the archive, loads nothing.
+		canonical := o.ArchiveLinks && attr(tok, "rel") == "canonical" && strings.HasPrefix(attr(tok, "href"), "/") && !strings.HasPrefix(attr(tok, "href"), "//")
+		if !canonical && (o.Stylesheet == "" || attr(tok, "href") != o.Stylesheet) {
 			return fmt.Errorf("<link href=%q>", attr(tok, "href"))
 		}
 	case "form":
