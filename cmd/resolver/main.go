@@ -28,7 +28,7 @@ var program = cli.Commands{Program: "resolver", Text: usage, List: []cli.Command
 	{Name: "serve", Run: serve}, {Name: "get", Run: get}, {Name: "inspect", Run: inspect},
 	{Name: "reindex", Run: reindexCommand}, {Name: "compact", Run: compact},
 	{Name: "remove", Run: remove}, {Name: "removals", Run: removals},
-	{Name: "move", Run: move},
+	{Name: "move", Run: move}, {Name: "export", Run: export},
 }}
 
 // run is the program, for tests.
@@ -45,6 +45,7 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH] [--listen 127.
        resolver remove [--data DIR | --store URL] [--reason TEXT] CALLNUMBER...
        resolver removals [--data DIR | --store URL] [--json]
        resolver move [--data DIR | --store URL] --list NAME CALLNUMBER...
+       resolver export [--data DIR | --store URL] --public-inbox OUT
 
 Serves an archive over HTTP, its lists, months and threads and each
 message by call number (serve), writes one stored message to standard
@@ -52,7 +53,8 @@ output (get), shows a call number's version, run and sequence and the
 lease of its run (inspect), builds the catalog of lists and threads
 anew from the store (reindex), writes the store anew, compressed, into
 a new file (compact), takes messages down for good (remove), or lists
-those taken down (removals), or puts messages in another list (move).
+those taken down (removals), or puts messages in another list (move),
+or writes the lists as public-inbox inboxes (export).
 An archive on a read-only file system (a
 snapshot, a backup) is read read-only.
 Run 'resolver COMMAND --help' for the flags of a command; --version prints
