@@ -81,6 +81,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of removal commits; nil: time.Now.
 	Now func() time.Time
+
+	// afterImport, in tests, runs once git fast-import has moved a
+	// branch and before the state says so: an error stops the export
+	// there, as a kill would.
+	afterImport func() error
 }
 
 // ListResult is what one run did to one list's inbox.
@@ -150,7 +155,7 @@ func Export(ctx context.Context, st store.Store, cat *catalog.Catalog, opts Opti
 		out = append(out, r)
 	}
 	for l := range want {
-		return out, fmt.Errorf("cannot export list %s: %w", l, catalog.ErrNotFound)
+		return out, fmt.Errorf("cannot export list %s: %w: the archive has no such list", l, catalog.ErrNotFound)
 	}
 	return out, nil
 }
@@ -211,6 +216,12 @@ func (x *exporter) list(ctx context.Context, b catalog.Mailbox) (ListResult, err
 	}
 	defer db.Close()
 	r := &listRun{x: x, dir: dir, list: name, ident: sanitizeIdent(name) + " <" + sanitizeEmail(addr) + ">", db: db, res: ListResult{List: name, Dir: dir}}
+	defer func() {
+		// A batch stopped by an error: git leaves the branch as it was.
+		if r.fi != nil {
+			r.fi.abort()
+		}
+	}()
 	if err := db.View(func(tx *bolt.Tx) error { r.m = readMeta(tx); return nil }); err != nil {
 		return r.res, err
 	}
@@ -447,6 +458,11 @@ func (r *listRun) flush(ctx context.Context) error {
 	h, err := r.x.head(ctx, epochDir(r.dir, r.m.Epoch))
 	if err != nil {
 		return err
+	}
+	if r.x.opts.afterImport != nil {
+		if err := r.x.opts.afterImport(); err != nil {
+			return err
+		}
 	}
 	r.m.Heads[r.m.Epoch] = h
 	ops := r.pending

@@ -40,8 +40,16 @@ func (r *listRun) recover(ctx context.Context) error {
 		if head == r.m.Heads[e] {
 			continue
 		}
+		if head == "" {
+			return fmt.Errorf("%w: the branch of %s is gone: export this list into a new directory", ErrForeign, gd)
+		}
 		rng := head
 		if old := r.m.Heads[e]; old != "" {
+			// The history must go on from where the export left it, not
+			// be rewritten (public-inbox-purge) or replaced.
+			if _, err := r.x.git(ctx, gd, "merge-base", "--is-ancestor", old, head); err != nil {
+				return fmt.Errorf("%w: the history of %s no longer holds commit %s the export wrote last (rewritten?): export this list into a new directory", ErrForeign, gd, old)
+			}
 			rng = old + ".." + head
 		}
 		out, err := r.x.git(ctx, gd, "rev-list", "--reverse", "--first-parent", rng)

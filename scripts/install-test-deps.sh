@@ -4,7 +4,8 @@
 # server's, Chromium for the resolver's browser test, b4 and lei (which
 # fetch and search public-inbox archives) for e2e TestB4, TestB4Series and
 # TestLei, public-inbox itself (tests compare with its search and its
-# inboxes), and what
+# inboxes, and index what resolver export writes) and git (which the
+# public-inbox import and export run), and what
 # the Riak test kit (../shared/riak, when it is there) needs to unpack and
 # start its nodes: tar, xz, and curl (or python3).
 #
@@ -25,6 +26,7 @@ command -v curl >/dev/null 2>&1 || need+=(curl) # lei's HTTP client
 command -v public-inbox-index >/dev/null 2>&1 || need+=(public-inbox)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v git >/dev/null 2>&1 || need+=(git)
 if [ -e ../shared/riak/riak-node ] || [ -n "${CHIBRARY_RIAK_KIT:-}" ]; then
   command -v tar >/dev/null 2>&1 || need+=(tar)
   command -v xz >/dev/null 2>&1 || need+=(xz-utils)
