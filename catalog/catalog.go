@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -433,7 +433,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema+searchSchema+numbersSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+searchSchema+numbersSchema+versionsSchema); err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	if err := initNumbers(ctx, tx); err != nil {

@@ -226,6 +226,9 @@ func (ix *indexer) add(d *doc) (bool, error) {
 			return false, err
 		}
 	}
+	if err := ix.indexVersion(d, id); err != nil {
+		return false, err
+	}
 	if _, err := ix.addToThread.ExecContext(ix.ctx, date, id, textKey(d.base), d.reply, thread, d.arrived.Unix()); err != nil {
 		return false, err
 	}

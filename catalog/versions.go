@@ -1,0 +1,161 @@
+package catalog
+
+// Versions: the versions of a patch or a series (v1, v2, ... v7).
+//
+// Kernel-style lists see a series posted again and again, each time with
+// a version in its tag ("[PATCH v3 2/7] MIPS: fix the TLB flush"); b4
+// finds the other versions by searching on the client, where the archive
+// can know them. A version of a patch is a message from the same sender,
+// in the same list, whose subject without its tags (BaseSubject) is the
+// same and whose tag says another version, within versionWindow: a
+// cover letter ("0/7") links to the other versions' cover letters, each
+// patch to the same patch of the other versions. A series whose patches
+// were renamed between versions links only the patches that kept their
+// subject.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const versionsSchema = `
+-- The patches (not replies): versionKey of the subject's BaseSubject,
+-- and the version its tag says (1 without one).
+CREATE TABLE versions (
+	key     INTEGER NOT NULL,
+	msg     INTEGER NOT NULL,  -- messages.id
+	version INTEGER NOT NULL,
+	PRIMARY KEY (key, msg)
+) WITHOUT ROWID;
+CREATE INDEX versions_msg ON versions (msg);
+
+CREATE TRIGGER versions_removed AFTER DELETE ON messages BEGIN
+	DELETE FROM versions WHERE msg = OLD.id;
+END;
+`
+
+// Bounds of the versions of a patch.
+const (
+	// versionWindow is how far apart two versions of a patch may be:
+	// series are reposted within weeks or months; two years apart, the
+	// same subject from the same sender is another patch.
+	versionWindow = 2 * 365 * 24 * time.Hour
+	// maxVersionRows bounds the rows one Versions call reads.
+	maxVersionRows = 64
+	// MaxVersion is the highest version a tag may say: "v2024" is a year.
+	MaxVersion = 99
+)
+
+// versionRE reads the version in a patch's tag: "v2", "V10".
+var versionRE = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])v(\d{1,2})(?:[^a-z0-9]|$)`)
+
+// patchVersion returns the version a patch's subject says ("[PATCH v3
+// 2/7] ..." is 3, "[PATCH] ..." and "[RFC PATCH 1/2]" are 1), and false
+// for a subject that is not a patch (no tag with "patch" in it).
+func patchVersion(subject string) (int, bool) {
+	tag, ok := patchTag(subject)
+	if !ok || !strings.Contains(tag, "patch") {
+		return 0, false
+	}
+	m := versionRE.FindStringSubmatch(tag)
+	if m == nil {
+		return 1, true
+	}
+	v, _ := strconv.Atoi(m[1])
+	if v == 0 || v > MaxVersion {
+		return 1, true // "v0" and years are not versions
+	}
+	return v, true
+}
+
+// versionKey is what the versions table holds of a patch's base subject.
+func versionKey(base string) int64 { return textKey("versions\x00" + base) }
+
+// indexVersion records d, message id, in the versions table if it is a
+// patch: not a reply, with a subject beyond its tags.
+func (ix *indexer) indexVersion(d *doc, id int64) error {
+	if d.reply || d.base == "" {
+		return nil
+	}
+	v, ok := patchVersion(d.subject)
+	if !ok {
+		return nil
+	}
+	_, err := ix.tx.ExecContext(ix.ctx, `INSERT OR IGNORE INTO versions (key, msg, version) VALUES (?, ?, ?)`, versionKey(d.base), id, v)
+	return err
+}
+
+// Version is another version of a patch (Versions).
+type Version struct {
+	CallNumber string
+	Version    int
+	Subject    string
+	Date       time.Time
+}
+
+// Versions returns the other versions of the patch under call number cn
+// (see the top of this file), the lowest version first, the first posting
+// of each; and the patch's own version (0 and none for a message that is
+// not a patch).
+func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, error) {
+	var (
+		key, date, version int64
+		list, addr, name   string
+		subj               string
+	)
+	err := c.queryRow(ctx, `SELECT v.key, v.version, m.list, m.date, m.from_addr, m.from_name, m.subject FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn).
+		Scan(&key, &version, &list, &date, &addr, &name, &subj)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, c.readErr("the versions of "+cn, err)
+	}
+	base, _ := BaseSubject(subj)
+	window := int64(versionWindow / time.Second)
+	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, m.from_addr, m.from_name FROM versions v JOIN messages m ON m.id = v.msg
+		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
+		key, version, list, date-window, date+window, maxVersionRows)
+	if err != nil {
+		return 0, nil, c.readErr("the versions of "+cn, err)
+	}
+	defer rows.Close()
+	var out []Version
+	for rows.Next() {
+		var v Version
+		var d int64
+		var a, n string
+		if err := rows.Scan(&v.CallNumber, &v.Version, &v.Subject, &d, &a, &n); err != nil {
+			return 0, nil, c.readErr("the versions of "+cn, err)
+		}
+		// The key is a hash: the text decides.
+		if b, _ := BaseSubject(v.Subject); b != base || !sameSender(addr, name, a, n) {
+			continue
+		}
+		if len(out) > 0 && out[len(out)-1].Version == v.Version {
+			continue // a version posted again (RESEND): its first posting
+		}
+		v.Date = time.Unix(d, 0).UTC()
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, c.readErr("the versions of "+cn, err)
+	}
+	return int(version), out, nil
+}
+
+// sameSender reports whether two senders are one: the same address, or
+// the same name (of two words or more: "Ralf" alone could be two people).
+func sameSender(addr1, name1, addr2, name2 string) bool {
+	if addr1 != "" && strings.EqualFold(addr1, addr2) {
+		return true
+	}
+	n1, n2 := strings.Fields(strings.ToLower(name1)), strings.Fields(strings.ToLower(name2))
+	return len(n1) >= 2 && slices.Equal(n1, n2)
+}
