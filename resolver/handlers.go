@@ -520,6 +520,21 @@ type messageJSON struct {
 	// Thread is what the message page shows of its thread; absent when
 	// the catalog cannot say (none, not built yet, not indexed yet).
 	Thread *placeJSON `json:"thread,omitempty"`
+	// PatchVersion is the version of a patch its subject says (1 for
+	// "[PATCH]", 3 for "[PATCH v3 2/7]"); absent for a message that is
+	// not a patch, or when the catalog cannot say.
+	PatchVersion int `json:"patch_version,omitempty"`
+	// Versions are the patch's other versions, the lowest first (the
+	// first posting of each); absent when it has none.
+	Versions []versionJSON `json:"versions,omitempty"`
+}
+
+// versionJSON is another version of a patch.
+type versionJSON struct {
+	CallNumber string    `json:"callnumber"`
+	Version    int       `json:"version"`
+	Subject    string    `json:"subject"`
+	Date       time.Time `json:"date"`
 }
 
 // placeJSON is a message's place in its thread and list, as its page
@@ -601,6 +616,10 @@ func (s *Server) messageJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	if nav != nil {
 		out.Thread = placeOf(nav)
+		out.PatchVersion = nav.PatchVersion
+		for _, v := range nav.Versions {
+			out.Versions = append(out.Versions, versionJSON{CallNumber: v.CallNumber, Version: v.Version, Subject: v.Subject, Date: v.Date})
+		}
 	}
 	httpserve.WriteJSON(w, http.StatusOK, out)
 }

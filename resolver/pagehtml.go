@@ -400,6 +400,9 @@ func writeNav(w *pageWriter, d *pageData, nav *navigation) {
 		}
 		w.str(" (sent to several lists).</p>\n")
 	}
+	if len(nav.Versions) > 0 {
+		writeVersions(w, nav)
+	}
 	if nav.ThreadMessages > 1 {
 		w.str(`<p class="where">Message `)
 		w.num(nav.Position)
@@ -581,4 +584,43 @@ func bodyHTML(m *mailview.Message, folded bool) template.HTML {
 	var w pageWriter
 	writeParts(&w, m, folded)
 	return template.HTML(w.String())
+}
+
+// writeVersions writes the other versions of a patch, and says first when
+// a newer one was posted.
+func writeVersions(w *pageWriter, nav *navigation) {
+	if v := nav.newerVersion(); v != nil {
+		w.str(`<p class="newer"><strong>A newer version of this patch was posted:</strong> `)
+		w.link(v.CallNumber)
+		w.str(`v`)
+		w.num(v.Version)
+		w.str(`</a>, `)
+		w.str(v.Date.UTC().Format(dateLayout))
+		w.str(".</p>\n")
+	}
+	w.str(`<p class="versions">Versions of this patch: `)
+	mine := false
+	for i, v := range nav.Versions {
+		if !mine && v.Version > nav.PatchVersion {
+			w.str(`<span aria-current="page">v`)
+			w.num(nav.PatchVersion)
+			w.str(` (this one)</span>, `)
+			mine = true
+		}
+		w.link(v.CallNumber)
+		w.str(`v`)
+		w.num(v.Version)
+		w.str(`</a> <span class="meta">`)
+		w.str(v.Date.UTC().Format(dateLayout))
+		w.str(`</span>`)
+		if i < len(nav.Versions)-1 || !mine {
+			w.str(`, `)
+		}
+	}
+	if !mine {
+		w.str(`<span aria-current="page">v`)
+		w.num(nav.PatchVersion)
+		w.str(` (this one)</span>`)
+	}
+	w.str(".</p>\n")
 }

@@ -659,6 +659,11 @@ type navigation struct {
 	ListAddress string
 	// Copies are the same message in other lists.
 	Copies []catalog.Message
+	// PatchVersion is the version of a patch (1 for "[PATCH]", 3 for
+	// "[PATCH v3 2/7]"), 0 for a message that is not one; Versions are
+	// its other versions (catalog.Versions), the lowest first.
+	PatchVersion int
+	Versions     []catalog.Version
 }
 
 // why says why a message joined by subject sits where it does.
@@ -728,7 +733,22 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	nav.Why = why(node.Message)
 	nav.PrevByDate, nav.NextByDate = linkOf(place.Prev), linkOf(place.Next)
 	nav.ListAddress, nav.Copies = place.ListAddress, place.Copies
+	if v, vs, err := c.Versions(ctx, cn); err == nil {
+		nav.PatchVersion, nav.Versions = v, vs
+	} else if !errors.Is(err, context.Canceled) {
+		s.noticeDamage(c, err)
+		s.log.Warn("cannot read the versions of a patch", "callnumber", cn, "err", err)
+	}
 	return nav
+}
+
+// newerVersion returns the newest of a patch's other versions if it is
+// newer than the patch, else nil.
+func (nav *navigation) newerVersion() *catalog.Version {
+	if n := len(nav.Versions); n > 0 && nav.Versions[n-1].Version > nav.PatchVersion {
+		return &nav.Versions[n-1]
+	}
+	return nil
 }
 
 // tree returns the rows of the small tree of node i: the whole thread

@@ -1,0 +1,66 @@
+package resolver
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+// TestPatchVersions: a patch's page links its other versions and says
+// when a newer one was posted; its JSON lists them; a message that is not
+// a patch says nothing of versions.
+func TestPatchVersions(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	patch := func(id, subject, date string) string {
+		return a.put(t, []byte("From: Dev Eloper <dev@example.org>\nSubject: "+subject+"\nMessage-ID: <"+id+"@example.org>\nDate: "+date+"\n\n---\n a.c | 1 +\n"), "l").String()
+	}
+	v1 := patch("v1", "[PATCH 1/2] MIPS: fix the TLB flush", "Mon, 1 Jan 2024 10:00:00 +0000")
+	v2 := patch("v2", "[PATCH v2 1/3] MIPS: fix the TLB flush", "Mon, 8 Jan 2024 10:00:00 +0000")
+	v3 := patch("v3", "[PATCH v3 1/3] MIPS: fix the TLB flush", "Mon, 15 Jan 2024 10:00:00 +0000")
+	reply := a.put(t, []byte("From: R <r@example.org>\nSubject: Re: [PATCH v3 1/3] MIPS: fix the TLB flush\nMessage-ID: <r@example.org>\nIn-Reply-To: <v3@example.org>\nDate: Tue, 16 Jan 2024 10:00:00 +0000\n\nAcked.\n"), "l").String()
+	c := openTestCatalog(t)
+	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+
+	r := get(t, srv.URL+"/"+v2)
+	for _, want := range []string{
+		`<strong>A newer version of this patch was posted:</strong> <a href="/` + v3 + `">v3</a>, 2024-01-15`,
+		`Versions of this patch: <a href="/` + v1 + `">v1</a>`,
+		`<span aria-current="page">v2 (this one)</span>, <a href="/` + v3 + `">v3</a>`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("GET /%s: no %q in\n%s", v2, want, r.body)
+		}
+	}
+	r = get(t, srv.URL+"/"+v3)
+	if strings.Contains(r.body, "A newer version") || !strings.Contains(r.body, `<span aria-current="page">v3 (this one)</span>.`) {
+		t.Errorf("GET /%s (the newest): want no newer version and itself last:\n%s", v3, r.body)
+	}
+	if r := get(t, srv.URL+"/"+reply); strings.Contains(r.body, "Versions of this patch") {
+		t.Errorf("GET /%s (a reply) speaks of versions", reply)
+	}
+
+	var out struct {
+		PatchVersion int `json:"patch_version"`
+		Versions     []struct {
+			CallNumber string `json:"callnumber"`
+			Version    int    `json:"version"`
+		} `json:"versions"`
+	}
+	r = get(t, srv.URL+"/api/v1/messages/"+v1)
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.PatchVersion != 1 || len(out.Versions) != 2 || out.Versions[0].CallNumber != v2 || out.Versions[0].Version != 2 || out.Versions[1].CallNumber != v3 {
+		t.Errorf("GET /api/v1/messages/%s: patch_version %d, versions %+v; want 1, then v2 %s and v3 %s", v1, out.PatchVersion, out.Versions, v2, v3)
+	}
+	r = get(t, srv.URL+"/api/v1/messages/"+reply)
+	if strings.Contains(r.body, `"versions"`) || strings.Contains(r.body, `"patch_version"`) {
+		t.Errorf("GET /api/v1/messages/%s (a reply) = %s; want no versions", reply, r.body)
+	}
+}
