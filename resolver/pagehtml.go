@@ -589,7 +589,7 @@ func bodyHTML(m *mailview.Message, folded bool) template.HTML {
 // writeVersions writes the other versions of a patch, and says first when
 // a newer one was posted.
 func writeVersions(w *pageWriter, nav *navigation) {
-	if v := nav.newerVersion(); v != nil {
+	if v := nav.NewerVersion(); v != nil {
 		w.str(`<p class="newer"><strong>A newer version of this patch was posted:</strong> `)
 		w.link(v.CallNumber)
 		w.str(`v`)
@@ -599,28 +599,22 @@ func writeVersions(w *pageWriter, nav *navigation) {
 		w.str(".</p>\n")
 	}
 	w.str(`<p class="versions">Versions of this patch: `)
-	mine := false
-	for i, v := range nav.Versions {
-		if !mine && v.Version > nav.PatchVersion {
+	for i, v := range nav.VersionRows() {
+		if i > 0 {
+			w.str(`, `)
+		}
+		if v.Current {
 			w.str(`<span aria-current="page">v`)
-			w.num(nav.PatchVersion)
-			w.str(` (this one)</span>, `)
-			mine = true
+			w.num(v.Version.Version)
+			w.str(` (this one)</span>`)
+			continue
 		}
 		w.link(v.CallNumber)
 		w.str(`v`)
-		w.num(v.Version)
+		w.num(v.Version.Version)
 		w.str(`</a> <span class="meta">`)
 		w.str(v.Date.UTC().Format(dateLayout))
 		w.str(`</span>`)
-		if i < len(nav.Versions)-1 || !mine {
-			w.str(`, `)
-		}
-	}
-	if !mine {
-		w.str(`<span aria-current="page">v`)
-		w.num(nav.PatchVersion)
-		w.str(` (this one)</span>`)
 	}
 	w.str(".</p>\n")
 }

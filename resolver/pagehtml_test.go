@@ -129,6 +129,14 @@ func TestMessagePageHTML(t *testing.T) {
 		},
 		func(d *pageData) { d.Nav = nav(func(n *navigation) { n.ThreadPage, n.Tree = 1, nil }) },
 		func(d *pageData) {
+			d.Nav = nav(func(n *navigation) {
+				n.PatchVersion, n.Versions = 2, []catalog.Version{{CallNumber: "2UrKPuW8", Version: 1, Date: time.Unix(1e9, 0)}, {CallNumber: "3kTMd2xB", Version: 3, Date: time.Unix(2e9, 0)}}
+			})
+		},
+		func(d *pageData) {
+			d.Nav = nav(func(n *navigation) { n.PatchVersion, n.Versions = 4, []catalog.Version{{CallNumber: "2UrKPuW8", Version: 1}} })
+		},
+		func(d *pageData) {
 			d.Reply, d.Sender, d.Diffstat = &replyInfo{Mailto: "javascript:alert(1)"}, &catalog.Sender{Via: "l"}, &diffstat{Added: 1, Deleted: 1, Changed: 1}
 		},
 		func(d *pageData) {

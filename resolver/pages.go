@@ -742,13 +742,37 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	return nav
 }
 
-// newerVersion returns the newest of a patch's other versions if it is
+// NewerVersion returns the newest of a patch's other versions if it is
 // newer than the patch, else nil.
-func (nav *navigation) newerVersion() *catalog.Version {
+func (nav *navigation) NewerVersion() *catalog.Version {
 	if n := len(nav.Versions); n > 0 && nav.Versions[n-1].Version > nav.PatchVersion {
 		return &nav.Versions[n-1]
 	}
 	return nil
+}
+
+// versionRow is a version of a patch as its page lists it.
+type versionRow struct {
+	catalog.Version
+	Current bool // the patch of the page
+}
+
+// VersionRows returns the versions of a patch, its own among them, the
+// lowest first.
+func (nav *navigation) VersionRows() []versionRow {
+	var rows []versionRow
+	mine := false
+	for _, v := range nav.Versions {
+		if !mine && v.Version > nav.PatchVersion {
+			rows = append(rows, versionRow{Version: catalog.Version{Version: nav.PatchVersion}, Current: true})
+			mine = true
+		}
+		rows = append(rows, versionRow{Version: v})
+	}
+	if !mine {
+		rows = append(rows, versionRow{Version: catalog.Version{Version: nav.PatchVersion}, Current: true})
+	}
+	return rows
 }
 
 // tree returns the rows of the small tree of node i: the whole thread
