@@ -134,7 +134,9 @@ func TestMessagePageHTML(t *testing.T) {
 			})
 		},
 		func(d *pageData) {
-			d.Nav = nav(func(n *navigation) { n.PatchVersion, n.Versions = 4, []catalog.Version{{CallNumber: "2UrKPuW8", Version: 1}} })
+			d.Nav = nav(func(n *navigation) {
+				n.PatchVersion, n.Versions = 4, []catalog.Version{{CallNumber: "2UrKPuW8", Version: 1}}
+			})
 		},
 		func(d *pageData) {
 			d.Reply, d.Sender, d.Diffstat = &replyInfo{Mailto: "javascript:alert(1)"}, &catalog.Sender{Via: "l"}, &diffstat{Added: 1, Deleted: 1, Changed: 1}
