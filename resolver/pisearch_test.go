@@ -3,10 +3,12 @@ package resolver
 import (
 	"bytes"
 	"encoding/xml"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -191,6 +193,17 @@ func TestPublicInboxFeeds(t *testing.T) {
 	f = readFeed(t, get(t, base+"/linux-mips.linux-mips.example/cross-1@example.org/?q=binutils&x=A"))
 	if got, want := sorted(entries(f)...), sorted(ca.byLabel["cross-1"][0], ca.cn(t, "cross-2")); !slices.Equal(got, want) {
 		t.Errorf("thread-scoped x=A entries = %q, want %q", got, want)
+	}
+
+	// The search page offers its feed: follow a search without subscribing.
+	page := get(t, base+"/search?q="+url.QueryEscape(`s:r4k AND f:dev@example.org`))
+	m := regexp.MustCompile(`<a href="([^"]*x=A)"[^>]*>follow \(Atom\)</a>`).FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatalf("the search page offers no feed:\n%s", page.body)
+	}
+	f = readFeed(t, get(t, base+html.UnescapeString(m[1])))
+	if got, want := entries(f), []string{ca.cn(t, "series-2"), ca.cn(t, "series-1"), ca.cn(t, "series-0")}; !slices.Equal(got, want) {
+		t.Errorf("the search page's feed %s has %q, want %q", m[1], got, want)
 	}
 
 	// /all/new.atom: the newest of every list, by arrival.
