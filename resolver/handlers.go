@@ -216,6 +216,7 @@ func (s *Server) twoSegments(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(rest, "attachments/"):
 		httpserve.SetRoute(w, "GET /{callnumber}/attachments/{n}/{name}")
 		s.attachment(w, r, first, strings.TrimPrefix(rest, "attachments/"))
+	case s.servePIExport(w, r, first, rest):
 	case s.publicInbox(w, r, first, rest):
 	default:
 		httpserve.SetRoute(w, "unmatched")

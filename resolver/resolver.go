@@ -123,6 +123,17 @@ type Options struct {
 	// used where an absolute URL is needed: the IDs and links of Atom
 	// feeds. "" takes it from each request's Host.
 	BaseURL string
+
+	// PublicInbox is a directory of public-inbox v2 inboxes (resolver
+	// export --public-inbox), served to git, public-inbox-clone and
+	// grok-pull (pigit.go, manifest.go); "" serves none: those routes
+	// answer 404.
+	PublicInbox string
+	// MaxGitProcesses bounds the git processes serving the export at
+	// once; 0 means DefaultGitProcesses.
+	MaxGitProcesses int
+	// GitTimeout bounds one git process; 0 means DefaultGitTimeout.
+	GitTimeout time.Duration
 }
 
 // Security headers of every response. The CSP allows the stylesheet served
@@ -187,6 +198,8 @@ type Server struct {
 	spools *spools
 	// searching holds a token per search running (catalog.SearchConns).
 	searching chan struct{}
+	// pi serves the public-inbox export; nil for none.
+	pi *piExport
 }
 
 // New returns a Server over st. The caller keeps st open while the server
@@ -225,6 +238,11 @@ func New(st store.Store, opts Options) *Server {
 	s.handler = mw.Wrap(s.mux)
 	s.connState = mw.ConnState
 
+	if opts.PublicInbox != "" {
+		if s.pi, err = newPIExport(opts.PublicInbox, opts, s.reg, orDefault(opts.WriteIdleTimeout, DefaultWriteIdleTimeout)); err != nil {
+			panic(err) // filepath.Abs fails only without a working directory
+		}
+	}
 	s.handleRoutes()
 	return s
 }

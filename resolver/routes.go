@@ -58,6 +58,9 @@ var routes = []route{
 	{Route{"/LIST/new.atom", "... the list's feed (all: every list's)"}, "GET /{list}/new.atom", nil, false},
 	{Route{"/LIST/_/text/help/", "... the search's help, both dialects"}, "GET /{list}/_/text/help/", nil, false},
 	{Route{"/r/MESSAGE-ID", "... to the message under its list"}, "GET /r/{message-id}", nil, false},
+	{Route{"/LIST/git/N.git", "with --public-inbox: epoch N of the list's export, for git clone"}, "GET /{list}/git/{N}.git", nil, false},
+	{Route{"", "(git's smart HTTP, read-only) and public-inbox-clone URL/LIST/"}, "", nil, false},
+	{Route{"/manifest.js.gz", "... grokmirror's manifest of the export (grok-pull); /LIST/manifest.js.gz, one list's"}, "GET /manifest.js.gz", (*Server).manifestRoot, false},
 	{Route{"/api/v1/lists", "JSON: the lists"}, "GET /api/v1/lists", (*Server).listsJSON, true},
 	{Route{"/api/v1/lists/LIST", "... a list (?page=N)"}, "GET /api/v1/lists/{list}", (*Server).listJSON, true},
 	{Route{"/api/v1/lists/LIST/YYYY-MM", "... a month"}, "GET /api/v1/lists/{list}/{month}", (*Server).monthJSON, true},
@@ -120,6 +123,9 @@ func (s *Server) publicInboxPost(w http.ResponseWriter, r *http.Request) {
 // publicInboxPostPath is a POST to /{list}/{message-id}/: a search within
 // the thread, as liblore sends (publicinbox.go).
 func (s *Server) publicInboxPostPath(w http.ResponseWriter, r *http.Request) {
+	if s.servePIExport(w, r, r.PathValue("first"), r.PathValue("rest")) {
+		return
+	}
 	if !s.publicInbox(w, r, r.PathValue("first"), r.PathValue("rest")) {
 		s.fail(w, r, http.StatusNotFound, "There is nothing at this address.")
 	}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -72,6 +74,7 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
                       [--listen 127.0.0.1:8080] [--base-url URL]
                       [--imap ADDR] [--nntp ADDR] [--nntp-prefix PREFIX]
                       [--imaps ADDR] [--nntps ADDR] [--tls-cert FILE --tls-key FILE]
+                      [--public-inbox OUT]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
 requests in flight. The archive must exist (import into it first): serve
@@ -92,6 +95,14 @@ one), message pages still work and the catalog's pages answer 503.
 
 Routes:
 ` + routesHelp() + `
+With --public-inbox OUT (a directory that resolver export --public-inbox
+writes: OUT/LIST/git/N.git), the export is served to public-inbox's and
+grokmirror's own mirroring tools (docs/public-inbox.md): each epoch to
+git clone over git's smart HTTP (read-only; at most --max-git-processes
+at once, others 503), /LIST/manifest.js.gz and /manifest.js.gz to
+public-inbox-clone and grok-pull:
+  public-inbox-clone http://HOST/LIST/ LIST
+
 Mail and news readers (read-only; docs/imap-nntp.md):
   --imap ADDR   IMAP: every list is a mailbox named as the list; any user
                 name and password log in, or AUTHENTICATE ANONYMOUS. UIDs
@@ -114,6 +125,7 @@ Examples:
   resolver serve --store riak://r1:8087/lists --catalog /var/lib/chibrary/catalog.db
   CHIBRARY_DATA=/var/lib/chibrary CHIBRARY_LISTEN=127.0.0.1:8080 resolver serve
   resolver serve --data /var/lib/chibrary --imap 127.0.0.1:1143 --nntp 127.0.0.1:1119
+  resolver serve --data /var/lib/chibrary --public-inbox /var/lib/chibrary/public-inbox
   resolver serve --data /var/lib/chibrary --imaps :993 --nntps :563 --nntp-prefix org.example \
       --tls-cert /etc/chibrary/fullchain.pem --tls-key /etc/chibrary/key.pem
 `
@@ -124,6 +136,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		logs                               cli.LogOptions
 		listen, cat, baseURL, changesToken string
 		spoolDir                           string
+		pi                                 piFlags
 		changesPublic                      bool
 		rf                                 readerFlags
 	)
@@ -137,11 +150,16 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&changesToken, "changes-token-file", "", "CHIBRARY_CHANGES_TOKEN_FILE", "`FILE` holding a token the change feed (/api/v1/changes) asks of mirrors (default: the feed is public)")
 	fs.Bool(&changesPublic, "changes-public", false, "CHIBRARY_CHANGES_PUBLIC", "with --changes-token-file, serve the change feed to anyone all the same: the token's holders get slots of their own that anonymous readers cannot take")
 	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files mbox downloads, large messages and attachments are served from while read, over HTTP, IMAP and NNTP (default: the system's temporary directory)")
+	fs.String(&pi.out, "public-inbox", "", "CHIBRARY_PUBLIC_INBOX", "serve the public-inbox export in `OUT` (OUT/LIST/git/N.git) to git clone, public-inbox-clone and grok-pull (default: none)")
+	fs.Int(&pi.processes, "max-git-processes", resolver.DefaultGitProcesses, "CHIBRARY_MAX_GIT_PROCESSES", "with --public-inbox, the git processes run at once for clones and fetches; more wait briefly, then get 503")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if err := cli.NoArgs(rest); err != nil {
+		return err
+	}
+	if err := pi.check(); err != nil {
 		return err
 	}
 	if err := cli.CheckListen("listen", listen); err != nil {
@@ -159,11 +177,37 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	// A signal while the store or the catalog is still being opened (a
 	// Riak node slow to answer) is a stop like one while serving.
-	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, changesPublic, spoolDir))
+	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, changesPublic, spoolDir, pi))
+}
+
+// piFlags are serve's flags of the public-inbox export.
+type piFlags struct {
+	out       string
+	processes int
+}
+
+func (f piFlags) check() error {
+	if f.processes < 1 {
+		return cli.Usagef("--max-git-processes must be at least 1")
+	}
+	if f.out == "" {
+		return nil
+	}
+	fi, err := os.Stat(f.out)
+	if err != nil {
+		return fmt.Errorf("cannot serve --public-inbox %s: %w (resolver export --public-inbox writes it)", f.out, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("cannot serve --public-inbox %s: not a directory", f.out)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return fmt.Errorf("cannot serve --public-inbox: git is not installed (it serves the clones)")
+	}
+	return nil
 }
 
 // serveArchive opens the archive and serves it until ctx is done.
-func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string) error {
+func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string, pi piFlags) error {
 	// A mirror's state is under --data, with --store too (see mirror).
 	if err := rf.checkMirror(st.Data); err != nil {
 		return err
@@ -187,7 +231,8 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 		return err
 	}
 	defer db.Close()
-	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}, ChangesPublic: changesPublic}
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}, ChangesPublic: changesPublic,
+		PublicInbox: pi.out, MaxGitProcesses: pi.processes}
 	if changesToken != "" {
 		if opts.ChangesToken, err = cli.ReadSecret(changesToken); err != nil {
 			return err
