@@ -201,12 +201,17 @@ func (e *piExport) inboxDir(list string) (string, bool) {
 	return dir, realDir(dir)
 }
 
-// serveList answers the export's routes under /{list}/ (rest is what
+// servePIExport answers the export's routes under /{list}/ (rest is what
 // follows, unescaped), and reports false for a path that is none of
 // them: the public-inbox routes of the catalog then have it.
 func (s *Server) servePIExport(w http.ResponseWriter, r *http.Request, list, rest string) bool {
 	e := s.pi
 	if e == nil {
+		if _, ok := parsePIGitPath(strings.TrimPrefix(rest, "git/")); ok && strings.HasPrefix(rest, "git/") {
+			httpserve.SetRoute(w, "GET /{list}/git/{N}.git")
+			s.fail(w, r, http.StatusNotFound, "There is nothing at this address: no public-inbox export is served here.")
+			return true
+		}
 		return false
 	}
 	switch {
@@ -388,6 +393,10 @@ func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, adver
 
 	var body []byte
 	if !advertise {
+		if r.ContentLength > maxUploadPackBody {
+			gitFail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The request is over %d MiB.", maxUploadPackBody>>20))
+			return
+		}
 		var err error
 		if body, err = readUploadPackBody(w, r); err != nil {
 			if errors.Is(err, errBodyTooLarge) {
@@ -456,6 +465,10 @@ func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, adver
 		h.Set("Content-Type", "application/x-git-upload-pack-result")
 	}
 	sw := httpserve.Stream(w, e.writeIdle)
+	// At the time limit, a write waiting for a client who stopped
+	// reading ends too, as the process did.
+	rc := http.NewResponseController(w)
+	defer context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })()
 	sw.WriteHeader(http.StatusOK)
 	var werr error
 	if advertise && !strings.Contains(proto, "version=2") {
@@ -472,12 +485,14 @@ func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, adver
 	if werr != nil {
 		cancel() // the client went away: the process and its children go too
 	}
-	if err := cmd.Wait(); err != nil && werr == nil && r.Context().Err() == nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			e.log.Warn("git upload-pack stopped: over its time limit", "dir", dir, "limit", e.timeout)
-		} else {
-			e.log.Error("git upload-pack failed", "dir", dir, "err", err, "stderr", stderr.String())
-		}
+	err = cmd.Wait()
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		e.log.Warn("git upload-pack stopped: over its time limit", "dir", dir, "limit", e.timeout)
+	case r.Context().Err() != nil:
+		// The client went away: nothing to say.
+	case err != nil && werr == nil:
+		e.log.Error("git upload-pack failed", "dir", dir, "err", err, "stderr", stderr.String())
 	}
 }
 

@@ -13,7 +13,7 @@ func TestRouteTable(t *testing.T) {
 	fa := newFixtureArchive(t)
 	cn := fa.numbers["signed.eml"].String()
 	fill := strings.NewReplacer("CALLNUMBER", cn, "MESSAGE-ID", "signed-1@example.com", "LIST", "test-list",
-		"YYYY-MM", "2001-09", "/N/", "/1/", "NAME", "x.txt", "WORDS", "signed", "TEXT", cn, "CURSOR", "")
+		"YYYY-MM", "2001-09", "/N/", "/1/", "/N.git", "/0.git", "NAME", "x.txt", "WORDS", "signed", "TEXT", cn, "CURSOR", "")
 	seen := map[string]bool{}
 	for _, r := range routes {
 		if r.Path == "" {
