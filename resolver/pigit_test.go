@@ -150,9 +150,9 @@ func gitFingerprint(t *testing.T, dir string) string {
 // TestPublicInboxClone mirrors an inbox made by public-inbox's own tools
 // with git clone and public-inbox-clone over the server, reads the
 // manifests public-inbox-clone and grok-pull read, and follows a new
-// message and a removal into the mirror.
+// message and a removal into the mirror with public-inbox-fetch.
 func TestPublicInboxClone(t *testing.T) {
-	needTools(t, "git", "public-inbox-init", "public-inbox-mda", "public-inbox-learn", "public-inbox-clone", "public-inbox-index")
+	needTools(t, "git", "public-inbox-init", "public-inbox-mda", "public-inbox-learn", "public-inbox-clone", "public-inbox-fetch", "public-inbox-index")
 	ib := pitest.New(t, 2, "-L", "basic")
 	var raws [][]byte
 	for n := range 4 {
@@ -269,9 +269,15 @@ func TestPublicInboxClone(t *testing.T) {
 		if _, err := os.Stat(dst); err != nil {
 			t.Skip("no mirror to update")
 		}
-		git(t, filepath.Join(dst, "git", "0.git"), "fetch", "-q")
+		// public-inbox-fetch compares the manifest's fingerprints with
+		// the mirror's, and fetches the epochs that changed.
+		cmd := exec.Command("public-inbox-fetch", "-C", dst)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("public-inbox-fetch: %v\n%s", err, out)
+		}
 		if got := gitFingerprint(t, filepath.Join(dst, "git", "0.git")); got != want {
-			t.Errorf("the mirror's fingerprint after git fetch %s, want %s", got, want)
+			t.Errorf("the mirror's fingerprint after public-inbox-fetch %s, want %s", got, want)
 		}
 		got := (&pitest.Inbox{Dir: dst, Version: 2}).MessageIDs(t)
 		if w := ib.MessageIDs(t); !slices.Equal(got, w) {

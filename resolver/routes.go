@@ -60,7 +60,7 @@ var routes = []route{
 	{Route{"/r/MESSAGE-ID", "... to the message under its list"}, "GET /r/{message-id}", nil, false},
 	{Route{"/LIST/git/N.git", "with --public-inbox: epoch N of the list's export, for git clone"}, "GET /{list}/git/{N}.git", nil, false},
 	{Route{"", "(git's smart HTTP, read-only) and public-inbox-clone URL/LIST/"}, "", nil, false},
-	{Route{"/manifest.js.gz", "... grokmirror's manifest of the export (grok-pull); /LIST/manifest.js.gz, one list's"}, "GET /manifest.js.gz", (*Server).manifestRoot, false},
+	{Route{"/manifest.js.gz", "... grokmirror's manifest (grok-pull); LIST/manifest.js.gz: a list's"}, "GET /manifest.js.gz", (*Server).manifestRoot, false},
 	{Route{"/api/v1/lists", "JSON: the lists"}, "GET /api/v1/lists", (*Server).listsJSON, true},
 	{Route{"/api/v1/lists/LIST", "... a list (?page=N)"}, "GET /api/v1/lists/{list}", (*Server).listJSON, true},
 	{Route{"/api/v1/lists/LIST/YYYY-MM", "... a month"}, "GET /api/v1/lists/{list}/{month}", (*Server).monthJSON, true},

@@ -121,6 +121,10 @@ func TestGetAndInspect(t *testing.T) {
 		{"version", []string{"--version"}, 0, "", []string{"resolver "}, ""},
 		{"get version", []string{"get", "--version"}, 0, "", []string{"resolver "}, ""},
 		{"bad flag", []string{"inspect", "--jsn", n.String()}, 2, "", nil, "unknown flag --jsn (did you mean --json?)"},
+		{"serve --public-inbox missing", []string{"serve", "--data", dir, "--public-inbox", filepath.Join(dir, "nope")}, 1, "", nil, "cannot serve --public-inbox " + filepath.Join(dir, "nope")},
+		{"serve --public-inbox a file", []string{"serve", "--data", dir, "--public-inbox", filepath.Join(dir, "messages.db")}, 1, "", nil, "not a directory"},
+		{"serve --max-git-processes 0", []string{"serve", "--data", dir, "--max-git-processes", "0"}, 2, "", nil, "--max-git-processes must be at least 1"},
+		{"serve help", []string{"serve", "--help"}, 0, "", []string{"--public-inbox OUT", "public-inbox-clone http://HOST/LIST/ LIST", "/manifest.js.gz"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
