@@ -136,7 +136,7 @@ func checkResolver(t *testing.T, r *resolverServer, cn string, m hostile.Message
 	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("GET /%s: Content-Security-Policy %q, want default-src 'none'", cn, csp)
 	}
-	if err := htmlcheck.Check(string(body), htmlcheck.Options{Stylesheet: "/static/style.css", FormAction: "/go", ArchiveLinks: true}); err != nil {
+	if err := htmlcheck.Check(string(body), htmlcheck.Options{Stylesheet: "/static/style.css", Script: "/static/keys.js", Chart: true, FormAction: "/go", ArchiveLinks: true}); err != nil {
 		t.Errorf("GET /%s: executable content: %v", cn, err)
 	}
 

@@ -30,6 +30,7 @@ var funcs = template.FuncMap{
 	// folded folds long quotes.
 	"body":        bodyHTML,
 	"calendar":    calendar,
+	"chart":       activityChart,
 	"listsubject": func(subject, list string) string { return listSubject(subject, list) },
 	"rows":        rows,
 	"threadlist":  threadList,

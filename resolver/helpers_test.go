@@ -175,6 +175,9 @@ func get(t testing.TB, url string, header ...string) response {
 // unsafeHTML checks a page of the resolver's: its stylesheet, its search
 // form and links within the archive are allowed, nothing executable or
 // remote.
+// keysTag is the pages' one script element (templates/base.html).
+const keysTag = `<script src="/static/keys.js" defer></script>`
+
 func unsafeHTML(s string) error {
-	return htmlcheck.Check(s, htmlcheck.Options{Stylesheet: "/static/style.css", FormAction: "/go", ArchiveLinks: true})
+	return htmlcheck.Check(s, htmlcheck.Options{Stylesheet: "/static/style.css", Script: "/static/keys.js", Chart: true, FormAction: "/go", ArchiveLinks: true})
 }

@@ -436,10 +436,10 @@ func writeNav(w *pageWriter, d *pageData, nav *navigation) {
 		w.str("\n")
 	}
 	w.str("\n<ul class=\"prevnext\">\n")
-	step := func(l *msgLink, rel, label string) {
+	step := func(l *msgLink, attrs, label string) {
 		w.str(`<li>`)
 		if l != nil {
-			w.str(`<a `, rel, `href="/`)
+			w.str(`<a `, attrs, `href="/`)
 			w.url(l.CallNumber)
 			w.str(`">`, label, `</a>`)
 		} else {
@@ -453,9 +453,9 @@ func writeNav(w *pageWriter, d *pageData, nav *navigation) {
 		step(nav.NextInThread, `rel="next" `, "Next in thread →")
 	}
 	w.str("\n")
-	step(nav.PrevByDate, "", "← Previous by date")
+	step(nav.PrevByDate, `class="bydate-prev" `, "← Previous by date")
 	w.str("\n")
-	step(nav.NextByDate, "", "Next by date →")
+	step(nav.NextByDate, `class="bydate-next" `, "Next by date →")
 	w.str("\n</ul>\n</nav>\n")
 }
 

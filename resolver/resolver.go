@@ -136,10 +136,11 @@ type Options struct {
 	GitTimeout time.Duration
 }
 
-// Security headers of every response. The CSP allows the stylesheet served
-// here and nothing else: no script, no image, no frame, no remote content.
+// Security headers of every response. The CSP allows the stylesheet and
+// the keyboard shortcuts' script served here and nothing else: no inline
+// script, no image, no frame, no remote content.
 const (
-	csp    = "default-src 'none'; style-src 'self'; img-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	csp    = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 	rawCSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
 	// immutable is the Cache-Control of message responses: call numbers
 	// are permanent and messages never change, but a message may be

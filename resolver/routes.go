@@ -77,6 +77,7 @@ var routes = []route{
 	{Route{"/robots.txt", "what crawlers may fetch"}, "GET /robots.txt", (*Server).robots, false},
 	{Route{"/favicon.ico", "the site's icon"}, "GET /favicon.ico", (*Server).favicon, false},
 	{Route{"/static/style.css", "the pages' style sheet"}, "GET /static/style.css", (*Server).stylesheet, false},
+	{Route{"/static/keys.js", "the pages' keyboard shortcuts (? shows them; every page works without it)"}, "GET /static/keys.js", (*Server).keysScript, false},
 }
 
 // Routes returns the routes the server answers, for help texts.

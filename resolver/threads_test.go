@@ -44,8 +44,8 @@ func TestThreadCases(t *testing.T) {
 			`rel="next" href="/` + ca.cn(t, "b") + `">Next in thread →`, `<span class="off">← Previous in thread</span>`,
 		}, []string{"In reply to"}},
 		{"by date in the list", "/" + ca.cn(t, "b"), []string{
-			`<a href="/` + ca.cn(t, "a") + `">← Previous by date</a>`,
-			`<a href="/` + ca.cn(t, "d") + `">Next by date →</a>`,
+			`<a class="bydate-prev" href="/` + ca.cn(t, "a") + `">← Previous by date</a>`,
+			`<a class="bydate-next" href="/` + ca.cn(t, "d") + `">Next by date →</a>`,
 		}, nil},
 		{"joined by subject (no References)", "/" + ca.cn(t, "pm2"), []string{"In the thread of <a href=\"/" + ca.cn(t, "pm1") + "\">build failure on r4000</a>"}, []string{"In reply to"}},
 		{"a loop of References", "/t/" + ca.cn(t, "la") + "/", []string{`id="m` + ca.cn(t, "la") + `"`, `id="m` + ca.cn(t, "lb") + `"`, `id="m` + ca.cn(t, "lc") + `"`}, nil},

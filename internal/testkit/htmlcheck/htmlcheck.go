@@ -16,6 +16,8 @@ import (
 // sanitized mail fragment; the zero value allows nothing.
 type Options struct {
 	Stylesheet   string // the one <link href> allowed (and with ArchiveLinks, rel="canonical")
+	Script       string // the one <script src> allowed
+	Chart        bool   // <svg class="chart">, a chart the page draws
 	FormAction   string // the one <form action> allowed, with its inputs
 	ArchiveLinks bool   // href="/..."
 }
@@ -54,6 +56,14 @@ func checkTag(tok html.Token, o Options) error {
 		if !canonical && (o.Stylesheet == "" || attr(tok, "href") != o.Stylesheet) {
 			return fmt.Errorf("<link href=%q>", attr(tok, "href"))
 		}
+	case "svg":
+		if !o.Chart || attr(tok, "class") != "chart" {
+			return fmt.Errorf("element <svg>")
+		}
+	case "script":
+		if o.Script == "" || attr(tok, "src") != o.Script {
+			return fmt.Errorf("<script src=%q>", attr(tok, "src"))
+		}
 	case "form":
 		if o.FormAction == "" || attr(tok, "action") != o.FormAction {
 			return fmt.Errorf("<form action=%q>", attr(tok, "action"))
@@ -79,6 +89,9 @@ func checkTag(tok html.Token, o Options) error {
 		// data, never a URL.
 		if tok.Data == "input" && key == "value" && o.FormAction != "" {
 			continue
+		}
+		if tok.Data == "script" && key == "src" {
+			continue // checked above
 		}
 		switch {
 		case strings.HasPrefix(key, "on"), key == "style", key == "src", key == "srcset",

@@ -5,7 +5,7 @@ import "testing"
 // TestCheck: the oracle can fail, for each kind of danger, and passes what
 // the archive's pages legitimately hold.
 func TestCheck(t *testing.T) {
-	page := Options{Stylesheet: "/static/style.css", FormAction: "/go", ArchiveLinks: true}
+	page := Options{Stylesheet: "/static/style.css", Script: "/static/keys.js", Chart: true, FormAction: "/go", ArchiveLinks: true}
 	tests := []struct {
 		name, html string
 		opts       Options
@@ -24,6 +24,14 @@ func TestCheck(t *testing.T) {
 		{"refresh", `<meta http-equiv="Refresh" content="0;url=https://evil.example/">`, page, true},
 		{"style attribute", `<div style="background:url(https://evil.example/)">x</div>`, page, true},
 		{"another stylesheet", `<link rel="stylesheet" href="https://evil.example/x.css">`, page, true},
+		{"the pages' script", `<script src="/static/keys.js" defer></script>`, page, false},
+		{"another script", `<script src="/00000001/raw"></script>`, page, true},
+		{"an inline script", `<script>alert(1)</script>`, page, true},
+		{"the pages' script in mail", `<script src="/static/keys.js"></script>`, Options{}, true},
+		{"the page's chart", `<svg class="chart" viewBox="0 0 10 10" role="img" aria-label="x"><rect x="0" y="0" width="1" height="1"><title>x</title></rect></svg>`, page, false},
+		{"another svg", `<svg><script>alert(1)</script></svg>`, page, true},
+		{"a chart in mail", `<svg class="chart"></svg>`, Options{}, true},
+		{"a chart with a handler", `<svg class="chart"><rect onclick="alert(1)"></rect></svg>`, page, true},
 		{"canonical link", `<link rel="canonical" href="/t/00000001/?view=flat">`, page, false},
 		{"canonical link elsewhere", `<link rel="canonical" href="//evil.example/x.css">`, page, true},
 		{"canonical link in mail", `<link rel="canonical" href="/t/00000001/">`, Options{}, true},
