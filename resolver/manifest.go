@@ -279,7 +279,7 @@ func describeRepo(ctx context.Context, dir, list string, epoch int, inbox string
 // gitOutput runs git in dir, its output into w; empty says it exited 1
 // with nothing written (show-ref without refs, config without the key).
 func gitOutput(ctx context.Context, dir string, w interface{ Write([]byte) (int, error) }, args ...string) (empty bool, err error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + dir}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.directory=" + dir, "--git-dir=" + dir}, args...)...)
 	cmd.Env = gitEnv("")
 	cmd.Dir = dir
 	var n countWriter

@@ -412,7 +412,10 @@ func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, adver
 
 	ctx, cancel := context.WithTimeout(r.Context(), e.timeout)
 	defer cancel()
-	args := []string{"upload-pack", "--strict", "--stateless-rpc"}
+	// The export may belong to another user (the one who runs resolver
+	// export): this directory, checked above, is trusted by the
+	// operator who named OUT (git's safe.directory).
+	args := []string{"-c", "safe.directory=" + dir, "upload-pack", "--strict", "--stateless-rpc"}
 	if advertise {
 		args = append(args, "--advertise-refs")
 	}

@@ -289,6 +289,38 @@ func TestPublicInboxClone(t *testing.T) {
 	})
 }
 
+// TestPublicInboxOtherOwner serves an export that another user wrote
+// (resolver export run as another user than the server): git, which
+// refuses a repository of another owner unless told to trust it, serves
+// it, and the manifest describes it.
+func TestPublicInboxOtherOwner(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to give the export to another user")
+	}
+	out := t.TempDir()
+	epoch := filepath.Join(out, "x", "git", "0.git")
+	bareEpoch(t, epoch, 1000)
+	want := gitFingerprint(t, epoch)
+	if err := filepath.Walk(filepath.Join(out, "x"), func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, 65534, 65534)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	es := serveExport(t, out, Options{})
+	dst := filepath.Join(t.TempDir(), "0.git")
+	git(t, ".", "clone", "-q", "--mirror", es.url+"/x/git/0.git", dst)
+	if got := gitFingerprint(t, dst); got != want {
+		t.Errorf("the clone's fingerprint %s, want %s", got, want)
+	}
+	m, _ := readManifest(t, es.url+"/manifest.js.gz")
+	if e := m["/x/git/0.git"]; e == nil || e.Fingerprint != want {
+		t.Errorf("manifest %v: want /x/git/0.git with fingerprint %s", m, want)
+	}
+}
+
 // TestPublicInboxGitRefused asks for what the export must not serve:
 // pushes, the dumb protocol, paths out of the export through symbolic
 // links or odd names, oversized and malformed requests, and a damaged
