@@ -184,6 +184,8 @@ type listRun struct {
 	// pmids are the Message-IDs the batch takes (true) or frees (false),
 	// not yet in the state.
 	pmids map[string]bool
+	// precs are the records a recovery has read and not yet written.
+	precs map[uint32]record
 }
 
 type pendingOp struct {
@@ -357,7 +359,7 @@ func (r *listRun) add(ctx context.Context, e catalog.Entry) error {
 	}
 	raw := m.Raw
 	h := parseHeader(raw)
-	mid, fresh, err := r.choose(mids(h))
+	mid, fresh, err := r.choose(mids(h), e.Num)
 	if err != nil {
 		return err
 	}
@@ -382,14 +384,22 @@ func (r *listRun) add(ctx context.Context, e catalog.Entry) error {
 // V2Writable's v2_num_for (and public-inbox-index) pick it: its first if
 // free, else the last free one of the others; fresh when all are taken
 // (or it has none), and one must be made.
-func (r *listRun) choose(ids []string) (mid string, fresh bool, err error) {
+//
+// A Message-ID the state gives to num itself is free for it: a recovery
+// cut short and run again meets the messages it took in already.
+func (r *listRun) choose(ids []string, num uint32) (mid string, fresh bool, err error) {
 	taken := func(id string) bool {
 		if t, ok := r.pmids[id]; ok {
 			return t
 		}
 		var v []byte
-		r.db.View(func(tx *bolt.Tx) error { v = tx.Bucket(midsBucket).Get([]byte(id)); return nil })
-		return v != nil
+		err := r.db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(midsBucket).Get([]byte(id)); b != nil {
+				v = append([]byte(nil), b...)
+			}
+			return nil
+		})
+		return err != nil || v != nil && string(v) != string(numKey(num))
 	}
 	if len(ids) == 0 {
 		return "", true, nil
@@ -468,6 +478,14 @@ func (r *listRun) flush(ctx context.Context) error {
 	ops := r.pending
 	r.pending, r.pbytes, r.pmids = nil, 0, nil
 	return r.save(ops)
+}
+
+// saveRecords writes ops alone, not the meta (recover, on its way).
+func (r *listRun) saveRecords(ops []pendingOp) error {
+	return r.db.Update(func(tx *bolt.Tx) error {
+		var m meta
+		return applyOps(tx, ops, &m)
+	})
 }
 
 // save writes ops and the meta in one transaction.

@@ -438,3 +438,38 @@ func TestForeign(t *testing.T) {
 		})
 	}
 }
+
+// TestStateLost: with its state file deleted, an export reads its
+// progress back from git, every epoch's commits, and writes nothing
+// twice.
+func TestStateLost(t *testing.T) {
+	needTools(t)
+	a := archivetest.New(t)
+	cns := a.Put("l", msg("s1@example.org", 1, ""), msg("s2@example.org", 2, ""), msg("s1@example.org", 3, " differs"), msg("", 4, ""), msg("s5@example.org", 5, ""))
+	out := t.TempDir()
+	size := int64(len(msg("s1@example.org", 1, ""))) * 2
+	export(t, a, Options{Out: out, EpochSize: size})
+	a.Remove(cns[1])
+	res := export(t, a, Options{Out: out, EpochSize: size})
+	if res[0].Removed != 1 || res[0].Epochs != 3 {
+		t.Fatalf("Export = %+v, want a removal and 3 epochs", res)
+	}
+	dir := filepath.Join(out, "l")
+	before := piIndex(t, dir)
+	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	res = export(t, a, Options{Out: out, EpochSize: size})
+	if res[0].Recovered != 6 || res[0].Added+res[0].Removed != 0 {
+		t.Fatalf("Export without its state = %+v, want the 6 commits read back and nothing written", res)
+	}
+	a.Put("l", msg("s1@example.org", 6, " a third one"), msg("s6@example.org", 7, ""))
+	res = export(t, a, Options{Out: out, EpochSize: size})
+	if res[0].Added != 2 {
+		t.Errorf("Export = %+v, want the 2 new added", res)
+	}
+	after := piIndex(t, dir)
+	if len(after) != len(before)+2 || !slices.Contains(after, "s6@example.org") {
+		t.Errorf("indexed %q after, %q before: want the two new ones more", after, before)
+	}
+}

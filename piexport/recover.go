@@ -57,27 +57,44 @@ func (r *listRun) recover(ctx context.Context) error {
 			return fmt.Errorf("%w: epoch %s does not follow on from the commit the export recorded (%v)", ErrForeign, gd, err)
 		}
 		commits := strings.Fields(string(out))
-		r.pmids = map[string]bool{}
+		// In chunks, so that a whole history (a state file lost) takes
+		// the memory of one chunk: the records are written as they come,
+		// the head once all are in.
+		const chunk = 1000
 		var ops []pendingOp
+		last := r.m.Last
+		r.pmids = map[string]bool{}
+		r.precs = map[uint32]record{}
 		for _, c := range commits {
 			op, err := r.recoverCommit(ctx, gd, c)
 			if err != nil {
 				return err
 			}
-			op.rec.Epoch = e
-			r.pmids[op.rec.MID] = !op.remove
 			if !op.remove {
+				op.rec.Epoch = e
+				r.precs[op.num] = op.rec
 				r.m.Bytes += op.size
+				last = max(last, op.num)
+			} else {
+				delete(r.precs, op.num)
 			}
+			r.pmids[op.rec.MID] = !op.remove
 			ops = append(ops, op)
+			if len(ops) == chunk {
+				if err := r.saveRecords(ops); err != nil {
+					return err
+				}
+				ops, r.pmids, r.precs = ops[:0], map[string]bool{}, map[uint32]record{}
+			}
 		}
+		r.pmids, r.precs = nil, nil
+		r.m.Last = last
+		r.res.Recovered += len(commits)
 		r.m.Heads[e] = head
-		r.pmids = nil
 		if err := r.save(ops); err != nil {
 			return err
 		}
-		r.res.Recovered += len(ops)
-		r.x.log.Info("took into the state the commits of a run cut short", "list", r.list, "epoch", e, "commits", len(ops))
+		r.x.log.Info("took into the state the commits of a run cut short", "list", r.list, "epoch", e, "commits", len(commits))
 	}
 }
 
@@ -96,6 +113,9 @@ func (r *listRun) recoverCommit(ctx context.Context, gd, c string) (pendingOp, e
 	}
 	switch strings.TrimSpace(string(names)) {
 	case "d":
+		if rec, ok := r.precs[num]; ok {
+			return pendingOp{num: num, rec: rec, remove: true}, nil
+		}
 		var rec record
 		if err := r.db.View(func(tx *bolt.Tx) error {
 			var err error
@@ -110,7 +130,7 @@ func (r *listRun) recoverCommit(ctx context.Context, gd, c string) (pendingOp, e
 		if err != nil {
 			return pendingOp{}, err
 		}
-		mid, fresh, err := r.choose(mids(parseHeader(raw)))
+		mid, fresh, err := r.choose(mids(parseHeader(raw)), num)
 		if err != nil {
 			return pendingOp{}, err
 		}
