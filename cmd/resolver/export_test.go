@@ -125,3 +125,41 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Errorf("export again: exit %d, %s", status, stdout)
 	}
 }
+
+// TestExportFollowedCatalog: while a resolver follows the catalog (holds
+// its lock), export reads it as that resolver keeps it; without one, it
+// brings the catalog up to date with the store itself.
+func TestExportFollowedCatalog(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	a := archivetest.Open(t, dir)
+	a.Put("l", []byte("Subject: one\nMessage-ID: <one@example.org>\n\nbody\n"), []byte("Subject: two\nMessage-ID: <two@example.org>\n\nbody\n"))
+	a.Sync()
+	out := t.TempDir()
+	status, stdout, stderr := runCmd(t, t.Context(), "export", "--data", dir, "--public-inbox", out)
+	if status != 0 || !strings.Contains(stdout, "l: 2 added") || !strings.Contains(stderr, "a resolver follows the catalog") {
+		t.Fatalf("export beside a resolver: exit %d\n%s\n%s", status, stdout, stderr)
+	}
+	// Stored, not yet in the catalog; no resolver: export syncs it.
+	a.Put("l", []byte("Subject: three\nMessage-ID: <three@example.org>\n\nbody\n"))
+	a.Close()
+	status, stdout, stderr = runCmd(t, t.Context(), "export", "--data", dir, "--public-inbox", out)
+	if status != 0 || !strings.Contains(stdout, "l: 1 added") {
+		t.Fatalf("export alone: exit %d\n%s\n%s", status, stdout, stderr)
+	}
+	// Two exports into the same OUT at once: the second is refused.
+	lock, err := os.OpenFile(filepath.Join(out, ".chibrary-export.lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := flock(lock); err != nil {
+		t.Skipf("cannot hold the lock as an export would: %v", err)
+	}
+	status, _, stderr = runCmd(t, t.Context(), "export", "--data", dir, "--public-inbox", out)
+	if status != 1 || !strings.Contains(stderr, "another export is writing into this directory") {
+		t.Errorf("a second export at once: exit %d, %s", status, stderr)
+	}
+}
