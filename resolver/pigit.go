@@ -64,10 +64,14 @@ const (
 	// gitRetryAfter is the Retry-After of that 503, in seconds.
 	gitRetryAfter = "10"
 	// maxUploadPackBody bounds a request to upload-pack, as read and
-	// once inflated: its wants and haves. A fetch into a clone with a
-	// long history sends every have of each round again (stateless),
-	// which stays well below this.
-	maxUploadPackBody = 16 << 20
+	// once inflated: its wants and haves. A fetch sends every have of
+	// each round again (stateless), which for an epoch's one branch
+	// stays far below this.
+	maxUploadPackBody = 4 << 20
+	// readersPerProcess is how many requests to upload-pack may be read
+	// at once per process slot (each up to maxUploadPackBody in
+	// memory).
+	readersPerProcess = 4
 	// maxGitStderr is how much of git's standard error is kept for the
 	// log.
 	maxGitStderr = 4 << 10
@@ -116,9 +120,11 @@ func parsePIGitPath(s string) (p piGitPath, ok bool) {
 
 // piExport serves the export under root (Options.PublicInbox).
 type piExport struct {
-	root    string // absolute
-	log     *slog.Logger
-	slots   chan struct{} // a token per git process running
+	root  string // absolute
+	log   *slog.Logger
+	slots chan struct{} // a token per git process running
+	// readers holds a token per request to upload-pack being read.
+	readers chan struct{}
 	wait    time.Duration // for a slot
 	timeout time.Duration // of one process
 	// writeIdle is how long a write to a client may wait for it.
@@ -147,6 +153,7 @@ func newPIExport(root string, opts Options, reg prometheus.Registerer, writeIdle
 		root:      abs,
 		log:       opts.Logger,
 		slots:     make(chan struct{}, n),
+		readers:   make(chan struct{}, readersPerProcess*n),
 		wait:      gitSlotWait,
 		timeout:   orDefault(opts.GitTimeout, DefaultGitTimeout),
 		writeIdle: writeIdle,
@@ -376,29 +383,22 @@ func pktLine(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 // limit passes, and logs git's errors without showing them to the
 // client.
 func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, advertise bool) {
-	wait := time.NewTimer(e.wait)
-	select {
-	case e.slots <- struct{}{}:
-		wait.Stop()
-	case <-wait.C:
-		e.busy.Inc()
-		w.Header().Set("Retry-After", gitRetryAfter)
-		gitFail(w, http.StatusServiceUnavailable, "Too many clones and fetches at once; try again in a few seconds.")
-		return
-	case <-r.Context().Done():
-		wait.Stop()
-		return
-	}
-	defer func() { <-e.slots }()
-
+	// The request is read before a process slot is taken, so that a
+	// client slow to send it holds no slot: readers have slots of their
+	// own, which bound the memory the requests take.
 	var body []byte
 	if !advertise {
 		if r.ContentLength > maxUploadPackBody {
 			gitFail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The request is over %d MiB.", maxUploadPackBody>>20))
 			return
 		}
+		if !e.take(w, r, e.readers) {
+			return
+		}
 		var err error
-		if body, err = readUploadPackBody(w, r); err != nil {
+		body, err = readUploadPackBody(w, r)
+		<-e.readers
+		if err != nil {
 			if errors.Is(err, errBodyTooLarge) {
 				gitFail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The request is over %d MiB.", maxUploadPackBody>>20))
 				return
@@ -409,6 +409,10 @@ func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, adver
 			return
 		}
 	}
+	if !e.take(w, r, e.slots) {
+		return
+	}
+	defer func() { <-e.slots }()
 
 	ctx, cancel := context.WithTimeout(r.Context(), e.timeout)
 	defer cancel()
@@ -497,6 +501,23 @@ func (e *piExport) run(w http.ResponseWriter, r *http.Request, dir string, adver
 	case err != nil && werr == nil:
 		e.log.Error("git upload-pack failed", "dir", dir, "err", err, "stderr", stderr.String())
 	}
+}
+
+// take takes a slot of sem, waiting briefly; it answers 503 with
+// Retry-After and reports false when none freed.
+func (e *piExport) take(w http.ResponseWriter, r *http.Request, sem chan struct{}) bool {
+	wait := time.NewTimer(e.wait)
+	defer wait.Stop()
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-wait.C:
+		e.busy.Inc()
+		w.Header().Set("Retry-After", gitRetryAfter)
+		gitFail(w, http.StatusServiceUnavailable, "Too many clones and fetches at once; try again in a few seconds.")
+	case <-r.Context().Done():
+	}
+	return false
 }
 
 // gitEnv is the environment of a git process: a path to find git's

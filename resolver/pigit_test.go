@@ -521,7 +521,7 @@ func uploadPackRequest(want string) string {
 // with Retry-After.
 func TestPublicInboxGitCut(t *testing.T) {
 	out := t.TempDir()
-	tip := bareEpoch(t, filepath.Join(out, "big", "git", "0.git"), 8<<20)
+	tip := bareEpoch(t, filepath.Join(out, "big", "git", "0.git"), 24<<20)
 	// No time limit to speak of here: the process goes because its
 	// client did.
 	es := serveExport(t, out, Options{MaxGitProcesses: 1, GitTimeout: time.Hour, ReadTimeout: time.Minute})
@@ -581,12 +581,24 @@ func TestPublicInboxGitCut(t *testing.T) {
 	})
 
 	t.Run("every slot taken", func(t *testing.T) {
-		// A request whose body never comes holds the one slot.
+		// A request whose body never comes holds no process slot.
+		slow, err := net.Dial("tcp", es.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slow.Close()
+		io.WriteString(slow, "POST /big/git/0.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: 1000\r\n\r\n0032")
+		time.Sleep(100 * time.Millisecond)
+		if r := get(t, es.url+"/big/git/0.git/info/refs?service=git-upload-pack"); r.status != http.StatusOK {
+			t.Fatalf("GET info/refs beside a request slow to come = %d, want 200", r.status)
+		}
+		// A client who stops reading the pack holds the one slot: git
+		// waits for it.
 		conn, err := net.Dial("tcp", es.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(conn, "POST /big/git/0.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: 1000\r\n\r\n0032")
+		io.WriteString(conn, uploadPackRequest(tip))
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			r := get(t, es.url+"/big/git/0.git/info/refs?service=git-upload-pack")
@@ -604,6 +616,7 @@ func TestPublicInboxGitCut(t *testing.T) {
 		if got := metrictest.Value(t, es.s.reg, "chibrary_resolver_git_busy_total", ""); got < 1 {
 			t.Errorf("chibrary_resolver_git_busy_total = %v, want at least 1", got)
 		}
+		conn.(*net.TCPConn).SetLinger(0)
 		conn.Close()
 		deadline = time.Now().Add(10 * time.Second)
 		for {
@@ -615,6 +628,9 @@ func TestPublicInboxGitCut(t *testing.T) {
 				t.Fatalf("GET info/refs after the slot's holder went away = %d, want 200", r.status)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		if left := awaitNoGit(t, out); len(left) > 0 {
+			t.Fatalf("git processes left: %v", left)
 		}
 	})
 }
