@@ -35,6 +35,11 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *im
 	if v == nil {
 		return nil
 	}
+	done, err := ss.holdView(v)
+	if err != nil {
+		return err
+	}
+	defer done()
 	needRaw := opts.Envelope || opts.BodyStructure != nil || len(opts.BodySection) > 0 ||
 		len(opts.BinarySection) > 0 || len(opts.BinarySectionSize) > 0
 	defer func() {
@@ -42,7 +47,7 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, opts *im
 			ss.buf = nil
 		}
 	}()
-	err := ss.eachEntry(v, v.spans(numSet), func(es []catalog.Entry, seqs []uint32) error {
+	err = ss.eachEntry(v, v.spans(numSet), func(es []catalog.Entry, seqs []uint32) error {
 		var raws *reader
 		if needRaw {
 			raws = ss.read(es)
@@ -145,7 +150,7 @@ func (ss *session) eachEntry(v *view, spans []span, fn func(es []catalog.Entry, 
 		for lo := sp.lo; lo <= sp.hi; {
 			hi := min(sp.hi, lo+chunk-1)
 			uids := v.uids[lo-1 : hi]
-			es, err := ss.s.cat.Entries(ss.ctx, v.list, uids[0], uids[len(uids)-1], len(uids), false)
+			es, err := ss.cat.Entries(ss.ctx, v.list, uids[0], uids[len(uids)-1], len(uids), false)
 			if err != nil {
 				return err
 			}

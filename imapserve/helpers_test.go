@@ -12,6 +12,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 )
 
@@ -38,7 +39,7 @@ func start(t testing.TB, a *archivetest.Archive, opts Options, tweaks ...func(*S
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	s, err := New(a.Catalog, a.Store, opts)
+	s, err := New(keeper.Fixed(a.Catalog), a.Store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

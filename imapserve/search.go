@@ -39,6 +39,11 @@ func (ss *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria
 	if v == nil {
 		return nil, nil
 	}
+	done, err := ss.holdView(v)
+	if err != nil {
+		return nil, ss.count("SEARCH", err)
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.opts.SearchTimeout)
 	defer cancel()
 	sr := &searcher{ss: ss, ctx: ctx, v: v, texts: map[string][]uint32{}}
@@ -61,7 +66,7 @@ func (ss *session) Search(kind imapserver.NumKind, criteria *imap.SearchCriteria
 		seqs imap.SeqSet
 		data imap.SearchData
 	)
-	err := ss.eachEntry(v, spans, func(es []catalog.Entry, seqNums []uint32) error {
+	err = ss.eachEntry(v, spans, func(es []catalog.Entry, seqNums []uint32) error {
 		for i := range es {
 			m := &candidate{e: &es[i], seq: seqNums[i]}
 			ok, err := sr.match(m, criteria)
@@ -138,7 +143,7 @@ func (sr *searcher) prepare(c *imap.SearchCriteria) error {
 			sr.texts[key] = nil
 			return nil
 		}
-		nums, err := sr.ss.s.cat.SearchNumbers(sr.ctx, sr.v.list, q)
+		nums, err := sr.ss.cat.SearchNumbers(sr.ctx, sr.v.list, q)
 		if err != nil {
 			return err
 		}

@@ -5,9 +5,12 @@
 //
 // A message's UID is its number in its list (catalog/numbers.go), so that it
 // survives restarts and reindexing; UIDVALIDITY changes only when the
-// catalog is lost. The server polls the catalog, which another process may
-// write, and tells selected and idling clients of messages that came
-// (EXISTS) or left (EXPUNGE). Messages are sent as stored (package
+// catalog is lost. The server reads the catalog its keeper serves now
+// (package catalog/keeper), one command at a time: after a rebuild a
+// session goes on under the same UIDVALIDITY when the numbers were
+// carried over, and is told to select again when they were not. It polls
+// the catalog, which another process may write, and tells selected and
+// idling clients of messages that came (EXISTS) or left (EXPUNGE). Messages are sent as stored (package
 // mailwire), a chunk of catalog rows and one message in memory at a time;
 // a large message, and a part of one, from a file its readers share
 // (package spool), so that slow readers cost disk, not memory.
@@ -33,7 +36,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapserver"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/netserve"
 	"github.com/chibrary/chibrary/internal/spool"
 	"github.com/chibrary/chibrary/store"
@@ -65,7 +68,7 @@ type Options struct {
 
 // Server serves one archive over IMAP. It is safe for concurrent use.
 type Server struct {
-	cat  *catalog.Catalog
+	cats *keeper.Keeper
 	st   store.Store
 	opts Options
 	log  *slog.Logger
@@ -83,9 +86,10 @@ type metrics struct {
 	messages prometheus.Counter
 }
 
-// New returns a server of c and st, which the caller keeps open.
-func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
-	if c == nil || st == nil {
+// New returns a server of the catalog that k keeps and of st, which the
+// caller keeps open (and k running) while it serves.
+func New(k *keeper.Keeper, st store.Store, opts Options) (*Server, error) {
+	if k == nil || st == nil {
 		return nil, errors.New("imapserve: a catalog and a store are needed")
 	}
 	if opts.Logger == nil {
@@ -120,7 +124,7 @@ func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
 		}
 	}
 	log := opts.Logger.With("protocol", "imap")
-	return &Server{cat: c, st: st, opts: opts, log: log, m: m, hub: newHub(c, opts.PollInterval, log),
+	return &Server{cats: k, st: st, opts: opts, log: log, m: m, hub: newHub(k, opts.PollInterval, log),
 		spools: spool.New(spool.Options{Dir: opts.SpoolDir}), spoolAbove: spoolThreshold}, nil
 }
 

@@ -36,6 +36,13 @@ var (
 		Code: imap.ResponseCodeUnavailable,
 		Text: "The archive cannot be read right now; try again later",
 	}
+	// errNoCatalog answers what needs the catalog while there is none:
+	// it is being built again, or cannot be opened now.
+	errNoCatalog = &imap.Error{
+		Type: imap.StatusResponseTypeNo,
+		Code: imap.ResponseCodeUnavailable,
+		Text: "The archive's index of its lists is not there right now (it is being built again); try again shortly",
+	}
 	// errRenumbered: the selected mailbox's UIDVALIDITY changed under
 	// the session (its catalog was lost and built anew).
 	errRenumbered = errors.New("imapserve: the mailbox was numbered anew")
@@ -56,8 +63,9 @@ type session struct {
 	mu     sync.Mutex
 	user   string
 	mbox   *view
-	closed bool   // an IDLE goroutine still running stops
-	buf    []byte // the wire form of the message being sent
+	cat    *catalog.Catalog // read by the command running (hold)
+	closed bool             // an IDLE goroutine still running stops
+	buf    []byte           // the wire form of the message being sent
 }
 
 var _ imapserver.SessionSASL = (*session)(nil)
@@ -92,8 +100,50 @@ func (ss *session) storeErr(what string, err error) error {
 	if errors.As(err, &ie) {
 		return err
 	}
+	ss.s.cats.Notice(ss.cat, err)
 	ss.s.log.Error("cannot "+what, "err", err)
 	return errUnavailable
+}
+
+// hold takes the catalog served now for the command running, as ss.cat
+// (mu held), and returns the function that gives it back.
+func (ss *session) hold() (done func(), err error) {
+	c, release := ss.s.cats.Current()
+	if c == nil {
+		release()
+		return nil, errNoCatalog
+	}
+	ss.cat = c
+	return func() {
+		ss.cat = nil
+		release()
+	}, nil
+}
+
+// holdView is hold for a command on the selected mailbox v: a catalog
+// that numbers v's list anew (it was built again without the old one)
+// ends the session, as refresh does.
+func (ss *session) holdView(v *view) (done func(), err error) {
+	if done, err = ss.hold(); err != nil {
+		return nil, err
+	}
+	same, err := v.sameNumbers(ss.ctx, ss.cat)
+	if err == nil && !same {
+		err = ss.renumbered()
+	}
+	if err != nil {
+		err = ss.storeErr("read mailbox "+v.list, err)
+		done()
+		return nil, err
+	}
+	return done, nil
+}
+
+// renumbered ends the session whose selected mailbox was numbered anew.
+func (ss *session) renumbered() error {
+	ss.s.log.Warn("a selected mailbox was numbered anew (its catalog was built anew without the old one): closing the session", "mailbox", ss.mbox.list)
+	ss.conn.Bye("The mailbox was numbered anew; select it again")
+	return errRenumbered
 }
 
 func (ss *session) Close() error {
@@ -152,7 +202,12 @@ func (ss *session) Select(name string, options *imap.SelectOptions) (*imap.Selec
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.mbox = nil
-	v, _, err := load(ss.ctx, ss.s.cat, mailboxName(name), ss.s.hub.current())
+	done, err := ss.hold()
+	if err != nil {
+		return nil, ss.count("SELECT", err)
+	}
+	defer done()
+	v, _, err := load(ss.ctx, ss.cat, mailboxName(name), ss.s.hub.current())
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, ss.count("SELECT", errNoMailbox)
 	}
@@ -252,7 +307,14 @@ func (ss *session) List(w *imapserver.ListWriter, ref string, patterns []string,
 		// LIST "" "": the delimiter and the root (RFC 3501 section 6.3.8).
 		return ss.count("LIST", w.WriteList(&imap.ListData{Attrs: []imap.MailboxAttr{imap.MailboxAttrNoSelect}, Delim: Delim}))
 	}
-	boxes, err := ss.s.cat.Mailboxes(ss.ctx)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	done, err := ss.hold()
+	if err != nil {
+		return ss.count("LIST", err)
+	}
+	defer done()
+	boxes, err := ss.cat.Mailboxes(ss.ctx)
 	if err != nil {
 		return ss.count("LIST", ss.storeErr("list the mailboxes", err))
 	}
@@ -271,7 +333,14 @@ func (ss *session) List(w *imapserver.ListWriter, ref string, patterns []string,
 }
 
 func (ss *session) Status(name string, options *imap.StatusOptions) (*imap.StatusData, error) {
-	b, err := ss.s.cat.Mailbox(ss.ctx, mailboxName(name))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	done, err := ss.hold()
+	if err != nil {
+		return nil, ss.count("STATUS", err)
+	}
+	defer done()
+	b, err := ss.cat.Mailbox(ss.ctx, mailboxName(name))
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, ss.count("STATUS", errNoMailbox)
 	}
@@ -321,11 +390,14 @@ func (ss *session) refresh(w *imapserver.UpdateWriter, allowExpunge bool) error 
 	if ss.mbox == nil {
 		return nil
 	}
-	err := ss.mbox.refresh(ss.ctx, ss.s.cat, w, allowExpunge, ss.s.hub.current())
+	done, err := ss.hold()
+	if err != nil {
+		return err // told at the next command that reads the catalog
+	}
+	defer done()
+	err = ss.mbox.refresh(ss.ctx, ss.cat, w, allowExpunge, ss.s.hub.current())
 	if errors.Is(err, errRenumbered) {
-		ss.s.log.Warn("a selected mailbox was numbered anew (its catalog was built anew without the old one): closing the session", "mailbox", ss.mbox.list)
-		ss.conn.Bye("The mailbox was numbered anew; select it again")
-		return err
+		return ss.renumbered()
 	}
 	return ss.storeErr("read the catalog", err)
 }

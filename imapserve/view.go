@@ -2,6 +2,7 @@ package imapserve
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -19,7 +20,10 @@ import (
 type view struct {
 	list     string
 	validity uint32
-	uids     []uint32
+	// cat is the catalog the view was last brought up to date from: its
+	// gone log is the one goneSeq counts in.
+	cat  *catalog.Catalog
+	uids []uint32
 	// high is the highest UID the client may know of (UIDNEXT - 1): a
 	// message numbered above it is new.
 	high uint32
@@ -103,7 +107,7 @@ func load(ctx context.Context, c *catalog.Catalog, list, state string) (*view, c
 	if err != nil {
 		return nil, catalog.Mailbox{}, err
 	}
-	v := &view{list: list, validity: b.Validity, uids: uids, high: b.Next - 1, goneSeq: lastGone, state: state}
+	v := &view{list: list, cat: c, validity: b.Validity, uids: uids, high: b.Next - 1, goneSeq: lastGone, state: state}
 	if n := len(uids); n > 0 {
 		v.high = max(v.high, uids[n-1])
 	}
@@ -117,6 +121,9 @@ func (v *view) uidNext() imap.UID { return imap.UID(v.high + 1) }
 // allowExpunge: not during FETCH, STORE and SEARCH, RFC 3501 section 7.4.1)
 // and came (EXISTS), or returns errRenumbered if UIDVALIDITY changed.
 func (v *view) refresh(ctx context.Context, c *catalog.Catalog, w *imapserver.UpdateWriter, allowExpunge bool, state string) error {
+	if c != v.cat {
+		return v.resync(ctx, c, w, allowExpunge, state)
+	}
 	if state == v.state {
 		return nil
 	}
@@ -172,6 +179,79 @@ func (v *view) refresh(ctx context.Context, c *catalog.Catalog, w *imapserver.Up
 	if done {
 		v.state = state
 	}
+	return nil
+}
+
+// sameNumbers reports whether c numbers the view's list as the view's
+// catalog did (the same UIDVALIDITY): a catalog rebuilt from the old one
+// carries its numbers over, one built anew does not.
+func (v *view) sameNumbers(ctx context.Context, c *catalog.Catalog) (bool, error) {
+	if c == v.cat {
+		return true, nil
+	}
+	b, err := c.Mailbox(ctx, v.list)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return b.Validity == v.validity, nil
+}
+
+// resync brings the view up to date from c, a catalog other than its
+// own (the keeper swapped in a rebuilt one): its gone log is another, so
+// the view's UIDs are compared with c's instead. It returns errRenumbered
+// if c numbers the list anew. Without allowExpunge it waits for a call
+// with it.
+func (v *view) resync(ctx context.Context, c *catalog.Catalog, w *imapserver.UpdateWriter, allowExpunge bool, state string) error {
+	same, err := v.sameNumbers(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !same {
+		return errRenumbered
+	}
+	if !allowExpunge {
+		return nil
+	}
+	// The gone log's end first, then the numbers: what leaves meanwhile
+	// is in the log after it, and found gone (or not told of) then.
+	_, lastGone, err := c.NumbersState(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := c.Mailbox(ctx, v.list)
+	if err != nil {
+		return err
+	}
+	now, err := c.Numbers(ctx, v.list, 1)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(v.uids); {
+		if _, ok := slices.BinarySearch(now, v.uids[i]); ok {
+			i++
+			continue
+		}
+		v.uids = slices.Delete(v.uids, i, i+1)
+		if err := w.WriteExpunge(uint32(i + 1)); err != nil {
+			return err
+		}
+	}
+	// New messages are above the highest UID the client knows; a number
+	// at or below it that the client was not told of cannot be announced
+	// (UIDs only grow) and is left out until the list is selected again.
+	i, _ := slices.BinarySearch(now, v.high+1)
+	if fresh := now[i:]; len(fresh) > 0 {
+		v.uids = append(v.uids, fresh...)
+		v.high = fresh[len(fresh)-1]
+		if err := w.WriteNumMessages(uint32(len(v.uids))); err != nil {
+			return err
+		}
+	}
+	v.high = max(v.high, b.Next-1)
+	v.cat, v.goneSeq, v.state = c, lastGone, state
 	return nil
 }
 

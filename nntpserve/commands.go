@@ -58,6 +58,18 @@ func (cn *conn) dispatch(cmd command) (quit bool, err error) {
 		cn.reply(code, "unknown command")
 		return false, nil
 	}
+	// One catalog for the whole command: the one the keeper serves now.
+	c, release := cn.s.cats.Current()
+	defer func() {
+		cn.cat = nil
+		release()
+	}()
+	if c == nil && !catalogFree[cmd.name] {
+		code = 403
+		cn.reply(code, "the archive's index of its lists is not there right now (it is being built again); try again shortly")
+		return false, nil
+	}
+	cn.cat = c
 	code, err = h(cn, cmd.args)
 	if errors.Is(err, errFault) {
 		code = 403
@@ -65,6 +77,12 @@ func (cn *conn) dispatch(cmd command) (quit bool, err error) {
 		return false, nil
 	}
 	return cmd.name == "QUIT", err
+}
+
+// catalogFree are the commands answered without the catalog.
+var catalogFree = map[string]bool{
+	"CAPABILITIES": true, "MODE": true, "QUIT": true, "DATE": true, "HELP": true,
+	"POST": true, "IHAVE": true, "AUTHINFO": true, "STARTTLS": true,
 }
 
 // A handler answers a command and returns the code it answered with.
@@ -213,7 +231,7 @@ func (cn *conn) groupName(list string) string { return cn.s.opts.Prefix + "." + 
 
 // mailbox reads a list's numbers, errFault on a catalog error.
 func (cn *conn) mailbox(list string) (catalog.Mailbox, bool, error) {
-	b, err := cn.s.cat.Mailbox(cn.ctx, list)
+	b, err := cn.cat.Mailbox(cn.ctx, list)
 	if errors.Is(err, catalog.ErrNotFound) {
 		return catalog.Mailbox{}, false, nil
 	}
@@ -225,6 +243,7 @@ func (cn *conn) mailbox(list string) (catalog.Mailbox, bool, error) {
 
 // fault logs a catalog or store error and returns errFault.
 func (cn *conn) fault(what string, err error) error {
+	cn.s.cats.Notice(cn.cat, err)
 	if cn.ctx.Err() == nil {
 		cn.s.log.Error("cannot "+what, "err", err)
 	}
@@ -292,7 +311,7 @@ func (cn *conn) listGroup(args []string) (int, error) {
 		cn.reply(411, "no such newsgroup")
 		return 411, nil
 	}
-	nums, err := cn.s.cat.Numbers(cn.ctx, list, max(r.lo, 1))
+	nums, err := cn.cat.Numbers(cn.ctx, list, max(r.lo, 1))
 	if err != nil {
 		return 0, cn.fault("read group "+list, err)
 	}
@@ -326,7 +345,7 @@ func (cn *conn) step(args []string, back bool) (int, error) {
 		cn.reply(420, "current article number is invalid")
 		return 420, nil
 	}
-	n, ok, err := cn.s.cat.Neighbour(cn.ctx, cn.group, cn.article, back)
+	n, ok, err := cn.cat.Neighbour(cn.ctx, cn.group, cn.article, back)
 	if err != nil {
 		return 0, cn.fault("read group "+cn.group, err)
 	}
@@ -338,7 +357,7 @@ func (cn *conn) step(args []string, back bool) (int, error) {
 		cn.reply(421, "no next article in this group")
 		return 421, nil
 	}
-	es, err := cn.s.cat.Entries(cn.ctx, cn.group, n, n, 1, false)
+	es, err := cn.cat.Entries(cn.ctx, cn.group, n, n, 1, false)
 	if err != nil {
 		return 0, cn.fault("read group "+cn.group, err)
 	}
@@ -365,7 +384,7 @@ func (cn *conn) lookup(args []string) (e catalog.Entry, num uint32, code int, er
 			code, err = cn.syntax()
 			return
 		}
-		es, lerr := cn.s.cat.EntriesByMessageID(cn.ctx, id)
+		es, lerr := cn.cat.EntriesByMessageID(cn.ctx, id)
 		if lerr != nil {
 			return e, 0, 0, cn.fault("find message <"+id+">", lerr)
 		}
@@ -391,7 +410,7 @@ func (cn *conn) lookup(args []string) (e catalog.Entry, num uint32, code int, er
 		cn.reply(420, "current article number is invalid")
 		return e, 0, 420, nil
 	}
-	es, lerr := cn.s.cat.Entries(cn.ctx, cn.group, n, n, 1, true)
+	es, lerr := cn.cat.Entries(cn.ctx, cn.group, n, n, 1, true)
 	if lerr != nil {
 		return e, 0, 0, cn.fault("read group "+cn.group, lerr)
 	}
@@ -548,7 +567,7 @@ func (cn *conn) block(r io.Reader) error {
 // articles in r, a chunk at a time.
 func (cn *conn) entries(r articleRange, refs bool, fn func([]catalog.Entry)) error {
 	for lo := max(r.lo, 1); lo <= r.hi; {
-		es, err := cn.s.cat.Entries(cn.ctx, cn.group, lo, r.hi, chunk, refs)
+		es, err := cn.cat.Entries(cn.ctx, cn.group, lo, r.hi, chunk, refs)
 		if err != nil {
 			return cn.fault("read group "+cn.group, err)
 		}
@@ -613,7 +632,7 @@ func (cn *conn) over(args []string) (int, error) {
 	}
 	// Read the first chunk before answering, so that a range with no
 	// article is told as such.
-	first, err := cn.s.cat.Entries(cn.ctx, cn.group, max(r.lo, 1), r.hi, chunk, true)
+	first, err := cn.cat.Entries(cn.ctx, cn.group, max(r.lo, 1), r.hi, chunk, true)
 	if err != nil {
 		return 0, cn.fault("read group "+cn.group, err)
 	}
@@ -769,7 +788,7 @@ func (cn *conn) hdr(args []string, ok int) (int, error) {
 		cn.end()
 		return ok, nil
 	}
-	first, err := cn.s.cat.Entries(cn.ctx, cn.group, max(r.lo, 1), r.hi, chunk, true)
+	first, err := cn.cat.Entries(cn.ctx, cn.group, max(r.lo, 1), r.hi, chunk, true)
 	if err != nil {
 		return 0, cn.fault("read group "+cn.group, err)
 	}
@@ -804,7 +823,7 @@ func (cn *conn) hdr(args []string, ok int) (int, error) {
 
 // groups returns the lists whose newsgroup names match w.
 func (cn *conn) groups(w wildmat) ([]catalog.Mailbox, error) {
-	boxes, err := cn.s.cat.Mailboxes(cn.ctx)
+	boxes, err := cn.cat.Mailboxes(cn.ctx)
 	if err != nil {
 		return nil, cn.fault("list the groups", err)
 	}
@@ -891,7 +910,7 @@ func (cn *conn) newNews(args []string) (int, error) {
 	for _, b := range boxes {
 		lists = append(lists, b.List)
 	}
-	ids, _, err := cn.s.cat.ArchivedSince(cn.ctx, lists, since, maxNewNews)
+	ids, _, err := cn.cat.ArchivedSince(cn.ctx, lists, since, maxNewNews)
 	if err != nil {
 		return 0, cn.fault("find new messages", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/netserve"
 	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 	"github.com/chibrary/chibrary/mailwire"
@@ -38,7 +39,7 @@ func start(t testing.TB, a *archivetest.Archive, opts Options, tweaks ...func(*S
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	s, err := New(a.Catalog, a.Store, opts)
+	s, err := New(keeper.Fixed(a.Catalog), a.Store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,11 +359,11 @@ func TestHostile(t *testing.T) {
 func TestNew(t *testing.T) {
 	a, _ := testArchive(t)
 	for _, p := range []string{"Upper", "a..b", ".a", "a b", "a*", strings.Repeat("a", 65)} {
-		if _, err := New(a.Catalog, a.Store, Options{Prefix: p}); err == nil {
+		if _, err := New(keeper.Fixed(a.Catalog), a.Store, Options{Prefix: p}); err == nil {
 			t.Errorf("New with prefix %q succeeded", p)
 		}
 	}
-	if _, err := New(a.Catalog, a.Store, Options{Prefix: "org.example-news_1"}); err != nil {
+	if _, err := New(keeper.Fixed(a.Catalog), a.Store, Options{Prefix: "org.example-news_1"}); err != nil {
 		t.Errorf("New with a good prefix = %v", err)
 	}
 }

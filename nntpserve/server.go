@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/netserve"
 	"github.com/chibrary/chibrary/internal/spool"
 	"github.com/chibrary/chibrary/store"
@@ -80,7 +81,7 @@ type Options struct {
 
 // Server serves one archive over NNTP. It is safe for concurrent use.
 type Server struct {
-	cat  *catalog.Catalog
+	cats *keeper.Keeper
 	st   store.Store
 	opts Options
 	log  *slog.Logger
@@ -99,10 +100,10 @@ type metrics struct {
 	articles prometheus.Counter
 }
 
-// New returns a server of the catalog c and the store st, which the
-// caller keeps open while it serves.
-func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
-	if c == nil || st == nil {
+// New returns a server of the catalog that k keeps and of the store st,
+// which the caller keeps open (and k running) while it serves.
+func New(k *keeper.Keeper, st store.Store, opts Options) (*Server, error) {
+	if k == nil || st == nil {
 		return nil, errors.New("nntpserve: a catalog and a store are needed")
 	}
 	if opts.Prefix == "" {
@@ -139,7 +140,7 @@ func New(c *catalog.Catalog, st store.Store, opts Options) (*Server, error) {
 			}
 		}
 	}
-	return &Server{cat: c, st: st, opts: opts, log: opts.Logger.With("protocol", "nntp"), m: m,
+	return &Server{cats: k, st: st, opts: opts, log: opts.Logger.With("protocol", "nntp"), m: m,
 		spools: spool.New(spool.Options{Dir: opts.SpoolDir}), spoolAbove: spoolThreshold,
 		readers: sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}}, nil
 }
@@ -232,6 +233,8 @@ type conn struct {
 	group   string
 	article uint32
 	lines   int // command lines read
+	// cat is the catalog the command running reads (dispatch).
+	cat *catalog.Catalog
 }
 
 func (s *Server) handle(ctx context.Context, c net.Conn, isTLS bool) {

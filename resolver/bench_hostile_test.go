@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -63,7 +64,7 @@ var hostileMessages = []string{"ordinary", "many-references", "names-all", "soft
 // every request rendered (no page cache), one at a time, in process.
 func BenchmarkHostile(b *testing.B) {
 	a, c, cns := hostileArchive(b)
-	s := New(a.st, Options{Catalog: c, SpoolDir: b.TempDir()})
+	s := New(a.st, Options{Catalogs: keeper.Fixed(c), SpoolDir: b.TempDir()})
 	s.cache, s.messages = nil, nil
 	routes := []struct{ name, path string }{
 		{"page", "/%s"},
@@ -103,7 +104,7 @@ func BenchmarkSlowReaders(b *testing.B) {
 			name = "raw"
 		}
 		b.Run(name, func(b *testing.B) {
-			srv := httptest.NewServer(New(a.st, Options{Catalog: c, SpoolDir: b.TempDir()}))
+			srv := httptest.NewServer(New(a.st, Options{Catalogs: keeper.Fixed(c), SpoolDir: b.TempDir()}))
 			defer srv.Close()
 			var peak, base int64
 			for range b.N {
@@ -153,7 +154,7 @@ func BenchmarkHostileSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := New(a.st, Options{Catalog: c})
+	s := New(a.st, Options{Catalogs: keeper.Fixed(c)})
 	s.cache, s.texts = nil, nil
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/imapserve"
 	"github.com/chibrary/chibrary/internal/testkit/hostile"
 )
@@ -39,7 +40,7 @@ func BenchmarkPagesBesidePartialFetches(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(a.st, Options{Catalog: c})
+	s := New(a.st, Options{Catalogs: keeper.Fixed(c)})
 	s.cache, s.texts = nil, nil
 	servers.Go(func() { s.Serve(ctx, ln) })
 	base := "http://" + ln.Addr().String()
@@ -47,7 +48,7 @@ func BenchmarkPagesBesidePartialFetches(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	is, err := imapserve.New(c, a.st, imapserve.Options{SpoolDir: b.TempDir()})
+	is, err := imapserve.New(keeper.Fixed(c), a.st, imapserve.Options{SpoolDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mbox"
@@ -87,7 +88,7 @@ func benchPages(b *testing.B, st store.Store, c *catalog.Catalog, boltPath strin
 		}
 		sctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		s := New(st, Options{Catalog: c, Follow: &catalog.FollowOptions{}})
+		s := New(st, Options{Catalogs: following(b, st, c, catalog.FollowOptions{}, nil)})
 		if !cache {
 			s.cache, s.messages = nil, nil
 		}
@@ -186,7 +187,7 @@ func BenchmarkMonthMbox(b *testing.B) {
 			if _, err := c.Sync(context.Background(), a.st, catalog.SyncOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			srv, _ := serveWith(b, a.st, Options{Catalog: c})
+			srv, _ := serveWith(b, a.st, Options{Catalogs: keeper.Fixed(c)})
 			var peak int64
 			var n int
 			b.ResetTimer()
@@ -252,7 +253,7 @@ func benchSearch(b *testing.B, st store.Store, c *catalog.Catalog) {
 		}
 		sctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		s := New(st, Options{Catalog: c})
+		s := New(st, Options{Catalogs: keeper.Fixed(c)})
 		if !texts {
 			s.texts = nil
 		}
@@ -402,7 +403,7 @@ func cpuTime() time.Duration {
 func BenchmarkMessagePage(b *testing.B) {
 	a, c, raws := corpusArchive(b)
 	numbers := slices.Sorted(maps.Keys(raws))
-	srv := httptest.NewServer(New(a.st, Options{Catalog: c}))
+	srv := httptest.NewServer(New(a.st, Options{Catalogs: keeper.Fixed(c)}))
 	defer srv.Close()
 	client := &http.Client{Timeout: time.Minute}
 	fetch := func(path string) time.Duration {

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/testcorpus"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
@@ -660,6 +661,6 @@ func browserCorpus(t *testing.T) (*httptest.Server, catalog.ThreadSummary) {
 	if best.Messages < 2 {
 		t.Fatalf("no thread of several messages among the corpus's newest 200")
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	return srv, best
 }

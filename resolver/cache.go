@@ -133,8 +133,8 @@ func (s *Server) cachedMessage(w http.ResponseWriter, r *http.Request) {
 // cachedIn is cachedPage with the cache that of returns (nil: none).
 func (s *Server) cachedIn(of func() *pageCache, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, pc := s.catalog(), of()
-		if pc == nil || c == nil || r.Method != http.MethodGet || s.building.Load() != nil || s.catalogBroken.Load() != nil {
+		c, pc := s.catalog(r.Context()), of()
+		if st := s.cats.Status(); pc == nil || c == nil || r.Method != http.MethodGet || st.Building != nil || st.Broken != "" {
 			h(w, r)
 			return
 		}

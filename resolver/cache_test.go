@@ -3,6 +3,7 @@ package resolver
 import (
 	"context"
 	"fmt"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -124,7 +125,7 @@ func TestPageCacheSkipsGaps(t *testing.T) {
 	}
 	fs := &failingStore{Store: ca.st, cn: n}
 	fs.fail.Store(true)
-	srv, _ := serveWith(t, fs, Options{Catalog: ca.cat})
+	srv, _ := serveWith(t, fs, Options{Catalogs: keeper.Fixed(ca.cat)})
 	path := "/t/" + ca.cn(t, "t1.1") + "/"
 	if r := get(t, srv.URL+path); r.status != 200 || !strings.Contains(r.body, "This message cannot be read right now.") {
 		t.Fatalf("thread page while the store fails = %d, want 200 saying a message cannot be read", r.status)
@@ -156,7 +157,7 @@ func (s *stalledWriter) Write(b []byte) (int, error) {
 // wait for the rendering.
 func TestPageCacheStalledReader(t *testing.T) {
 	ca := newCatalogArchive(t)
-	s := New(ca.st, Options{Catalog: ca.cat})
+	s := New(ca.st, Options{Catalogs: keeper.Fixed(ca.cat)})
 	stalled := &stalledWriter{ResponseRecorder: httptest.NewRecorder(), writing: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -49,7 +50,7 @@ func corpusArchive(t testing.TB) (*archive, *catalog.Catalog, map[string][]byte)
 // month's download gives back its messages byte for byte.
 func TestCorpusPages(t *testing.T) {
 	a, c, raws := corpusArchive(t)
-	srv, logs := serveWith(t, a.st, Options{Catalog: c})
+	srv, logs := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	ctx := t.Context()
 	check := func(path string, status int) response {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"net"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ import (
 // returns to 0) and the server shuts down within seconds.
 func TestCutConnections(t *testing.T) {
 	nm := newNoiseMonth(t, 3<<20)
-	s := New(nm.a.st, Options{Catalog: nm.c, SpoolDir: t.TempDir(), ShutdownTimeout: 2 * time.Second})
+	s := New(nm.a.st, Options{Catalogs: keeper.Fixed(nm.c), SpoolDir: t.TempDir(), ShutdownTimeout: 2 * time.Second})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

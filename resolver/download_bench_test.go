@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkStalledMboxReaders(b *testing.B) {
 	nm := newNoiseMonth(b, big)
 	for range b.N {
 		// A server of its own for each round: the file is written again.
-		s := New(nm.a.st, Options{Catalog: nm.c, SpoolDir: b.TempDir(), ShutdownTimeout: time.Second})
+		s := New(nm.a.st, Options{Catalogs: keeper.Fixed(nm.c), SpoolDir: b.TempDir(), ShutdownTimeout: time.Second})
 		base := serveSmall(b, s)
 		runtime.GC()
 		debug.FreeOSMemory()

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -160,7 +161,7 @@ func (nm *noiseMonth) sync(t testing.TB) {
 func (nm *noiseMonth) server(t testing.TB, limit, idle time.Duration) (base string, log *requestLog) {
 	log = &requestLog{ends: map[string][]time.Time{}}
 	s := New(nm.a.st, Options{
-		Catalog: nm.c, SpoolDir: t.TempDir(), Logger: slog.New(log),
+		Catalogs: keeper.Fixed(nm.c), SpoolDir: t.TempDir(), Logger: slog.New(log),
 		WriteTimeout: limit, WriteIdleTimeout: idle, ShutdownTimeout: time.Second,
 	})
 	return serveSmall(t, s), log
@@ -389,7 +390,7 @@ func TestStalledReadersShareDownload(t *testing.T) {
 	const big, readers = 3 << 20, 8
 	nm := newNoiseMonth(t, big)
 	spoolDir := t.TempDir()
-	s := New(nm.a.st, Options{Catalog: nm.c, SpoolDir: spoolDir, ShutdownTimeout: time.Second})
+	s := New(nm.a.st, Options{Catalogs: keeper.Fixed(nm.c), SpoolDir: spoolDir, ShutdownTimeout: time.Second})
 	base := serveSmall(t, s)
 	client := smallClient()
 	before := liveHeap()

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/mailsource"
 	"github.com/chibrary/chibrary/mbox"
 	"github.com/chibrary/chibrary/store"
@@ -164,7 +165,7 @@ func TestMboxNoFinalNewline(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	r := get(t, srv.URL+"/l/cut/2024-07.mbox.gz")
 	zr, err := gzip.NewReader(strings.NewReader(r.body))
 	if err != nil {
@@ -189,7 +190,7 @@ func TestMonthMboxMemory(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	peak, n := downloadPeakHeap(t, srv.URL+"/l/big/2024-02.mbox.gz")
 	t.Logf("month of %d MiB (%d MiB as mbox): peak heap growth while streaming it %.1f MiB", msgs*msgSize>>20, n>>20, float64(peak)/(1<<20))
 	if n < msgs*msgSize {

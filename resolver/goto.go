@@ -132,7 +132,7 @@ func (s *Server) goTo(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "Type a call number (2UrKPuW8), a Message-ID (<x@example.org>), the URL of a message, or words to search for.")
 		return
 	}
-	if s.catalog() != nil || s.opts.CatalogPath != "" {
+	if s.catalog(r.Context()) != nil || s.cats.Path() != "" {
 		// A list page's box names its list: search that list.
 		loc := "/search?q=" + url.QueryEscape(text)
 		if l := r.URL.Query().Get("list"); catalog.ValidListName(l) {

@@ -367,7 +367,7 @@ func (s *Server) label(ctx context.Context, ls []link) bool {
 	var failed atomic.Bool
 	for i := range ls {
 		l := &ls[i]
-		if c := s.catalog(); c != nil && s.catalogBroken.Load() == nil {
+		if c := s.catalog(ctx); c != nil && s.cats.Status().Broken == "" {
 			if m, err := c.Message(ctx, l.CallNumber); err == nil {
 				l.Subject, l.From, l.Date = m.Subject, m.From(), m.Date.Format(dateTimeLayout)
 				continue
@@ -676,7 +676,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := statsJSON{Messages: n}
-	if c := s.catalog(); c != nil {
+	if c := s.catalog(r.Context()); c != nil {
 		if st, err := c.Stats(r.Context()); err == nil {
 			out.Catalog = &st
 		} else {

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"encoding/xml"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -178,7 +179,7 @@ func FuzzGoTarget(f *testing.F) {
 // permanent IDs, escaped text.
 func TestFeed(t *testing.T) {
 	ca := newCatalogArchive(t)
-	srv, _ := serveWith(t, ca.st, Options{Catalog: ca.cat, BaseURL: "https://archive.example/"})
+	srv, _ := serveWith(t, ca.st, Options{Catalogs: keeper.Fixed(ca.cat), BaseURL: "https://archive.example/"})
 	for _, list := range []string{"demo", "hostile"} {
 		r := get(t, srv.URL+"/l/"+list+"/atom.xml")
 		if r.status != 200 || r.header.Get("Content-Type") != "application/atom+xml; charset=utf-8" {

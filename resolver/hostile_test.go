@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/hostile"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
@@ -70,7 +71,7 @@ func TestSearchCost(t *testing.T) {
 	if _, err := cat.Sync(t.Context(), ca.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, logs := serveWith(t, ca.st, Options{Catalog: cat})
+	srv, logs := serveWith(t, ca.st, Options{Catalogs: keeper.Fixed(cat)})
 	for _, path := range []string{"/search?q=message", "/api/v1/search?q=message", "/search?x=m&q=message", "/search?q=s:message+AND+d:20000101.."} {
 		r := get(t, srv.URL+path)
 		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "try again") {
@@ -169,10 +170,7 @@ func TestSlowReadersOfLargeBodies(t *testing.T) {
 // and Retry-After, and message pages work.
 func TestRebuildProgress(t *testing.T) {
 	ca := newCatalogArchive(t)
-	s := New(ca.st, Options{CatalogPath: filepath.Join(t.TempDir(), "catalog.db"), Follow: &catalog.FollowOptions{}})
-	b := &rebuild{total: 97}
-	b.read.Store(40)
-	s.rebuilding.Store(b)
+	s := New(ca.st, Options{Catalogs: statusOf{keeper.Fixed(nil), keeper.Status{Rebuilding: &keeper.Progress{Read: 40, Total: 97}}}})
 	for _, path := range []string{"/l/demo/", "/api/v1/lists", "/"} {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, httptest.NewRequest("GET", path, nil))

@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"context"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,7 @@ func newTestLogger(w *syncbuf.Buffer) *slog.Logger {
 func TestNoErrorLogsForExpectedFailures(t *testing.T) {
 	ca := newCatalogArchive(t)
 	var logs syncbuf.Buffer
-	s := New(ca.st, Options{Catalog: ca.cat, Logger: newTestLogger(&logs)})
+	s := New(ca.st, Options{Catalogs: keeper.Fixed(ca.cat), Logger: newTestLogger(&logs)})
 
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -30,8 +31,7 @@ func TestNoErrorLogsForExpectedFailures(t *testing.T) {
 		s.ServeHTTP(w, httptest.NewRequest("GET", path, nil).WithContext(gone))
 	}
 	// A catalog that started empty, being built.
-	s = New(ca.st, Options{Catalog: openTestCatalog(t), Logger: newTestLogger(&logs)})
-	s.building.Store(&rebuild{total: 1, first: true})
+	s = New(ca.st, Options{Catalogs: statusOf{keeper.Fixed(openTestCatalog(t)), keeper.Status{Building: &keeper.Progress{Total: 1}}}, Logger: newTestLogger(&logs)})
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/l/demo/", nil))
 	if w.Code != http.StatusServiceUnavailable {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -35,7 +36,7 @@ func TestThreadPageOutlineAndLinks(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	tests := []struct {
 		path, outline string
 	}{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/patch"
 )
@@ -175,7 +176,7 @@ func checkFixturePages(t *testing.T) {
 func checkCorpusPages(t *testing.T) {
 	a, c, raws := corpusArchive(t)
 	numbers := slices.Sorted(maps.Keys(raws))
-	s := New(a.st, Options{Catalog: c})
+	s := New(a.st, Options{Catalogs: keeper.Fixed(c)})
 	for _, cn := range numbers {
 		n, err := callnumber.Parse(cn)
 		if err != nil {

@@ -99,13 +99,13 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.log.Warn("cannot count messages", "err", err)
 	}
-	switch c := s.catalog(); {
-	case c == nil && s.rebuilding.Load() != nil:
-		d.NoCatalog = s.rebuilding.Load().String() + "; they will be here when it is done. Every message can still be opened by its call number or Message-ID."
-	case c == nil || s.catalogBroken.Load() != nil:
+	switch c, st := s.catalog(r.Context()), s.cats.Status(); {
+	case c == nil && st.Rebuilding != nil:
+		d.NoCatalog = building(st.Rebuilding, true) + "; they will be here when it is done. Every message can still be opened by its call number or Message-ID."
+	case c == nil || st.Broken != "":
 		d.NoCatalog = "The lists of this archive cannot be shown right now; every message can still be opened by its call number or Message-ID."
-	case s.building.Load() != nil:
-		d.NoCatalog = s.building.Load().String() + "; they will be here when it is done. Every message can already be opened by its call number or Message-ID."
+	case st.Building != nil:
+		d.NoCatalog = building(st.Building, false) + "; they will be here when it is done. Every message can already be opened by its call number or Message-ID."
 	default:
 		lists, err := c.Lists(r.Context())
 		if err != nil {
@@ -684,8 +684,8 @@ func why(m *catalog.Message) string {
 // navigate returns the navigation of message cn, or nil when the catalog
 // cannot say (none, not ready, not indexed yet, or an error, logged).
 func (s *Server) navigate(ctx context.Context, cn string) *navigation {
-	c := s.catalog()
-	if c == nil || s.catalogBroken.Load() != nil || s.building.Load() != nil {
+	c := s.catalog(ctx)
+	if st := s.cats.Status(); c == nil || st.Broken != "" || st.Building != nil {
 		return nil
 	}
 	place, err := c.Place(ctx, cn)

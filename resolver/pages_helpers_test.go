@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/mbox"
@@ -69,7 +70,7 @@ func newCatalogArchive(t testing.TB) *catalogArchive {
 	}
 	ca.cat = openTestCatalog(t)
 	ca.sync(t)
-	ca.srv, ca.log = serveWith(t, ca.st, Options{Catalog: ca.cat})
+	ca.srv, ca.log = serveWith(t, ca.st, Options{Catalogs: keeper.Fixed(ca.cat)})
 	return ca
 }
 
@@ -148,3 +149,12 @@ func readMbox(t testing.TB, r io.Reader, name string, format mbox.Format) [][]by
 		out = append(out, m.Raw)
 	}
 }
+
+// statusOf is a keeper that says it is in status: a rebuild or a build
+// caught in the middle.
+type statusOf struct {
+	*keeper.Keeper
+	status keeper.Status
+}
+
+func (s statusOf) Status() keeper.Status { return s.status }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -281,7 +282,7 @@ func TestPublicInboxSearchCost(t *testing.T) {
 	if _, err := cat.Sync(t.Context(), ca.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, ca.st, Options{Catalog: cat})
+	srv, _ := serveWith(t, ca.st, Options{Catalogs: keeper.Fixed(cat)})
 	for _, path := range []string{"/all/?x=m&t=1&q=message", "/all/?x=A&q=s:message", "/all/series-1@example.org/?x=m&q=fix"} {
 		r := post(t, srv.URL+path, "")
 		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
@@ -315,7 +316,7 @@ func TestPublicInboxCorpusThreads(t *testing.T) {
 	if _, err := cat.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: cat})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(cat)})
 
 	const query = "f:ralf"
 	q, err := catalog.ParseQuery(query)

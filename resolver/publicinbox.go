@@ -254,7 +254,7 @@ func (s *Server) piList(w http.ResponseWriter, r *http.Request, list string) {
 	httpserve.SetRoute(w, "GET /{list}/")
 	p := readPIParams(r)
 	if list != allLists {
-		if c := s.catalog(); c != nil {
+		if c := s.catalog(r.Context()); c != nil {
 			if _, err := c.List(r.Context(), list); errors.Is(err, catalog.ErrNotFound) {
 				s.fail(w, r, http.StatusNotFound, noSuchList(list))
 				return

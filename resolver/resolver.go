@@ -5,9 +5,9 @@
 // Its routes are in routes.go (Routes, for help texts).
 //
 // Lists, months and threads come from the catalog (package catalog), a
-// derived index that the server follows the store into (Options.Follow);
-// without a catalog those pages answer 503 and the message pages still
-// work.
+// derived index that its keeper (package catalog/keeper, Options.Catalogs)
+// opens, follows the store into and rebuilds; without a catalog those
+// pages answer 503 and the message pages still work.
 //
 // A path that is not 8 base62 characters is 400; 8 base62 characters that
 // name no stored message (out of range, of an unknown version or run, or
@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/httpserve"
 	"github.com/chibrary/chibrary/mailview"
 	"github.com/chibrary/chibrary/store"
@@ -86,23 +87,11 @@ type Options struct {
 	// its context is done; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
-	// Catalog serves the lists, months and threads; nil answers their
-	// pages with 503 (message pages work without it). The caller opens
-	// and closes it (OpenCatalog), after Serve returns.
-	Catalog *catalog.Catalog
-	// CatalogPath, when set with Follow, is the catalog's file, which
-	// Serve then keeps by itself: it opens it when it can (for writing,
-	// else read-only), rebuilds it from the store when it finds it
-	// damaged, deleted or replaced (writing; its pages answer 503 with
-	// the progress meanwhile), opens the new file when another process
-	// replaced it (read-only), and closes what it opened when it
-	// returns. Catalog is then the one opened first, or nil.
-	CatalogPath string
-	// Follow, when set and Catalog is writable, makes Serve follow the
-	// store into the catalog while it serves (catalog.Follow), and stop
-	// and wait for that on shutdown. nil: the catalog is kept current by
-	// someone else, or not at all.
-	Follow *catalog.FollowOptions
+	// Catalogs is where the lists, months and threads come from (a
+	// *keeper.Keeper, which its owner runs); nil, or a keeper without a
+	// catalog, answers their pages with 503 (message pages work without
+	// it).
+	Catalogs Catalogs
 	// ChangesToken, if set, is the bearer token GET /api/v1/changes asks
 	// for; "" serves the change feed to anyone (mirrors; the feed carries
 	// the shuffle key, see package changes).
@@ -166,18 +155,8 @@ type Server struct {
 	reg       *prometheus.Registry
 	style     []byte
 
-	// cat is the catalog served now (Options.Catalog, or the one the
-	// keeper opened last); nil for none.
-	cat atomic.Pointer[catalog.Catalog]
-	// rebuilding is set while the keeper rebuilds the catalog.
-	rebuilding atomic.Pointer[rebuild]
-	// damaged is the catalog found damaged, and wake tells the keeper.
-	damaged atomic.Pointer[catalog.Catalog]
-	wake    chan struct{}
-	// building is set while a catalog that started empty is first built.
-	building atomic.Pointer[rebuild]
-	// catalogBroken says why the catalog cannot be used any more.
-	catalogBroken atomic.Pointer[string]
+	// cats is where the catalog comes from (Options.Catalogs).
+	cats Catalogs
 	// cache keeps rendered pages of the catalog.
 	cache    *pageCache
 	messages *pageCache // message pages
@@ -221,8 +200,10 @@ func New(st store.Store, opts Options) *Server {
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(cacheEntries, cacheBytes), messages: newPageCache(messageCacheEntries, messageCacheBytes), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns()),
 		feedGate: newFeedGate(opts.MaxChangesClients)}
-	s.cat.Store(opts.Catalog)
-	s.wake = make(chan struct{}, 1)
+	s.cats = opts.Catalogs
+	if s.cats == nil {
+		s.cats = keeper.Fixed(nil)
+	}
 	s.cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chibrary_resolver_page_cache_total",
 		Help: "Pages of the catalog served from the page cache (hit) or rendered (miss).",
@@ -259,6 +240,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if reader(r.URL.Path) {
 		defer s.readers.enter()()
 	}
+	r, done := holding(r)
+	defer done()
 	s.handler.ServeHTTP(w, r)
 }
 
@@ -276,15 +259,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnState:         s.connState,
 	}
-	// Requests in flight may read the catalog: the follower stops after
-	// them.
-	var stopFollowing func()
-	if s.opts.CatalogPath != "" && s.opts.Follow != nil {
-		stopFollowing = s.keep(ctx)
-	} else {
-		stopFollowing = s.follow(ctx)
-	}
-	defer stopFollowing()
 	s.log.Info("serving", "addr", ln.Addr().String())
 	return httpserve.Serve(ctx, srv, ln, orDefault(s.opts.ShutdownTimeout, DefaultShutdownTimeout), s.log)
 }

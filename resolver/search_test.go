@@ -198,7 +198,7 @@ func TestSearchExcerptDeep(t *testing.T) {
 func TestSearchFollowing(t *testing.T) {
 	a := newArchive(t, boltstore.Options{})
 	a.put(t, []byte("From: A <a@example.org>\nSubject: first\nMessage-ID: <sf1@example.org>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\nhello\n"), "live")
-	srv := startServer(t, a.st, Options{Catalog: openTestCatalog(t), Follow: &catalog.FollowOptions{}})
+	srv := startServer(t, a.st, Options{Catalogs: following(t, a.st, openTestCatalog(t), catalog.FollowOptions{}, nil)})
 	waitFor(t, "the first message on the list page", func() bool {
 		return strings.Contains(get(t, srv+"/l/live/").body, "first")
 	})

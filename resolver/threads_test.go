@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -95,7 +97,7 @@ func TestLongThread(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	last := cns[n-1]
 	r := get(t, srv.URL+"/t/"+last+"/")
 	if r.status != 200 || !strings.Contains(r.body, "Page 3 of 3") || !strings.Contains(r.body, `id="m`+last+`"`) || strings.Contains(r.body, `id="m`+cns[0]+`"`) {
@@ -134,7 +136,7 @@ func TestCatalogBuilding(t *testing.T) {
 	gate := &gatedStore{Store: a.st, open: make(chan struct{})}
 	c := openTestCatalog(t)
 	var logs syncbuf.Buffer
-	srv := startLoggedServer(t, gate, Options{Catalog: c, Follow: &catalog.FollowOptions{Interval: 20 * time.Millisecond}}, &logs)
+	srv := startLoggedServer(t, gate, Options{Catalogs: following(t, gate, c, catalog.FollowOptions{Interval: 20 * time.Millisecond}, newTestLogger(&logs))}, &logs)
 	for _, path := range []string{"/l/building/", "/api/v1/lists", "/t/" + cn + "/"} {
 		r := get(t, srv+path)
 		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "5" || !strings.Contains(r.body, "being built (0 of 1 messages indexed)") || strings.Contains(r.body, "catalog") {
@@ -163,7 +165,7 @@ func TestFollowing(t *testing.T) {
 	a := newArchive(t, boltstore.Options{})
 	first := a.put(t, []byte("From: A <a@example.org>\nSubject: first\nMessage-ID: <f1@example.org>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\nhello\n"), "live")
 	c := openTestCatalog(t)
-	srv := startServer(t, a.st, Options{Catalog: c, Follow: &catalog.FollowOptions{}})
+	srv := startServer(t, a.st, Options{Catalogs: following(t, a.st, c, catalog.FollowOptions{}, nil)})
 	waitFor(t, "the first message on the list page", func() bool {
 		return strings.Contains(get(t, srv+"/l/live/").body, "first")
 	})
@@ -246,6 +248,15 @@ func startServer(t *testing.T, st store.Store, opts Options) string {
 	t.Helper()
 	var logs syncbuf.Buffer
 	return startLoggedServer(t, st, opts, &logs)
+}
+
+// following returns a keeper of c that follows st into it until the
+// test ends; log nil discards its log.
+func following(t testing.TB, st store.Store, c *catalog.Catalog, fo catalog.FollowOptions, log *slog.Logger) *keeper.Keeper {
+	t.Helper()
+	k := keeper.New(st, keeper.Options{Catalog: c, Follow: &fo, Logger: log})
+	t.Cleanup(k.Start(context.Background()))
+	return k
 }
 
 // startLoggedServer is startServer writing the server's log to logs.

@@ -12,7 +12,6 @@ import (
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
-	"github.com/chibrary/chibrary/resolver"
 	"github.com/chibrary/chibrary/store"
 )
 
@@ -33,29 +32,6 @@ func catalogPath(flags setup.StoreFlags, flag string) string {
 		return filepath.Join(filepath.Dir(u.Bolt), catalogFile)
 	}
 	return ""
-}
-
-// serveCatalog opens the catalog for `resolver serve`, or returns nil
-// (logged once, here): pages that need it then answer 503 and message
-// pages work.
-func serveCatalog(ctx context.Context, path string, log *slog.Logger) *catalog.Catalog {
-	if path == "" {
-		log.Warn("no catalog: give --catalog PATH with a Riak store; lists, months and threads answer 503, message pages work")
-		return nil
-	}
-	c, err := resolver.OpenCatalog(ctx, path, log)
-	if errors.Is(err, catalog.ErrDamaged) {
-		log.Warn("the catalog is damaged: it is built again from the store; meanwhile lists, months and threads answer 503, message pages work", "catalog", path, "err", err)
-		return nil
-	}
-	if err != nil {
-		log.Warn("no catalog: lists, months and threads answer 503, message pages work", "catalog", path, "err", err)
-		return nil
-	}
-	if c.Writable() {
-		log.Info("catalog opened: following the store into it", "catalog", path)
-	}
-	return c
 }
 
 // reindex rebuilds the catalog at path from st (catalog.Rebuild): a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/cmd/internal/setup"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/resolver"
@@ -231,19 +232,20 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 		return err
 	}
 	defer db.Close()
-	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, Follow: &catalog.FollowOptions{}, ChangesPublic: changesPublic,
+	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, ChangesPublic: changesPublic,
 		PublicInbox: pi.out, MaxGitProcesses: pi.processes}
 	if changesToken != "" {
 		if opts.ChangesToken, err = cli.ReadSecret(changesToken); err != nil {
 			return err
 		}
 	}
-	// The server keeps the catalog: it rebuilds it when damaged or
-	// deleted, and opens a new one another resolver made.
-	opts.CatalogPath = catalogPath(st, cat)
-	if opts.Catalog = serveCatalog(ctx, opts.CatalogPath, log); opts.Catalog != nil {
-		defer opts.Catalog.Close()
-	}
+	// The keeper keeps the catalog for HTTP, IMAP and NNTP alike: it
+	// follows the store into it, rebuilds it when damaged or deleted,
+	// and opens a new one another resolver made. It stops once they
+	// have: requests in flight may read the catalog.
+	k := keeper.Open(ctx, db, keeper.Options{Logger: log, Path: catalogPath(st, cat), Follow: &catalog.FollowOptions{}})
+	defer k.Start(ctx)()
+	opts.Catalogs = k
 	srv := resolver.New(db, opts)
 	if rd == nil {
 		return srv.Serve(ctx, ln)
@@ -251,7 +253,7 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 	return runAll(ctx,
 		func(ctx context.Context) error { return srv.Serve(ctx, ln) },
 		func(ctx context.Context) error {
-			return rd.serve(ctx, rf, opts.Catalog, db, srv.Registerer(), log, opts.SpoolDir)
+			return rd.serve(ctx, rf, k, db, srv.Registerer(), log, opts.SpoolDir)
 		})
 }
 

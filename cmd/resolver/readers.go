@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/imapserve"
 	"github.com/chibrary/chibrary/internal/cli"
 	"github.com/chibrary/chibrary/internal/netserve"
@@ -154,15 +154,20 @@ func (r *readers) close() {
 // serve serves IMAP and NNTP until ctx is done, and returns the first
 // error that stopped one of them; their large messages are sent from
 // files in spoolDir.
-func (r *readers) serve(ctx context.Context, f *readerFlags, c *catalog.Catalog, st store.Store, reg prometheus.Registerer, log *slog.Logger, spoolDir string) error {
-	if c == nil {
+func (r *readers) serve(ctx context.Context, f *readerFlags, k *keeper.Keeper, st store.Store, reg prometheus.Registerer, log *slog.Logger, spoolDir string) error {
+	// A catalog that cannot be opened now (damaged: being rebuilt) is
+	// waited for, its commands answered with a temporary error
+	// meanwhile; without a place for one there will never be one.
+	c, release := k.Current()
+	release()
+	if c == nil && k.Path() == "" {
 		r.close()
 		return errors.New("cannot serve IMAP or NNTP without a catalog: they list its lists and number their messages")
 	}
 	limits := netserve.Options{MaxConns: f.maxConns, MaxConnsPerIP: f.maxConnsPerIP, IdleTimeout: f.idle}
 	var runs []func(context.Context) error
 	if len(r.imap) > 0 {
-		s, err := imapserve.New(c, st, imapserve.Options{Logger: log, Registerer: reg, TLS: r.tls, Limits: limits, SpoolDir: spoolDir})
+		s, err := imapserve.New(k, st, imapserve.Options{Logger: log, Registerer: reg, TLS: r.tls, Limits: limits, SpoolDir: spoolDir})
 		if err != nil {
 			r.close()
 			return err
@@ -174,7 +179,7 @@ func (r *readers) serve(ctx context.Context, f *readerFlags, c *catalog.Catalog,
 		runs = append(runs, func(ctx context.Context) error { return s.Serve(ctx, ls...) })
 	}
 	if len(r.nntp) > 0 {
-		s, err := nntpserve.New(c, st, nntpserve.Options{Prefix: f.prefix, Logger: log, Registerer: reg, TLS: r.tls, Limits: limits, SpoolDir: spoolDir})
+		s, err := nntpserve.New(k, st, nntpserve.Options{Prefix: f.prefix, Logger: log, Registerer: reg, TLS: r.tls, Limits: limits, SpoolDir: spoolDir})
 		if err != nil {
 			r.close()
 			return err
