@@ -419,11 +419,11 @@ func (k *Keeper) replace(ctx context.Context, h *held, why string) {
 		k.stale = h // released once opened again
 		return
 	}
-	defer h.unref()
 	k.log.Warn(why+": building it again from the store, beside it; message pages are served meanwhile, the catalog's pages answer 503", "catalog", k.opts.Path)
 	b := k.startRebuild(ctx)
 	start := time.Now()
 	nc, n, err := c.RebuildFrom(ctx, k.st, catalog.SyncOptions{Progress: func(read int) { b.read.Store(int64(read)) }})
+	h.unref() // closed now, or by its last reader
 	k.rebuilding.Store(nil)
 	if err != nil {
 		k.failed(ctx, "cannot rebuild the catalog", err)

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -17,12 +18,15 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/mirror"
 	"github.com/chibrary/chibrary/resolver"
+	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -285,5 +289,192 @@ func TestServeNNTPOnMirror(t *testing.T) {
 		if r := <-done; !strings.HasPrefix(r, "0: ") {
 			t.Errorf("serve %v on a mirror = %s, want 0", args, r)
 		}
+	}
+}
+
+// putListMessage stores a message of list "test" under run 1 and seq.
+func putListMessage(t *testing.T, dir string, codec *callnumber.Codec, seq uint16) {
+	t.Helper()
+	n, err := codec.Encode(callnumber.Fields{Run: 1, Sequence: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := fmt.Appendf(nil, "From: A <a@example.org>\nSubject: message %d\nMessage-ID: <rebuild-%d@example.org>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\nhello %d\n", seq, seq, seq)
+	putMessages(t, dir, store.Message{Number: n, Raw: raw, Digest: store.DigestOf(raw), MessageID: fmt.Sprintf("rebuild-%d@example.org", seq), List: "test"})
+}
+
+// imapLine sends an IMAP command tagged tag and returns the lines
+// answered, the tagged one last.
+func imapLines(t *testing.T, c *textproto.Conn, tag, cmd string) []string {
+	t.Helper()
+	c.PrintfLine("%s %s", tag, cmd)
+	var lines []string
+	for {
+		line, err := c.ReadLine()
+		if err != nil {
+			t.Fatalf("%s: %v (after %q)", cmd, err, lines)
+		}
+		lines = append(lines, line)
+		if strings.HasPrefix(line, tag+" ") || strings.HasPrefix(line, "* BYE") {
+			return lines
+		}
+	}
+}
+
+// uidValidity is the UIDVALIDITY in SELECT's answer.
+func uidValidity(t *testing.T, lines []string) string {
+	t.Helper()
+	for _, l := range lines {
+		if _, v, ok := strings.Cut(l, "[UIDVALIDITY "); ok {
+			return strings.TrimSuffix(strings.Fields(v)[0], "]")
+		}
+	}
+	t.Fatalf("no UIDVALIDITY in %q", lines)
+	return ""
+}
+
+// nntpGroup answers GROUP test's "count low high group", or the error.
+func nntpGroup(c *textproto.Conn) (string, error) {
+	c.PrintfLine("GROUP chibrary.test")
+	_, msg, err := c.ReadCodeLine(211)
+	return msg, err
+}
+
+// TestServeReadersRebuild: the catalog deleted while serve runs with
+// --imap and --nntp is rebuilt, and HTTP, IMAP and NNTP all read the new
+// one: a message stored after the rebuild is on the list's page, in the
+// newsgroup, and in the mailbox, and a session that had the mailbox
+// selected is told to select it again, as its numbers were not carried
+// over (its UIDVALIDITY changed).
+func TestServeReadersRebuild(t *testing.T) {
+	dir, codec, _, _ := testArchive(t)
+	addrs := freeAddrs(t, 2)
+	imapAddr, nntpAddr := addrs[0], addrs[1]
+	base, stop := startServe(t, "--data", dir, "--imap", imapAddr, "--nntp", nntpAddr)
+	waitGet(t, base+"/l/test/", 200)
+
+	news := textproto.NewConn(dialRetry(t, nntpAddr, nil))
+	defer news.Close()
+	if _, _, err := news.ReadCodeLine(201); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := nntpGroup(news); err != nil || msg != "1 1 1 chibrary.test" {
+		t.Fatalf("GROUP before the rebuild = %q, %v; want 1 1 1", msg, err)
+	}
+	mail := textproto.NewConn(dialRetry(t, imapAddr, nil))
+	defer mail.Close()
+	mail.ReadLine() // greeting
+	imapLines(t, mail, "a", "LOGIN reader secret")
+	sel := imapLines(t, mail, "b", "SELECT test")
+	if !slices.Contains(sel, "* 1 EXISTS") {
+		t.Fatalf("SELECT test = %q, want 1 EXISTS", sel)
+	}
+	validity := uidValidity(t, sel)
+
+	path := filepath.Join(dir, "catalog.db")
+	old, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if fi, err := os.Stat(path); err == nil && !os.SameFile(fi, old) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted catalog is not built again within 60 s")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	putListMessage(t, dir, codec, 43)
+	// HTTP: the new message is on the list's page.
+	for !strings.Contains(waitGet(t, base+"/l/test/", 200), "message 43") {
+		if time.Now().After(deadline) {
+			t.Fatal("the message stored after the rebuild is not on the list's page within 60 s")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	// NNTP, on the connection opened before the rebuild: both messages.
+	for {
+		msg, err := nntpGroup(news)
+		if err == nil && strings.HasPrefix(msg, "2 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GROUP after the rebuild = %q, %v; want 2 messages", msg, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	// IMAP: the session that had the mailbox selected is closed, its
+	// numbers gone; a new one sees both messages under a new UIDVALIDITY.
+	for i := 0; ; i++ {
+		lines := imapLines(t, mail, fmt.Sprintf("n%d", i), "NOOP")
+		if strings.HasPrefix(lines[len(lines)-1], "* BYE") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the selected session is not closed after the catalog was built anew: %q", lines)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	again := textproto.NewConn(dialRetry(t, imapAddr, nil))
+	defer again.Close()
+	again.ReadLine()
+	imapLines(t, again, "a", "LOGIN reader secret")
+	sel = imapLines(t, again, "b", "SELECT test")
+	if !slices.Contains(sel, "* 2 EXISTS") || uidValidity(t, sel) == validity {
+		t.Errorf("SELECT test after the rebuild = %q; want 2 EXISTS and a UIDVALIDITY other than %s", sel, validity)
+	}
+	logs := stop()
+	if !strings.Contains(logs, "deleted or replaced") || !strings.Contains(logs, "catalog rebuilt") {
+		t.Errorf("serve logs do not say the catalog was deleted and rebuilt:\n%s", logs)
+	}
+}
+
+// TestServeReadersDamagedCatalog: a catalog damaged at start-up does not
+// stop serve --imap --nntp: their commands answer a temporary error while
+// it is rebuilt, and the catalog's lists once it is.
+func TestServeReadersDamagedCatalog(t *testing.T) {
+	dir, _, _, _ := testArchive(t)
+	path := filepath.Join(dir, "catalog.db")
+	base, stop := startServe(t, "--data", dir)
+	waitGet(t, base+"/l/test/", 200)
+	stop()
+	damageCatalog(t, path, "header")
+
+	addrs := freeAddrs(t, 2)
+	imapAddr, nntpAddr := addrs[0], addrs[1]
+	base, stop = startServe(t, "--data", dir, "--imap", imapAddr, "--nntp", nntpAddr)
+	news := textproto.NewConn(dialRetry(t, nntpAddr, nil))
+	defer news.Close()
+	if _, _, err := news.ReadCodeLine(201); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		msg, err := nntpGroup(news)
+		if err == nil && msg == "1 1 1 chibrary.test" {
+			break
+		}
+		var te *textproto.Error
+		if err != nil && (!errors.As(err, &te) || te.Code != 403) || time.Now().After(deadline) {
+			t.Fatalf("GROUP while the damaged catalog is rebuilt = %q, %v; want 403, then 1 1 1", msg, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	mail := textproto.NewConn(dialRetry(t, imapAddr, nil))
+	defer mail.Close()
+	mail.ReadLine()
+	imapLines(t, mail, "a", "LOGIN reader secret")
+	if st := imapLines(t, mail, "b", "STATUS test (MESSAGES)"); !strings.Contains(st[0], "MESSAGES 1") {
+		t.Errorf("STATUS test after the rebuild = %q, want MESSAGES 1", st)
+	}
+	waitGet(t, base+"/l/test/", 200)
+	logs := stop()
+	if !strings.Contains(logs, "damaged") || !strings.Contains(logs, "catalog rebuilt") {
+		t.Errorf("serve logs do not say the catalog was damaged and rebuilt:\n%s", logs)
 	}
 }
