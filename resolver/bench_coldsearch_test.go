@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 )
 
 // coldQueries are ordinary searches, as readers type them, that must fit
@@ -91,7 +92,7 @@ func BenchmarkColdSearchBesidePages(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, stop := context.WithCancel(b.Context())
-		s := New(a.st, Options{Catalog: c})
+		s := New(a.st, Options{Catalogs: keeper.Fixed(c)})
 		s.cache, s.texts = nil, nil
 		served := make(chan error, 1)
 		go func() { served <- s.Serve(ctx, ln) }()

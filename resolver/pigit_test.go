@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/internal/testkit/metrictest"
 	"github.com/chibrary/chibrary/internal/testkit/syncbuf"
 	"github.com/chibrary/chibrary/mailsource/pisource/pitest"
@@ -439,7 +440,7 @@ func TestPublicInboxExportRoutes(t *testing.T) {
 	ca := newCatalogArchive(t)
 	out := t.TempDir()
 	bareEpoch(t, filepath.Join(out, "demo", "git", "0.git"), 100)
-	with, _ := serveWith(t, ca.st, Options{Catalog: ca.cat, PublicInbox: out})
+	with, _ := serveWith(t, ca.st, Options{Catalogs: keeper.Fixed(ca.cat), PublicInbox: out})
 	for _, base := range []string{ca.srv.URL, with.URL} {
 		if r := get(t, base+"/demo/t1.1@example.org/raw"); r.status != http.StatusOK || !strings.Contains(r.body, "t1.1@example.org") {
 			t.Errorf("GET %s/demo/t1.1@example.org/raw = %d, want 200 and the message", base, r.status)

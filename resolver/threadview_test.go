@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -175,7 +176,7 @@ func TestThreadViewsPaged(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	root := cns[0]
 	flat := get(t, srv.URL+"/t/"+root+"/?view=flat")
 	if !strings.Contains(flat.body, `?page=2&amp;view=flat">Later →</a>`) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -25,7 +26,7 @@ func TestPatchVersions(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 
 	r := get(t, srv.URL+"/"+v2)
 	for _, want := range []string{
