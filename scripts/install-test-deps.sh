@@ -24,6 +24,7 @@ command -v b4 >/dev/null 2>&1 || need+=(b4)
 command -v lei >/dev/null 2>&1 || need+=(lei)
 command -v curl >/dev/null 2>&1 || need+=(curl) # lei's HTTP client
 command -v public-inbox-index >/dev/null 2>&1 || need+=(public-inbox)
+command -v git >/dev/null 2>&1 || need+=(git) # the public-inbox export's clones (resolver)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v git >/dev/null 2>&1 || need+=(git)
