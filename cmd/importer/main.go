@@ -139,7 +139,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opts.Import.PartitionK, opts.Import.PartitionN, err = ingest.ParsePartition(partName); err != nil {
 		return cli.Usagef("--partition: %v", err)
 	}
-	if _, err := st.Parse(); err != nil {
+	files, err := st.Files()
+	if err != nil {
 		return err
 	}
 	if list != "" {
@@ -153,18 +154,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			list = name
 		}
 	}
-	if st.Store == "" {
-		// Per list: importing the same inbox into another list reads it
-		// again (its messages are duplicates in the list they are in).
-		// "-" is no list's name: a name has a letter or digit.
-		dir := list
-		if dir == "" {
-			dir = "-"
-		}
-		opts.Source.StateDir = filepath.Join(st.Data, "public-inbox", dir)
-	}
+	opts.Source.StateDir = files.PublicInboxState(list)
 	start := time.Now()
-	total, err := importAll(ctx, paths, manifest, st, runs, list, opts, stderr)
+	total, err := importAll(ctx, paths, manifest, st, files, runs, list, opts, stderr)
 	if errors.Is(err, cli.ErrUsage) {
 		return err // the usage hint is the last line
 	}
@@ -212,7 +204,7 @@ func otherListNote(n int64, list string) string {
 }
 
 // importAll opens the store and the run source and imports paths.
-func importAll(ctx context.Context, paths []string, manifest string, st setup.StoreFlags, runs setup.RunFlags, list string, opts ingest.FilesOptions, stderr io.Writer) (ingest.Stats, error) {
+func importAll(ctx context.Context, paths []string, manifest string, st setup.StoreFlags, files setup.Files, runs setup.RunFlags, list string, opts ingest.FilesOptions, stderr io.Writer) (ingest.Stats, error) {
 	log := opts.Logger
 	if err := ingest.CheckPaths(paths); err != nil {
 		return ingest.Stats{}, err // before anything is created
@@ -237,7 +229,7 @@ func importAll(ctx context.Context, paths []string, manifest string, st setup.St
 		return ingest.Stats{}, err
 	}
 	defer db.Close() // the same
-	src, err := runs.Source(ctx, db, st.Data, "importer", log)
+	src, err := runs.Source(ctx, db, files, "importer", log)
 	if err != nil {
 		return ingest.Stats{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -637,5 +638,31 @@ func TestListNameForms(t *testing.T) {
 	}
 	if status, _, stderr := importer(t, "", "--data", data, "--list", "!!!", mbox); status != cli.ExitUsage || !strings.Contains(stderr, "letters or digits") {
 		t.Errorf(`--list "!!!": status %d, want %d saying a name needs letters or digits:`+"\n%s", status, cli.ExitUsage, stderr)
+	}
+}
+
+// TestStoreLocations: with --store bolt:DIR/messages.db, the local run
+// authority and the public-inbox state are beside the store, wherever the
+// importer runs from: nothing appears in ./archive of the working
+// directory, and a run from another directory uses the same runs.db.
+func TestStoreLocations(t *testing.T) {
+	mbox, err := filepath.Abs("../../fixtures/mbox/demo.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	url := "bolt:" + filepath.Join(data, "messages.db")
+	for i, want := range [][3]int{{20, 0, 0}, {0, 20, 0}} {
+		cwd := t.TempDir()
+		t.Chdir(cwd)
+		if status, got, stderr := importer(t, "", "--store", url, "--list", "demo", mbox); status != 0 || got != want {
+			t.Fatalf("import %d from %s: status %d, %v, want 0, %v\n%s", i+1, cwd, status, got, want, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(cwd, "archive")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("import %d made ./archive in its working directory (%v)", i+1, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "runs.db")); err != nil {
+		t.Errorf("no runs.db beside the store: %v", err)
 	}
 }

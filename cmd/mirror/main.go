@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	fs.String(&o.From, "from", "", "CHIBRARY_MIRROR_FROM", "the origin's `URL` (its resolver, http:// or https://) (required)")
 	fs.Bool(&once, "once", false, "", "catch up with the origin, then exit")
 	fs.String(&tokenFile, "token-file", "", "CHIBRARY_MIRROR_TOKEN_FILE", "`FILE` holding the origin's change feed token, if it asks for one ($CHIBRARY_MIRROR_TOKEN holds the token itself)")
-	fs.String(&state, "state", "", "CHIBRARY_MIRROR_STATE", "state `FILE` (the cursor); default DATA/mirror/HOST-HASH.json, required with --store")
+	fs.String(&state, "state", "", "CHIBRARY_MIRROR_STATE", "state `FILE` (the cursor); default DATA/mirror/HOST-HASH.json (beside a bolt: store), required with a Riak --store without --data")
 	fs.String(&metrics, "metrics-listen", "", "CHIBRARY_METRICS_LISTEN", "serve Prometheus metrics on `ADDR`/metrics (off by default)")
 	fs.String(&waitString, "wait", "30s", "", "how long (`DURATION`, at most 60s) one request waits at the origin for something new, once caught up")
 	fs.Duration(&readTimeout, "read-timeout", mirror.DefaultReadTimeout, "CHIBRARY_MIRROR_READ_TIMEOUT", "give an answer up (and ask again) when the origin sends nothing for `DURATION` in the middle of it")
@@ -123,15 +123,21 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 		return cli.Usagef("--read-timeout %v: want a positive duration", readTimeout)
 	}
 	o.ReadTimeout = readTimeout
-	if st.Store != "" && !fs.IsSet("data") && state == "" {
-		return cli.Usagef("with --store, give --state FILE (or --data DIR for the default state file)")
+	files, err := st.Files()
+	if err != nil {
+		return err
+	}
+	if state == "" {
+		if err := files.Need("--state FILE", "the default state file"); err != nil {
+			return err
+		}
 	}
 	if o.Token, err = cli.Secret(tokenFile, "CHIBRARY_MIRROR_TOKEN", "token-file", false); err != nil {
 		return err
 	}
 	o.StatePath = state
 	if o.StatePath == "" {
-		o.StatePath = mirror.StatePathFor(st.Data, o.From)
+		o.StatePath = mirror.StatePathFor(files.Dir, o.From)
 	}
 	if o.Logger, err = logs.Logger(stderr); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/chibrary/chibrary/catalog"
@@ -15,23 +14,19 @@ import (
 	"github.com/chibrary/chibrary/store"
 )
 
-// catalogFile is the catalog's name in a data directory.
-const catalogFile = "catalog.db"
-
 // catalogPath is where the catalog of an archive lives: --catalog PATH
-// when given; else DATA/catalog.db with --data, or beside the bbolt file
-// of --store bolt:PATH. A Riak archive has no default place: "".
-func catalogPath(flags setup.StoreFlags, flag string) string {
-	switch {
-	case flag != "":
-		return flag
-	case flags.Store == "":
-		return filepath.Join(flags.Data, catalogFile)
+// when given; else the archive's (setup.Files: DATA/catalog.db with
+// --data, beside the bbolt file of --store bolt:PATH). A Riak archive
+// without --data has no default place: "".
+func catalogPath(flags *setup.StoreFlags, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
 	}
-	if u, err := setup.ParseStoreURL(flags.Store); err == nil && u.Bolt != "" {
-		return filepath.Join(filepath.Dir(u.Bolt), catalogFile)
+	files, err := flags.Files()
+	if err != nil {
+		return "", err
 	}
-	return ""
+	return files.Catalog(), nil
 }
 
 // reindex rebuilds the catalog at path from st (catalog.Rebuild): a
@@ -104,10 +99,13 @@ func reindexCommand(ctx context.Context, args []string, _ io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
+	if path, err = catalogPath(&st, path); err != nil {
+		return err
+	}
 	db, err := st.OpenReader(ctx, log, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return reindex(ctx, db, catalogPath(st, path), stderr, log)
+	return reindex(ctx, db, path, stderr, log)
 }

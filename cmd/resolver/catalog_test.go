@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,7 +39,7 @@ func TestCatalogPath(t *testing.T) {
 		{"./archive", "riak://r1:8087/lists", "/x/c.db", "/x/c.db"},
 	}
 	for _, tt := range tests {
-		if got := catalogPath(setup.StoreFlags{Data: tt.data, Store: tt.store}, tt.flag); got != tt.want {
+		if got, err := catalogPath(&setup.StoreFlags{Data: tt.data, Store: tt.store}, tt.flag); err != nil || got != tt.want {
 			t.Errorf("catalogPath(--data %q --store %q --catalog %q) = %q, want %q", tt.data, tt.store, tt.flag, got, tt.want)
 		}
 	}
@@ -482,4 +484,32 @@ func TestServeCatalogDamaged(t *testing.T) {
 			t.Errorf("the read-only resolver's logs do not say it opened the new catalog:\n%s", readerLogs)
 		}
 	})
+}
+
+// TestStoreLocations: with --store bolt:DIR/messages.db, reindex and
+// serve keep the catalog beside the store wherever they run from:
+// nothing appears in ./archive of the working directory.
+func TestStoreLocations(t *testing.T) {
+	dir, _, _, _ := testArchive(t)
+	url := "bolt:" + filepath.Join(dir, "messages.db")
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	if status, _, stderr := runCmd(t, t.Context(), "reindex", "--store", url); status != 0 {
+		t.Fatalf("reindex --store %s = %d: %s", url, status, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "catalog.db")); err != nil {
+		t.Errorf("reindex made no catalog beside the store: %v", err)
+	}
+	other := t.TempDir()
+	t.Chdir(other)
+	base, stop := startServe(t, "--store", url)
+	waitGet(t, base+"/l/test/", 200)
+	if logs := stop(); strings.Contains(logs, "building the catalog") {
+		t.Errorf("serve from another directory built a catalog anew instead of reading the one beside the store:\n%s", logs)
+	}
+	for _, d := range []string{cwd, other} {
+		if _, err := os.Stat(filepath.Join(d, "archive")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("./archive made in the working directory %s (%v)", d, err)
+		}
+	}
 }

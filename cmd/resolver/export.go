@@ -95,7 +95,10 @@ func export(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	path := catalogPath(st, cat)
+	path, err := catalogPath(&st, cat)
+	if err != nil {
+		return err
+	}
 	if path == "" {
 		return cli.Usagef("a Riak store has no default catalog: give --catalog PATH")
 	}

@@ -209,8 +209,16 @@ func (f piFlags) check() error {
 
 // serveArchive opens the archive and serves it until ctx is done.
 func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string, pi piFlags) error {
-	// A mirror's state is under --data, with --store too (see mirror).
-	if err := rf.checkMirror(st.Data); err != nil {
+	files, err := st.Files()
+	if err != nil {
+		return err
+	}
+	catPath, err := catalogPath(&st, cat)
+	if err != nil {
+		return err
+	}
+	// A mirror's state is beside its store (see mirror).
+	if err := rf.checkMirror(files.Dir); err != nil {
 		return err
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", listen)
@@ -243,7 +251,7 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 	// follows the store into it, rebuilds it when damaged or deleted,
 	// and opens a new one another resolver made. It stops once they
 	// have: requests in flight may read the catalog.
-	k := keeper.Open(ctx, db, keeper.Options{Logger: log, Path: catalogPath(st, cat), Follow: &catalog.FollowOptions{}})
+	k := keeper.Open(ctx, db, keeper.Options{Logger: log, Path: catPath, Follow: &catalog.FollowOptions{}})
 	defer k.Start(ctx)()
 	opts.Catalogs = k
 	srv := resolver.New(db, opts)

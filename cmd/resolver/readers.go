@@ -85,8 +85,8 @@ func (f *readerFlags) check() error {
 // kept (.newsrc) name other articles here. IMAP has one: the mirror's
 // catalog has its own, and IMAP clients start afresh.
 func (f *readerFlags) checkMirror(dir string) error {
-	if f.nntp == "" && f.nntps == "" || f.ownNumbers {
-		return nil
+	if f.nntp == "" && f.nntps == "" || f.ownNumbers || dir == "" {
+		return nil // dir "": a Riak store without --data, no mirror state
 	}
 	origins, err := mirror.Origins(dir)
 	if err != nil {

@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	fs.String(&imapURL, "imap", "", "CHIBRARY_IMAP", "mailbox `URL`: imaps://USER@HOST[:PORT]/MAILBOX or imap://... (required)")
 	fs.String(&passwordFile, "password-file", "", "CHIBRARY_IMAP_PASSWORD_FILE", "`FILE` holding the IMAP password ($CHIBRARY_IMAP_PASSWORD holds the password itself)")
 	fs.Var(&o.After, "after", "CHIBRARY_AFTER", "what to do with a message once it is stored: `keep|seen|delete|move:FOLDER`")
-	fs.String(&o.StatePath, "state", "", "CHIBRARY_WATCHER_STATE", "state `FILE` (UIDVALIDITY, last UID); default DATA/watcher/USER@HOST_PORT_MAILBOX-HASH.json, required with --store")
+	fs.String(&o.StatePath, "state", "", "CHIBRARY_WATCHER_STATE", "state `FILE` (UIDVALIDITY, last UID); default DATA/watcher/USER@HOST_PORT_MAILBOX-HASH.json (beside a bolt: store), required with a Riak --store without --data")
 	fs.String(&list, "list", "", "", "mailing list `NAME` recorded with every message")
 	fs.Bool(&o.ArchiveNoArchive, "archive-no-archive", false, "", "archive the messages that ask not to be (X-No-Archive) like any other")
 	fs.String(&metrics, "metrics-listen", "", "CHIBRARY_METRICS_LISTEN", "serve Prometheus metrics on `ADDR`/metrics (off by default)")
@@ -129,8 +129,14 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if o.BatchMessages < 1 {
 		return cli.Usagef("--batch-messages must be at least 1")
 	}
-	if st.Store != "" && !fs.IsSet("data") && o.StatePath == "" {
-		return cli.Usagef("with --store, give --state FILE (or --data DIR for the default state file)")
+	files, err := st.Files()
+	if err != nil {
+		return err
+	}
+	if o.StatePath == "" {
+		if err := files.Need("--state FILE", "the default state file"); err != nil {
+			return err
+		}
 	}
 	if o.TLSConfig, err = imapwatch.TLSConfig(tlsCA, insecure); errors.Is(err, imapwatch.ErrTLSOptions) {
 		return cli.Usagef("--tls-ca and --insecure-skip-verify: %v", err)
@@ -143,7 +149,7 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 		return cli.Usagef("no IMAP password: give --password-file or set $CHIBRARY_IMAP_PASSWORD")
 	}
 	if o.StatePath == "" {
-		o.StatePath = imapwatch.DefaultStatePath(st.Data, target)
+		o.StatePath = imapwatch.DefaultStatePath(files.Dir, target)
 	}
 	if o.Logger, err = logs.Logger(stderr); err != nil {
 		return err
@@ -151,12 +157,12 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	// SIGINT or SIGTERM before the first batch (the IMAP check, the store
 	// or the runs still being reached) is a stop like any other: nothing
 	// was taken from the mailbox.
-	return cli.StoppedStarting(ctx, o.Logger, watch(ctx, o, st, runs, list, metrics, tlsCA))
+	return cli.StoppedStarting(ctx, o.Logger, watch(ctx, o, st, files, runs, list, metrics, tlsCA))
 }
 
 // watch checks the server, opens the archive and follows the mailbox
 // until ctx is done.
-func watch(ctx context.Context, o imapwatch.Options, st setup.StoreFlags, runs setup.RunFlags, list, metrics, tlsCA string) error {
+func watch(ctx context.Context, o imapwatch.Options, st setup.StoreFlags, files setup.Files, runs setup.RunFlags, list, metrics, tlsCA string) error {
 	// The server, the password and the mailbox are checked before the
 	// archive is opened: a mistake creates nothing.
 	if err := imapwatch.Check(ctx, o); err != nil {
@@ -168,7 +174,7 @@ func watch(ctx context.Context, o imapwatch.Options, st setup.StoreFlags, runs s
 		return err
 	}
 	defer db.Close()
-	src, err := runs.Source(ctx, db, st.Data, "watcher", o.Logger)
+	src, err := runs.Source(ctx, db, files, "watcher", o.Logger)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -67,7 +69,7 @@ func TestUsage(t *testing.T) {
 		{"move into itself", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--after", "move:INBOX"}, nil, 2, "cannot move"},
 		{"no password", []string{"--imap", "imaps://u@h/INBOX"}, nil, 2, "no IMAP password"},
 		{"empty password file", []string{"--imap", "imaps://u@h/INBOX", "--password-file", empty}, nil, 1, "empty"},
-		{"store without state", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--store", "bolt:/tmp/x.db"}, nil, 2, "--state"},
+		{"store without state", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--store", "riak://127.0.0.1:1/x"}, nil, 2, "--state"},
 		{"stray argument", []string{"--imap", "imaps://u@h/INBOX", "extra"}, nil, 2, "unexpected argument"},
 		{"tls-ca and insecure", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--tls-ca", pw, "--insecure-skip-verify"}, nil, 2, "contradict"},
 		{"tls-ca from env and insecure", []string{"--imap", "imaps://u@h/INBOX", "--password-file", pw, "--insecure-skip-verify"}, []string{"CHIBRARY_IMAP_CA=" + pw}, 2, "contradict"},
@@ -318,4 +320,90 @@ func TestSignalWhileStarting(t *testing.T) {
 	if !strings.Contains(log(), "stopped while starting") {
 		t.Errorf("the log does not say the watcher stopped while starting:\n%s", log())
 	}
+}
+
+// TestStoreLocations: with --store bolt:DIR/messages.db and no --state,
+// the watcher keeps its state and the local run authority beside the
+// store, wherever it runs from: nothing appears in ./archive of the
+// working directory, and a run from another directory goes on from the
+// same state (it archives nothing twice).
+func TestStoreLocations(t *testing.T) {
+	const total = 5
+	srv := dovecottest.Start(t, dovecottest.Options{Populate: func(dir string) error {
+		for i := range total {
+			m := message(i)
+			if err := os.WriteFile(filepath.Join(dir, "cur", dovecottest.MaildirName(i, len(m))), m, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	bin := build(t)
+	data := t.TempDir()
+	url := "bolt:" + filepath.Join(data, "messages.db")
+	for i := range 2 {
+		cwd := t.TempDir()
+		var out bytes.Buffer
+		cmd := exec.Command(bin, "--imap", "imap://"+srv.User+"@"+srv.Addr+"/INBOX", "--store", url, "--log-level", "debug")
+		cmd.Dir = cwd
+		cmd.Env = append(cleanEnv(), "CHIBRARY_IMAP_PASSWORD="+srv.Password)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The first run has archived all once the state beside the
+		// store says so; the second is given time to archive anything
+		// again, which it must not.
+		deadline := time.Now().Add(60 * time.Second)
+		for i == 0 && lastUID(t, data) != total {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the state beside the store does not reach UID %d within 60 s:\n%s", total, out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if i == 1 {
+			time.Sleep(2 * time.Second)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("run %d: watcher after SIGTERM: %v, want exit status 0\n%s", i+1, err, out.String())
+		}
+		if _, err := os.Stat(filepath.Join(cwd, "archive")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("run %d made ./archive in its working directory (%v)", i+1, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "runs.db")); err != nil {
+		t.Errorf("no runs.db beside the store: %v", err)
+	}
+	st, err := boltstore.Open(t.Context(), filepath.Join(data, "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, err := st.Count(t.Context()); err != nil || n != total {
+		t.Errorf("the store holds %d messages (%v), want %d", n, err, total)
+	}
+}
+
+// lastUID is the last UID in the one watcher state file under data, 0
+// while there is none.
+func lastUID(t *testing.T, data string) uint32 {
+	t.Helper()
+	states, _ := filepath.Glob(filepath.Join(data, "watcher", "*.json"))
+	if len(states) != 1 {
+		return 0
+	}
+	b, err := os.ReadFile(states[0])
+	if err != nil {
+		return 0
+	}
+	var st struct {
+		LastUID uint32 `json:"last_uid"`
+	}
+	if json.Unmarshal(b, &st) != nil {
+		return 0
+	}
+	return st.LastUID
 }

@@ -38,7 +38,7 @@ func TestRunSourceRiak(t *testing.T) {
 	var id string
 	seen := map[uint32]bool{}
 	for i := range 2 {
-		src, err := (&RunFlags{Authority: url, Scheme: "bits"}).Source(t.Context(), st, "", "test", nil)
+		src, err := (&RunFlags{Authority: url, Scheme: "bits"}).Source(t.Context(), st, Files{}, "test", nil)
 		if err != nil {
 			t.Fatalf("Source(--authority %s) = %v", url, err)
 		}
@@ -64,11 +64,11 @@ func TestRunSourceRiak(t *testing.T) {
 			t.Errorf("Close() = %v", err)
 		}
 	}
-	_, err = (&RunFlags{Authority: url, Scheme: "mix"}).Source(t.Context(), st, "", "test", nil)
+	_, err = (&RunFlags{Authority: url, Scheme: "mix"}).Source(t.Context(), st, Files{}, "test", nil)
 	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, authority.ErrScheme) {
 		t.Errorf("Source(--scheme mix) of a bits authority = %v, want a usage error", err)
 	}
-	if _, err := (&RunFlags{Authority: url, Coordinator: "http://127.0.0.1:1"}).Source(t.Context(), st, "", "test", nil); !errors.Is(err, cli.ErrUsage) {
+	if _, err := (&RunFlags{Authority: url, Coordinator: "http://127.0.0.1:1"}).Source(t.Context(), st, Files{}, "test", nil); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("Source(--authority and --coordinator) = %v, want a usage error", err)
 	}
 }
@@ -95,7 +95,7 @@ func TestRunSourceRiakBoundElsewhere(t *testing.T) {
 	if err := st.RecordLease(t.Context(), l); err != nil {
 		t.Fatal(err)
 	}
-	_, err = (&RunFlags{Authority: url}).Source(t.Context(), st, "", "test", nil)
+	_, err = (&RunFlags{Authority: url}).Source(t.Context(), st, Files{}, "test", nil)
 	if !errors.Is(err, ErrBoundElsewhere) || !strings.Contains(err.Error(), "coordinator migrate") || !strings.Contains(err.Error(), file.ID()) {
 		t.Errorf("Source(--authority) for an archive bound elsewhere = %v, want ErrBoundElsewhere naming %s and coordinator migrate", err, file.ID())
 	}
@@ -117,20 +117,20 @@ func TestRunSourceRetired(t *testing.T) {
 	}
 	a.Close()
 	for _, f := range []RunFlags{{}, {Authority: "bolt:" + path}} {
-		_, err := f.Source(t.Context(), st, dir, "test", nil)
+		_, err := f.Source(t.Context(), st, Files{Dir: dir}, "test", nil)
 		if !errors.Is(err, authority.ErrRetired) || !strings.Contains(err.Error(), "--authority "+to) {
 			t.Errorf("Source(%+v) of a moved runs.db = %v, want ErrRetired saying --authority %s", f, err, to)
 		}
 	}
 	other := filepath.Join(t.TempDir(), "runs.db")
-	src, err := (&RunFlags{Authority: "bolt:" + other}).Source(t.Context(), openStore(t, t.TempDir()), "", "test", nil)
+	src, err := (&RunFlags{Authority: "bolt:" + other}).Source(t.Context(), openStore(t, t.TempDir()), Files{}, "test", nil)
 	if err != nil {
 		t.Fatalf("Source(--authority bolt:PATH) without --data = %v", err)
 	}
 	if l, err := src.NewRun(t.Context()); err != nil || l.Run != 1 {
 		t.Errorf("NewRun() from bolt:%s = %+v, %v", other, l, err)
 	}
-	if _, err := (&RunFlags{Authority: "ftp://x"}).Source(t.Context(), st, dir, "test", nil); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "authority URL") {
+	if _, err := (&RunFlags{Authority: "ftp://x"}).Source(t.Context(), st, Files{Dir: dir}, "test", nil); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "authority URL") {
 		t.Errorf("Source(--authority ftp://x) = %v, want a usage error about the authority URL", err)
 	}
 }

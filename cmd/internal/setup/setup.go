@@ -35,6 +35,7 @@ const DefaultData = "./archive"
 const (
 	MessagesFile = "messages.db"
 	RunsFile     = "runs.db"
+	CatalogFile  = "catalog.db"
 )
 
 // StoreFlags select the store: --data DIR or --store URL.
@@ -42,11 +43,79 @@ type StoreFlags struct {
 	Data  string
 	Store string
 
-	parsed *StoreURL // by Parse
+	parsed *StoreURL    // by Parse
+	fs     *cli.FlagSet // of AddFlags: was --data given?
+}
+
+// Files are where an archive's files are, made once from --data and
+// --store (StoreFlags.Files): the store, and beside it the local run
+// authority, the catalog and the programs' state (the watcher's, the
+// mirror's, public-inbox imports'). Every program takes its paths from
+// here, so that they agree.
+type Files struct {
+	// Dir holds the archive's files other than a --store: --data DIR; or,
+	// with --store bolt:PATH and no --data, PATH's directory. "" with a
+	// Riak store and no --data: the programs then need a flag that names
+	// the file they want (Need says which).
+	Dir string
+}
+
+// Files says where the archive's files are. With --store bolt:PATH and
+// no --data, every other file is beside PATH, so that a program run
+// from any directory finds the same ones (a --data given as well keeps
+// them in its directory).
+func (f *StoreFlags) Files() (Files, error) {
+	u, err := f.Parse()
+	if err != nil {
+		return Files{}, err
+	}
+	switch {
+	case f.Store == "" || f.fs != nil && f.fs.IsSet("data"):
+		return Files{Dir: f.Data}, nil
+	case u.Bolt != "":
+		return Files{Dir: filepath.Dir(u.Bolt)}, nil
+	}
+	return Files{}, nil
+}
+
+// in is name in Dir, or "" without one.
+func (f Files) in(name ...string) string {
+	if f.Dir == "" {
+		return ""
+	}
+	return filepath.Join(append([]string{f.Dir}, name...)...)
+}
+
+// Runs is the local run authority, DIR/runs.db ("" without a Dir).
+func (f Files) Runs() string { return f.in(RunsFile) }
+
+// Catalog is the catalog, DIR/catalog.db ("" without a Dir).
+func (f Files) Catalog() string { return f.in(CatalogFile) }
+
+// PublicInboxState is the directory of the state of public-inbox imports
+// into list ("" for none), DIR/public-inbox/LIST ("" without a Dir).
+func (f Files) PublicInboxState(list string) string {
+	// Per list: importing the same inbox into another list reads it
+	// again (its messages are duplicates in the list they are in). "-"
+	// is no list's name: a name has a letter or digit.
+	if list == "" {
+		list = "-"
+	}
+	return f.in("public-inbox", list)
+}
+
+// Need returns nil when there is a Dir, else the usage error that asks
+// for flag (e.g. "--state FILE") or --data DIR, for what.
+func (f Files) Need(flag, what string) error {
+	if f.Dir != "" {
+		return nil
+	}
+	return cli.Usagef("with a Riak --store, give %s (or --data DIR for %s)", flag, what)
 }
 
 // AddFlags registers --data and --store.
 func (f *StoreFlags) AddFlags(fs *cli.FlagSet) {
+	f.fs = fs
 	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory `DIR`: the embedded store DIR/messages.db and local run authority DIR/runs.db")
 	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store `URL` instead of --data's: bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]")
 }
@@ -284,7 +353,7 @@ func (f *RunFlags) AddFlags(fs *cli.FlagSet) {
 // only later, or leave a stray runs.db behind: a store bound to an authority
 // while DATA/runs.db does not exist, or --scheme asking an existing
 // authority for another scheme.
-func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program string, log *slog.Logger) (callnumber.RunSource, error) {
+func (f *RunFlags) Source(ctx context.Context, st store.Store, files Files, program string, log *slog.Logger) (callnumber.RunSource, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -311,10 +380,9 @@ func (f *RunFlags) Source(ctx context.Context, st store.Store, dataDir, program 
 			}
 			path = u.Bolt
 		} else {
-			if dataDir == "" {
+			if path = files.Runs(); path == "" {
 				return nil, cli.Usagef("without --coordinator or --authority, the local run authority needs --data")
 			}
-			path = filepath.Join(dataDir, RunsFile)
 		}
 		if err := checkLocal(ctx, st, path, scheme); err != nil {
 			return nil, err

@@ -71,7 +71,7 @@ func TestRunSource(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
 
-	src, err := (&RunFlags{}).Source(ctx, st, dir, "test", nil)
+	src, err := (&RunFlags{}).Source(ctx, st, Files{Dir: dir}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,20 +86,20 @@ func TestRunSource(t *testing.T) {
 		t.Errorf("local authority did not create %s: %v", RunsFile, err)
 	}
 
-	if _, err := (&RunFlags{}).Source(ctx, st, "", "test", nil); !errors.Is(err, cli.ErrUsage) {
+	if _, err := (&RunFlags{}).Source(ctx, st, Files{}, "test", nil); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("Source() without --coordinator or --data error = %v, want a usage error", err)
 	}
 	t.Setenv("CHIBRARY_TOKEN", "")
-	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, st, dir, "test", nil); !errors.Is(err, cli.ErrUsage) {
+	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, st, Files{Dir: dir}, "test", nil); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("Source() with --coordinator and no token error = %v, want a usage error", err)
 	}
 	t.Setenv("CHIBRARY_TOKEN", "from-env")
-	if src, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, st, dir, "test", nil); err != nil {
+	if src, err := (&RunFlags{Coordinator: "http://127.0.0.1:1"}).Source(ctx, st, Files{Dir: dir}, "test", nil); err != nil {
 		t.Errorf("Source() with $CHIBRARY_TOKEN error = %v", err)
 	} else if _, ok := src.(*coordinator.Client); !ok {
 		t.Errorf("Source() with --coordinator = %T, want *coordinator.Client", src)
 	}
-	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1", TokenFile: filepath.Join(dir, "missing")}).Source(ctx, st, dir, "test", nil); err == nil {
+	if _, err := (&RunFlags{Coordinator: "http://127.0.0.1:1", TokenFile: filepath.Join(dir, "missing")}).Source(ctx, st, Files{Dir: dir}, "test", nil); err == nil {
 		t.Error("Source() with a missing --token-file: nil error, want one")
 	}
 }
@@ -108,7 +108,7 @@ func TestRunSourceScheme(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st := openStore(t, dir)
-	src, err := (&RunFlags{}).Source(ctx, st, dir, "test", nil)
+	src, err := (&RunFlags{}).Source(ctx, st, Files{Dir: dir}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +117,15 @@ func TestRunSourceScheme(t *testing.T) {
 	}
 	// The authority exists now: asking for bits is an error naming mix,
 	// before any run is taken; asking for mix is fine.
-	_, err = (&RunFlags{Scheme: "bits"}).Source(ctx, st, dir, "test", nil)
+	_, err = (&RunFlags{Scheme: "bits"}).Source(ctx, st, Files{Dir: dir}, "test", nil)
 	if !errors.Is(err, cli.ErrUsage) || !errors.Is(err, authority.ErrScheme) || !strings.Contains(err.Error(), "has scheme mix, not bits") {
 		t.Errorf("Source(--scheme bits) on a mix authority = %v, want a usage error naming mix", err)
 	}
-	if _, err := (&RunFlags{Scheme: "mix"}).Source(ctx, st, dir, "test", nil); err != nil {
+	if _, err := (&RunFlags{Scheme: "mix"}).Source(ctx, st, Files{Dir: dir}, "test", nil); err != nil {
 		t.Errorf("Source(--scheme mix) on a mix authority = %v", err)
 	}
 	bits := t.TempDir()
-	src, err = (&RunFlags{Scheme: "bits"}).Source(ctx, openStore(t, bits), bits, "test", nil)
+	src, err = (&RunFlags{Scheme: "bits"}).Source(ctx, openStore(t, bits), Files{Dir: bits}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestRunSourceScheme(t *testing.T) {
 		t.Errorf("NewRun() with --scheme bits on a new authority = %+v, %v; want scheme bits", l, err)
 	}
 	for _, f := range []RunFlags{{Scheme: "rot13"}, {Scheme: "mix", Coordinator: "http://127.0.0.1:1"}} {
-		if _, err := f.Source(ctx, st, dir, "test", nil); !errors.Is(err, cli.ErrUsage) {
+		if _, err := f.Source(ctx, st, Files{Dir: dir}, "test", nil); !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("Source(%+v) error = %v, want a usage error", f, err)
 		}
 	}
@@ -161,7 +161,7 @@ func TestRunSourceBoundElsewhere(t *testing.T) {
 	if err := st.RecordLease(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	_, err = (&RunFlags{}).Source(ctx, st, dir, "importer", nil)
+	_, err = (&RunFlags{}).Source(ctx, st, Files{Dir: dir}, "importer", nil)
 	if !errors.Is(err, ErrBoundElsewhere) || !strings.Contains(err.Error(), coord.ID()) || !strings.Contains(err.Error(), "--coordinator") {
 		t.Errorf("Source() on a store bound to another authority = %v, want %v naming %s and --coordinator", err, ErrBoundElsewhere, coord.ID())
 	}
@@ -177,7 +177,7 @@ func TestRunSourceBoundElsewhere(t *testing.T) {
 	}
 	strayID := stray.ID()
 	stray.Close()
-	_, err = (&RunFlags{}).Source(ctx, st, dir, "importer", nil)
+	_, err = (&RunFlags{}).Source(ctx, st, Files{Dir: dir}, "importer", nil)
 	if !errors.Is(err, ErrBoundElsewhere) || !strings.Contains(err.Error(), strayID) || !strings.Contains(err.Error(), "moved away") {
 		t.Errorf("Source() with a stray %s = %v, want %v naming %s", RunsFile, err, ErrBoundElsewhere, strayID)
 	}
