@@ -116,7 +116,7 @@ func (f Files) Need(flag, what string) error {
 // AddFlags registers --data and --store.
 func (f *StoreFlags) AddFlags(fs *cli.FlagSet) {
 	f.fs = fs
-	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory `DIR`: the embedded store DIR/messages.db and local run authority DIR/runs.db")
+	fs.String(&f.Data, "data", DefaultData, "CHIBRARY_DATA", "data directory `DIR`: the embedded store DIR/messages.db and local run authority DIR/runs.db\n(with --store bolt:PATH and no --data, the files other than the store are beside PATH)")
 	fs.String(&f.Store, "store", "", "CHIBRARY_STORE", "store `URL` instead of --data's: bolt:PATH or riak://host:port[,host:port...][/ARCHIVE]")
 }
 
