@@ -42,8 +42,9 @@ v2 inbox (a directory with git/0.git, its epochs read in order), one
 epoch, or a v1 repository (a bare git directory). Messages its history
 removed later (public-inbox-learn rm, -purge) are not imported. With
 --data (or --store bolt:PATH: beside PATH), the importer remembers in
-DIR/public-inbox/LIST/ the last commit it read of each epoch once all before it is stored, and a later run
-reads only the commits added since (docs/public-inbox.md).
+DIR/public-inbox/LIST/ the last commit it read of each epoch once all
+before it is stored, and a later run reads only the commits added
+since (docs/public-inbox.md).
 
 --list names the list of every message (without it, each message's
 List-Id header does). A list's name is kept in the one form the archive's
