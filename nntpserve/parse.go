@@ -95,17 +95,6 @@ func parseNumber(s string) (uint32, error) {
 	return uint32(min(n, math.MaxUint32)), nil
 }
 
-// String writes the range back as a client would send it.
-func (r articleRange) String() string {
-	switch {
-	case r.lo == r.hi:
-		return strconv.FormatUint(uint64(r.lo), 10)
-	case r.hi == math.MaxUint32:
-		return strconv.FormatUint(uint64(r.lo), 10) + "-"
-	}
-	return strconv.FormatUint(uint64(r.lo), 10) + "-" + strconv.FormatUint(uint64(r.hi), 10)
-}
-
 // parseMsgID reads a message-id argument, "<...>" of printable US-ASCII
 // without ">" inside (RFC 3977 section 3.6), and returns it without its
 // angle brackets, as the catalog keeps it.

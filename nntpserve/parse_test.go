@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,4 +214,16 @@ func FuzzCommand(f *testing.F) {
 			parseDateTime(cmd.args[0], cmd.args[1], cmd.args[2:], time.Now())
 		}
 	})
+}
+
+// String writes the range back as a client would send it: for the
+// round trip of FuzzParseRange and the failure messages.
+func (r articleRange) String() string {
+	switch {
+	case r.lo == r.hi:
+		return strconv.FormatUint(uint64(r.lo), 10)
+	case r.hi == math.MaxUint32:
+		return strconv.FormatUint(uint64(r.lo), 10) + "-"
+	}
+	return strconv.FormatUint(uint64(r.lo), 10) + "-" + strconv.FormatUint(uint64(r.hi), 10)
 }

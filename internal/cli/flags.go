@@ -20,7 +20,6 @@ import (
 type FlagSet struct {
 	fs      *flag.FlagSet
 	program string // for --version: the program's name
-	name    string // as typed: "importer", "resolver get"
 	text    string // the help's text: synopsis, description, examples
 	env     map[string]string
 	set     map[string]bool
@@ -33,7 +32,6 @@ func NewFlagSet(name, text string) *FlagSet {
 	f := &FlagSet{
 		fs:      flag.NewFlagSet(name, flag.ContinueOnError),
 		program: strings.Fields(name)[0],
-		name:    name,
 		text:    text,
 		env:     map[string]string{},
 		set:     map[string]bool{},
@@ -43,9 +41,6 @@ func NewFlagSet(name, text string) *FlagSet {
 	f.fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	return f
 }
-
-// Name returns the command's name.
-func (f *FlagSet) Name() string { return f.name }
 
 func (f *FlagSet) fallback(name, env string) {
 	if env != "" {

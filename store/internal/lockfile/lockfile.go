@@ -34,7 +34,7 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // Lock is a lock taken by Take.
 type Lock struct {
 	f    *os.File
-	path string
+	path string // removed by Release where locks are files that exist (lockfile_other.go)
 }
 
 // Take takes the lock at path and writes into it what holds it: what (e.g.
@@ -65,6 +65,3 @@ func describe(path string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
-// Path returns the lock file's path.
-func (l *Lock) Path() string { return l.path }
