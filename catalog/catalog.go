@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -398,7 +398,9 @@ CREATE TABLE lists (
 	messages INTEGER NOT NULL,
 	first    INTEGER NOT NULL,
 	last     INTEGER NOT NULL,
-	address  TEXT    NOT NULL DEFAULT ''  -- the List-Post address its messages last named
+	address  TEXT    NOT NULL DEFAULT '', -- the List-Post address its messages last named
+	description TEXT NOT NULL DEFAULT '', -- the List-Id phrase they last named (ListDescription)
+	subscribe   TEXT NOT NULL DEFAULT ''  -- the List-Subscribe URL they last named (ListSubscribe)
 ) WITHOUT ROWID;
 
 -- Moves (store.Move) of messages the catalog has not indexed yet: the

@@ -66,6 +66,9 @@ type doc struct {
 	via string
 	// listPost is the list's address its List-Post header names, or "".
 	listPost string
+	// listDescription and listSubscribe are what its List-Id and
+	// List-Subscribe say of the list (listinfo.go), or "".
+	listDescription, listSubscribe string
 	// body and quoted are the text the search index keeps (indexText).
 	body, quoted string
 	// files is the paths its patches touch (filesText).
@@ -141,6 +144,7 @@ func extract(m store.Stored, opts mailview.Options) doc {
 	}
 	d.fromName, d.fromAddr, d.via = snd.Name, snd.Addr, snd.Via
 	d.listPost = ListPost(v.Header)
+	d.listDescription, d.listSubscribe = ListDescription(v.Header), ListSubscribe(v.Header)
 	d.files = filesText(d.body)
 	if len(d.refs) == 0 {
 		d.sketch = sketch(d.body)

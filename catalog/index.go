@@ -52,6 +52,7 @@ type indexer struct {
 	threadByMsgID, threadByRef, threadsBySubject *sql.Stmt
 	seriesCovers                                 *sql.Stmt
 	sketches, listAddress, movedTo, dropMoved    *sql.Stmt
+	listInfo                                     *sql.Stmt
 	newThread, addToThread, threadSize           *sql.Stmt
 	moveMessages, dropThread, recount            *sql.Stmt
 	list, month, fts, ftsAddr                    *sql.Stmt
@@ -84,6 +85,8 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.seriesCovers, seriesCoversSQL},
 		{&ix.sketches, sketchesSQL},
 		{&ix.listAddress, `UPDATE lists SET address=? WHERE name=? AND address!=?`},
+		{&ix.listInfo, `UPDATE lists SET description = CASE WHEN ?1 != '' THEN ?1 ELSE description END, subscribe = CASE WHEN ?2 != '' THEN ?2 ELSE subscribe END
+			WHERE name = ?3 AND (?1 != '' AND description != ?1 OR ?2 != '' AND subscribe != ?2)`},
 		{&ix.movedTo, `SELECT list FROM moved WHERE cn=?`},
 		{&ix.dropMoved, `DELETE FROM moved WHERE cn=?`},
 		{&ix.threadSize, `SELECT messages FROM threads WHERE id=?`},
@@ -237,6 +240,11 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	}
 	if addr := cmp.Or(d.listPost, d.via); addr != "" {
 		if _, err := ix.listAddress.ExecContext(ix.ctx, addr, d.list, addr); err != nil {
+			return false, err
+		}
+	}
+	if d.listDescription != "" || d.listSubscribe != "" {
+		if _, err := ix.listInfo.ExecContext(ix.ctx, d.listDescription, d.listSubscribe, d.list); err != nil {
 			return false, err
 		}
 	}

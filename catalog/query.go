@@ -24,6 +24,11 @@ type List struct {
 	// Address is the list's posting address, as its messages' List-Post
 	// (or a From the list rewrote) last named it; "" when none did.
 	Address string `json:"address,omitempty"`
+	// Description is what the list says it is, as its messages' List-Id
+	// last said (ListDescription); Subscribe is where to join it, as
+	// their List-Subscribe last said (ListSubscribe). "" when none did.
+	Description string `json:"description,omitempty"`
+	Subscribe   string `json:"subscribe,omitempty"`
 }
 
 // Message is what the catalog knows of a message.
@@ -198,7 +203,7 @@ func (c *Catalog) readErr(what string, err error) error {
 
 // Lists returns the archive's lists, by name.
 func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
-	rows, err := c.r.QueryContext(ctx, `SELECT name, messages, first, last, address FROM lists ORDER BY name`)
+	rows, err := c.r.QueryContext(ctx, `SELECT name, messages, first, last, address, description, subscribe FROM lists ORDER BY name`)
 	if err != nil {
 		return nil, c.readErr("the lists", err)
 	}
@@ -207,7 +212,7 @@ func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
 	for rows.Next() {
 		var l List
 		var first, last int64
-		if err := rows.Scan(&l.Name, &l.Messages, &first, &last, &l.Address); err != nil {
+		if err := rows.Scan(&l.Name, &l.Messages, &first, &last, &l.Address, &l.Description, &l.Subscribe); err != nil {
 			return nil, c.readErr("the lists", err)
 		}
 		l.First, l.Last = unix(first), unix(last)
@@ -223,7 +228,7 @@ func (c *Catalog) Lists(ctx context.Context) ([]List, error) {
 func (c *Catalog) List(ctx context.Context, name string) (List, error) {
 	var l List
 	var first, last int64
-	err := c.queryRow(ctx, `SELECT name, messages, first, last, address FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address)
+	err := c.queryRow(ctx, `SELECT name, messages, first, last, address, description, subscribe FROM lists WHERE name=?`, name).Scan(&l.Name, &l.Messages, &first, &last, &l.Address, &l.Description, &l.Subscribe)
 	if err != nil {
 		return List{}, c.readErr("list "+name, err)
 	}

@@ -113,6 +113,9 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("cannot read the lists", "err", err)
 			d.NoCatalog = "The lists of this archive cannot be shown right now."
 		}
+		for i := range lists {
+			s.describe(&lists[i])
+		}
 		d.Lists = lists
 	}
 	w.Header().Set("Cache-Control", "no-cache")
@@ -129,6 +132,9 @@ func (s *Server) listsJSON(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.failCatalog(w, r, err, "")
 		return
+	}
+	for i := range lists {
+		s.describe(&lists[i])
 	}
 	s.writeFresh(w, r, struct {
 		Lists []catalog.List `json:"lists"`
@@ -165,6 +171,7 @@ func (s *Server) listView(w http.ResponseWriter, r *http.Request) (*listView, bo
 		s.failCatalog(w, r, err, noSuchList(name))
 		return nil, false
 	}
+	s.describe(&l)
 	v := &listView{List: l, Page: max(page, 1)}
 	threads, total, err := c.Threads(ctx, name, (v.Page-1)*threadsPerPage, threadsPerPage)
 	if err != nil {

@@ -67,6 +67,10 @@ type Options struct {
 	// Logger receives access logs (method, path, status, duration) and
 	// errors. nil discards them.
 	Logger *slog.Logger
+	// ListDescriptions are the operator's descriptions of lists, by name
+	// (ReadListDescriptions); a list without one is described by its
+	// mail's List-Id (catalog.List.Description).
+	ListDescriptions map[string]string
 	// View bounds the parsing of a message for its page.
 	View mailview.Options
 	// MaxReferences bounds the Message-ID lookups of one page; 0 means

@@ -85,6 +85,12 @@ archive. Listens on loopback unless told otherwise: put a reverse proxy
 archive this process cannot write (a read-only file system: a snapshot, a
 backup) is served read-only, without the lock file; the log says so.
 
+A list's page shows what the list is about: the line of
+--list-descriptions FILE that names it ("linux-mips  The Linux port to
+MIPS processors"), else the phrase of its mail's List-Id; and where to
+subscribe (List-Subscribe) and post (List-Post), and a chart of its
+messages per month.
+
 Lists, months and threads come from the catalog: DATA/catalog.db with
 --data, the catalog.db beside the bbolt file with --store bolt:PATH,
 --catalog PATH for a Riak store. serve creates it if missing (its pages
@@ -136,7 +142,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 		st                                 setup.StoreFlags
 		logs                               cli.LogOptions
 		listen, cat, baseURL, changesToken string
-		spoolDir                           string
+		spoolDir, descriptionsFile         string
 		pi                                 piFlags
 		changesPublic                      bool
 		rf                                 readerFlags
@@ -153,6 +159,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs.String(&spoolDir, "spool-dir", "", "CHIBRARY_SPOOL_DIR", "`DIR` for the files mbox downloads, large messages and attachments are served from while read, over HTTP, IMAP and NNTP (default: the system's temporary directory)")
 	fs.String(&pi.out, "public-inbox", "", "CHIBRARY_PUBLIC_INBOX", "serve the public-inbox export in `OUT` (OUT/LIST/git/N.git) to git clone, public-inbox-clone and grok-pull (default: none)")
 	fs.Int(&pi.processes, "max-git-processes", resolver.DefaultGitProcesses, "CHIBRARY_MAX_GIT_PROCESSES", "with --public-inbox, the git processes run at once for clones and fetches; more wait briefly, then get 503")
+	fs.String(&descriptionsFile, "list-descriptions", "", "CHIBRARY_LIST_DESCRIPTIONS", "`FILE` of list descriptions, a line each: the list's name, then what it is about (default: what the lists' mail says in List-Id)")
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err
@@ -162,6 +169,12 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	if err := pi.check(); err != nil {
 		return err
+	}
+	var descriptions map[string]string
+	if descriptionsFile != "" {
+		if descriptions, err = resolver.ReadListDescriptions(descriptionsFile); err != nil {
+			return err
+		}
 	}
 	if err := cli.CheckListen("listen", listen); err != nil {
 		return err
@@ -178,7 +191,7 @@ func serve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	// A signal while the store or the catalog is still being opened (a
 	// Riak node slow to answer) is a stop like one while serving.
-	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, changesPublic, spoolDir, pi))
+	return cli.StoppedStarting(ctx, log, serveArchive(ctx, log, st, &rf, listen, cat, baseURL, changesToken, changesPublic, spoolDir, pi, descriptions))
 }
 
 // piFlags are serve's flags of the public-inbox export.
@@ -208,7 +221,7 @@ func (f piFlags) check() error {
 }
 
 // serveArchive opens the archive and serves it until ctx is done.
-func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string, pi piFlags) error {
+func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf *readerFlags, listen, cat, baseURL, changesToken string, changesPublic bool, spoolDir string, pi piFlags, descriptions map[string]string) error {
 	files, err := st.Files()
 	if err != nil {
 		return err
@@ -241,7 +254,7 @@ func serveArchive(ctx context.Context, log *slog.Logger, st setup.StoreFlags, rf
 	}
 	defer db.Close()
 	opts := resolver.Options{Logger: log, BaseURL: baseURL, SpoolDir: spoolDir, ChangesPublic: changesPublic,
-		PublicInbox: pi.out, MaxGitProcesses: pi.processes}
+		PublicInbox: pi.out, MaxGitProcesses: pi.processes, ListDescriptions: descriptions}
 	if changesToken != "" {
 		if opts.ChangesToken, err = cli.ReadSecret(changesToken); err != nil {
 			return err

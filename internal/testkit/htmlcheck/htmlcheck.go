@@ -29,10 +29,18 @@ var banned = map[string]bool{
 	"source": true, "template": true, "noscript": true, "base": true,
 }
 
+// svgBanned elements load content, link or animate inside an <svg> (a
+// chart the page draws may hold shapes and titles).
+var svgBanned = map[string]bool{
+	"use": true, "image": true, "feimage": true, "foreignobject": true, "a": true,
+	"animate": true, "set": true, "animatemotion": true, "animatetransform": true, "handler": true, "listener": true,
+}
+
 // Check returns nil when s holds nothing executable or remote, or an error
 // naming the first thing that is.
 func Check(s string, o Options) error {
 	z := html.NewTokenizer(strings.NewReader(s))
+	inSVG := 0
 	for {
 		switch z.Next() {
 		case html.ErrorToken:
@@ -41,8 +49,19 @@ func Check(s string, o Options) error {
 			}
 			return z.Err()
 		case html.StartTagToken, html.SelfClosingTagToken:
-			if err := checkTag(z.Token(), o); err != nil {
+			tok := z.Token()
+			if inSVG > 0 && svgBanned[tok.Data] {
+				return fmt.Errorf("element <%s> in <svg>", tok.Data)
+			}
+			if err := checkTag(tok, o); err != nil {
 				return err
+			}
+			if tok.Data == "svg" && tok.Type == html.StartTagToken {
+				inSVG++
+			}
+		case html.EndTagToken:
+			if z.Token().Data == "svg" && inSVG > 0 {
+				inSVG--
 			}
 		}
 	}

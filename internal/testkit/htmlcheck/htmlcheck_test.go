@@ -43,6 +43,11 @@ func TestCheck(t *testing.T) {
 		{"archive link in mail", `<a href="/00000001">x</a>`, Options{}, true},
 		{"scheme-relative", `<a href="//evil.example/">x</a>`, page, true},
 		{"host-less https", `<a href="https:0">x</a>`, page, true},
+		{"a link in a chart", `<svg class="chart"><a href="https://evil.example/"><rect></rect></a></svg>`, page, true},
+		{"use in a chart", `<svg class="chart"><use href="https://evil.example/x.svg#a"/></svg>`, page, true},
+		{"foreign object in a chart", `<svg class="chart"><foreignObject><div>x</div></foreignObject></svg>`, page, true},
+		{"animation in a chart", `<svg class="chart"><rect><set attributeName="x" to="1"/></rect></svg>`, page, true},
+		{"a link after a chart", `<svg class="chart"><rect></rect></svg><a href="/00000001">x</a>`, page, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,86 @@
+package resolver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/store/boltstore"
+)
+
+// TestListFace: a list's page says what the list is about (its mail's
+// List-Id, or the operator's line), where to subscribe and to post, beside
+// its chart of messages per month; the front page and the JSON say the
+// description too.
+func TestListFace(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	put := func(id, date string) {
+		a.put(t, []byte("From: A <a@example.org>\nSubject: s "+id+"\nMessage-ID: <"+id+"@example.org>\nDate: "+date+
+			"\nList-Id: \"Bufferbloat's CAKE\" <cake.lists.bufferbloat.net>\nList-Post: <mailto:cake@lists.bufferbloat.net>"+
+			"\nList-Subscribe: <mailto:cake-request@lists.bufferbloat.net?subject=subscribe>, <https://lists.bufferbloat.net/listinfo/cake>\n\nhi\n"), "cake")
+	}
+	put("1", "Mon, 1 Jan 2024 10:00:00 +0000")
+	put("2", "Tue, 2 Jan 2024 10:00:00 +0000")
+	put("3", "Fri, 1 Mar 2024 10:00:00 +0000")
+	a.put(t, []byte("From: B <b@example.org>\nSubject: t\nMessage-ID: <t@example.org>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\nList-Id: other <other.example.org>\n\nhi\n"), "other")
+	c := openTestCatalog(t)
+	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	r := get(t, srv.URL+"/l/cake/")
+	for _, want := range []string{
+		`<p class="description">Bufferbloat&#39;s CAKE</p>`,
+		`<a href="https://lists.bufferbloat.net/listinfo/cake">Subscribe</a>`,
+		`Post to <a href="mailto:cake@lists.bufferbloat.net">cake@lists.bufferbloat.net</a>`,
+		`<svg class="chart"`,
+		`<title>2024-01: 2 messages</title>`,
+		`<title>2024-03: 1 message</title>`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("GET /l/cake/: no %q in\n%s", want, r.body)
+		}
+	}
+	if r := get(t, srv.URL+"/l/other/"); strings.Contains(r.body, `class="description"`) || strings.Contains(r.body, "Subscribe") {
+		t.Errorf("GET /l/other/ (a List-Id that only names the list, no List-Subscribe) shows a description or a subscription:\n%s", r.body)
+	}
+	if r := get(t, srv.URL+"/"); !strings.Contains(r.body, `<a href="/l/cake/">cake</a><br><span class="meta">Bufferbloat&#39;s CAKE</span>`) {
+		t.Errorf("the front page lacks the description:\n%s", r.body)
+	}
+
+	// The operator's description wins.
+	file := filepath.Join(t.TempDir(), "lists.txt")
+	os.WriteFile(file, []byte("# descriptions\n\nother\tThe other list, <for tests>\ncake   Bufferbloat's   CAKE queue discipline\n"), 0o644)
+	desc, err := ReadListDescriptions(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ = serveWith(t, a.st, Options{Catalog: c, ListDescriptions: desc})
+	if r := get(t, srv.URL+"/l/other/"); !strings.Contains(r.body, `<p class="description">The other list, &lt;for tests&gt;</p>`) {
+		t.Errorf("GET /l/other/ lacks the operator's description:\n%s", r.body)
+	}
+	if r := get(t, srv.URL+"/api/v1/lists"); !strings.Contains(r.body, `"description":"Bufferbloat's CAKE queue discipline","subscribe":"https://lists.bufferbloat.net/listinfo/cake"`) {
+		t.Errorf("GET /api/v1/lists = %s", r.body)
+	}
+}
+
+func TestReadListDescriptions(t *testing.T) {
+	for _, tt := range []struct{ file, err string }{
+		{"Linux-MIPS about\n", `"Linux-MIPS" is not a list's name`},
+		{"a\n", "list a has no description"},
+		{"a one\na two\n", "list a is described twice"},
+		{"a " + strings.Repeat("x", 201) + "\n", "at most 200 bytes"},
+		{"a \xff\n", "not UTF-8"},
+	} {
+		file := filepath.Join(t.TempDir(), "lists.txt")
+		os.WriteFile(file, []byte(tt.file), 0o644)
+		if _, err := ReadListDescriptions(file); err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), file+":") {
+			t.Errorf("ReadListDescriptions(%q) = %v, want an error at a line of %s saying %q", tt.file, err, file, tt.err)
+		}
+	}
+	if _, err := ReadListDescriptions(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("ReadListDescriptions(a missing file) = nil error")
+	}
+}
