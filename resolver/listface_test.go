@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/catalog/keeper"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -29,7 +30,7 @@ func TestListFace(t *testing.T) {
 	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := serveWith(t, a.st, Options{Catalog: c})
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
 	r := get(t, srv.URL+"/l/cake/")
 	for _, want := range []string{
 		`<p class="description">Bufferbloat&#39;s CAKE</p>`,
@@ -57,7 +58,7 @@ func TestListFace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ = serveWith(t, a.st, Options{Catalog: c, ListDescriptions: desc})
+	srv, _ = serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c), ListDescriptions: desc})
 	if r := get(t, srv.URL+"/l/other/"); !strings.Contains(r.body, `<p class="description">The other list, &lt;for tests&gt;</p>`) {
 		t.Errorf("GET /l/other/ lacks the operator's description:\n%s", r.body)
 	}
