@@ -314,9 +314,6 @@ func saveState(path string, st State) error {
 // State returns where the mirror stands.
 func (m *Mirror) State() State { return m.state }
 
-// Stats returns what the mirror did so far.
-func (m *Mirror) Stats() Stats { return m.stats }
-
 // CatchUp reads the origin's feed until it has nothing more. A passing
 // failure (the network, the origin busy, an answer cut short) is tried
 // again, DefaultOnceAttempts times at most (a stalled answer, OnceStalls

@@ -63,21 +63,6 @@ type Diff struct {
 	Truncated bool
 }
 
-// Added and Deleted total the lines of all files.
-func (d *Diff) Added() (n int) {
-	for _, f := range d.Files {
-		n += f.Added
-	}
-	return n
-}
-
-func (d *Diff) Deleted() (n int) {
-	for _, f := range d.Files {
-		n += f.Deleted
-	}
-	return n
-}
-
 // Paths returns the paths the diff touches, a rename's old path too, once.
 func (d *Diff) Paths() []string {
 	seen := map[string]bool{}
@@ -357,19 +342,4 @@ func clip(p string) string {
 		p = p[:maxPath]
 	}
 	return p
-}
-
-// Suffixes returns the ways the dfn: search finds a path, at most max,
-// shortest first ("Kconfig", "mips/Kconfig", "arch/mips/Kconfig").
-func Suffixes(path string, max int) []string {
-	path = strings.Trim(path, "/")
-	var out []string
-	for i := len(path) - 1; i >= -1 && len(out) < max; i-- {
-		if i == -1 || path[i] == '/' {
-			if s := path[i+1:]; s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
 }

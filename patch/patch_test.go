@@ -127,20 +127,6 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-func TestSuffixes(t *testing.T) {
-	got := Suffixes("arch/mips/kernel/setup.c", 10)
-	want := []string{"setup.c", "kernel/setup.c", "mips/kernel/setup.c", "arch/mips/kernel/setup.c"}
-	if !slices.Equal(got, want) {
-		t.Errorf("Suffixes = %q, want %q", got, want)
-	}
-	if got := Suffixes("/a/b/c/", 2); !slices.Equal(got, []string{"c", "b/c"}) {
-		t.Errorf("Suffixes(max 2) = %q", got)
-	}
-	if got := Suffixes("", 5); len(got) != 0 {
-		t.Errorf("Suffixes(\"\") = %q", got)
-	}
-}
-
 // FuzzScan: any text gives a kind per line, files with counts that add
 // up to the added and deleted lines, paths within bounds.
 func FuzzScan(f *testing.F) {
@@ -170,4 +156,19 @@ func FuzzScan(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Added and Deleted total the lines of all files, for the tests.
+func (d *Diff) Added() (n int) {
+	for _, f := range d.Files {
+		n += f.Added
+	}
+	return n
+}
+
+func (d *Diff) Deleted() (n int) {
+	for _, f := range d.Files {
+		n += f.Deleted
+	}
+	return n
 }
