@@ -86,11 +86,3 @@ func (g *Generator) refill(ctx context.Context, old *genRun) error {
 	g.cur.Store(&genRun{lease: l, codec: codec})
 	return nil
 }
-
-// Lease returns the current lease, and false before the first run.
-func (g *Generator) Lease() (Lease, bool) {
-	if r := g.cur.Load(); r != nil {
-		return r.lease, true
-	}
-	return Lease{}, false
-}

@@ -278,3 +278,12 @@ func TestGeneratorNoAllocs(t *testing.T) {
 		t.Errorf("Next+String allocate %v times per call, want 0", a)
 	}
 }
+
+// Lease returns the current lease, and false before the first run: what
+// the tests check a run against.
+func (g *Generator) Lease() (Lease, bool) {
+	if r := g.cur.Load(); r != nil {
+		return r.lease, true
+	}
+	return Lease{}, false
+}

@@ -68,15 +68,6 @@ func (w *Writer) Flush() error {
 	return nil
 }
 
-// WriteMboxrd writes one message to w as mboxrd; see Writer.
-func WriteMboxrd(w io.Writer, separator string, raw []byte) error {
-	mw := NewWriter(w)
-	if err := mw.WriteMessage(separator, raw); err != nil {
-		return err
-	}
-	return mw.Flush()
-}
-
 // lineEnd is CRLF when raw's first line ends in CRLF, or raw is one line
 // ending in CR.
 func lineEnd(raw []byte) string {

@@ -3,6 +3,7 @@ package mbox
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 )
 
@@ -71,4 +72,14 @@ func TestWriteMboxrdBadSeparator(t *testing.T) {
 			t.Errorf("WriteMboxrd(%q) error %v, want %v", sep, err, ErrBadSeparator)
 		}
 	}
+}
+
+// WriteMboxrd writes one message to w as mboxrd (see Writer), for the
+// tests of one message.
+func WriteMboxrd(w io.Writer, separator string, raw []byte) error {
+	mw := NewWriter(w)
+	if err := mw.WriteMessage(separator, raw); err != nil {
+		return err
+	}
+	return mw.Flush()
 }
