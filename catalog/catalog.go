@@ -152,7 +152,7 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 		return nil, fmt.Errorf("cannot open catalog %s for writing: %w", path, err)
 	}
 	if err := c.openWritable(ctx); err != nil {
-		c.lock.release()
+		c.lock.Release()
 		return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 	}
 	return c, nil
@@ -483,7 +483,7 @@ func (c *Catalog) Close() error {
 		c.w = nil
 	}
 	if c.lock != nil {
-		errs = append(errs, c.lock.release())
+		errs = append(errs, c.lock.Release())
 		c.lock = nil
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -339,6 +339,6 @@ func Rebuild(ctx context.Context, path string, st store.Store, opts SyncOptions,
 	if err != nil {
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w: stop the resolver that follows it first", path, err)
 	}
-	defer lock.release()
+	defer lock.Release()
 	return rebuildLocked(ctx, path, st, opts, o)
 }

@@ -165,7 +165,7 @@ func (c *Catalog) RebuildFrom(ctx context.Context, st store.Store, opts SyncOpti
 func openRebuilt(ctx context.Context, path string, lock *lockFile, st store.Store, opts SyncOptions, o Options) (*Catalog, int, error) {
 	n, err := rebuildLocked(ctx, path, st, opts, o)
 	if err != nil {
-		lock.release()
+		lock.Release()
 		return nil, 0, err
 	}
 	log := o.Logger
@@ -177,7 +177,7 @@ func openRebuilt(ctx context.Context, path string, lock *lockFile, st store.Stor
 		c.searchTimeout = DefaultSearchTimeout
 	}
 	if err := c.openWritable(ctx); err != nil {
-		lock.release()
+		lock.Release()
 		return nil, 0, fmt.Errorf("cannot open the rebuilt catalog %s: %w", path, err)
 	}
 	o.at(stepOpened)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/catalog"
+	"github.com/chibrary/chibrary/internal/lockfile"
 	"github.com/chibrary/chibrary/store"
 )
 
@@ -127,11 +128,14 @@ func Export(ctx context.Context, st store.Store, cat *catalog.Catalog, opts Opti
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make %s: %w", opts.Out, err)
 	}
-	lock, err := takeLock(filepath.Join(opts.Out, ".chibrary-export.lock"))
+	lock, err := lockfile.Take(filepath.Join(opts.Out, ".chibrary-export.lock"), "an export")
+	if he := (*lockfile.HeldError)(nil); errors.As(err, &he) {
+		return nil, fmt.Errorf("%w: %v; wait for it to finish", ErrLocked, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer lock.release()
+	defer lock.Release()
 
 	boxes, err := cat.Mailboxes(ctx)
 	if err != nil {

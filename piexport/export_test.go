@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // to read public-inbox's msgmap.sqlite3
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/lockfile"
 	"github.com/chibrary/chibrary/internal/testkit/archivetest"
 )
 
@@ -390,17 +391,17 @@ func TestCutShort(t *testing.T) {
 }
 
 // TestLocked: a second export into the same directory at once is
-// refused.
+// refused, naming what holds it.
 func TestLocked(t *testing.T) {
 	a := archivetest.New(t)
 	out := t.TempDir()
-	l, err := takeLock(filepath.Join(out, ".chibrary-export.lock"))
+	l, err := lockfile.Take(filepath.Join(out, ".chibrary-export.lock"), "an export")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.release()
-	if _, err := Export(t.Context(), a.Store, a.Catalog, Options{Out: out}); !errors.Is(err, ErrLocked) {
-		t.Errorf("Export while another runs = %v, want ErrLocked", err)
+	defer l.Release()
+	if _, err := Export(t.Context(), a.Store, a.Catalog, Options{Out: out}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "held by an export by ") {
+		t.Errorf("Export while another runs = %v, want ErrLocked naming the holder", err)
 	}
 }
 

@@ -42,7 +42,7 @@ import (
 
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/compress"
-	"github.com/chibrary/chibrary/store/internal/lockfile"
+	"github.com/chibrary/chibrary/internal/lockfile"
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
