@@ -515,7 +515,8 @@ func (c *Catalog) SearchNumbers(ctx context.Context, list string, q *Query) ([]u
 	if m == "" {
 		return nil, fmt.Errorf("%w: no word to look for", ErrQuery)
 	}
-	return c.nums(ctx, "a search of "+list, `SELECT n.num FROM fts JOIN messages m ON m.label = fts.rowid JOIN numbers n ON n.msg = m.id
+	// The index's matches drive (CROSS JOIN), as Search's do.
+	return c.nums(ctx, "a search of "+list, `SELECT n.num FROM fts CROSS JOIN messages m ON m.label = fts.rowid JOIN numbers n ON n.msg = m.id
 		WHERE fts MATCH ? AND n.list = ? ORDER BY n.num`, m, list)
 }
 
