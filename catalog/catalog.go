@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -435,7 +435,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema+searchSchema+numbersSchema+versionsSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+searchSchema+numbersSchema+versionsSchema+postersSchema); err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	if err := initNumbers(ctx, tx); err != nil {

@@ -52,7 +52,7 @@ type indexer struct {
 	threadByMsgID, threadByRef, threadsBySubject *sql.Stmt
 	seriesCovers                                 *sql.Stmt
 	sketches, listAddress, movedTo, dropMoved    *sql.Stmt
-	listInfo                                     *sql.Stmt
+	listInfo, poster                             *sql.Stmt
 	newThread, addToThread, threadSize           *sql.Stmt
 	moveMessages, dropThread, recount            *sql.Stmt
 	list, month, fts, ftsAddr                    *sql.Stmt
@@ -85,6 +85,8 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.seriesCovers, seriesCoversSQL},
 		{&ix.sketches, sketchesSQL},
 		{&ix.listAddress, `UPDATE lists SET address=? WHERE name=? AND address!=?`},
+		{&ix.poster, `INSERT INTO posters (list, month, addr, name, messages) VALUES (?, ?, ?, ?, 1)
+			ON CONFLICT (list, month, addr) DO UPDATE SET messages = messages + 1, name = excluded.name`},
 		{&ix.listInfo, `UPDATE lists SET description = CASE WHEN ?1 != '' THEN ?1 ELSE description END, subscribe = CASE WHEN ?2 != '' THEN ?2 ELSE subscribe END
 			WHERE name = ?3 AND (?1 != '' AND description != ?1 OR ?2 != '' AND subscribe != ?2)`},
 		{&ix.movedTo, `SELECT list FROM moved WHERE cn=?`},
@@ -250,6 +252,9 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	}
 	y, m, _ := d.date.Date()
 	if _, err := ix.month.ExecContext(ix.ctx, d.list, y*100+int(m)); err != nil {
+		return false, err
+	}
+	if _, err := ix.poster.ExecContext(ix.ctx, d.list, monthOf(date), posterKey(d.fromAddr, d.fromName), d.fromName); err != nil {
 		return false, err
 	}
 	if ix.spool != nil {

@@ -39,6 +39,8 @@ func TestListFace(t *testing.T) {
 		`<svg class="chart"`,
 		`<title>2024-01: 2 messages</title>`,
 		`<title>2024-03: 1 message</title>`,
+		`Who writes <span class="meta">since 2023-04: 1 person</span>`,
+		`<li><a href="/search?q=from%3Aa%40example.org&#43;list%3Acake">A</a> <span class="meta">3 messages</span></li>`,
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("GET /l/cake/: no %q in\n%s", want, r.body)
@@ -61,6 +63,9 @@ func TestListFace(t *testing.T) {
 	srv, _ = serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c), ListDescriptions: desc})
 	if r := get(t, srv.URL+"/l/other/"); !strings.Contains(r.body, `<p class="description">The other list, &lt;for tests&gt;</p>`) {
 		t.Errorf("GET /l/other/ lacks the operator's description:\n%s", r.body)
+	}
+	if r := get(t, srv.URL+"/api/v1/lists/cake"); !strings.Contains(r.body, `"posters":[{"name":"A","address":"a@example.org","messages":3}],"people":1,"since":"2023-04"`) {
+		t.Errorf("GET /api/v1/lists/cake = %s", r.body)
 	}
 	if r := get(t, srv.URL+"/api/v1/lists"); !strings.Contains(r.body, `"description":"Bufferbloat's CAKE queue discipline","subscribe":"https://lists.bufferbloat.net/listinfo/cake"`) {
 		t.Errorf("GET /api/v1/lists = %s", r.body)

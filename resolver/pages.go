@@ -150,7 +150,22 @@ type listView struct {
 	Pages   int                     `json:"pages"`
 	Threads []catalog.ThreadSummary `json:"threads"`
 	Months  []catalog.Month         `json:"months"`
+	// Posters are who wrote most in the list's last year (the twelve
+	// months to its newest message), on its first page; People is how
+	// many wrote then, from the month Since.
+	Posters []posterLink `json:"posters,omitempty"`
+	People  int          `json:"people,omitempty"`
+	Since   string       `json:"since,omitempty"` // yyyy-mm
 }
+
+// posterLink is a poster, with the search of their messages to the list.
+type posterLink struct {
+	catalog.Poster
+	Search string `json:"-"`
+}
+
+// topPosters is how many posters a list's first page names.
+const topPosters = 10
 
 func (s *Server) listView(w http.ResponseWriter, r *http.Request) (*listView, bool) {
 	name, ok := s.listName(w, r)
@@ -186,6 +201,23 @@ func (s *Server) listView(w http.ResponseWriter, r *http.Request) (*listView, bo
 	if v.Months, err = c.Months(ctx, name); err != nil {
 		s.failCatalog(w, r, err, noSuchList(name))
 		return nil, false
+	}
+	if v.Page == 1 && len(v.Months) > 0 {
+		newest := v.Months[0]
+		since := time.Date(newest.Year, newest.Month-11, 1, 0, 0, 0, 0, time.UTC)
+		posters, people, err := c.Posters(ctx, name, since, topPosters)
+		if err != nil {
+			s.failCatalog(w, r, err, noSuchList(name))
+			return nil, false
+		}
+		v.People, v.Since = people, since.Format("2006-01")
+		for _, p := range posters {
+			who := p.Address
+			if who == "" {
+				who = `"` + strings.ReplaceAll(p.Name, `"`, ``) + `"`
+			}
+			v.Posters = append(v.Posters, posterLink{Poster: p, Search: "/search?q=" + url.QueryEscape("from:"+who+" list:"+name)})
+		}
 	}
 	return v, true
 }
