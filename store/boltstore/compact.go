@@ -40,9 +40,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/chibrary/chibrary/internal/lockfile"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/compress"
-	"github.com/chibrary/chibrary/internal/lockfile"
 	"github.com/chibrary/chibrary/store/internal/record"
 )
 
