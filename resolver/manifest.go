@@ -39,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,15 +343,4 @@ func (s *Server) serveManifest(w http.ResponseWriter, r *http.Request, list stri
 	h.Set("Cache-Control", "no-cache")
 	h.Set("ETag", m.etag)
 	http.ServeContent(w, r, "", m.modified, bytes.NewReader(m.gz))
-}
-
-// manifestKeys lists the keys of a manifest, sorted (for tests and
-// logs).
-func manifestKeys(m map[string]*ManifestEntry) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -665,3 +666,6 @@ func FuzzParsePIGitPath(f *testing.F) {
 		}
 	})
 }
+
+// manifestKeys lists the keys of a manifest, sorted.
+func manifestKeys(m map[string]*ManifestEntry) []string { return slices.Sorted(maps.Keys(m)) }
