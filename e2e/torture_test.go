@@ -585,9 +585,14 @@ func (tt *torture) drain() {
 	pw := writeFile(t, t.TempDir(), "imap-password", []byte(tt.dove.Password+"\n"))
 	w := start(t, "watcher (drain)", procOptions{}, append(slices.Clone(tt.storeFlags), "--imap", fmt.Sprintf("imap://%s@%s/INBOX", tt.dove.User, tt.dove.Addr),
 		"--password-file", pw, "--after", "move:Archived", "--log-format", "json")...)
+	// Connected first: an inbox the watchers before emptied already would
+	// have it stopped before it set up its handling of SIGTERM.
 	eventually(t, 2*time.Minute, "the watcher to empty the inbox", func() bool {
 		if w.exited() {
 			t.Fatalf("the watcher exited: %v\n%s", w.err, tail(w.log(), 30))
+		}
+		if !strings.Contains(w.log(), `"msg":"connected"`) {
+			return false
 		}
 		left, err := tt.dove.Messages(t.Context(), "INBOX")
 		return err == nil && len(left) == 0
