@@ -17,6 +17,7 @@ package catalog
 import (
 	"fmt"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -184,11 +185,15 @@ func lexQuery(s string) ([]qtoken, error) {
 	}
 }
 
+// queryOperators are the words in capitals public-inbox's grammar reads
+// as operators where they stand alone.
+var queryOperators = []string{"OR", "AND", "NOT", "XOR", "NEAR", "ADJ"}
+
 // operatorWord reports an operator in capitals standing alone at the
 // parser's place: followed by a space, the end, or a parenthesis.
 func (p *queryParser) operatorWord(depth int) (string, bool) {
 	rest := p.s[p.i:]
-	for _, op := range []string{"OR", "AND", "NOT", "XOR", "NEAR", "ADJ"} {
+	for _, op := range queryOperators {
 		if !strings.HasPrefix(rest, op) {
 			continue
 		}
@@ -638,10 +643,11 @@ func (n *node) String() string {
 		t := n.term
 		s := t.Text
 		// A word that starts with a sign ("++bb" is + and the word +bb),
-		// or holds a colon (A: at the end of a query is a word, before a
-		// parenthesis a prefix), is quoted, or it would read back as
+		// holds a colon (A: at the end of a query is a word, before a
+		// parenthesis a prefix), or is an operator in capitals ("+OR" is
+		// + and the word OR) is quoted, or it would read back as
 		// something else.
-		if t.Phrase || strings.ContainsAny(s, " \t():") || strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") {
+		if t.Phrase || strings.ContainsAny(s, " \t():") || strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") || slices.Contains(queryOperators, s) {
 			s = `"` + s + `"`
 		}
 		if t.Prefix {
