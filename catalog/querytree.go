@@ -16,8 +16,8 @@ package catalog
 
 import (
 	"fmt"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
