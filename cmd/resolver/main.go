@@ -75,7 +75,8 @@ Usage: resolver serve [--data DIR | --store URL] [--catalog PATH]
                       [--listen 127.0.0.1:8080] [--base-url URL]
                       [--imap ADDR] [--nntp ADDR] [--nntp-prefix PREFIX]
                       [--imaps ADDR] [--nntps ADDR] [--tls-cert FILE --tls-key FILE]
-                      [--public-inbox OUT]
+                      [--nntp-own-numbers] [--public-inbox OUT]
+                      [--list-descriptions FILE]
 
 Serves the archive over HTTP until SIGINT or SIGTERM, then finishes the
 requests in flight. The archive must exist (import into it first): serve
