@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Bounds of the page caches: the pages that gather many messages, and
@@ -143,6 +144,9 @@ func (s *Server) cachedIn(of func() *pageCache, h http.HandlerFunc) http.Handler
 			h(w, r)
 			return
 		}
+		// A list's page says its last 30 days, which end with the day
+		// (recentSpan): a page is kept for the day it was made on.
+		gen += " " + s.opts.Now().UTC().Format(time.DateOnly)
 		// Keyed by all that changes the page's bytes: the feed's links
 		// name the archive's address, which without Options.BaseURL is
 		// the request's own Host (a reader must never get a page made

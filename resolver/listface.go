@@ -5,9 +5,11 @@ package resolver
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/chibrary/chibrary/catalog"
@@ -20,6 +22,36 @@ func (s *Server) describe(l *catalog.List) {
 	if d := s.opts.ListDescriptions[l.Name]; d != "" {
 		l.Description = d
 	}
+}
+
+// recentDays is the span of a list's recent activity, today (UTC)
+// included: HyperKitty's "participants" and "discussions" of the last 30
+// days.
+const recentDays = 30
+
+// recent is a list's activity in its last recentDays days.
+type recent struct {
+	catalog.Activity
+	Since string `json:"since"` // the first day, yyyy-mm-dd
+}
+
+// recentSpan is the last recentDays days at now, whole UTC days: the
+// counts change once a day, not with every request (a cached page says
+// them until the day ends, see cachedIn).
+func recentSpan(now time.Time) (since, until time.Time) {
+	y, m, d := now.UTC().Date()
+	until = time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+	return until.AddDate(0, 0, -recentDays), until
+}
+
+// recentOf returns list's activity of the last recentDays days.
+func (s *Server) recentOf(ctx context.Context, c *catalog.Catalog, list string) (*recent, error) {
+	since, until := recentSpan(s.opts.Now())
+	a, err := c.Activity(ctx, list, since, until)
+	if err != nil {
+		return nil, err
+	}
+	return &recent{Activity: a, Since: since.Format(time.DateOnly)}, nil
 }
 
 // ReadListDescriptions reads an operator's file of list descriptions: a

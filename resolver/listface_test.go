@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/catalog/keeper"
@@ -88,5 +90,60 @@ func TestReadListDescriptions(t *testing.T) {
 	}
 	if _, err := ReadListDescriptions(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("ReadListDescriptions(a missing file) = nil error")
+	}
+}
+
+// TestListRecent: the front page, a list's page and their JSON say how
+// many people wrote in the list's last 30 days (today, UTC, included) and
+// in how many threads; a page kept in the cache says the new counts once
+// the day has changed.
+func TestListRecent(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	put := func(id, from, subject, date string) {
+		a.put(t, []byte("From: "+from+"\nSubject: "+subject+"\nMessage-ID: <"+id+"@example.org>\nIn-Reply-To: <1@example.org>\nDate: "+date+"\n\nhi\n"), "cake")
+	}
+	put("old", "Old <old@example.org>", "long ago", "Sat, 30 Sep 2023 23:59:59 +0000")
+	put("1", "A <a@example.org>", "first", "Sun, 1 Oct 2023 00:00:00 +0000")
+	put("2", "B <b@example.org>", "Re: first", "Mon, 2 Oct 2023 10:00:00 +0000")
+	a.put(t, []byte("From: B <B@Example.org>\nSubject: second\nMessage-ID: <3@example.org>\nDate: Tue, 31 Oct 2023 23:00:00 +0000\n\nhi\n"), "cake")
+	a.put(t, []byte("From: C <c@example.org>\nSubject: t\nMessage-ID: <t@example.org>\nDate: Mon, 2 Oct 2023 10:00:00 +0000\n\nhi\n"), "other")
+	c := openTestCatalog(t)
+	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var now atomic.Pointer[time.Time]
+	setNow := func(s string) {
+		n, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now.Store(&n)
+	}
+	setNow("2023-10-30T12:00:00+02:00") // 10:00 UTC: Oct 1 to 30
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c), Now: func() time.Time { return *now.Load() }})
+
+	check := func(path string, want ...string) {
+		t.Helper()
+		r := get(t, srv.URL+path)
+		for _, w := range want {
+			if !strings.Contains(r.body, w) {
+				t.Errorf("GET %s: no %q in\n%s", path, w, r.body)
+			}
+		}
+	}
+	check("/", `<td>2 participants, 1 discussion</td>`, `<td>1 participant, 1 discussion</td>`)
+	check("/l/cake/", `In the last 30 days: 2 participants, 1 discussion.`)
+	check("/api/v1/lists/cake", `"last_30_days":{"posters":2,"threads":1,"messages":2,"since":"2023-10-01"}`)
+	check("/api/v1/lists", `"last_30_days":{"posters":2,"threads":1,"messages":2,"since":"2023-10-01"}`, `"last_30_days":{"posters":1,"threads":1,"messages":1,"since":"2023-10-01"}`)
+	check("/l/cake/?page=1", `In the last 30 days: 2 participants, 1 discussion.`)
+
+	// The next day: Oct 1 is out, Oct 31 in; the cached page follows.
+	setNow("2023-10-31T23:30:00Z")
+	check("/l/cake/", `In the last 30 days: 1 participant, 2 discussions.`)
+	check("/api/v1/lists/cake", `"last_30_days":{"posters":1,"threads":2,"messages":2,"since":"2023-10-02"}`)
+	setNow("2024-06-01T00:00:00Z")
+	check("/l/cake/", `No messages in the last 30 days.`)
+	if r := get(t, srv.URL+"/"); strings.Count(r.body, `<td><span class="meta">quiet</span></td>`) != 2 {
+		t.Errorf("GET / months later: not both lists quiet in\n%s", r.body)
 	}
 }

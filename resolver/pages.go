@@ -87,7 +87,7 @@ func noSuchList(name string) string {
 type indexData struct {
 	Messages int64
 	Known    bool
-	Lists    []catalog.List
+	Lists    []listEntry
 	// NoCatalog says why the lists are not shown ("" when they are).
 	NoCatalog string
 }
@@ -107,14 +107,11 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	case st.Building != nil:
 		d.NoCatalog = building(st.Building, false) + "; they will be here when it is done. Every message can already be opened by its call number or Message-ID."
 	default:
-		lists, err := c.Lists(r.Context())
+		lists, err := s.listEntries(r.Context(), c)
 		if err != nil {
 			s.noticeDamage(c, err)
 			s.log.Warn("cannot read the lists", "err", err)
 			d.NoCatalog = "The lists of this archive cannot be shown right now."
-		}
-		for i := range lists {
-			s.describe(&lists[i])
 		}
 		d.Lists = lists
 	}
@@ -128,17 +125,38 @@ func (s *Server) listsJSON(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	lists, err := c.Lists(r.Context())
+	lists, err := s.listEntries(r.Context(), c)
 	if err != nil {
 		s.failCatalog(w, r, err, "")
 		return
 	}
-	for i := range lists {
-		s.describe(&lists[i])
-	}
 	s.writeFresh(w, r, struct {
-		Lists []catalog.List `json:"lists"`
+		Lists []listEntry `json:"lists"`
 	}{lists})
+}
+
+// listEntry is a list as the front page and /api/v1/lists show it.
+type listEntry struct {
+	catalog.List
+	Recent *recent `json:"last_30_days"`
+}
+
+// listEntries returns the lists, described, each with its recent
+// activity.
+func (s *Server) listEntries(ctx context.Context, c *catalog.Catalog) ([]listEntry, error) {
+	lists, err := c.Lists(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]listEntry, len(lists))
+	for i, l := range lists {
+		s.describe(&l)
+		out[i].List = l
+		if out[i].Recent, err = s.recentOf(ctx, c, l.Name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // ---- a list ----------------------------------------------------------
@@ -156,6 +174,9 @@ type listView struct {
 	Posters []posterLink `json:"posters,omitempty"`
 	People  int          `json:"people,omitempty"`
 	Since   string       `json:"since,omitempty"` // yyyy-mm
+	// Recent is the list's activity of its last 30 days, on its first
+	// page.
+	Recent *recent `json:"last_30_days,omitempty"`
 }
 
 // posterLink is a poster, with the search of their messages to the list.
@@ -201,6 +222,12 @@ func (s *Server) listView(w http.ResponseWriter, r *http.Request) (*listView, bo
 	if v.Months, err = c.Months(ctx, name); err != nil {
 		s.failCatalog(w, r, err, noSuchList(name))
 		return nil, false
+	}
+	if v.Page == 1 {
+		if v.Recent, err = s.recentOf(ctx, c, name); err != nil {
+			s.failCatalog(w, r, err, noSuchList(name))
+			return nil, false
+		}
 	}
 	if v.Page == 1 && len(v.Months) > 0 {
 		newest := v.Months[0]

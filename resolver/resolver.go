@@ -122,6 +122,10 @@ type Options struct {
 	// grok-pull (pigit.go, manifest.go); "" serves none: those routes
 	// answer 404.
 	PublicInbox string
+	// Now is the clock that says which are a list's last 30 days; nil
+	// means time.Now.
+	Now func() time.Time
+
 	// MaxGitProcesses bounds the git processes serving the export at
 	// once; 0 means DefaultGitProcesses.
 	MaxGitProcesses int
@@ -201,6 +205,9 @@ func New(st store.Store, opts Options) *Server {
 	}
 	if opts.MaxChangesClients <= 0 {
 		opts.MaxChangesClients = DefaultChangesClients
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	s := &Server{st: st, opts: opts, log: opts.Logger, codecs: newCodecCache(st), mux: http.NewServeMux(), reg: prometheus.NewRegistry(), style: style, cache: newPageCache(cacheEntries, cacheBytes), messages: newPageCache(messageCacheEntries, messageCacheBytes), texts: newTextCache(textCacheBytes), spools: newSpools(opts.SpoolDir, runtime.GOMAXPROCS(0)), searching: make(chan struct{}, catalog.SearchConns()),
 		feedGate: newFeedGate(opts.MaxChangesClients)}
