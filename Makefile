@@ -9,7 +9,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The last commit before compressed records: make bench's "before".
 BEFORE   ?= 305d721
 
-.PHONY: all build test test-deps check bench demo fuzz fuzz-short torture clean
+.PHONY: all build test test-deps check bench bench-scale demo fuzz fuzz-short torture clean
 
 all: build
 
@@ -105,6 +105,22 @@ bench: build
 	@echo "== mirrors: the corpus through the change feed in one process, then the whole list's size between processes"
 	$(GO) test -run '^$$' -bench BenchmarkMirror -benchtime 3x ./mirror/
 	$(GO) run ./internal/tools/mirrorbench --corpus $(CORPUS) --bin $(BIN)
+
+# What grows with the archive (issue 37; docs/performance.md, Scale):
+# SIZE distinct messages made from the sample in LISTS lists, a share of
+# threads cross-posted (internal/tools/scalegen), imported list by list
+# into one archive (each list's msg/s and peak RSS), then resolver
+# reindex and compact (time, peak RSS), the store and catalog per input
+# byte, a fixed set of searches and pages cold and warm (p50, p99); all
+# again at SIZE/10, and each figure beside the other with their ratio.
+# SCALEDIR keeps the generated mboxes there and reuses them (default: a
+# temporary directory, removed). SIZE=100000: about 15 minutes on 2
+# shared cores, 1 GB of mbox and 2 GB of disk at most.
+SIZE     ?= 100000
+LISTS    ?= 11
+SCALEDIR ?=
+bench-scale: build
+	$(GO) run ./internal/tools/scalebench --bin $(BIN) --corpus $(CORPUS) --size $(SIZE) --lists $(LISTS) $(if $(SCALEDIR),--dir $(SCALEDIR))
 
 # The crash-and-race harness (e2e/torture_test.go) for ROUNDS rounds on
 # bbolt, then on Riak when the test kit is there; SEED replays a schedule

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestImportedCount(t *testing.T) {
+	for _, tc := range []struct {
+		stderr string
+		want   int
+		err    bool
+	}{
+		{"imported 10, duplicates 2, failed 0 in 1.0 s (12 msg/s)\n", 12, false},
+		{"level=WARN msg=x\nimported 9711, duplicates 0, failed 0 in 6.3 s (1532 msg/s)\n", 9711, false},
+		{"imported 10, duplicates 0, failed 1 in 1.0 s (10 msg/s)\n", 0, true},
+		{"importer: cannot open x.mbox\n", 0, true},
+		{"", 0, true},
+	} {
+		got, err := importedCount(tc.stderr)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("importedCount(%q) = %d, %v; want %d, error %v", tc.stderr, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// FuzzImportedCount reads any output: the count of a summary line the
+// importer writes (cmd/importer's format) is its imported and duplicates.
+func FuzzImportedCount(f *testing.F) {
+	f.Add("noise\n", 3, 4)
+	f.Fuzz(func(t *testing.T, before string, imported, dups int) {
+		imported, dups = int(uint(imported)%1e9), int(uint(dups)%1e9)
+		if strings.Contains(before, "imported ") {
+			importedCount(before) // any text: no panic
+			return
+		}
+		if before != "" && !strings.HasSuffix(before, "\n") {
+			before += "\n"
+		}
+		line := fmt.Sprintf("imported %d, duplicates %d, failed %d in %.1f s (%.0f msg/s)\n", imported, dups, 0, 1.5, 10.0)
+		got, err := importedCount(before + line)
+		if err != nil || got != imported+dups {
+			t.Errorf("importedCount(%q) = %d, %v; want %d", before+line, got, err, imported+dups)
+		}
+	})
+}
+
+func TestPercentile(t *testing.T) {
+	d := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, tc := range []struct{ p, want int }{{50, 5}, {99, 10}, {100, 10}, {1, 1}, {0, 1}} {
+		if got := pct(d, tc.p); got != time.Duration(tc.want) {
+			t.Errorf("pct(1..10, %d) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+}
