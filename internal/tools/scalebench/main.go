@@ -17,10 +17,18 @@
 //   - page loads the same way: the front page, a list's first and a
 //     deep page, a month, a thread, a message.
 //
+// CPU time is measured beside wall time (the children's rusage; the
+// server's from /proc, per warm request): on a machine shared with other
+// work, it moves less with the load than wall time does.
+//
 // Then it prints every figure beside the same at the small size, with
 // their ratio (big over small): a figure that does not grow with the
 // archive stays near 1 (sizes per input byte, RSS, msg/s, latency); a
 // ratio near 10 grows with it.
+//
+// The peak RSS of a child is its rusage's, which on Linux starts at its
+// parent's peak: this process stays small (the generator runs in a child
+// of its own), about 15 MB, below every figure it measures.
 //
 // The operating system's page cache is not dropped (that needs root): a
 // cold figure is the catalog's and the server's cold start, with what
@@ -112,6 +120,7 @@ Flags:
 	fs.Uint64Var(&c.seed, "seed", 1, "the generator's seed")
 	fs.IntVar(&c.coldRounds, "cold-rounds", 3, "cold samples of each search and page, each from a server just started")
 	fs.IntVar(&c.warm, "warm", 20, "warm samples of each search and page")
+	generate := fs.String("generate", "", "internal: generate --size messages into this directory, in a process of its own")
 	fs.BoolVar(&c.keep, "keep", false, "keep the archives in --dir too (the generated mboxes stay there in any case)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,6 +143,14 @@ Flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *generate != "" {
+		_, err := scalecorpus.Generate(ctx, scalecorpus.Options{Corpus: c.corpus, Dir: *generate, Messages: c.size, Lists: c.lists, Seed: c.seed})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scalebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, "scalebench:", err)
 		os.Exit(1)
@@ -172,16 +189,21 @@ func run(ctx context.Context, c config) error {
 	host, _ := os.Hostname()
 	fmt.Printf("scalebench %s: %d and %d messages in %d lists, seed %d, on %s (%d CPUs, load average %s)\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.size, c.small, c.lists, c.seed, host, numCPU(), loadAverage())
+	// The small size first: its figures are printed even if the big
+	// one does not finish.
+	var small figures
+	if c.small > 0 {
+		var err error
+		if small, err = measureSize(ctx, c, dir, c.small); err != nil {
+			return err
+		}
+	}
 	big, err := measureSize(ctx, c, dir, c.size)
 	if err != nil {
 		return err
 	}
 	if c.small == 0 {
 		return nil
-	}
-	small, err := measureSize(ctx, c, dir, c.small)
-	if err != nil {
-		return err
 	}
 	fmt.Printf("\n== growth: %d messages against %d (ratio: big / small; near 1 does not grow, near %.0f grows with the archive)\n",
 		c.size, c.small, float64(c.size)/float64(c.small))
@@ -223,9 +245,19 @@ func measureSize(ctx context.Context, c config, dir string, size int) (figures, 
 	if err != nil || res.Options.Messages != size || res.Options.Lists != c.lists || res.Options.Seed != c.seed || res.Options.Gzip ||
 		res.Options.CrossPost != scalecorpus.DefaultCrossPost || !filesPresent(res) {
 		os.RemoveAll(gen)
+		// In a process of its own: Linux gives a child the peak RSS of
+		// the process that started it as its own to begin with (its
+		// rusage's maxrss), and the generator holds the sample in memory.
 		start := time.Now()
-		res, err = scalecorpus.Generate(ctx, scalecorpus.Options{Corpus: c.corpus, Dir: gen, Messages: size, Lists: c.lists, Seed: c.seed})
+		self, err := os.Executable()
 		if err != nil {
+			return nil, err
+		}
+		if _, err := runChild(ctx, self, "--generate", gen, "--size", fmt.Sprint(size), "--lists", fmt.Sprint(c.lists),
+			"--seed", fmt.Sprint(c.seed), "--corpus", c.corpus); err != nil {
+			return nil, fmt.Errorf("generating %d messages: %w", size, err)
+		}
+		if res, err = scalecorpus.ReadManifest(gen); err != nil {
 			return nil, err
 		}
 		fmt.Printf("\n== %d messages: generated %d (%d cross-posted copies) in %d lists, %.1f MB, in %.1f s\n",
@@ -258,12 +290,14 @@ func measureSize(ctx context.Context, c config, dir string, size int) (figures, 
 			float64(l.Bytes)/1e6/r.wall.Seconds(), msPer(r.cpu, n), r.rss/1e6)
 		if i == 0 {
 			first = rate
+			fig.add("import: first list's CPU", "ms/msg", msPer(r.cpu, n))
 		}
 		last = rate
 		total += float64(n)
 		totalWall += r.wall.Seconds()
 		maxRSS = max(maxRSS, r.rss)
 		if i == len(res.Lists)-1 {
+			fig.add("import: last list's CPU", "ms/msg", msPer(r.cpu, n))
 			fig.add("import: last list's peak RSS", "MB", r.rss/1e6)
 		}
 	}
@@ -282,6 +316,7 @@ func measureSize(ctx context.Context, c config, dir string, size int) (figures, 
 	}
 	fmt.Printf("%-20s %9.0f msg/s in %.1f s, %.3f ms of CPU a message, peak RSS %.0f MB\n", "resolver reindex", total/r.wall.Seconds(), r.wall.Seconds(), msPer(r.cpu, int(total)), r.rss/1e6)
 	fig.add("reindex", "msg/s", total/r.wall.Seconds())
+	fig.add("reindex: CPU", "ms/msg", msPer(r.cpu, int(total)))
 	fig.add("reindex: peak RSS", "MB", r.rss/1e6)
 	catalogBytes := diskBytes(filepath.Join(data, "catalog.db")) + diskBytes(filepath.Join(data, "catalog.db-wal"))
 	fig.add("catalog", "bytes/input byte", catalogBytes/input)
@@ -293,6 +328,7 @@ func measureSize(ctx context.Context, c config, dir string, size int) (figures, 
 	fmt.Printf("%-20s %9.0f msg/s in %.1f s, %.3f ms of CPU a message, peak RSS %.0f MB\n", "resolver compact", total/r.wall.Seconds(), r.wall.Seconds(), msPer(r.cpu, int(total)), r.rss/1e6)
 	fig.add("compact", "s", r.wall.Seconds())
 	fig.add("compact: time per message", "µs", r.wall.Seconds()/total*1e6)
+	fig.add("compact: CPU", "ms/msg", msPer(r.cpu, int(total)))
 	fig.add("compact: peak RSS", "MB", r.rss/1e6)
 	fmt.Printf("input %.1f MB; store as imported %.1f MB (%.3f bytes per input byte), compacted %.1f MB (%.3f); catalog %.1f MB (%.3f)\n",
 		input/1e6, storeBytes/1e6, storeBytes/input, compacted/1e6, compacted/input, catalogBytes/1e6, catalogBytes/input)
@@ -591,8 +627,13 @@ func measureServe(ctx context.Context, c config, resolver, data string, res scal
 	}
 	defer s.stop()
 	warm := make([][]time.Duration, len(targets))
+	warmCPU := make([]time.Duration, len(targets))
 	for i, t := range targets {
+		var cpu0 time.Duration
 		for j := range c.warm + 1 {
+			if j == 1 {
+				cpu0 = processCPU(s.cmd.Process.Pid)
+			}
 			code, d, err := timed(s.base + t.path)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
@@ -602,9 +643,10 @@ func measureServe(ctx context.Context, c config, resolver, data string, res scal
 				status[i][code]++
 			}
 		}
+		warmCPU[i] = processCPU(s.cmd.Process.Pid) - cpu0
 	}
 	slices.Sort(startup)
-	fmt.Printf("%-36s %10s %10s %10s %10s  %s\n", "request (ms)", "cold p50", "cold max", "warm p50", "warm p99", "answers not 200")
+	fmt.Printf("%-36s %10s %10s %10s %10s %10s  %s\n", "request (ms)", "cold p50", "cold max", "warm p50", "warm p99", "warm CPU", "answers not 200")
 	for i, t := range targets {
 		slices.Sort(cold[i])
 		slices.Sort(warm[i])
@@ -617,15 +659,39 @@ func measureServe(ctx context.Context, c config, resolver, data string, res scal
 			}
 		}
 		slices.Sort(bad)
-		fmt.Printf("%-36s %10.1f %10.1f %10.1f %10.1f  %s\n", t.name, cp50, cmax, wp50, wp99, strings.Join(bad, " "))
+		wcpu := ms(warmCPU[i]) / float64(c.warm)
+		fmt.Printf("%-36s %10.1f %10.1f %10.1f %10.1f %10.1f  %s\n", t.name, cp50, cmax, wp50, wp99, wcpu, strings.Join(bad, " "))
 		fig.add(t.name+", cold p50", "ms", cp50)
 		fig.add(t.name+", warm p50", "ms", wp50)
 		fig.add(t.name+", warm p99", "ms", wp99)
+		fig.add(t.name+", warm CPU", "ms", wcpu)
 		fig.add(t.name+", not 200", "answers", float64(len(cold[i])+len(warm[i])-status[i][http.StatusOK]))
 	}
 	fmt.Printf("resolver serve ready (catalog open and current) in %.0f ms (median of %d starts)\n", ms(pct(startup, 50)), len(startup))
 	fig.add("serve: start until ready", "ms", ms(pct(startup, 50)))
 	return nil
+}
+
+// processCPU is the user and system time of process pid so far, from
+// /proc (in clock ticks of 10 ms, the kernel's USER_HZ on Linux); 0 where
+// there is no /proc.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // pct is the p-th percentile of sorted d (nearest rank).
