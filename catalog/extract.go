@@ -78,6 +78,9 @@ type doc struct {
 	// attachments' names, To, Cc and List-Id.
 	dfa, dfb, dfctx, dfhh, dfpre, dfpost, patchID string
 	names, to, cc, listID                         string
+	// changeID is b4's change-id of a patch that is not a reply
+	// (changeid.go), or "".
+	changeID string
 	// sketch and quotes are what subject threading compares (subject.go).
 	sketch []byte
 	quotes []uint64
@@ -150,6 +153,9 @@ func extract(m store.Stored, opts mailview.Options) doc {
 		d.sketch = sketch(d.body)
 	}
 	d.patchID = patchID(d.body)
+	if _, patch := patchVersion(d.subject); patch && !d.reply {
+		d.changeID = ChangeID(v.Header, d.body)
+	}
 	var diff *diffText
 	d.body, diff = splitDiff(d.body)
 	d.dfa, d.dfb, d.dfctx, d.dfhh = diff.removed.String(), diff.added.String(), diff.context.String(), diff.hunks.String()

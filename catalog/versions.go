@@ -12,6 +12,13 @@ package catalog
 // patch to the same patch of the other versions. A series whose patches
 // were renamed between versions links only the patches that kept their
 // subject.
+//
+// A series sent with b4 carries its change-id (changeid.go) in its cover
+// letter, or its lone patch: messages of the same list with the same
+// change-id are versions of each other, whatever their subjects and
+// dates, and two with different change-ids never are, whatever their
+// subjects (a version without a change-id still links by the rule
+// above).
 
 import (
 	"context"
@@ -31,9 +38,11 @@ CREATE TABLE versions (
 	key     INTEGER NOT NULL,
 	msg     INTEGER NOT NULL,  -- messages.id
 	version INTEGER NOT NULL,
+	change  TEXT    NOT NULL,  -- b4's change-id (ChangeID), or ''
 	PRIMARY KEY (key, msg)
 ) WITHOUT ROWID;
 CREATE INDEX versions_msg ON versions (msg);
+CREATE INDEX versions_change ON versions (change) WHERE change != '';
 
 CREATE TRIGGER versions_removed AFTER DELETE ON messages BEGIN
 	DELETE FROM versions WHERE msg = OLD.id;
@@ -87,7 +96,7 @@ func (ix *indexer) indexVersion(d *doc, id int64) error {
 	if !ok {
 		return nil
 	}
-	_, err := ix.tx.ExecContext(ix.ctx, `INSERT OR IGNORE INTO versions (key, msg, version) VALUES (?, ?, ?)`, versionKey(d.base), id, v)
+	_, err := ix.tx.ExecContext(ix.ctx, `INSERT OR IGNORE INTO versions (key, msg, version, change) VALUES (?, ?, ?, ?)`, versionKey(d.base), id, v, d.changeID)
 	return err
 }
 
@@ -107,47 +116,74 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 	var (
 		key, date, version int64
 		list, addr, name   string
-		subj               string
+		subj, change       string
 	)
-	err := c.queryRow(ctx, `SELECT v.key, v.version, m.list, m.date, m.from_addr, m.from_name, m.subject FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn).
-		Scan(&key, &version, &list, &date, &addr, &name, &subj)
+	err := c.queryRow(ctx, `SELECT v.key, v.version, v.change, m.list, m.date, m.from_addr, m.from_name, m.subject FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn).
+		Scan(&key, &version, &change, &list, &date, &addr, &name, &subj)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil, nil
 	}
 	if err != nil {
 		return 0, nil, c.readErr("the versions of "+cn, err)
 	}
+	var found []Version
+	seen := map[string]bool{}
+	// scan reads rows of other versions, keeping those keep says are.
+	scan := func(rows *sql.Rows, keep func(v Version, change, addr, name string) bool) error {
+		defer rows.Close()
+		for rows.Next() {
+			var v Version
+			var d int64
+			var ch, a, n string
+			if err := rows.Scan(&v.CallNumber, &v.Version, &v.Subject, &d, &ch, &a, &n); err != nil {
+				return err
+			}
+			if seen[v.CallNumber] || !keep(v, ch, a, n) {
+				continue
+			}
+			seen[v.CallNumber] = true
+			v.Date = time.Unix(d, 0).UTC()
+			found = append(found, v)
+		}
+		return rows.Err()
+	}
+	if change != "" {
+		rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v JOIN messages m ON m.id = v.msg
+			WHERE v.change = ? AND v.version != ? AND m.list = ? ORDER BY v.version, m.date, m.id LIMIT ?`,
+			change, version, list, maxVersionRows)
+		if err != nil {
+			return 0, nil, c.readErr("the versions of "+cn, err)
+		}
+		if err := scan(rows, func(Version, string, string, string) bool { return true }); err != nil {
+			return 0, nil, c.readErr("the versions of "+cn, err)
+		}
+	}
 	base, _ := BaseSubject(subj)
 	window := int64(versionWindow / time.Second)
-	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, m.from_addr, m.from_name FROM versions v JOIN messages m ON m.id = v.msg
+	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v JOIN messages m ON m.id = v.msg
 		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 		key, version, list, date-window, date+window, maxVersionRows)
 	if err != nil {
 		return 0, nil, c.readErr("the versions of "+cn, err)
 	}
-	defer rows.Close()
-	var out []Version
-	for rows.Next() {
-		var v Version
-		var d int64
-		var a, n string
-		if err := rows.Scan(&v.CallNumber, &v.Version, &v.Subject, &d, &a, &n); err != nil {
-			return 0, nil, c.readErr("the versions of "+cn, err)
-		}
-		// The key is a hash: the text decides.
-		if b, _ := BaseSubject(v.Subject); b != base || !sameSender(addr, name, a, n) {
-			continue
-		}
-		if len(out) > 0 && out[len(out)-1].Version == v.Version {
-			continue // a version posted again (RESEND): its first posting
-		}
-		v.Date = time.Unix(d, 0).UTC()
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	err = scan(rows, func(v Version, ch, a, n string) bool {
+		// The key is a hash: the text decides. Two change-ids that
+		// differ are two series.
+		b, _ := BaseSubject(v.Subject)
+		return b == base && sameSender(addr, name, a, n) && (change == "" || ch == "" || ch == change)
+	})
+	if err != nil {
 		return 0, nil, c.readErr("the versions of "+cn, err)
 	}
-	return int(version), out, nil
+	slices.SortStableFunc(found, func(a, b Version) int {
+		if a.Version != b.Version {
+			return a.Version - b.Version
+		}
+		return a.Date.Compare(b.Date)
+	})
+	// A version posted again (RESEND): its first posting.
+	found = slices.CompactFunc(found, func(a, b Version) bool { return a.Version == b.Version })
+	return int(version), found, nil
 }
 
 // sameSender reports whether two senders are one: the same address, or
