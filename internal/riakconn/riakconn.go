@@ -1,7 +1,7 @@
 // Package riakconn is a connection to a Riak cluster: it runs commands on
 // the next node that can take them, retries what the cluster could not
 // serve (and only that), and tells Riak's refusals from its failures.
-// store/riakstore has older plumbing of its own that reads answers alike.
+// The Riak run authority and the Riak store both reach Riak through it.
 package riakconn
 
 import (
@@ -28,8 +28,14 @@ type Options struct {
 	Nodes          []string      // protocol buffers addresses, host:port
 	Timeout        time.Duration // of every request; zero means 10 seconds
 	RetryFor       time.Duration // see Do; zero means 60 seconds
+	MinConnections int           // per node, kept open; zero means 1
 	MaxConnections int           // per node; zero means 64
-	Logger         *slog.Logger  // the client library's lines, at debug level
+	// Unavailable marks the errors of requests the cluster could not
+	// serve in time, those Do tries again; nil means ErrUnavailable. A
+	// store passes its own sentinel, so that its callers test one error
+	// whatever the backend.
+	Unavailable error
+	Logger      *slog.Logger // the client library's lines, at debug level
 }
 
 // Conn is a connection to a cluster. It is safe for concurrent use.
@@ -58,21 +64,27 @@ func Dial(opts Options) (*Conn, error) {
 	if opts.RetryFor == 0 {
 		opts.RetryFor = 60 * time.Second
 	}
+	if opts.MinConnections == 0 {
+		opts.MinConnections = 1
+	}
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 64
+	}
+	if opts.Unavailable == nil {
+		opts.Unavailable = ErrUnavailable
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Timeout < 0 || opts.RetryFor < 0 || opts.MaxConnections < 1 || opts.MaxConnections > 4096 {
-		return nil, fmt.Errorf("cannot connect to riak: bad options (timeout %v, retry for %v, max connections %d)", opts.Timeout, opts.RetryFor, opts.MaxConnections)
+	if opts.Timeout < 0 || opts.RetryFor < 0 || opts.MinConnections < 1 || opts.MaxConnections < opts.MinConnections || opts.MaxConnections > 4096 {
+		return nil, fmt.Errorf("cannot connect to riak: bad options (timeout %v, retry for %v, connections %d to %d)", opts.Timeout, opts.RetryFor, opts.MinConnections, opts.MaxConnections)
 	}
 	RouteClientLogs(opts.Logger)
 	var nodes []*riak.Node
 	for _, addr := range opts.Nodes {
 		n, err := riak.NewNode(&riak.NodeOptions{
 			RemoteAddress:  addr,
-			MinConnections: 1,
+			MinConnections: uint16(opts.MinConnections),
 			MaxConnections: uint16(opts.MaxConnections),
 			ConnectTimeout: min(opts.Timeout, 5*time.Second),
 			RequestTimeout: opts.Timeout,
@@ -104,7 +116,9 @@ func (c *Conn) Timeout() time.Duration { return c.opts.Timeout }
 func (c *Conn) Requests() int64 { return c.requests.Load() }
 
 // Do runs a command, retrying on the next node what could not be served
-// for up to Options.RetryFor; Riak's own answers are returned at once.
+// (Options.Unavailable) for up to Options.RetryFor, with a growing pause;
+// Riak's own answers (not found, a refused conditional write) are
+// returned at once.
 func (c *Conn) Do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
 	return c.DoFor(ctx, c.opts.RetryFor, build)
 }
@@ -137,7 +151,7 @@ func (c *Conn) DoFor(ctx context.Context, retryFor time.Duration, build func() (
 		if err = c.exec(ctx, cmd); err == nil {
 			return cmd, nil
 		}
-		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if !errors.Is(err, c.opts.Unavailable) || ctx.Err() != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +164,7 @@ func (c *Conn) exec(ctx context.Context, cmd riak.Command) error {
 	c.inflight.Add(1)
 	if err := c.cluster.ExecuteAsync(a); err != nil {
 		c.inflight.Done()
-		return Classify(err)
+		return classify(c.opts.Unavailable, err)
 	}
 	select {
 	case <-a.Done:
@@ -163,9 +177,9 @@ func (c *Conn) exec(ctx context.Context, cmd riak.Command) error {
 		return context.Cause(ctx)
 	}
 	if a.Error != nil {
-		return ClassifyAnswer(cmd, a.Error)
+		return classifyAnswer(c.opts.Unavailable, cmd, a.Error)
 	}
-	return ClassifyAnswer(cmd, cmd.Error())
+	return classifyAnswer(c.opts.Unavailable, cmd, cmd.Error())
 }
 
 // Close waits for every request in flight, even abandoned, then stops.
@@ -206,26 +220,26 @@ func IsFailed(err error) bool {
 	return ok && strings.TrimSpace(re.Errmsg) == "failed"
 }
 
-// Classify marks errors that say the cluster could not serve a request in
-// time as ErrUnavailable; Riak's other answers are returned as they are.
-func Classify(err error) error {
+// classify marks errors that say the cluster could not serve a request in
+// time with unavailable; Riak's other answers are returned as they are.
+func classify(unavailable, err error) error {
 	if err == nil {
 		return nil
 	}
 	if re, ok := RiakError(err); ok && !IsTransient(re) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return fmt.Errorf("%w: %w", unavailable, err)
 }
 
-// ClassifyAnswer is Classify for the answer to cmd: Riak's "failed" to a
+// classifyAnswer is classify for the answer to cmd: Riak's "failed" to a
 // read means that a consistent key's ensemble cannot serve it now, where to
 // a write it means refused.
-func ClassifyAnswer(cmd riak.Command, err error) error {
+func classifyAnswer(unavailable error, cmd riak.Command, err error) error {
 	if _, read := cmd.(*riak.FetchValueCommand); read && IsFailed(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", unavailable, err)
 	}
-	return Classify(err)
+	return classify(unavailable, err)
 }
 
 // IsTransient reports whether Riak could not serve the request now, rather

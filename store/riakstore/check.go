@@ -11,6 +11,8 @@ import (
 	"time"
 
 	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/internal/riakconn"
 )
 
 // consensusWait is how long Open waits for a first strongly consistent
@@ -143,7 +145,7 @@ func (s *Store) check(ctx context.Context) error {
 			return riak.NewFetchBucketTypePropsCommandBuilder().WithBucketType(r.name).Build()
 		})
 		if err != nil {
-			if re, ok := riakError(err); ok && !isTransient(re) {
+			if re, ok := riakconn.RiakError(err); ok && !riakconn.IsTransient(re) {
 				return fmt.Errorf("%w: bucket type %s (for %s) is missing (Riak says %q): %s", ErrSetup, r.name, r.role.what, re.Errmsg, createHint(r.name, r.role))
 			}
 			return fmt.Errorf("cannot read the properties of bucket type %s: %w", r.name, err)
@@ -168,7 +170,7 @@ func (s *Store) check(ctx context.Context) error {
 	wait := min(s.opts.RetryFor, consensusWait)
 	_, err := s.doFor(ctx, wait, fetch)
 	var down []string
-	if re, ok := riakError(err); err != nil && ctx.Err() == nil && (!ok || isTransient(re)) && s.opts.RetryFor > wait {
+	if re, ok := riakconn.RiakError(err); err != nil && ctx.Err() == nil && (!ok || riakconn.IsTransient(re)) && s.opts.RetryFor > wait {
 		if down = unreachable(ctx, s.opts.Nodes); len(down) > 0 {
 			s.log.Warn("riak nodes do not answer: waiting for the cluster's consensus without them", "nodes", down, "for", s.opts.RetryFor-wait)
 			_, err = s.doFor(ctx, s.opts.RetryFor-wait, fetch)
@@ -180,7 +182,7 @@ func (s *Store) check(ctx context.Context) error {
 			return err
 		}
 		said := err.Error()
-		if re, ok := riakError(err); ok {
+		if re, ok := riakconn.RiakError(err); ok {
 			said = re.Errmsg
 		}
 		if len(down) > 0 {
@@ -201,7 +203,7 @@ func (s *Store) check(ctx context.Context) error {
 			WithTimeout(s.opts.Timeout).Build()
 	})
 	if err != nil {
-		if re, ok := riakError(err); ok && strings.Contains(re.Errmsg, "indexes_not_supported") {
+		if re, ok := riakconn.RiakError(err); ok && strings.Contains(re.Errmsg, "indexes_not_supported") {
 			return fmt.Errorf("%w: the storage backend of bucket type %s keeps no secondary indexes (Riak says %q): use leveled or leveldb (storage_backend in riak.conf), not bitcask", ErrSetup, s.b.types.KV, re.Errmsg)
 		}
 		return fmt.Errorf("cannot query a secondary index on bucket type %s: %w", s.b.types.KV, err)

@@ -3,12 +3,9 @@ package riakstore
 import (
 	"context"
 	"errors"
-	"reflect"
 	"syscall"
 	"testing"
 	"time"
-
-	riak "github.com/basho/riak-go-client"
 
 	"github.com/chibrary/chibrary/shuffle"
 	"github.com/chibrary/chibrary/store"
@@ -27,7 +24,7 @@ func cpuTime(t *testing.T) time.Duration {
 // TestNoNodeDoesNotSpin: Open with no node answering fails in seconds, and
 // leaves nothing behind that keeps a core busy (the client
 // library's node manager, left as it is, spins forever when its first
-// command finds no node: see primeNodeManager).
+// command finds no node: see riakconn.PrimeNodeManager).
 func TestNoNodeDoesNotSpin(t *testing.T) {
 	start := time.Now()
 	// Without the workaround the first request never ends: the deadline
@@ -49,24 +46,6 @@ func TestNoNodeDoesNotSpin(t *testing.T) {
 	time.Sleep(time.Second)
 	if used := cpuTime(t) - before; used > 300*time.Millisecond {
 		t.Errorf("after a failed Open the process used %v of CPU in 1 s of doing nothing: something spins", used)
-	}
-}
-
-func TestPrimeNodeManager(t *testing.T) {
-	n, err := riak.NewNode(&riak.NodeOptions{RemoteAddress: "127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := riak.NewCluster(&riak.ClusterOptions{Nodes: []*riak.Node{n}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := primeNodeManager(c); err != nil {
-		t.Fatalf("primeNodeManager = %v: the client library changed; rework the workaround", err)
-	}
-	idx := reflect.ValueOf(c).Elem().FieldByName("nodeManager").Elem().Elem().FieldByName("nodeIndex").Int()
-	if idx != 1 {
-		t.Errorf("the node manager's index after primeNodeManager = %d, want 1", idx)
 	}
 }
 

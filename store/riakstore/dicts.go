@@ -23,6 +23,7 @@ import (
 	riak "github.com/basho/riak-go-client"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riakconn"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/compress"
 	"github.com/chibrary/chibrary/store/internal/record"
@@ -91,7 +92,7 @@ func (d riakDicts) SaveDict(ctx context.Context, id record.DictID, b []byte) err
 			s.written.Add(int64(len(b)))
 			return nil
 		}
-		if re, ok := riakError(err); !ok || !strings.Contains(re.Errmsg, "match_found") {
+		if re, ok := riakconn.RiakError(err); !ok || !strings.Contains(re.Errmsg, "match_found") {
 			return fmt.Errorf("cannot store dictionary %v: %w", id, err)
 		}
 		// Written meanwhile: read what is there.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	riak "github.com/basho/riak-go-client"
+
+	"github.com/chibrary/chibrary/internal/riakconn"
 )
 
 // rAll is the protocol buffers API's symbolic "all" for r and w
@@ -89,7 +91,7 @@ func (s *Store) create(ctx context.Context, bucket, key string, value []byte) (b
 			WithContent(&riak.Object{ContentType: "application/octet-stream", Value: value}).
 			WithTimeout(s.opts.Timeout).Build()
 	})
-	if isFailed(err) {
+	if riakconn.IsFailed(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -131,7 +133,7 @@ func (s *Store) update(ctx context.Context, bucket, key string, value, vclock []
 			WithContent(&riak.Object{ContentType: "application/json", Value: value, VClock: vclock}).
 			WithTimeout(s.opts.Timeout).Build()
 	})
-	if isFailed(err) {
+	if riakconn.IsFailed(err) {
 		return false, nil
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -465,84 +464,6 @@ func TestMsgIDKey(t *testing.T) {
 	}
 	if msgIDKey(long) == msgIDKey(long+"y") {
 		t.Errorf("msgIDKey gives two long Message-IDs one key")
-	}
-}
-
-func TestIsFailed(t *testing.T) {
-	failed := riak.RiakError{Errcode: 0, Errmsg: "failed"}
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"failed", failed, true},
-		{"wrapped by the cluster", riak.ClientError{Errmsg: riak.ErrClusterNoNodesAvailable, InnerError: failed}, true},
-		{"match_found", riak.RiakError{Errmsg: "match_found"}, false},
-		{"other riak error mentioning failure", riak.RiakError{Errmsg: "{precommit_failed, x}"}, false},
-		{"other error", errors.New("failed"), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := isFailed(tt.err); got != tt.want {
-				t.Errorf("isFailed(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestClassify(t *testing.T) {
-	netErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
-	tests := []struct {
-		name        string
-		err         error
-		unavailable bool
-	}{
-		{"nil", nil, false},
-		{"no node answered", riak.ClientError{Errmsg: "no nodes available", InnerError: netErr}, true},
-		{"network error", netErr, true},
-		{"riak timeout", riak.RiakError{Errmsg: "timeout"}, true},
-		{"overloaded vnode", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "overload"}}, true},
-		{"too few replicas up", riak.RiakError{Errmsg: "{insufficient_vnodes,1,need,2}"}, true},
-		{"consensus without quorum", riak.RiakError{Errmsg: "unavailable"}, true},
-		{"a node starting up", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "Unknown message code: 9"}}, true},
-		{"refused conditional write", riak.ClientError{Errmsg: "no nodes available", InnerError: riak.RiakError{Errmsg: "failed"}}, false},
-		{"missing bucket type", riak.RiakError{Errmsg: "Error no bucket type `chibrary_kv`"}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := classify(tt.err)
-			if errors.Is(got, store.ErrUnavailable) != tt.unavailable {
-				t.Errorf("classify(%v) = %v, want unavailable %v", tt.err, got, tt.unavailable)
-			}
-			if tt.err != nil && !tt.unavailable && got != tt.err {
-				t.Errorf("classify(%v) = %v, want it unchanged", tt.err, got)
-			}
-		})
-	}
-}
-
-// A read answered "failed" (a consistent key whose ensemble lost a
-// member) is tried again; a write answered so was refused.
-func TestClassifyAnswer(t *testing.T) {
-	failed := riak.ClientError{Errmsg: "all retries exhausted", InnerError: riak.RiakError{Errmsg: "failed"}}
-	fetch, err := riak.NewFetchValueCommandBuilder().WithBucketType("t").WithBucket("b").WithKey("k").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	put, err := riak.NewStoreValueCommandBuilder().WithBucketType("t").WithBucket("b").WithKey("k").
-		WithContent(&riak.Object{Value: []byte("v")}).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := classifyAnswer(fetch, failed); !errors.Is(got, store.ErrUnavailable) {
-		t.Errorf("a read answered failed: %v, want unavailable", got)
-	}
-	if got := classifyAnswer(put, failed); errors.Is(got, store.ErrUnavailable) || !isFailed(got) {
-		t.Errorf("a write answered failed: %v, want refused as it is", got)
-	}
-	if got := classifyAnswer(fetch, nil); got != nil {
-		t.Errorf("a read answered: %v, want nil", got)
 	}
 }
 

@@ -5,19 +5,16 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
-	"reflect"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	riak "github.com/basho/riak-go-client"
 
 	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/internal/riakconn"
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/internal/compress"
 )
@@ -116,11 +113,11 @@ func compression(c store.Compression) store.Compression {
 
 // Store is a store.Store in a Riak cluster.
 type Store struct {
-	opts    Options
-	log     *slog.Logger
-	cluster *riak.Cluster
-	b       buckets
-	comp    *compress.Compressor
+	opts Options
+	log  *slog.Logger
+	conn *riakconn.Conn
+	b    buckets
+	comp *compress.Compressor
 
 	// writer names this handle in the ledger entries it writes.
 	writer [8]byte
@@ -135,16 +132,11 @@ type Store struct {
 	ledger  ledger
 	entries entryCache
 
-	requests atomic.Int64
 	// skipped (digests not looked up) and the byte counts written,
 	// messageBytes (packs and large objects) and keptBytes (what writes
 	// added to the archive) are logged at Close, for benchmarks.
 	skipped                          atomic.Int64
 	written, messageBytes, keptBytes atomic.Int64
-	// inflight counts requests the client library is still running, even
-	// those whose caller gave up: stopping the cluster under them makes
-	// the library panic on a goroutine of its own.
-	inflight sync.WaitGroup
 	// hook, when set by a test, is called at named points of Put,
 	// Remove and RecordLease; an error it returns stops it there, as a
 	// crash would.
@@ -229,37 +221,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.RetryFor < 0 || opts.Parallel < 1 || opts.Parallel > 1024 || opts.Timeout < 0 || opts.ClaimTimeout < 0 || opts.MaxClockSkew < 0 {
 		return nil, fmt.Errorf("cannot open riak store: bad options (retry for %v, parallel %d, timeout %v, claim timeout %v, clock skew %v)", opts.RetryFor, opts.Parallel, opts.Timeout, opts.ClaimTimeout, opts.MaxClockSkew)
 	}
-	routeClientLogs(opts.Logger)
-	var nodes []*riak.Node
-	for _, addr := range opts.Nodes {
-		n, err := riak.NewNode(&riak.NodeOptions{
-			RemoteAddress:  addr,
-			MinConnections: 4,
-			// Several operations of one process (a Put and the reads of a
-			// resolver) may each have Parallel requests in flight.
-			MaxConnections: uint16(min(4*opts.Parallel, 4096)),
-			ConnectTimeout: min(opts.Timeout, 5*time.Second),
-			RequestTimeout: opts.Timeout,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cannot use riak node %s: %w", addr, err)
-		}
-		nodes = append(nodes, n)
-	}
-	// One attempt per command in the client: do retries what is worth
-	// retrying, never a conditional write Riak refused.
-	cluster, err := riak.NewCluster(&riak.ClusterOptions{Nodes: nodes, ExecutionAttempts: 1})
+	conn, err := riakconn.Dial(riakconn.Options{
+		Nodes: opts.Nodes, Timeout: opts.Timeout, RetryFor: opts.RetryFor,
+		// Several operations of one process (a Put and the reads of a
+		// resolver) may each have Parallel requests in flight.
+		MinConnections: 4, MaxConnections: min(4*opts.Parallel, 4096),
+		Unavailable: store.ErrUnavailable, Logger: opts.Logger,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
-	}
-	if err := primeNodeManager(cluster); err != nil {
-		return nil, fmt.Errorf("cannot set up riak cluster client: %w", err)
-	}
-	if err := cluster.Start(); err != nil {
-		return nil, fmt.Errorf("cannot start riak cluster client: %w", err)
+		return nil, err
 	}
 	s := &Store{
-		opts: opts, log: opts.Logger, cluster: cluster,
+		opts: opts, log: opts.Logger, conn: conn,
 		b:            newBuckets(opts.Archive, opts.Types),
 		known:        make(map[uint32]bool),
 		removalsPage: removalsPage,
@@ -269,60 +242,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.comp = compress.New(riakDicts{s}, compression(opts.Compression), opts.Logger)
 	if err := s.check(ctx); err != nil {
 		s.comp.Close()
-		s.inflight.Wait()
-		cluster.Stop()
+		conn.Close()
 		return nil, fmt.Errorf("cannot open riak store %v archive %q: %w", opts.Nodes, opts.Archive, err)
 	}
 	return s, nil
 }
 
-// primeNodeManager works around a bug of riak-go-client's default node
-// manager: ExecuteOnNode goes round the nodes until its round-robin index
-// comes back to where it started, and an initial index of 0 never does,
-// so a first command no node takes spins forever. Setting the index to 1
-// makes every call give up after one round. The field is unexported, so
-// this uses reflect and unsafe, and refuses if the library changed shape.
-func primeNodeManager(c *riak.Cluster) error {
-	bad := errors.New("riak-go-client's node manager is not the one this package knows (a newer client?): see primeNodeManager")
-	m := reflect.ValueOf(c).Elem().FieldByName("nodeManager")
-	if !m.IsValid() || m.Kind() != reflect.Interface || m.IsNil() {
-		return bad
-	}
-	p := m.Elem()
-	if p.Kind() != reflect.Pointer || p.Elem().Kind() != reflect.Struct || p.Elem().Type().Name() != "defaultNodeManager" {
-		return bad
-	}
-	idx := p.Elem().FieldByName("nodeIndex")
-	if !idx.IsValid() || idx.Kind() != reflect.Int {
-		return bad
-	}
-	reflect.NewAt(idx.Type(), unsafe.Pointer(idx.UnsafeAddr())).Elem().SetInt(1)
-	return nil
-}
-
-// The client library logs connection trouble to stderr through package
-// variables; the first Open routes those lines to its logger at debug
-// level, since this package reports failures in its errors.
-var clientLogs sync.Once
-
-func routeClientLogs(l *slog.Logger) {
-	clientLogs.Do(func() {
-		w := &lineLogger{l: l}
-		riak.SetLogger(log.New(w, "", 0))
-		riak.SetErrorLogger(log.New(w, "", 0))
-	})
-}
-
-type lineLogger struct{ l *slog.Logger }
-
-func (w *lineLogger) Write(p []byte) (int, error) {
-	w.l.Debug("riak client", "line", strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 // Requests returns how many requests this Store has sent to Riak (each
 // attempt counts), for benchmarks and tests of the request budget.
-func (s *Store) Requests() int64 { return s.requests.Load() }
+func (s *Store) Requests() int64 { return s.conn.Requests() }
 
 // Archive returns the archive's name.
 func (s *Store) Archive() string { return s.b.archive }
@@ -331,62 +259,12 @@ func (s *Store) Archive() string { return s.b.archive }
 // be served (store.ErrUnavailable) for up to Options.RetryFor. Riak's own
 // answers (not found, a refused conditional write) are returned at once.
 func (s *Store) do(ctx context.Context, build func() (riak.Command, error)) (riak.Command, error) {
-	return s.doFor(ctx, s.opts.RetryFor, build)
+	return s.conn.Do(ctx, build)
 }
 
 // doFor is do, retrying for up to retryFor.
 func (s *Store) doFor(ctx context.Context, retryFor time.Duration, build func() (riak.Command, error)) (riak.Command, error) {
-	var err error
-	start := time.Now()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			wait := min(25*time.Millisecond<<min(attempt, 6), time.Second)
-			if time.Since(start)+wait > retryFor {
-				return nil, err
-			}
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		cmd, berr := build()
-		if berr != nil {
-			return nil, berr
-		}
-		if err = s.exec(ctx, cmd); err == nil {
-			return cmd, nil
-		}
-		if !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
-			return nil, err
-		}
-	}
-}
-
-// exec runs cmd once on the cluster, giving up the wait when ctx ends (the
-// request itself ends at its timeout).
-func (s *Store) exec(ctx context.Context, cmd riak.Command) error {
-	s.requests.Add(1)
-	a := &riak.Async{Command: cmd, Done: make(chan riak.Command, 1)}
-	s.inflight.Add(1)
-	if err := s.cluster.ExecuteAsync(a); err != nil {
-		s.inflight.Done()
-		return classify(err)
-	}
-	select {
-	case <-a.Done:
-		s.inflight.Done()
-	case <-ctx.Done():
-		go func() { // the request ends at its timeout
-			<-a.Done
-			s.inflight.Done()
-		}()
-		return ctx.Err()
-	}
-	if a.Error != nil {
-		return classifyAnswer(cmd, a.Error)
-	}
-	return classifyAnswer(cmd, cmd.Error())
+	return s.conn.DoFor(ctx, retryFor, build)
 }
 
 // begin starts an operation; end must follow.
@@ -412,12 +290,8 @@ func (s *Store) Close() error {
 	s.closed = true
 	// A background training ends first: it reads and writes the archive.
 	s.comp.Close()
-	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.requests.Load(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load(), "message_bytes_kept", s.keptBytes.Load(), "lookups_skipped", s.skipped.Load())
-	s.inflight.Wait()
-	if err := s.cluster.Stop(); err != nil {
-		return fmt.Errorf("cannot stop riak cluster client: %w", err)
-	}
-	return nil
+	s.log.Debug("riak store closed", "archive", s.b.archive, "requests", s.conn.Requests(), "bytes", s.written.Load(), "message_bytes", s.messageBytes.Load(), "message_bytes_kept", s.keptBytes.Load(), "lookups_skipped", s.skipped.Load())
+	return s.conn.Close()
 }
 
 // at runs the test hook at a named point of Put, Remove or RecordLease.
