@@ -86,11 +86,8 @@ func (s *Store) RecordMove(ctx context.Context, m store.Move) (store.Move, error
 // (RecordMove), else now (Move).
 func (s *Store) move(ctx context.Context, want store.Move, given bool) (store.Move, error) {
 	n := want.Number
-	if err := store.CheckList(want.List); err != nil {
+	if err := record.CheckMove(want, given); err != nil {
 		return store.Move{}, err
-	}
-	if given && want.Moved.IsZero() {
-		return store.Move{}, fmt.Errorf("%w: a move without its date", store.ErrInvalidMessage)
 	}
 	if err := s.h.check(); err != nil {
 		return store.Move{}, err
@@ -140,10 +137,7 @@ func (s *Store) move(ctx context.Context, want store.Move, given bool) (store.Mo
 			out = cur
 			return nil // there already: nothing to write
 		}
-		out = store.Move{Number: n, List: want.List, Moved: time.Now().UTC()}
-		if given {
-			out.Moved = want.Moved.UTC()
-		}
+		out = record.NewMove(want, given, time.Now())
 		mb, err := tx.CreateBucketIfNotExists(bucketMoves)
 		if err != nil {
 			return err

@@ -92,12 +92,9 @@ func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Remov
 // remove removes want.Number: as want says if given (RecordRemoval),
 // else now, for want.Reason (Remove).
 func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (store.Removal, error) {
-	n, reason := want.Number, want.Reason
-	if err := store.CheckReason(reason); err != nil {
+	n := want.Number
+	if err := record.CheckRemoval(want, given); err != nil {
 		return store.Removal{}, err
-	}
-	if given && want.Removed.IsZero() {
-		return store.Removal{}, fmt.Errorf("%w: a removal without its date", store.ErrInvalidMessage)
 	}
 	if err := s.h.check(); err != nil {
 		return store.Removal{}, err
@@ -139,13 +136,12 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 			}
 			digests := tx.Bucket(bucketDigests)
 			if other := digests.Get(want.Digest[:]); other != nil && !bytes.Equal(other, key[:]) {
-				return fmt.Errorf("%w: the removed bytes (digest %v) are stored here under %v, not %v", store.ErrNumberTaken, want.Digest, bd.codec.Number(binary.BigEndian.Uint64(other)), n)
+				return record.DigestElsewhere(want.Digest, bd.codec.Number(binary.BigEndian.Uint64(other)), n)
 			}
 			if err := digests.Put(want.Digest[:], key[:]); err != nil {
 				return err
 			}
-			r = want
-			r.Removed = r.Removed.UTC()
+			r = record.Reservation(want)
 			if err := putContent(digests, r.Content, key); err != nil {
 				return err
 			}
@@ -154,16 +150,8 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 			if err != nil {
 				return fmt.Errorf("cannot read it: %w", err)
 			}
-			if given && m.Digest != want.Digest {
-				return fmt.Errorf("%w: the removal names digest %v, and %v holds a message of digest %v", store.ErrNumberTaken, want.Digest, n, m.Digest)
-			}
-			r = store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
-				Content: store.ContentOf(m.Raw, m.MessageID), Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}
-			if given {
-				r.Removed, r.MessageIDSum = want.Removed.UTC(), want.MessageIDSum
-				if want.Content != (store.Digest{}) {
-					r.Content = want.Content
-				}
+			if r, err = record.NewRemoval(m, want, given, time.Now()); err != nil {
+				return err
 			}
 			if err := putContent(tx.Bucket(bucketDigests), r.Content, key); err != nil {
 				return err

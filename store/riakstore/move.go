@@ -69,11 +69,8 @@ func (s *Store) RecordMove(ctx context.Context, m store.Move) (store.Move, error
 
 func (s *Store) move(ctx context.Context, want store.Move, given bool) (store.Move, error) {
 	n := want.Number
-	if err := store.CheckList(want.List); err != nil {
+	if err := record.CheckMove(want, given); err != nil {
 		return store.Move{}, err
-	}
-	if given && want.Moved.IsZero() {
-		return store.Move{}, fmt.Errorf("%w: a move without its date", store.ErrInvalidMessage)
 	}
 	bd, err := s.binding(ctx)
 	if err != nil {
@@ -114,10 +111,7 @@ func (s *Store) move(ctx context.Context, want store.Move, given bool) (store.Mo
 	if cur.List == want.List {
 		return cur, nil
 	}
-	out := store.Move{Number: n, List: want.List, Moved: time.Now().UTC()}
-	if given {
-		out.Moved = want.Moved.UTC()
-	}
+	out := record.NewMove(want, given, time.Now())
 	slot, err := s.appendMove(ctx, out)
 	if err != nil {
 		return store.Move{}, err

@@ -117,15 +117,16 @@ func (s *Store) Remove(ctx context.Context, n callnumber.Number, reason string) 
 		return store.Removal{}, err
 	}
 	defer s.end()
-	r, err := s.remove(ctx, n, reason)
+	r, err := s.remove(ctx, store.Removal{Number: n, Reason: reason})
 	if err != nil {
 		return store.Removal{}, fmt.Errorf("cannot remove message %v from archive %q: %w", n, s.b.archive, err)
 	}
 	return r, nil
 }
 
-func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) (store.Removal, error) {
-	if err := store.CheckReason(reason); err != nil {
+func (s *Store) remove(ctx context.Context, want store.Removal) (store.Removal, error) {
+	n := want.Number
+	if err := record.CheckRemoval(want, false); err != nil {
 		return store.Removal{}, err
 	}
 	bd, err := s.binding(ctx)
@@ -145,7 +146,7 @@ func (s *Store) remove(ctx context.Context, n callnumber.Number, reason string) 
 	}
 	if st == nil {
 		// Step 1.
-		r, err := s.removalOf(ctx, n, f, reason)
+		r, err := s.removalOf(ctx, f, want, false)
 		if err != nil {
 			return store.Removal{}, err
 		}
@@ -186,11 +187,8 @@ func (s *Store) RecordRemoval(ctx context.Context, r store.Removal) (store.Remov
 }
 
 func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Removal, error) {
-	if err := store.CheckReason(want.Reason); err != nil {
+	if err := record.CheckRemoval(want, true); err != nil {
 		return store.Removal{}, err
-	}
-	if want.Removed.IsZero() {
-		return store.Removal{}, fmt.Errorf("%w: a removal without its date", store.ErrInvalidMessage)
 	}
 	n := want.Number
 	bd, err := s.binding(ctx)
@@ -214,12 +212,11 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 		return store.Removal{}, err
 	}
 	if st == nil {
-		r := want
-		r.Removed = want.Removed.UTC()
-		stored, err := s.removalOf(ctx, n, f, want.Reason)
+		r, err := s.removalOf(ctx, f, want, true)
 		reserved := errors.Is(err, store.ErrNotFound)
 		switch {
 		case reserved:
+			r = record.Reservation(want)
 			// Never stored here: the digest must be free, or this
 			// number's; reserve it.
 			ds, err := s.lookupDigests(ctx, bd.codec, []store.Digest{want.Digest})
@@ -227,7 +224,7 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 				return store.Removal{}, err
 			}
 			if other := ds[0].stored; other != 0 && other != n {
-				return store.Removal{}, fmt.Errorf("%w: the removed bytes (digest %v) are stored here under %v, not %v", store.ErrNumberTaken, want.Digest, other, n)
+				return store.Removal{}, record.DigestElsewhere(want.Digest, other, n)
 			}
 			if ds[0].stored == 0 {
 				if err := s.putDigest(ctx, want.Digest, n, ds[0].gen); err != nil {
@@ -236,10 +233,6 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 			}
 		case err != nil:
 			return store.Removal{}, err
-		case stored.Digest != want.Digest:
-			return store.Removal{}, fmt.Errorf("%w: the removal names digest %v, and %v holds a message of digest %v", store.ErrNumberTaken, want.Digest, n, stored.Digest)
-		case r.Content == (store.Digest{}):
-			r.Content = stored.Content
 		}
 		if _, err := s.create(ctx, s.b.removed, n.String(), removalState{removal: r, Reserved: reserved}.marshal()); err != nil {
 			return store.Removal{}, err
@@ -257,8 +250,10 @@ func (s *Store) recordRemoval(ctx context.Context, want store.Removal) (store.Re
 	return st.removal, nil
 }
 
-// removalOf returns the removal record of the message under n (step 1).
-func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber.Fields, reason string) (store.Removal, error) {
+// removalOf returns the removal record (record.NewRemoval) of the
+// message under want.Number, of fields f (step 1), or store.ErrNotFound.
+func (s *Store) removalOf(ctx context.Context, f callnumber.Fields, want store.Removal, given bool) (store.Removal, error) {
+	n := want.Number
 	key := packKey(f)
 	got, err := s.fetch(ctx, s.b.types.KV, s.b.packs, key, all)
 	if err != nil {
@@ -289,8 +284,7 @@ func (s *Store) removalOf(ctx context.Context, n callnumber.Number, f callnumber
 	if err != nil {
 		return store.Removal{}, fmt.Errorf("message %v: %w", n, err)
 	}
-	return store.Removal{Number: n, Digest: m.Digest, MessageIDSum: store.MessageIDSum(m.MessageID),
-		Content: store.ContentOf(m.Raw, m.MessageID), Removed: time.Now().UTC().Truncate(time.Second), Reason: reason}, nil
+	return record.NewRemoval(m, want, given, time.Now())
 }
 
 // maxNote bounds the compare-and-set rounds of a step: a state changes
