@@ -42,12 +42,14 @@ var (
 	ErrInconsistent = errors.New("authority: inconsistent database")
 	ErrNotIssued    = errors.New("authority: run never issued")
 	ErrLocked       = errors.New("authority: database held open by another process")
-	ErrExists       = errors.New("authority: database already exists")
 	ErrBackwards    = errors.New("authority: the next run can only move forwards")
 	ErrClosed       = errors.New("authority: closed")
 	ErrScheme       = errors.New("authority: the authority already exists with another scheme")
 	ErrRetired      = errors.New("authority: this authority has moved") // by coordinator migrate
 )
+
+// errExists: create found a file at the path; OpenOrCreate then opens it.
+var errExists = errors.New("authority: database already exists")
 
 // Format marks an authority database; a bbolt file without it is not one.
 const Format = "chibrary-authority 1"
@@ -78,7 +80,7 @@ type Holder struct {
 	Note    string `json:"note"`
 }
 
-// Options configure Open, Create and OpenOrCreate; zero values are defaults.
+// Options configure Open and OpenOrCreate; zero values are defaults.
 type Options struct {
 	// Scheme of a new authority; "" means shuffle.Mix. An existing one
 	// keeps its own, and OpenOrCreate refuses another (ErrScheme).
@@ -136,16 +138,9 @@ type record struct {
 	Nonce    string    `json:"nonce"`
 }
 
-// Create makes a new authority at path (random ID and key, next run 1), or
-// fails with ErrExists. The file appears complete or not at all.
-func Create(ctx context.Context, path string, opts Options) (*Authority, error) {
-	if err := create(path, opts); err != nil {
-		return nil, err
-	}
-	return Open(ctx, path, opts)
-}
-
-// OpenOrCreate opens the authority at path, creating it if there is no file.
+// OpenOrCreate opens the authority at path, creating it if there is no
+// file: a new one has a random ID and key and issues run 1 first, and its
+// file appears complete or not at all.
 // It fails with ErrScheme if opts.Scheme is set and cannot be had.
 func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority, created bool, err error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -153,7 +148,7 @@ func OpenOrCreate(ctx context.Context, path string, opts Options) (a *Authority,
 		switch {
 		case err == nil:
 			created = true
-		case errors.Is(err, ErrExists): // another process created it first
+		case errors.Is(err, errExists): // another process created it first
 		default:
 			return nil, false, err
 		}
@@ -177,6 +172,8 @@ func SchemeError(path string, has, asked shuffle.Scheme) error {
 // DefaultScheme is mix: with bits, a few numbers of a run reveal the rest.
 const DefaultScheme = shuffle.Mix
 
+// create makes a new authority at path, or fails with errExists: it never
+// replaces a file.
 func create(path string, opts Options) error {
 	scheme := opts.Scheme
 	if scheme == "" {
@@ -264,10 +261,10 @@ func publish(tmp, path string) error {
 		return nil
 	}
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("cannot create %s: %w", path, ErrExists)
+		return fmt.Errorf("cannot create %s: %w", path, errExists)
 	}
 	if _, serr := os.Lstat(path); serr == nil {
-		return fmt.Errorf("cannot create %s: %w", path, ErrExists)
+		return fmt.Errorf("cannot create %s: %w", path, errExists)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("cannot create %s: %w", path, err)

@@ -22,9 +22,9 @@ var testHolder = Holder{Program: "test", Host: "h1", PID: 42, Note: "unit test"}
 func newAuthority(t testing.TB, opts Options) (*Authority, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "runs.db")
-	a, err := Create(context.Background(), path, opts)
-	if err != nil {
-		t.Fatalf("Create(%s) = %v", path, err)
+	a, created, err := OpenOrCreate(context.Background(), path, opts)
+	if err != nil || !created {
+		t.Fatalf("OpenOrCreate(%s) = created %v, %v; want a new authority", path, created, err)
 	}
 	t.Cleanup(func() { a.Close() })
 	return a, path
@@ -96,17 +96,20 @@ func TestCreate(t *testing.T) {
 	}
 }
 
+// TestCreateRefuses: a create never replaces a file (OpenOrCreate then
+// opens what another process created first), and a bad scheme leaves no
+// file behind.
 func TestCreateRefuses(t *testing.T) {
 	_, path := newAuthority(t, Options{})
-	if _, err := Create(context.Background(), path, Options{}); !errors.Is(err, ErrExists) {
-		t.Errorf("Create over an existing file = %v, want ErrExists", err)
+	if err := create(path, Options{}); !errors.Is(err, errExists) {
+		t.Errorf("create over an existing file = %v, want errExists", err)
 	}
 	bad := filepath.Join(t.TempDir(), "runs.db")
-	if _, err := Create(context.Background(), bad, Options{Scheme: "rot13"}); !errors.Is(err, shuffle.ErrScheme) {
-		t.Errorf("Create with scheme rot13 = %v, want shuffle.ErrScheme", err)
+	if _, _, err := OpenOrCreate(context.Background(), bad, Options{Scheme: "rot13"}); !errors.Is(err, shuffle.ErrScheme) {
+		t.Errorf("OpenOrCreate with scheme rot13 = %v, want shuffle.ErrScheme", err)
 	}
 	if _, err := os.Stat(bad); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("failed Create left %s behind (%v)", bad, err)
+		t.Errorf("failed OpenOrCreate left %s behind (%v)", bad, err)
 	}
 }
 
@@ -376,7 +379,7 @@ func writeFile(t *testing.T, path string, b []byte) {
 // issue creates an authority at path and issues n runs.
 func issue(t *testing.T, path string, n int) {
 	t.Helper()
-	a, err := Create(context.Background(), path, Options{})
+	a, _, err := OpenOrCreate(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 		},
 		StartAt: func(t *testing.T, next uint64) authoritytest.Opener {
 			path := filepath.Join(t.TempDir(), "runs.db")
-			a, err := authority.Create(t.Context(), path, authority.Options{})
+			a, _, err := authority.OpenOrCreate(t.Context(), path, authority.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

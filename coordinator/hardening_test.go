@@ -89,7 +89,7 @@ func TestBackupStalledDoesNotBlockIssue(t *testing.T) {
 // copy (and can tell: Content-Length), and the server goes on.
 func TestBackupStallDropped(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "runs.db")
-	a, err := authority.Create(t.Context(), db, authority.Options{})
+	a, _, err := authority.OpenOrCreate(t.Context(), db, authority.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestBackupStallDropped(t *testing.T) {
 // secret of 128 bits, whether given to NewServer, from a file or from the
 // environment, and says how to make one.
 func TestWeakToken(t *testing.T) {
-	a, err := authority.Create(t.Context(), filepath.Join(t.TempDir(), "runs.db"), authority.Options{})
+	a, _, err := authority.OpenOrCreate(t.Context(), filepath.Join(t.TempDir(), "runs.db"), authority.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

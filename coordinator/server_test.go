@@ -30,7 +30,7 @@ type testServer struct {
 func startServer(t testing.TB, opts authority.Options) *testServer {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "runs.db")
-	a, err := authority.Create(context.Background(), db, opts)
+	a, _, err := authority.OpenOrCreate(context.Background(), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

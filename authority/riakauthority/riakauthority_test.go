@@ -44,7 +44,7 @@ func opener(opts Options) authoritytest.Opener {
 func boltAt(t testing.TB, issue int, next uint64) *authority.Authority {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "runs.db")
-	a, err := authority.Create(t.Context(), path, authority.Options{})
+	a, _, err := authority.OpenOrCreate(t.Context(), path, authority.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
