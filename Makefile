@@ -9,7 +9,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The last commit before compressed records: make bench's "before".
 BEFORE   ?= 305d721
 
-.PHONY: all build test test-deps check bench bench-scale demo fuzz fuzz-short torture clean
+.PHONY: all build test test-deps check bench bench-scale demo fuzz fuzz-short torture hostile clean
 
 all: build
 
@@ -131,6 +131,18 @@ ROUNDS ?= 40
 torture:
 	CHIBRARY_TORTURE_ROUNDS=$(ROUNDS) $(if $(SEED),CHIBRARY_TORTURE_SEED=$(SEED)) $(GO) test -count=1 -v -run '^TestTorture' -timeout 0 ./e2e/
 	CHIBRARY_RIAK_FAULTS=1 $(GO) test -count=1 -v -run 'TestConsensusAfterFaults|TestRestartKeepsConsensus' -timeout 60m ./store/riakstore/ ./internal/testkit/riaktest/
+
+# The hostile-client suite (issue 38's attacks, each a test that make
+# test runs too): IMAP, NNTP and HTTP connections cut at every stage
+# (their places come back, the server stops at once), stalled readers of
+# large messages (bounded memory), slow and resumed downloads, change
+# feed pollers beside a mirror, a mirror against a hostile origin
+# (endless leases, stalls, mass and future removals, a web page), a near
+# copy of a removed message, client errors as the client's. A minute or
+# two; -v to watch each. The Riak fault tests are make torture's.
+HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved
+hostile:
+	$(GO) test -count=1 -race -run '^($(HOSTILE_RUN))$$' ./imapserve/ ./nntpserve/ ./internal/netserve/ ./resolver/ ./mirror/ ./cmd/mirror/ ./ingest/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
 demo: build

@@ -138,10 +138,9 @@ func (s *Server) spoolMbox(w http.ResponseWriter, r *http.Request, cns []string,
 	sp, first, release := s.spools.join("mbox/" + hex.EncodeToString(sum[:]))
 	if first {
 		path := r.URL.EscapedPath()
-		// The file is written for every reader who joins meanwhile,
-		// so it is not stopped when this one goes away.
-		wctx := context.WithoutCancel(ctx)
-		s.spools.make(ctx, sp, sum, func(f io.Writer) (any, error) {
+		// The file is written for every reader who joins meanwhile:
+		// wctx ends only once no reader is left (spools.make).
+		s.spools.make(ctx, sp, sum, func(wctx context.Context, f io.Writer) (any, error) {
 			if !gz {
 				return s.writePlainMbox(wctx, f, cns)
 			}
@@ -181,6 +180,9 @@ func (s *Server) writeMbox(ctx context.Context, w io.Writer, cns []string, path 
 	gz, _ := gzip.NewWriterLevel(io.MultiWriter(w, sum), gzip.DefaultCompression)
 	mw := mbox.NewWriter(gz)
 	for _, cn := range cns {
+		if err := ctx.Err(); err != nil {
+			return "", err // no reader is left (spools.make)
+		}
 		m, err := s.getByText(ctx, cn)
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRemoved) {
 			// The catalog names it, the store does not have it: another
@@ -212,6 +214,9 @@ func (s *Server) writePlainMbox(ctx context.Context, w io.Writer, cns []string) 
 	sum := sha256.New()
 	mw := io.MultiWriter(w, sum)
 	for _, cn := range cns {
+		if err := ctx.Err(); err != nil {
+			return "", err // no reader is left (spools.make)
+		}
 		m, err := s.getByText(ctx, cn)
 		if err != nil {
 			return "", err // the store's error, for failStore
@@ -300,7 +305,7 @@ func (s *Server) attachment(w http.ResponseWriter, r *http.Request, cn, rest str
 			return
 		}
 		view := s.opts.View
-		err := s.spools.make(r.Context(), sp, m.Digest, func(w io.Writer) (any, error) {
+		err := s.spools.make(r.Context(), sp, m.Digest, func(_ context.Context, w io.Writer) (any, error) {
 			return mailview.WriteAttachment(m.Raw, n, view, w)
 		})
 		m = store.Stored{} // the readers share the file

@@ -465,7 +465,7 @@ func (s *Server) raw(w http.ResponseWriter, r *http.Request, cn string) {
 	}
 	if first && len(m.Raw) > spoolThreshold {
 		name := m.Number.String()
-		err := s.spools.make(r.Context(), sp, m.Digest, func(w io.Writer) (any, error) {
+		err := s.spools.make(r.Context(), sp, m.Digest, func(_ context.Context, w io.Writer) (any, error) {
 			_, err := w.Write(m.Raw)
 			return name, err
 		})

@@ -43,6 +43,10 @@ type spool struct {
 	info   any // what the route needs to answer (e.g. the attachment)
 	err    error
 	refs   int
+	// While its first reader writes it: cancel stops the writing, and
+	// firstGone says that reader went away (see make).
+	cancel    context.CancelFunc
+	firstGone bool
 }
 
 func newSpools(dir string, fills int) *spools {
@@ -65,7 +69,13 @@ func (ss *spools) join(key string) (sp *spool, first bool, release func()) {
 	return sp, first, func() {
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
-		if sp.refs--; sp.refs == 0 {
+		sp.refs--
+		if sp.refs == 1 && sp.firstGone && sp.cancel != nil {
+			// Only the writer is left, and its reader went away: nobody
+			// wants the body.
+			sp.cancel()
+		}
+		if sp.refs == 0 {
 			if ss.m[key] == sp {
 				delete(ss.m, key)
 			}
@@ -93,9 +103,28 @@ func (sp *spool) skip() { close(sp.done) }
 // make sets sp up: write writes the body to the file, and returns the
 // route's info and an error. The file has no name: it goes when closed,
 // and a crash leaves nothing behind.
-func (ss *spools) make(ctx context.Context, sp *spool, digest store.Digest, write func(io.Writer) (any, error)) error {
+//
+// ctx is the first reader's. The body is written on when that reader
+// goes away while others wait for it, and stopped (write's context is
+// cancelled) once no reader is left: a client that asks for a month's
+// mbox.gz and hangs up at once, again and again, costs the compression of
+// what was written until it hung up, not of the whole month each time.
+func (ss *spools) make(ctx context.Context, sp *spool, digest store.Digest, write func(context.Context, io.Writer) (any, error)) error {
 	defer close(sp.done)
 	sp.digest = digest
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	ss.mu.Lock()
+	sp.cancel = cancel
+	ss.mu.Unlock()
+	defer context.AfterFunc(ctx, func() {
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		sp.firstGone = true
+		if sp.refs == 1 {
+			cancel()
+		}
+	})()
 	select {
 	case ss.fill <- struct{}{}:
 		defer func() { <-ss.fill }()
@@ -110,7 +139,7 @@ func (ss *spools) make(ctx context.Context, sp *spool, digest store.Digest, writ
 	}
 	os.Remove(f.Name())
 	bw := bufio.NewWriterSize(f, 64<<10)
-	info, err := write(bw)
+	info, err := write(wctx, bw)
 	if err == nil {
 		err = bw.Flush()
 	}
