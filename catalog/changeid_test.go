@@ -108,3 +108,40 @@ func TestVersionsByChangeID(t *testing.T) {
 	check("gerrit-v2", 2, "v1 gerrit-v1")
 	check("ralink-v1-review", 0)
 }
+
+// TestVersionStat: a patch's diffstat is its own; a cover letter's sums
+// the patches of its series in its thread from its sender (a file two
+// patches touch counted once, another sender's patch with the series'
+// tag left out); each version of Versions has its own.
+func TestVersionStat(t *testing.T) {
+	a := newArchive(t)
+	a.load(filepath.Join("..", "fixtures", "changeid", "series.mbox"), "linux-mips")
+	c := openCatalog(t)
+	mustSync(t, c, a.st)
+	for _, tt := range []struct {
+		label string
+		want  *Diffstat
+	}{
+		{"ralink-v1-0", &Diffstat{Patches: 1, Files: 1, Added: 1, Deleted: 1}},
+		{"ralink-v2-0", &Diffstat{Patches: 2, Files: 2, Added: 8, Deleted: 2}},
+		{"ralink-v2-2", &Diffstat{Patches: 1, Files: 2, Added: 7, Deleted: 1}},
+		{"lone-v2", &Diffstat{Patches: 1, Files: 1, Added: 1, Deleted: 1}},
+		{"build-a-0", nil}, // a cover letter whose patches the archive lacks
+		{"ralink-v1-review", nil},
+	} {
+		got, err := c.VersionStat(t.Context(), a.cn(tt.label))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			t.Errorf("VersionStat(%s) = %+v, want %+v", tt.label, got, tt.want)
+		}
+	}
+	_, vs, err := c.Versions(t.Context(), a.cn("ralink-v1-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 1 || vs[0].Stat == nil || *vs[0].Stat != (Diffstat{Patches: 2, Files: 2, Added: 8, Deleted: 2}) {
+		t.Errorf("Versions(ralink-v1-0) = %+v, want v2 with 2 patches, 2 files, +8 -2", vs)
+	}
+}

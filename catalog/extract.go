@@ -81,6 +81,8 @@ type doc struct {
 	// changeID is b4's change-id of a patch that is not a reply
 	// (changeid.go), or "".
 	changeID string
+	// stat is what the diff of such a patch changes (versions.go).
+	stat patchStat
 	// sketch and quotes are what subject threading compares (subject.go).
 	sketch []byte
 	quotes []uint64
@@ -148,13 +150,19 @@ func extract(m store.Stored, opts mailview.Options) doc {
 	d.fromName, d.fromAddr, d.via = snd.Name, snd.Addr, snd.Via
 	d.listPost = ListPost(v.Header)
 	d.listDescription, d.listSubscribe = ListDescription(v.Header), ListSubscribe(v.Header)
-	d.files = filesText(d.body)
+	patchDiff, hasDiff := diffOf(d.body)
+	if hasDiff {
+		d.files = filesText(patchDiff)
+	}
 	if len(d.refs) == 0 {
 		d.sketch = sketch(d.body)
 	}
 	d.patchID = patchID(d.body)
 	if _, patch := patchVersion(d.subject); patch && !d.reply {
 		d.changeID = ChangeID(v.Header, d.body)
+		if hasDiff {
+			d.stat = statOf(patchDiff)
+		}
 	}
 	var diff *diffText
 	d.body, diff = splitDiff(d.body)

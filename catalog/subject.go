@@ -158,13 +158,19 @@ const (
 	fileEnd = "zzdfnend"
 )
 
-// filesText returns the paths the patches in a message's own text touch,
-// each followed by fileEnd, one a line (the search index's files column).
-func filesText(body string) string {
+// diffOf scans the patches in a message's own text (at most maxPaths
+// files); false for a text without one.
+func diffOf(body string) (patch.Diff, bool) {
 	if !strings.Contains(body, "\n+++ ") && !strings.Contains(body, "diff --git ") {
-		return "" // no patch: not worth a scan
+		return patch.Diff{}, false // no patch: not worth a scan
 	}
 	_, d := patch.Scan(body, patch.Limits{MaxFiles: maxPaths})
+	return d, true
+}
+
+// filesText returns the paths a diff touches, each followed by fileEnd,
+// one a line (the search index's files column).
+func filesText(d patch.Diff) string {
 	var b strings.Builder
 	for _, p := range d.Paths() {
 		b.WriteString(p)

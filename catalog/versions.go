@@ -23,12 +23,15 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chibrary/chibrary/patch"
 )
 
 const versionsSchema = `
@@ -39,6 +42,9 @@ CREATE TABLE versions (
 	msg     INTEGER NOT NULL,  -- messages.id
 	version INTEGER NOT NULL,
 	change  TEXT    NOT NULL,  -- b4's change-id (ChangeID), or ''
+	added   INTEGER NOT NULL,  -- the lines its diff adds
+	deleted INTEGER NOT NULL,  -- and removes
+	paths   BLOB,              -- pathKeys of the files it touches; NULL for no diff
 	PRIMARY KEY (key, msg)
 ) WITHOUT ROWID;
 CREATE INDEX versions_msg ON versions (msg);
@@ -96,7 +102,8 @@ func (ix *indexer) indexVersion(d *doc, id int64) error {
 	if !ok {
 		return nil
 	}
-	_, err := ix.tx.ExecContext(ix.ctx, `INSERT OR IGNORE INTO versions (key, msg, version, change) VALUES (?, ?, ?, ?)`, versionKey(d.base), id, v, d.changeID)
+	_, err := ix.tx.ExecContext(ix.ctx, `INSERT OR IGNORE INTO versions (key, msg, version, change, added, deleted, paths) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		versionKey(d.base), id, v, d.changeID, d.stat.added, d.stat.deleted, d.stat.paths)
 	return err
 }
 
@@ -106,7 +113,56 @@ type Version struct {
 	Version    int
 	Subject    string
 	Date       time.Time
+	// Stat is what the version changes (VersionStat); nil when the
+	// archive has no diff of it.
+	Stat *Diffstat
 }
+
+// Diffstat is what a patch, or the patches of a series, change: git's
+// "3 files changed, 10 insertions(+), 4 deletions(-)".
+type Diffstat struct {
+	// Patches is how many patches were summed: 1 for a patch; for a
+	// cover letter, the patches of its series the archive has.
+	Patches int `json:"patches"`
+	// Files is how many files they touch (a file two patches touch
+	// counts once), Added and Deleted the lines they add and remove.
+	Files   int `json:"files"`
+	Added   int `json:"insertions"`
+	Deleted int `json:"deletions"`
+}
+
+// patchStat is what the versions table keeps of a patch's diff.
+type patchStat struct {
+	added, deleted int
+	paths          []byte // pathKeys, 8 bytes each, sorted; nil for no diff
+}
+
+// statOf returns the patchStat of a diff.
+func statOf(d patch.Diff) patchStat {
+	st := patchStat{paths: []byte{}}
+	var keys []uint64
+	for _, f := range d.Files {
+		st.added += f.Added
+		st.deleted += f.Deleted
+		keys = append(keys, pathKey(f.Path))
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		st.paths = binary.BigEndian.AppendUint64(st.paths, k)
+	}
+	return st
+}
+
+// pathKey is what the versions table keeps of a path: enough to count
+// the files of a series once each.
+func pathKey(p string) uint64 { return uint64(textKey("path\x00" + p)) }
+
+// Bounds of a diffstat.
+const (
+	// maxSeriesMessages bounds the messages of a cover letter's thread
+	// read for its series' patches: its patches come first, by date.
+	maxSeriesMessages = 1000
+)
 
 // Versions returns the other versions of the patch under call number cn
 // (see the top of this file), the lowest version first, the first posting
@@ -183,7 +239,79 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 	})
 	// A version posted again (RESEND): its first posting.
 	found = slices.CompactFunc(found, func(a, b Version) bool { return a.Version == b.Version })
+	for i := range found {
+		if found[i].Stat, err = c.VersionStat(ctx, found[i].CallNumber); err != nil {
+			return 0, nil, err
+		}
+	}
 	return int(version), found, nil
+}
+
+// VersionStat returns what the patch under call number cn changes; of a
+// cover letter ("[PATCH v2 0/3]"), what the patches of its series change
+// together: the patches of its thread ("[PATCH v2 1/3]" ... "3/3", the
+// same tag and count, from its sender, the first of each number), among
+// the first maxSeriesMessages messages of the thread. nil for a message
+// the versions table does not hold, or whose diff the archive lacks.
+func (c *Catalog) VersionStat(ctx context.Context, cn string) (*Diffstat, error) {
+	var (
+		thread           int64
+		subj, addr, name string
+		added, deleted   int
+		paths            []byte
+	)
+	err := c.queryRow(ctx, `SELECT m.thread, m.subject, m.from_addr, m.from_name, v.added, v.deleted, v.paths FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn).
+		Scan(&thread, &subj, &addr, &name, &added, &deleted, &paths)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.readErr("the diffstat of "+cn, err)
+	}
+	tag, n, of, ok := seriesPart(subj)
+	if !ok || n != 0 {
+		if paths == nil {
+			return nil, nil
+		}
+		return &Diffstat{Patches: 1, Files: len(paths) / 8, Added: added, Deleted: deleted}, nil
+	}
+	rows, err := c.query(ctx, `SELECT m.subject, m.from_addr, m.from_name, v.added, v.deleted, v.paths
+		FROM (SELECT id, subject, from_addr, from_name FROM messages WHERE thread = ? ORDER BY date, id LIMIT ?) m JOIN versions v ON v.msg = m.id`,
+		thread, maxSeriesMessages)
+	if err != nil {
+		return nil, c.readErr("the diffstat of "+cn, err)
+	}
+	defer rows.Close()
+	var st Diffstat
+	parts := map[int]bool{}
+	files := map[string]bool{}
+	for rows.Next() {
+		var s, a, nm string
+		var ad, de int
+		var ps []byte
+		if err := rows.Scan(&s, &a, &nm, &ad, &de, &ps); err != nil {
+			return nil, c.readErr("the diffstat of "+cn, err)
+		}
+		ptag, pn, pof, ok := seriesPart(s)
+		if !ok || pn == 0 || pof != of || ptag != tag || parts[pn] || ps == nil || !sameSender(addr, name, a, nm) {
+			continue
+		}
+		parts[pn] = true
+		st.Patches++
+		st.Added += ad
+		st.Deleted += de
+		for k := range slices.Chunk(ps, 8) {
+			files[string(k)] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr("the diffstat of "+cn, err)
+	}
+	if st.Patches == 0 {
+		return nil, nil
+	}
+	st.Files = len(files)
+	return &st, nil
 }
 
 // sameSender reports whether two senders are one: the same address, or

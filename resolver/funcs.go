@@ -31,6 +31,7 @@ var funcs = template.FuncMap{
 	"body":        bodyHTML,
 	"calendar":    calendar,
 	"chart":       activityChart,
+	"diffstat":    diffstatText,
 	"listsubject": func(subject, list string) string { return listSubject(subject, list) },
 	"rows":        rows,
 	"threadlist":  threadList,
@@ -166,4 +167,33 @@ func rows(list string, ts []catalog.ThreadSummary) []threadRow {
 		out[i] = r
 	}
 	return out
+}
+
+// diffstatText says what a version of a patch or series changes, in
+// git's words: "2 patches, 3 files changed, 10 insertions(+), 4
+// deletions(-)" (the patches only when more than one).
+func diffstatText(st *catalog.Diffstat) string {
+	var b strings.Builder
+	if st.Patches > 1 {
+		b.WriteString(strconv.Itoa(st.Patches) + " patches, ")
+	}
+	b.WriteString(strconv.Itoa(st.Files))
+	if st.Files == 1 {
+		b.WriteString(" file changed, ")
+	} else {
+		b.WriteString(" files changed, ")
+	}
+	b.WriteString(strconv.Itoa(st.Added))
+	if st.Added == 1 {
+		b.WriteString(" insertion(+), ")
+	} else {
+		b.WriteString(" insertions(+), ")
+	}
+	b.WriteString(strconv.Itoa(st.Deleted))
+	if st.Deleted == 1 {
+		b.WriteString(" deletion(-)")
+	} else {
+		b.WriteString(" deletions(-)")
+	}
+	return b.String()
 }

@@ -528,6 +528,10 @@ type messageJSON struct {
 	// Versions are the patch's other versions, the lowest first (the
 	// first posting of each); absent when it has none.
 	Versions []versionJSON `json:"versions,omitempty"`
+	// Diffstat is what this version changes (of a cover letter, its
+	// series' patches together); only beside versions, and absent when
+	// the archive has no diff of it.
+	Diffstat *catalog.Diffstat `json:"diffstat,omitempty"`
 }
 
 // versionJSON is another version of a patch.
@@ -536,6 +540,9 @@ type versionJSON struct {
 	Version    int       `json:"version"`
 	Subject    string    `json:"subject"`
 	Date       time.Time `json:"date"`
+	// Diffstat is what that version changes (of a cover letter, its
+	// series' patches together); absent when the archive has no diff.
+	Diffstat *catalog.Diffstat `json:"diffstat,omitempty"`
 }
 
 // placeJSON is a message's place in its thread and list, as its page
@@ -619,8 +626,9 @@ func (s *Server) messageJSON(w http.ResponseWriter, r *http.Request) {
 		out.Thread = placeOf(nav)
 		out.PatchVersion = nav.PatchVersion
 		for _, v := range nav.Versions {
-			out.Versions = append(out.Versions, versionJSON{CallNumber: v.CallNumber, Version: v.Version, Subject: v.Subject, Date: v.Date})
+			out.Versions = append(out.Versions, versionJSON{CallNumber: v.CallNumber, Version: v.Version, Subject: v.Subject, Date: v.Date, Diffstat: v.Stat})
 		}
+		out.Diffstat = nav.Stat
 	}
 	httpserve.WriteJSON(w, http.StatusOK, out)
 }

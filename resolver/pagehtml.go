@@ -607,6 +607,11 @@ func writeVersions(w *pageWriter, nav *navigation) {
 			w.str(`<span aria-current="page">v`)
 			w.num(v.Version.Version)
 			w.str(` (this one)</span>`)
+			if v.Stat != nil {
+				w.str(` <span class="meta">`)
+				w.text(diffstatText(v.Stat))
+				w.str(`</span>`)
+			}
 			continue
 		}
 		w.link(v.CallNumber)
@@ -614,6 +619,10 @@ func writeVersions(w *pageWriter, nav *navigation) {
 		w.num(v.Version.Version)
 		w.str(`</a> <span class="meta">`)
 		w.str(v.Date.UTC().Format(dateLayout))
+		if v.Stat != nil {
+			w.str(`: `)
+			w.text(diffstatText(v.Stat))
+		}
 		w.str(`</span>`)
 	}
 	w.str(".</p>\n")

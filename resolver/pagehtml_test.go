@@ -140,6 +140,12 @@ func TestMessagePageHTML(t *testing.T) {
 			})
 		},
 		func(d *pageData) {
+			d.Nav = nav(func(n *navigation) {
+				n.PatchVersion, n.Stat = 2, &catalog.Diffstat{Patches: 3, Files: 1, Added: 1, Deleted: 0}
+				n.Versions = []catalog.Version{{CallNumber: "2UrKPuW8", Version: 1, Date: time.Unix(1e9, 0), Stat: &catalog.Diffstat{Patches: 1, Files: 2, Added: 10, Deleted: 1}}, {CallNumber: "3kTMd2xB", Version: 3}}
+			})
+		},
+		func(d *pageData) {
 			d.Reply, d.Sender, d.Diffstat = &replyInfo{Mailto: "javascript:alert(1)"}, &catalog.Sender{Via: "l"}, &diffstat{Added: 1, Deleted: 1, Changed: 1}
 		},
 		func(d *pageData) {

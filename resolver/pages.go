@@ -730,6 +730,10 @@ type navigation struct {
 	// its other versions (catalog.Versions), the lowest first.
 	PatchVersion int
 	Versions     []catalog.Version
+	// Stat is what the patch changes, of a cover letter what its
+	// series' patches change (catalog.VersionStat); read only when it
+	// has other versions, nil when the archive has no diff of it.
+	Stat *catalog.Diffstat
 }
 
 // why says why a message joined by subject sits where it does.
@@ -801,6 +805,12 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	nav.ListAddress, nav.Copies = place.ListAddress, place.Copies
 	if v, vs, err := c.Versions(ctx, cn); err == nil {
 		nav.PatchVersion, nav.Versions = v, vs
+		if len(vs) > 0 {
+			if nav.Stat, err = c.VersionStat(ctx, cn); err != nil && !errors.Is(err, context.Canceled) {
+				s.noticeDamage(c, err)
+				s.log.Warn("cannot read the diffstat of a patch", "callnumber", cn, "err", err)
+			}
+		}
 	} else if !errors.Is(err, context.Canceled) {
 		s.noticeDamage(c, err)
 		s.log.Warn("cannot read the versions of a patch", "callnumber", cn, "err", err)
@@ -830,13 +840,13 @@ func (nav *navigation) VersionRows() []versionRow {
 	mine := false
 	for _, v := range nav.Versions {
 		if !mine && v.Version > nav.PatchVersion {
-			rows = append(rows, versionRow{Version: catalog.Version{Version: nav.PatchVersion}, Current: true})
+			rows = append(rows, versionRow{Version: catalog.Version{Version: nav.PatchVersion, Stat: nav.Stat}, Current: true})
 			mine = true
 		}
 		rows = append(rows, versionRow{Version: v})
 	}
 	if !mine {
-		rows = append(rows, versionRow{Version: catalog.Version{Version: nav.PatchVersion}, Current: true})
+		rows = append(rows, versionRow{Version: catalog.Version{Version: nav.PatchVersion, Stat: nav.Stat}, Current: true})
 	}
 	return rows
 }

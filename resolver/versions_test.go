@@ -2,11 +2,13 @@ package resolver
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chibrary/chibrary/catalog"
 	"github.com/chibrary/chibrary/catalog/keeper"
+	"github.com/chibrary/chibrary/mailmsg"
 	"github.com/chibrary/chibrary/store/boltstore"
 )
 
@@ -63,5 +65,41 @@ func TestPatchVersions(t *testing.T) {
 	r = get(t, srv.URL+"/api/v1/messages/"+reply)
 	if strings.Contains(r.body, `"versions"`) || strings.Contains(r.body, `"patch_version"`) {
 		t.Errorf("GET /api/v1/messages/%s (a reply) = %s; want no versions", reply, r.body)
+	}
+}
+
+// TestSeriesDiffstat: fixtures/changeid. A cover letter's page lists the
+// versions of its series (linked by b4's change-id, its subject changed)
+// with what each changes, summed over its patches; its JSON too.
+func TestSeriesDiffstat(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	cns := map[string]string{}
+	for _, raw := range readMboxFile(t, filepath.Join("..", "fixtures", "changeid", "series.mbox")) {
+		meta, _ := mailmsg.Parse(raw)
+		cns[strings.TrimSuffix(meta.MessageID, "@example.org")] = a.put(t, raw, "linux-mips").String()
+	}
+	c := openTestCatalog(t)
+	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := serveWith(t, a.st, Options{Catalogs: keeper.Fixed(c)})
+	v1, v2 := cns["ralink-v1-0"], cns["ralink-v2-0"]
+	r := get(t, srv.URL+"/"+v1)
+	for _, want := range []string{
+		`<strong>A newer version of this patch was posted:</strong> <a href="/` + v2 + `">v2</a>, 2024-01-24`,
+		`<span aria-current="page">v1 (this one)</span> <span class="meta">1 file changed, 1 insertion(&#43;), 1 deletion(-)</span>, <a href="/` + v2 + `">v2</a> <span class="meta">2024-01-24: 2 patches, 2 files changed, 8 insertions(&#43;), 2 deletions(-)</span>.`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("GET /%s: no %q in\n%s", v1, want, r.body)
+		}
+	}
+	r = get(t, srv.URL+"/api/v1/messages/"+v1)
+	for _, want := range []string{
+		`"versions":[{"callnumber":"` + v2 + `","version":2,"subject":"[PATCH v2 0/3] MIPS: ralink: MT7621 timer and clock fixes","date":"2024-01-24T10:00:00Z","diffstat":{"patches":2,"files":2,"insertions":8,"deletions":2}}]`,
+		`"diffstat":{"patches":1,"files":1,"insertions":1,"deletions":1}`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("GET /api/v1/messages/%s: no %q in\n%s", v1, want, r.body)
+		}
 	}
 }
