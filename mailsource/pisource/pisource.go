@@ -144,7 +144,7 @@ type stream struct {
 	wg      sync.WaitGroup
 	feedErr error // of the feeding goroutine, once pending is closed
 	stop    context.CancelFunc
-	stderr  *bytes.Buffer
+	stderr  *stderrBuf
 }
 
 // Open opens the repository at path (see Detect); ctx bounds the reading.
@@ -416,11 +416,29 @@ func (r *Reader) Next() (Message, error) {
 	}
 }
 
+// Reading ahead: the reader has up to ahead messages asked of git
+// cat-file and not read yet, and the requests go to cat-file (whose
+// answers are flushed) flushEvery at a time. flushEvery < ahead, or the
+// reader could wait for a message whose request waits in a buffer.
+const (
+	ahead      = 256
+	flushEvery = 64
+)
+
+// deltaBaseCache is git cat-file's cache of delta bases. public-inbox's
+// importer (git fast-import) stores each message as a delta against the
+// one before, in chains of up to 50 (and git repack leaves most messages
+// whole): reading in order needs only the last few bases. git's default,
+// 96 MiB, keeps every base of a smaller epoch, each in memory touched
+// for the first time (a page fault per 4 KiB), and is never read again.
+// 8 MiB holds a chain of 50 messages of 160 KB.
+const deltaBaseCache = "core.deltaBaseCacheLimit=8m"
+
 // start starts reading e: git log lists what its commits add, in order,
 // and asks git cat-file for the messages.
 func (r *Reader) start(e *epoch) (*stream, error) {
 	ctx, stop := context.WithCancel(r.ctx)
-	s := &stream{e: e, pending: make(chan event, 256), stop: stop, stderr: new(bytes.Buffer)}
+	s := &stream{e: e, pending: make(chan event, ahead), stop: stop, stderr: new(stderrBuf)}
 	// --batch-command --buffer (git 2.36) writes its answers in large
 	// chunks, flushed when asked, rather than a write per message: a
 	// third of the reader's system calls and wake-ups.
@@ -428,6 +446,7 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 	if r.batchCommand {
 		catArgs, request = []string{"cat-file", "--batch-command", "--buffer"}, "contents "
 	}
+	catArgs = append([]string{"-c", deltaBaseCache}, catArgs...)
 	s.cat = exec.CommandContext(ctx, r.opts.Git, append([]string{"--git-dir=" + e.dir}, catArgs...)...)
 	s.cat.Stderr = s.stderr
 	catIn, err := s.cat.StdinPipe()
@@ -454,8 +473,9 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 	s.wg.Go(func() {
 		defer close(s.pending)
 		defer catIn.Close()
-		w := bufio.NewWriterSize(catIn, 4<<10)
+		w := bufio.NewWriterSize(catIn, 8<<10)
 		var werr error
+		unflushed := 0 // requests since the last flush
 		err := r.runLogCtx(ctx, e.dir, args, func(ev event) {
 			if werr != nil {
 				return
@@ -478,20 +498,27 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 			if _, werr = w.WriteString(request + ev.added + "\n"); werr != nil {
 				return
 			}
+			unflushed++
 			select {
 			case s.pending <- ev:
 				return
 			default:
 			}
-			// The reader may wait for a message still in w, or in
-			// cat-file's buffer: flush both before waiting for the reader.
-			if r.batchCommand {
-				if _, werr = w.WriteString("flush\n"); werr != nil {
+			// The reader has ahead messages to read. Flush w and
+			// cat-file's buffer once flushEvery requests wait in them,
+			// not for each message the reader takes: at least
+			// ahead-flushEvery of its messages are flushed while this
+			// waits for it, and git wakes up once a batch.
+			if unflushed >= flushEvery {
+				if r.batchCommand {
+					if _, werr = w.WriteString("flush\n"); werr != nil {
+						return
+					}
+				}
+				if werr = w.Flush(); werr != nil {
 					return
 				}
-			}
-			if werr = w.Flush(); werr != nil {
-				return
+				unflushed = 0
 			}
 			select {
 			case s.pending <- ev:
@@ -591,6 +618,29 @@ func (s *stream) tail() string {
 		return ": " + firstLine(msg)
 	}
 	return ""
+}
+
+// stderrBuf keeps the start of what a running git writes to its standard
+// error, for the error that its output breaks: read while git runs, so
+// locked; bounded, as only its first line is shown.
+type stderrBuf struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const maxStderr = 4 << 10
+
+func (b *stderrBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p[:min(len(p), maxStderr-len(b.buf))]...)
+	return len(p), nil
+}
+
+func (b *stderrBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 // close stops the stream's processes and waits for them.

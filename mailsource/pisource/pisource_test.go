@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net/mail"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/mailsource/pisource"
 	"github.com/chibrary/chibrary/mailsource/pisource/pitest"
@@ -274,5 +276,148 @@ func TestReadded(t *testing.T) {
 	}
 	if got, _ := readAll(t, ib.Dir, pisource.Options{}); !slices.Equal(got, []string{"b@x", "a@x"}) {
 		t.Errorf("read %q, want [b@x a@x]", got)
+	}
+}
+
+// manyMessages makes a v2 inbox of n messages with public-inbox's
+// importer (one commit each, each stored as a delta against the one
+// before, as a live inbox has them) and returns it and their Message-IDs
+// in order.
+func manyMessages(t *testing.T, n int) (*pitest.Inbox, []string) {
+	t.Helper()
+	ib := pitest.New(t, 2, "-L", "basic")
+	var mbox bytes.Buffer
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("m%d@x", i)
+		mbox.WriteString("From sender@example.org Mon Jan  1 00:00:00 2024\n")
+		mbox.Write(ib.Message(id, i))
+		// Bodies of a few KB, as mail has, so that the answers of git
+		// cat-file fill its buffer and the pipe.
+		mbox.WriteString(strings.Repeat(fmt.Sprintf("line of message %d\n", i), 100+i%50))
+		mbox.WriteString("\n")
+		ids = append(ids, id)
+	}
+	path := filepath.Join(t.TempDir(), "in.mbox")
+	if err := os.WriteFile(path, mbox.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ib.ImportMbox(t, path, 0)
+	return ib, ids
+}
+
+// TestReadAhead reads more messages than the reader asks git for ahead,
+// with a reader slow at first (git waits for it, then is asked for the
+// next ones a batch at a time) and then fast (it waits for git), with
+// both forms of git cat-file: every message, in order, whole.
+func TestReadAhead(t *testing.T) {
+	const n = 700 // more than twice pisource's read-ahead
+	ib, want := manyMessages(t, n)
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			r, err := pisource.Open(context.Background(), ib.Dir, pisource.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if batch {
+				pisource.UseBatch(r)
+			}
+			var got []string
+			for {
+				m, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) < n/2 {
+					time.Sleep(time.Millisecond)
+				}
+				msg, err := mail.ReadMessage(bytes.NewReader(m.Raw))
+				if err != nil {
+					t.Fatalf("%s: %v", m.Where, err)
+				}
+				id := strings.Trim(msg.Header.Get("Message-ID"), "<>")
+				body, _ := io.ReadAll(msg.Body)
+				i := len(got)
+				if wantBody := strings.Repeat(fmt.Sprintf("line of message %d\n", i), 100+i%50); !strings.HasSuffix(string(body), wantBody) {
+					t.Fatalf("message %d (%s) has a body of %d bytes, want it to end with %d bytes of its lines", i, id, len(body), len(wantBody))
+				}
+				got = append(got, id)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("read %d messages, want the %d in order; first difference at %d", len(got), len(want), firstDiff(got, want))
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestGitCutOff: git cat-file's output ends in the middle of a message
+// (the process killed, a disk error): Next says so, without hanging, and
+// Close returns.
+func TestGitCutOff(t *testing.T) {
+	ib, _ := manyMessages(t, 300)
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	// A git that runs the real one, but cuts cat-file's answers short.
+	wrapper := filepath.Join(t.TempDir(), "git")
+	script := "#!/bin/sh\nfor a; do\n  if [ \"$a\" = cat-file ]; then \"" + real + "\" \"$@\" | head -c 100000; exit 0; fi\ndone\nexec \"" + real + "\" \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := pisource.Open(ctx, ib.Dir, pisource.Options{Git: wrapper})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if batch {
+				pisource.UseBatch(r)
+			}
+			n := 0
+			for {
+				m, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					t.Fatalf("Next = io.EOF after %d messages, want an error: git's answers were cut off", n)
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						t.Fatalf("Next: %v: it waited for git until the test's deadline", err)
+					}
+					if !strings.Contains(err.Error(), "git cat-file") || !strings.Contains(err.Error(), ib.Epoch(0)) {
+						t.Errorf("Next: %v, want an error naming git cat-file and the epoch", err)
+					}
+					break
+				}
+				if m.Err != nil {
+					t.Fatalf("%s: %v", m.Where, m.Err)
+				}
+				n++
+			}
+			if n == 0 || n >= 300 {
+				t.Errorf("read %d messages before the cut, want some but not all", n)
+			}
+			if err := r.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
 	}
 }
