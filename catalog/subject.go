@@ -307,6 +307,13 @@ func seriesPart(subject string) (tag string, n, of int, ok bool) {
 	return strings.ToLower(strings.Join(strings.Fields(m[1]), " ")), n, of, of > 0 && n <= of
 }
 
+// CoverLetter reports whether a subject is a series' cover letter's:
+// "[PATCH v2 0/18] ...".
+func CoverLetter(subject string) bool {
+	_, n, _, ok := seriesPart(subject)
+	return ok && n == 0
+}
+
 // seriesCover returns the thread and the cover letter ("[PATCH v2
 // 0/18]") of a patch of a series ("[PATCH v2 3/18]") that its sender sent
 // within seriesWindow before it, in its list; 0 for none. A patch's

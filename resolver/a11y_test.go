@@ -62,8 +62,9 @@ func emulateScheme(scheme string) chromedp.Action[chromedp.Void] {
 }
 
 // TestAccessibility runs axe-core in headless Chromium on every kind of
-// page (front, list, month, thread, message, a patch, search, search help,
-// 404, 410), at 1280 and 390 px, in the light and the dark scheme, and
+// page (front, list, month, thread, message, a patch, a cover letter with
+// its versions, search, search help, 404, 410), at 1280 and 390 px, in
+// the light and the dark scheme, and
 // fails on every serious or critical violation, naming the rule and the
 // elements. It saves a screenshot of each in the screenshot directory
 // (a11y-PAGE-WIDTH-SCHEME.png) for a person to look at.
@@ -79,6 +80,10 @@ func TestAccessibility(t *testing.T) {
 	if _, err := ca.st.Remove(t.Context(), n, "at the author's request"); err != nil {
 		t.Fatal(err)
 	}
+	// A series in two versions, for a patch page that lists them.
+	for _, raw := range readMboxFile(t, filepath.Join("..", "fixtures", "changeid", "series.mbox")) {
+		ca.add(t, raw, "series")
+	}
 	ca.sync(t)
 	ctx := browser(t)
 	shots := screenshotDir(t)
@@ -92,6 +97,7 @@ func TestAccessibility(t *testing.T) {
 		{"thread-flat", "/t/" + ca.cn(t, "s1") + "/?view=flat"},
 		{"message", "/" + ca.cn(t, "t1.3")},
 		{"patch", "/" + ca.cn(t, "series-3")},
+		{"patch-versions", "/" + ca.cn(t, "ralink-v1-0")},
 		{"search", "/search?q=archive"},
 		{"search-help", "/search"},
 		{"404", "/l/no-such-list/"},

@@ -590,7 +590,7 @@ func bodyHTML(m *mailview.Message, folded bool) template.HTML {
 // a newer one was posted.
 func writeVersions(w *pageWriter, nav *navigation) {
 	if v := nav.NewerVersion(); v != nil {
-		w.str(`<p class="newer"><strong>A newer version of this patch was posted:</strong> `)
+		w.str(`<p class="newer"><strong>A newer version of this `, nav.Of(), ` was posted:</strong> `)
 		w.link(v.CallNumber)
 		w.str(`v`)
 		w.num(v.Version)
@@ -598,11 +598,9 @@ func writeVersions(w *pageWriter, nav *navigation) {
 		w.str(v.Date.UTC().Format(dateLayout))
 		w.str(".</p>\n")
 	}
-	w.str(`<p class="versions">Versions of this patch: `)
-	for i, v := range nav.VersionRows() {
-		if i > 0 {
-			w.str(`, `)
-		}
+	w.str(`<div class="versions"><p>Versions of this `, nav.Of(), `:</p><ul>`)
+	for _, v := range nav.VersionRows() {
+		w.str(`<li>`)
 		if v.Current {
 			w.str(`<span aria-current="page">v`)
 			w.num(v.Version.Version)
@@ -612,18 +610,19 @@ func writeVersions(w *pageWriter, nav *navigation) {
 				w.text(diffstatText(v.Stat))
 				w.str(`</span>`)
 			}
-			continue
+		} else {
+			w.link(v.CallNumber)
+			w.str(`v`)
+			w.num(v.Version.Version)
+			w.str(`</a> <span class="meta">`)
+			w.str(v.Date.UTC().Format(dateLayout))
+			if v.Stat != nil {
+				w.str(`: `)
+				w.text(diffstatText(v.Stat))
+			}
+			w.str(`</span>`)
 		}
-		w.link(v.CallNumber)
-		w.str(`v`)
-		w.num(v.Version.Version)
-		w.str(`</a> <span class="meta">`)
-		w.str(v.Date.UTC().Format(dateLayout))
-		if v.Stat != nil {
-			w.str(`: `)
-			w.text(diffstatText(v.Stat))
-		}
-		w.str(`</span>`)
+		w.str(`</li>`)
 	}
-	w.str(".</p>\n")
+	w.str("</ul></div>\n")
 }

@@ -141,7 +141,7 @@ func TestMessagePageHTML(t *testing.T) {
 		},
 		func(d *pageData) {
 			d.Nav = nav(func(n *navigation) {
-				n.PatchVersion, n.Stat = 2, &catalog.Diffstat{Patches: 3, Files: 1, Added: 1, Deleted: 0}
+				n.PatchVersion, n.Stat, n.Series = 2, &catalog.Diffstat{Patches: 3, Files: 1, Added: 1, Deleted: 0}, true
 				n.Versions = []catalog.Version{{CallNumber: "2UrKPuW8", Version: 1, Date: time.Unix(1e9, 0), Stat: &catalog.Diffstat{Patches: 1, Files: 2, Added: 10, Deleted: 1}}, {CallNumber: "3kTMd2xB", Version: 3}}
 			})
 		},

@@ -734,6 +734,9 @@ type navigation struct {
 	// series' patches change (catalog.VersionStat); read only when it
 	// has other versions, nil when the archive has no diff of it.
 	Stat *catalog.Diffstat
+	// Series says the message is a series' cover letter ("[PATCH v2
+	// 0/3]"): its versions are the series'.
+	Series bool
 }
 
 // why says why a message joined by subject sits where it does.
@@ -805,6 +808,7 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	nav.ListAddress, nav.Copies = place.ListAddress, place.Copies
 	if v, vs, err := c.Versions(ctx, cn); err == nil {
 		nav.PatchVersion, nav.Versions = v, vs
+		nav.Series = v > 0 && catalog.CoverLetter(node.Message.Subject)
 		if len(vs) > 0 {
 			if nav.Stat, err = c.VersionStat(ctx, cn); err != nil && !errors.Is(err, context.Canceled) {
 				s.noticeDamage(c, err)
@@ -825,6 +829,15 @@ func (nav *navigation) NewerVersion() *catalog.Version {
 		return &nav.Versions[n-1]
 	}
 	return nil
+}
+
+// Of names what the versions are of: "series" for a cover letter, else
+// "patch".
+func (nav *navigation) Of() string {
+	if nav.Series {
+		return "series"
+	}
+	return "patch"
 }
 
 // versionRow is a version of a patch as its page lists it.

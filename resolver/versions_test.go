@@ -33,15 +33,15 @@ func TestPatchVersions(t *testing.T) {
 	r := get(t, srv.URL+"/"+v2)
 	for _, want := range []string{
 		`<strong>A newer version of this patch was posted:</strong> <a href="/` + v3 + `">v3</a>, 2024-01-15`,
-		`Versions of this patch: <a href="/` + v1 + `">v1</a>`,
-		`<span aria-current="page">v2 (this one)</span>, <a href="/` + v3 + `">v3</a>`,
+		`<div class="versions"><p>Versions of this patch:</p><ul><li><a href="/` + v1 + `">v1</a> <span class="meta">2024-01-01</span></li>`,
+		`<li><span aria-current="page">v2 (this one)</span></li><li><a href="/` + v3 + `">v3</a>`,
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("GET /%s: no %q in\n%s", v2, want, r.body)
 		}
 	}
 	r = get(t, srv.URL+"/"+v3)
-	if strings.Contains(r.body, "A newer version") || !strings.Contains(r.body, `<span aria-current="page">v3 (this one)</span>.`) {
+	if strings.Contains(r.body, "A newer version") || !strings.Contains(r.body, `<li><span aria-current="page">v3 (this one)</span></li></ul></div>`) {
 		t.Errorf("GET /%s (the newest): want no newer version and itself last:\n%s", v3, r.body)
 	}
 	if r := get(t, srv.URL+"/"+reply); strings.Contains(r.body, "Versions of this patch") {
@@ -70,7 +70,8 @@ func TestPatchVersions(t *testing.T) {
 
 // TestSeriesDiffstat: fixtures/changeid. A cover letter's page lists the
 // versions of its series (linked by b4's change-id, its subject changed)
-// with what each changes, summed over its patches; its JSON too.
+// with what each changes, summed over its patches; its JSON too. A patch
+// of the series speaks of the patch's versions.
 func TestSeriesDiffstat(t *testing.T) {
 	a := newArchive(t, boltstore.Options{})
 	cns := map[string]string{}
@@ -86,12 +87,15 @@ func TestSeriesDiffstat(t *testing.T) {
 	v1, v2 := cns["ralink-v1-0"], cns["ralink-v2-0"]
 	r := get(t, srv.URL+"/"+v1)
 	for _, want := range []string{
-		`<strong>A newer version of this patch was posted:</strong> <a href="/` + v2 + `">v2</a>, 2024-01-24`,
-		`<span aria-current="page">v1 (this one)</span> <span class="meta">1 file changed, 1 insertion(&#43;), 1 deletion(-)</span>, <a href="/` + v2 + `">v2</a> <span class="meta">2024-01-24: 2 patches, 2 files changed, 8 insertions(&#43;), 2 deletions(-)</span>.`,
+		`<strong>A newer version of this series was posted:</strong> <a href="/` + v2 + `">v2</a>, 2024-01-24`,
+		`<div class="versions"><p>Versions of this series:</p><ul><li><span aria-current="page">v1 (this one)</span> <span class="meta">1 file changed, 1 insertion(&#43;), 1 deletion(-)</span></li><li><a href="/` + v2 + `">v2</a> <span class="meta">2024-01-24: 2 patches, 2 files changed, 8 insertions(&#43;), 2 deletions(-)</span></li></ul></div>`,
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("GET /%s: no %q in\n%s", v1, want, r.body)
 		}
+	}
+	if r := get(t, srv.URL+"/"+cns["ralink-v1-1"]); !strings.Contains(r.body, `A newer version of this patch was posted`) || !strings.Contains(r.body, `Versions of this patch:`) {
+		t.Errorf("GET /%s (a patch of the series): want the patch's versions\n%s", cns["ralink-v1-1"], r.body)
 	}
 	r = get(t, srv.URL+"/api/v1/messages/"+v1)
 	for _, want := range []string{
