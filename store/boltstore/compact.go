@@ -8,7 +8,10 @@ package boltstore
 //
 // The copy is made while other processes keep using the store: messages
 // are copied in key order, in chunks of short read transactions, into a new
-// file nobody else opens. Then, in place, Compact takes the write lock,
+// file nobody else opens. It streams: an era is read twice, once for its
+// size and its dictionary's sample and once to be copied, and the copy's
+// indexes are sorted on disk (compactsort.go), so that what a compaction
+// holds in memory does not grow with the archive. Then, in place, Compact takes the write lock,
 // copies what was stored meanwhile (through the change feed), the leases
 // and the meta records, syncs the copy, marks the old file retired in the
 // same transaction, renames the copy over it and only then lets go of the
@@ -23,6 +26,7 @@ package boltstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -53,8 +57,12 @@ var keyCompaction = []byte("compaction")
 // compactSuffix is appended to the path of a store compacted in place.
 const compactSuffix = ".compact"
 
-// compactChunk bounds the messages copied per read transaction.
-const compactChunk = 1000
+// compactChunk and compactChunkBytes bound the messages read per read
+// transaction, and so what a compaction holds in memory.
+const (
+	compactChunk      = 1000
+	compactChunkBytes = 8 << 20
+)
 
 // Eras: a compaction cuts the store, in key order, into eras of at least
 // eraMessages and at most maxEras of them, each compressed at record.Strong
@@ -64,7 +72,7 @@ const (
 	eraMessages = 1500
 	maxEras     = 16
 	// eraBytes ends an era early when its messages add up to this many
-	// bytes, to bound what a compaction holds in memory.
+	// bytes: a dictionary learns from a sample of eraSampleBytes.
 	eraBytes = 64 << 20
 	// eraSampleBytes is how much of an era its dictionary learns from.
 	eraSampleBytes = 2 << 20
@@ -77,9 +85,13 @@ type CompactOptions struct {
 	To string
 	// PageSize is the new file's bbolt page size; zero means DefaultPageSize.
 	PageSize int
-	// Progress, if not nil, is called after every era with the messages
-	// copied so far and the number the store held at the start.
+	// Progress, if not nil, is called after every chunk of messages copied
+	// with the messages copied so far and the number the store held at the
+	// start.
 	Progress func(done, total int64)
+
+	// sortBuffer, if not zero, replaces sortBuffer (for tests).
+	sortBuffer int
 }
 
 // CompactStats says what Compact did.
@@ -96,8 +108,9 @@ type CompactStats struct {
 
 // Compact copies the store into a new file with every record written
 // anew, and in place (opts.To empty) replaces the store's file by the
-// copy, while other processes keep working. It holds about 100 bytes per
-// message in memory, and needs the disk space of the copy.
+// copy, while other processes keep working. What it holds in memory does
+// not grow with the archive; it needs the disk space of the copy, and
+// for a while that of its indexes again.
 func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats, error) {
 	if err := s.h.check(); err != nil {
 		return CompactStats{}, err
@@ -147,14 +160,14 @@ type copier struct {
 	cur   []byte // the store's current-dictionary record, or nil
 
 	eraSize int                // messages per era
-	pending []pendingMessage   // of the era being gathered
 	last    *record.Dictionary // of the last era written, or nil
 	dicts   int                // trained and saved in the copy
 
-	copied map[uint64]bool // packed numbers copied
 	listed map[packID]bool // the copy's packs, once complete
-	index  indexes         // index entries not written yet
-	done   atomic.Int64
+	sort   *sorter         // the bulk copy's index entries
+	merged bool            // sort merged into the copy: index holds the tail's
+	index  indexes         // the tail's index entries
+	done   atomic.Int64    // messages copied
 	total  int64
 	opts   CompactOptions
 }
@@ -171,8 +184,13 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return CompactStats{}, err
 		}
+		if err := os.RemoveAll(to + sortSuffix); err != nil {
+			return CompactStats{}, err
+		}
 	} else if _, err := os.Stat(to); err == nil {
 		return CompactStats{}, fmt.Errorf("%s exists: the copy must go to a new file", to)
+	} else if _, err := os.Stat(to + sortSuffix); err == nil {
+		return CompactStats{}, fmt.Errorf("%s exists (left by a compaction that was interrupted?): delete it, the copy's index runs go there", to+sortSuffix)
 	} else if ents, _ := os.ReadDir(packDir(to)); len(ents) > 0 {
 		return CompactStats{}, fmt.Errorf("%s holds files: the copy's packs must go to a new directory", packDir(to))
 	}
@@ -192,8 +210,10 @@ func (s *Store) compact(ctx context.Context, opts CompactOptions) (CompactStats,
 	if inPlace {
 		final = s.path
 	}
-	c := &copier{s: s, dst: dst, packs: newPacks(packDir(final), false), copied: make(map[uint64]bool), opts: opts}
+	c := &copier{s: s, dst: dst, packs: newPacks(packDir(final), false), opts: opts}
+	c.sort = &sorter{dir: to + sortSuffix, limit: cmp.Or(opts.sortBuffer, sortBuffer)}
 	defer c.packs.close()
+	defer os.RemoveAll(c.sort.dir)
 	c.id = make([]byte, 16)
 	rand.Read(c.id)
 	ok := false
@@ -321,44 +341,36 @@ func (c *copier) bulk(ctx context.Context) (uint64, error) {
 	}); err != nil {
 		return 0, err
 	}
+	// Era by era: its extent and sample, its dictionary, then its copy.
 	var after []byte // the last key copied
 	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		var keys, recs [][]byte
-		err := s.view(ctx, func(tx *bolt.Tx) error {
-			cur := tx.Bucket(bucketMessages).Cursor()
-			k, v := cur.First()
-			if after != nil {
-				if k, v = cur.Seek(after); bytes.Equal(k, after) {
-					k, v = cur.Next()
-				}
-			}
-			for ; k != nil && len(keys) < compactChunk; k, v = cur.Next() {
-				rec, err := s.recordCopy(tx, v)
-				if err != nil {
-					return fmt.Errorf("cannot read message %s: %w", s.numberOf(k), err)
-				}
-				keys, recs = append(keys, bytes.Clone(k)), append(recs, rec)
-			}
-			return nil
-		})
+		e, err := c.survey(ctx, after)
 		if err != nil {
 			return 0, err
 		}
-		if len(keys) == 0 {
+		if e.count == 0 {
 			break
 		}
-		after = keys[len(keys)-1]
-		load := func(id record.DictID) ([]byte, error) { return dicts{s}.LoadDict(ctx, id) }
-		if err := c.gather(ctx, keys, recs, load); err != nil {
+		d := c.last
+		// The last era, if less than half an era, shares the one before's.
+		if !c.s.comp.Off() && (d == nil || e.full || e.count >= c.eraSize/2) {
+			if d, err = c.train(ctx, e.samples); err != nil {
+				return 0, err
+			}
+		}
+		if c.last != nil && c.last != d {
+			c.last.ReleaseEncoder()
+		}
+		c.last = d
+		if err := c.copyRange(ctx, after, e.end, d); err != nil {
 			return 0, err
 		}
+		after = e.end
 	}
-	if err := c.flush(ctx, true); err != nil {
+	if err := c.sort.merge(ctx, c.dst); err != nil {
 		return 0, err
 	}
+	c.merged = true
 	// The change feed up to seq: entries there never change.
 	var from uint64
 	for from < seq {
@@ -400,18 +412,30 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	messages := tx.Bucket(bucketMessages)
 	var keys, recs, feedKeys, feedVals [][]byte
 	if ch := tx.Bucket(bucketChanges); ch != nil {
-		cur := ch.Cursor()
-		for k, v := cur.Seek(seqKey(seq + 1)); k != nil; k, v = cur.Next() {
-			feedKeys, feedVals = append(feedKeys, k), append(feedVals, v)
-			if len(v) == 8 && !c.copied[binary.BigEndian.Uint64(v)] {
+		// A message stored since the bulk copy began is in the copy if
+		// the bulk copy met it.
+		err := c.dst.View(func(dtx *bolt.Tx) error {
+			copied := dtx.Bucket(bucketMessages)
+			tail := make(map[uint64]bool)
+			cur := ch.Cursor()
+			for k, v := cur.Seek(seqKey(seq + 1)); k != nil; k, v = cur.Next() {
+				feedKeys, feedVals = append(feedKeys, k), append(feedVals, v)
+				if len(v) != 8 || tail[binary.BigEndian.Uint64(v)] || copied.Get(v) != nil {
+					continue
+				}
 				if rec := messages.Get(v); rec != nil {
 					rec, err := c.s.recordCopy(tx, rec)
 					if err != nil {
 						return fmt.Errorf("cannot read message %s: %w", c.s.numberOf(v), err)
 					}
 					keys, recs = append(keys, v), append(recs, rec)
+					tail[binary.BigEndian.Uint64(v)] = true
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	var mu sync.Mutex // a transaction is not safe for concurrent use
@@ -421,7 +445,7 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		return loadDict(tx, id)
 	}
 	// What was stored meanwhile joins the last era.
-	msgs, err := c.decode(keys, recs, load)
+	msgs, err := c.decode(keys, recs, load, true)
 	if err != nil {
 		return err
 	}
@@ -432,7 +456,7 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	if len(count) != 8 {
 		return fmt.Errorf("%w: message count of %d bytes", ErrFormat, len(count))
 	}
-	if got, want := int64(len(c.copied)), int64(binary.BigEndian.Uint64(count)); got != want {
+	if got, want := c.done.Load(), int64(binary.BigEndian.Uint64(count)); got != want {
 		return fmt.Errorf("%w: copied %d messages, the store counts %d", ErrFormat, got, want)
 	}
 	return c.dst.Update(func(dtx *bolt.Tx) error {
@@ -465,7 +489,7 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 				}
 			}
 		}
-		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(len(c.copied)))); err != nil {
+		if err := meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(c.done.Load()))); err != nil {
 			return err
 		}
 		// The removal records, and the digests and contents of what they
@@ -535,7 +559,7 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 		// newest messages; a store without one gets the last era's.
 		cur := from.Get(keyDict)
 		if cur == nil && c.last != nil {
-			cur = record.MarshalCurrent(record.Current{ID: c.last.ID, Messages: int64(len(c.copied)), Samples: -1, Trained: time.Now().UTC()})
+			cur = record.MarshalCurrent(record.Current{ID: c.last.ID, Messages: c.done.Load(), Samples: -1, Trained: time.Now().UTC()})
 		}
 		if cur != nil {
 			return meta.Put(keyDict, bytes.Clone(cur))
@@ -544,91 +568,167 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 	})
 }
 
-type pendingMessage struct {
-	key []byte
-	m   record.Message
+// era is what survey found of the next era.
+type era struct {
+	end     []byte   // its last key
+	count   int      // its messages
+	full    bool     // ended by eraSize or eraBytes, not by the last message
+	samples [][]byte // for its dictionary
 }
 
-// gather decodes a chunk of records into the era being gathered, writing
-// each era once complete.
-func (c *copier) gather(ctx context.Context, keys, recs [][]byte, load compress.LoadFunc) error {
-	msgs, err := c.decode(keys, recs, load)
-	if err != nil {
-		return err
-	}
-	for i := range keys {
-		c.pending = append(c.pending, pendingMessage{keys[i], msgs[i]})
-		if len(c.pending) >= c.eraSize || c.pendingBytes() >= eraBytes {
-			if err := c.flush(ctx, false); err != nil {
-				return err
+// survey reads the era after the key after (the first if nil): where it
+// ends, and a sample spread over it for its dictionary. It holds a chunk
+// and the sample, never the era.
+func (c *copier) survey(ctx context.Context, after []byte) (era, error) {
+	var e era
+	var smp sampler
+	size := 0
+	for !e.full {
+		keys, recs, err := c.read(ctx, after, nil)
+		if err != nil {
+			return era{}, err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		after = keys[len(keys)-1]
+		// The digests are checked as the era is copied.
+		msgs, err := c.decode(keys, recs, c.load(ctx), false)
+		if err != nil {
+			return era{}, err
+		}
+		for i, m := range msgs {
+			e.end, e.count = keys[i], e.count+1
+			size += len(m.Raw)
+			smp.add(m.Raw)
+			if e.count >= c.eraSize || size >= eraBytes {
+				e.full = true
+				break
 			}
 		}
 	}
-	return nil
+	e.samples = smp.samples()
+	return e, nil
 }
 
-func (c *copier) pendingBytes() int {
-	n := 0
-	for _, p := range c.pending {
-		n += len(p.m.Raw)
-	}
-	return n
-}
-
-// flush writes the era gathered: with a dictionary trained on it, or, at
-// the end (last), when it is less than half an era, with the one before.
-func (c *copier) flush(ctx context.Context, last bool) error {
-	if len(c.pending) == 0 {
-		return nil
-	}
-	d := c.last
-	if !c.s.comp.Off() && (d == nil || !last || len(c.pending) >= c.eraSize/2) {
-		var err error
-		if d, err = c.train(ctx); err != nil {
+// copyRange copies the messages after the key after up to end, with d.
+func (c *copier) copyRange(ctx context.Context, after, end []byte, d *record.Dictionary) error {
+	for {
+		keys, recs, err := c.read(ctx, after, end)
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		after = keys[len(keys)-1]
+		// Each message's digest is checked: the copy vouches for them.
+		msgs, err := c.decode(keys, recs, c.load(ctx), true)
+		if err != nil {
+			return err
+		}
+		if err := c.write(keys, msgs, d); err != nil {
 			return err
 		}
 	}
-	keys := make([][]byte, len(c.pending))
-	msgs := make([]record.Message, len(c.pending))
-	for i, p := range c.pending {
-		keys[i], msgs[i] = p.key, p.m
-	}
-	c.pending = nil
-	if c.last != nil && c.last != d {
-		c.last.ReleaseEncoder()
-	}
-	c.last = d
-	return c.write(keys, msgs, d)
 }
 
-// train trains the era's dictionary on a sample spread over it and saves
-// it in the copy; an era too small or uniform to learn from gets the one
-// before (or nil).
-func (c *copier) train(ctx context.Context) (*record.Dictionary, error) {
-	var small, size int
-	for _, p := range c.pending {
-		if len(p.m.Raw) <= record.MaxSample {
-			small++
-			size += len(p.m.Raw)
-		}
+// load loads the store's dictionaries, each in a read transaction.
+func (c *copier) load(ctx context.Context) compress.LoadFunc {
+	return func(id record.DictID) ([]byte, error) { return dicts{c.s}.LoadDict(ctx, id) }
+}
+
+// read reads, in a read transaction, the records of a chunk of messages
+// after the key after (the first if nil), up to end if not nil.
+func (c *copier) read(ctx context.Context, after, end []byte) (keys, recs [][]byte, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
 	}
-	stride := max(1, size/eraSampleBytes)
-	var samples [][]byte
-	i := 0
-	for _, p := range c.pending {
-		if len(p.m.Raw) <= record.MaxSample {
-			if i%stride == 0 {
-				samples = append(samples, p.m.Raw)
+	s := c.s
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		cur := tx.Bucket(bucketMessages).Cursor()
+		k, v := cur.First()
+		if after != nil {
+			if k, v = cur.Seek(after); bytes.Equal(k, after) {
+				k, v = cur.Next()
 			}
-			i++
 		}
+		size := 0
+		for ; k != nil && len(keys) < compactChunk && size < compactChunkBytes; k, v = cur.Next() {
+			if end != nil && bytes.Compare(k, end) > 0 {
+				break
+			}
+			rec, err := s.recordCopy(tx, v)
+			if err != nil {
+				return fmt.Errorf("cannot read message %s: %w", s.numberOf(k), err)
+			}
+			keys, recs = append(keys, bytes.Clone(k)), append(recs, rec)
+			size += len(rec)
+		}
+		return nil
+	})
+	return keys, recs, err
+}
+
+// sampler keeps a sample spread evenly over the messages it is given:
+// every stride-th small enough to learn from, the stride doubling
+// whenever the sample outgrows twice eraSampleBytes.
+type sampler struct {
+	stride int // keeps the small messages whose index is a multiple
+	n      int // small messages seen
+	size   int // their bytes
+	kept   [][]byte
+	bytes  int // of kept
+}
+
+func (s *sampler) add(raw []byte) {
+	if len(raw) > record.MaxSample {
+		return
 	}
+	s.stride = max(s.stride, 1)
+	if s.n%s.stride == 0 {
+		s.kept = append(s.kept, bytes.Clone(raw))
+		s.bytes += len(raw)
+	}
+	s.n++
+	s.size += len(raw)
+	for s.bytes > 2*eraSampleBytes {
+		s.stride *= 2
+		j, b := 0, 0
+		for i := 0; i < len(s.kept); i += 2 {
+			s.kept[j] = s.kept[i]
+			b += len(s.kept[j])
+			j++
+		}
+		clear(s.kept[j:])
+		s.kept, s.bytes = s.kept[:j], b
+	}
+}
+
+// samples returns about eraSampleBytes of the sample, every stride-th
+// small message for the stride the whole era calls for.
+func (s *sampler) samples() [][]byte {
+	if s.stride == 0 {
+		return nil
+	}
+	step := max(1, s.size/eraSampleBytes/s.stride)
+	var out [][]byte
+	for i := 0; i < len(s.kept); i += step {
+		out = append(out, s.kept[i])
+	}
+	return out
+}
+
+// train trains an era's dictionary on its samples and saves it in the
+// copy; an era too small or uniform to learn from gets the one before
+// (or nil).
+func (c *copier) train(ctx context.Context, samples [][]byte) (*record.Dictionary, error) {
 	b, err := record.Train(ctx, samples)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		c.s.log.Debug("no dictionary for an era of the compacted store", "messages", len(c.pending), "err", err)
+		c.s.log.Debug("no dictionary for an era of the compacted store", "samples", len(samples), "err", err)
 		return c.last, nil
 	}
 	d, err := record.NewDictionary(b)
@@ -645,19 +745,23 @@ func (c *copier) train(ctx context.Context) (*record.Dictionary, error) {
 	return d, nil
 }
 
-func (c *copier) decode(keys, recs [][]byte, load compress.LoadFunc) ([]record.Message, error) {
+// decode decodes records (which recordCopy read) on all CPUs, checking
+// every message's digest if digests.
+func (c *copier) decode(keys, recs [][]byte, load compress.LoadFunc, digests bool) ([]record.Message, error) {
 	s := c.s
+	dec := s.comp.Decode
+	if digests {
+		dec = s.comp.DecodeDigest
+	}
 	msgs := make([]record.Message, len(keys))
 	errs := make([]error, len(keys))
 	parallel(len(keys), func(i int) {
-		// Each message's digest is checked: the copy vouches for them.
-		m, err := s.comp.DecodeDigest(recs[i], load)
+		m, err := dec(recs[i], load)
 		if err != nil {
 			errs[i] = fmt.Errorf("cannot read message %s: %w", s.numberOf(keys[i]), err)
 			return
 		}
-		m.Raw = bytes.Clone(m.Raw) // it may alias recs[i], a transaction's memory
-		msgs[i] = m
+		msgs[i] = m // Raw may alias recs[i], which is the copier's
 	})
 	return msgs, errors.Join(errs...)
 }
@@ -700,21 +804,18 @@ func (c *copier) write(keys [][]byte, msgs []record.Message, d *record.Dictionar
 			if err := messages.Put(k, loc); err != nil {
 				return err
 			}
-			c.index.add(msgs[i].Digest, msgs[i].MessageID, k)
 		}
-		if err := pw.commit(); err != nil {
-			return err
-		}
-		if c.index.size() >= indexBuffer {
-			return c.index.flush(tx)
-		}
-		return nil
+		return pw.commit()
 	})
 	if err != nil {
 		return fmt.Errorf("cannot write the copy: %w", err)
 	}
-	for _, k := range keys {
-		c.copied[binary.BigEndian.Uint64(k)] = true
+	for i, k := range keys {
+		if c.merged {
+			c.index.add(msgs[i].Digest, msgs[i].MessageID, k)
+		} else if err := c.sort.add(msgs[i].Digest, msgs[i].MessageID, k); err != nil {
+			return err
+		}
 	}
 	done := c.done.Add(int64(len(keys)))
 	if c.opts.Progress != nil {
@@ -740,12 +841,9 @@ func parallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// indexBuffer bounds the index entries a compaction keeps in memory.
-const indexBuffer = 64 << 20
-
-// indexes are digest and Message-ID index entries, written in key order
-// so that the copy's index pages are filled whole rather than by half to
-// two thirds.
+// indexes are digest and Message-ID index entries, to be written in key
+// order so that the copy's index pages are filled whole rather than by
+// half to two thirds.
 type indexes struct {
 	digests []byte   // entries of 32-byte digest and 8-byte key
 	arena   []byte   // Message-ID index keys, end to end
@@ -762,37 +860,47 @@ func (x *indexes) add(d store.Digest, msgid string, key []byte) {
 
 func (x *indexes) size() int { return len(x.digests) + len(x.arena) + 4*len(x.msgids) }
 
-func (x *indexes) flush(tx *bolt.Tx) error {
-	const w = 32 + 8
-	n := len(x.digests) / w
-	order := make([]int, n)
+// sortedDigests returns where each digest entry starts, in key order.
+func (x *indexes) sortedDigests() []int {
+	order := make([]int, len(x.digests)/digestEntry)
 	for i := range order {
-		order[i] = i * w
+		order[i] = i * digestEntry
 	}
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(x.digests[a:a+32], x.digests[b:b+32]) })
-	digests := tx.Bucket(bucketDigests)
-	digests.FillPercent = appendFill
-	for _, at := range order {
-		if err := digests.Put(x.digests[at:at+32], x.digests[at+32:at+w]); err != nil {
-			return err
-		}
+	return order
+}
+
+func (x *indexes) msgIDKey(i int) []byte {
+	end := len(x.arena)
+	if i+1 < len(x.msgids) {
+		end = int(x.msgids[i+1])
 	}
-	key := func(i int) []byte {
-		end := len(x.arena)
-		if i+1 < len(x.msgids) {
-			end = int(x.msgids[i+1])
-		}
-		return x.arena[x.msgids[i]:end]
-	}
+	return x.arena[x.msgids[i]:end]
+}
+
+// sortedMsgIDs returns the Message-ID entries' numbers in key order.
+func (x *indexes) sortedMsgIDs() []int {
 	ids := make([]int, len(x.msgids))
 	for i := range ids {
 		ids[i] = i
 	}
-	slices.SortFunc(ids, func(a, b int) int { return bytes.Compare(key(a), key(b)) })
+	slices.SortFunc(ids, func(a, b int) int { return bytes.Compare(x.msgIDKey(a), x.msgIDKey(b)) })
+	return ids
+}
+
+// flush puts the entries into the copy's index buckets.
+func (x *indexes) flush(tx *bolt.Tx) error {
+	digests := tx.Bucket(bucketDigests)
+	digests.FillPercent = appendFill
+	for _, at := range x.sortedDigests() {
+		if err := digests.Put(x.digests[at:at+32], x.digests[at+32:at+digestEntry]); err != nil {
+			return err
+		}
+	}
 	msgids := tx.Bucket(bucketMsgIDs)
 	msgids.FillPercent = appendFill
-	for _, i := range ids {
-		if err := msgids.Put(key(i), nil); err != nil {
+	for _, i := range x.sortedMsgIDs() {
+		if err := msgids.Put(x.msgIDKey(i), nil); err != nil {
 			return err
 		}
 	}
