@@ -376,6 +376,7 @@ func (c *copier) bulk(ctx context.Context) (uint64, error) {
 	for from < seq {
 		var keys, vals [][]byte
 		err := s.view(ctx, func(tx *bolt.Tx) error {
+			releaseMapped(tx)
 			cur := tx.Bucket(bucketChanges).Cursor()
 			for k, v := cur.Seek(seqKey(from + 1)); k != nil && binary.BigEndian.Uint64(k) <= seq && len(keys) < 10*compactChunk; k, v = cur.Next() {
 				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
@@ -646,6 +647,8 @@ func (c *copier) read(ctx context.Context, after, end []byte) (keys, recs [][]by
 	}
 	s := c.s
 	err = s.view(ctx, func(tx *bolt.Tx) error {
+		// The bulk copy reads every page of the messages bucket, once.
+		releaseMapped(tx)
 		cur := tx.Bucket(bucketMessages).Cursor()
 		k, v := cur.First()
 		if after != nil {
@@ -792,6 +795,7 @@ func (c *copier) write(keys [][]byte, msgs []record.Message, d *record.Dictionar
 		return err
 	}
 	err := c.dst.Update(func(tx *bolt.Tx) error {
+		releaseMapped(tx)
 		messages := tx.Bucket(bucketMessages)
 		messages.FillPercent = appendFill
 		pw := c.packs.writer(tx)

@@ -118,13 +118,38 @@ func (s *sorter) merge(ctx context.Context, dst *bolt.DB) error {
 	if err := s.spill(); err != nil {
 		return err
 	}
-	if err := s.mergeKind(ctx, dst, "digests", bucketDigests, readDigestEntry); err != nil {
+	if err := s.mergeKind(ctx, "digests", readDigestEntry, putBatch(dst, bucketDigests)); err != nil {
 		return fmt.Errorf("cannot merge the digest index: %w", err)
 	}
-	if err := s.mergeKind(ctx, dst, "msgids", bucketMsgIDs, readMsgIDEntry); err != nil {
+	if err := s.mergeKind(ctx, "msgids", readMsgIDEntry, putBatch(dst, bucketMsgIDs)); err != nil {
 		return fmt.Errorf("cannot merge the Message-ID index: %w", err)
 	}
 	return os.RemoveAll(s.dir)
+}
+
+// putBatch puts a batch of entries, keys and values end to end in arena
+// (ends: where each key and value ends, in turn), into the bucket of dst
+// in one transaction; bbolt keeps references to them until the commit.
+func putBatch(dst *bolt.DB, bucket []byte) func(arena []byte, ends []int) error {
+	return func(arena []byte, ends []int) error {
+		return dst.Update(func(tx *bolt.Tx) error {
+			releaseMapped(tx)
+			b := tx.Bucket(bucket)
+			b.FillPercent = appendFill
+			at := 0
+			for i := 0; i < len(ends); i += 2 {
+				k, v := arena[at:ends[i]], arena[ends[i]:ends[i+1]]
+				if len(v) == 0 {
+					v = nil
+				}
+				if err := b.Put(k, v); err != nil {
+					return err
+				}
+				at = ends[i+1]
+			}
+			return nil
+		})
+	}
 }
 
 // readEntry reads the next entry of a run into buf[:0], returning its
@@ -144,11 +169,11 @@ func readDigestEntry(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
 
 func readMsgIDEntry(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
 	n, err := binary.ReadUvarint(r)
-	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, nil, fmt.Errorf("%w: a run's Message-ID entry cut short", ErrFormat)
-		}
-		return nil, nil, err // io.EOF at an entry's start: the end
+	if err == io.EOF { // at an entry's start: the end
+		return nil, nil, err
+	} else if err != nil {
+		// Cut short, a length of more than 64 bits, or the run unreadable.
+		return nil, nil, fmt.Errorf("%w: a run's Message-ID entry: %w", ErrFormat, err)
 	}
 	if n == 0 || n > maxMsgIDKey {
 		return nil, nil, fmt.Errorf("%w: a run's Message-ID entry of %d bytes", ErrFormat, n)
@@ -183,7 +208,9 @@ func (h *runHeap) Pop() any {
 	return x
 }
 
-func (s *sorter) mergeKind(ctx context.Context, dst *bolt.DB, kind string, bucket []byte, read readEntry) error {
+// mergeKind merges the runs of one index, giving put batches of at most
+// mergeBatch entries in key order, each in an arena of its own.
+func (s *sorter) mergeKind(ctx context.Context, kind string, read readEntry, put func(arena []byte, ends []int) error) error {
 	var h runHeap
 	for n := range s.runs {
 		f, err := os.Open(s.runPath(kind, n))
@@ -201,12 +228,10 @@ func (s *sorter) mergeKind(ctx context.Context, dst *bolt.DB, kind string, bucke
 		h = append(h, rh)
 	}
 	heap.Init(&h)
-	return mergeRuns(ctx, dst, bucket, &h, read)
+	return mergeRuns(ctx, &h, read, put)
 }
 
-// mergeRuns puts the entries of the runs in h into the bucket of dst in
-// key order, mergeBatch per transaction.
-func mergeRuns(ctx context.Context, dst *bolt.DB, bucket []byte, h *runHeap, read readEntry) error {
+func mergeRuns(ctx context.Context, h *runHeap, read readEntry, put func(arena []byte, ends []int) error) error {
 	var arena []byte
 	var ends []int // of each entry's key and value in arena, in turn
 	var last []byte
@@ -235,27 +260,11 @@ func mergeRuns(ctx context.Context, dst *bolt.DB, bucket []byte, h *runHeap, rea
 				heap.Fix(h, 0)
 			}
 		}
-		err := dst.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucket)
-			b.FillPercent = appendFill
-			at := 0
-			for i := 0; i < len(ends); i += 2 {
-				k, v := arena[at:ends[i]], arena[ends[i]:ends[i+1]]
-				if len(v) == 0 {
-					v = nil
-				}
-				if err := b.Put(k, v); err != nil {
-					return err
-				}
-				at = ends[i+1]
-			}
-			return nil
-		})
-		if err != nil {
+		if err := put(arena, ends); err != nil {
 			return err
 		}
-		// bbolt kept references to the keys until the commit: the next
-		// batch gets an arena of its own; last is copied out of this one.
+		// The next batch gets an arena of its own; last is copied out of
+		// this one.
 		last = bytes.Clone(last)
 		arena, ends = nil, nil
 	}
