@@ -39,7 +39,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -973,17 +972,6 @@ func truncateSync(path string, size int64) error {
 		return err
 	}
 	return errors.Join(f.Sync(), f.Close())
-}
-
-func blocks(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Blocks * 512
-	}
-	return fi.Size()
 }
 
 // Recover finishes a compaction that stopped between retiring the store's
