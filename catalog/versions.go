@@ -204,7 +204,7 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 		return rows.Err()
 	}
 	if change != "" {
-		rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v JOIN messages m ON m.id = v.msg
+		rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v CROSS JOIN messages m ON m.id = v.msg
 			WHERE v.change = ? AND v.version != ? AND m.list = ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 			change, version, list, maxVersionRows)
 		if err != nil {
@@ -216,7 +216,7 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 	}
 	base, _ := BaseSubject(subj)
 	window := int64(versionWindow / time.Second)
-	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v JOIN messages m ON m.id = v.msg
+	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v CROSS JOIN messages m ON m.id = v.msg
 		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 		key, version, list, date-window, date+window, maxVersionRows)
 	if err != nil {
