@@ -143,7 +143,7 @@ torture:
 # (endless leases, stalls, mass and future removals, a web page), a near
 # copy of a removed message, client errors as the client's. A minute or
 # two; -v to watch each. The Riak fault tests are make torture's.
-HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved
+HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved|TestCutDownloadStopsSpooling
 hostile:
 	$(GO) test -count=1 -race -run '^($(HOSTILE_RUN))$$' ./imapserve/ ./nntpserve/ ./internal/netserve/ ./resolver/ ./mirror/ ./cmd/mirror/ ./ingest/
 
