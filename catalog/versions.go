@@ -92,13 +92,29 @@ func patchVersion(subject string) (int, bool) {
 // versionKey is what the versions table holds of a patch's base subject.
 func versionKey(base string) int64 { return textKey("versions\x00" + base) }
 
+// MayHaveVersions says whether a message of this subject can have
+// versions (Versions): it is a patch, not a reply, with a subject beyond
+// its tags. A page asks Versions only then, and saves a statement for
+// every other message.
+func MayHaveVersions(subject string) bool {
+	_, ok := versionOf(subject)
+	return ok
+}
+
+// versionOf returns the version of a patch's subject, and false for a
+// subject the versions table holds nothing of.
+func versionOf(subject string) (int, bool) {
+	base, reply := BaseSubject(subject)
+	if reply || base == "" {
+		return 0, false
+	}
+	return patchVersion(subject)
+}
+
 // indexVersion records d, message id, in the versions table if it is a
 // patch: not a reply, with a subject beyond its tags.
 func (ix *indexer) indexVersion(d *doc, id int64) error {
-	if d.reply || d.base == "" {
-		return nil
-	}
-	v, ok := patchVersion(d.subject)
+	v, ok := versionOf(d.subject)
 	if !ok {
 		return nil
 	}
@@ -185,13 +201,17 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 	var found []Version
 	seen := map[string]bool{}
 	// scan reads rows of other versions, keeping those keep says are.
+	// A patch's diffstat comes with its row; a cover letter's is its
+	// series' (VersionStat), read once the versions are known.
 	scan := func(rows *sql.Rows, keep func(v Version, change, addr, name string) bool) error {
 		defer rows.Close()
 		for rows.Next() {
 			var v Version
 			var d int64
 			var ch, a, n string
-			if err := rows.Scan(&v.CallNumber, &v.Version, &v.Subject, &d, &ch, &a, &n); err != nil {
+			var added, deleted int
+			var paths []byte
+			if err := rows.Scan(&v.CallNumber, &v.Version, &v.Subject, &d, &ch, &a, &n, &added, &deleted, &paths); err != nil {
 				return err
 			}
 			if seen[v.CallNumber] || !keep(v, ch, a, n) {
@@ -199,12 +219,13 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 			}
 			seen[v.CallNumber] = true
 			v.Date = time.Unix(d, 0).UTC()
+			v.Stat = diffstatOf(v.Subject, added, deleted, paths)
 			found = append(found, v)
 		}
 		return rows.Err()
 	}
 	if change != "" {
-		rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v CROSS JOIN messages m ON m.id = v.msg
+		rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name, v.added, v.deleted, v.paths FROM versions v CROSS JOIN messages m ON m.id = v.msg
 			WHERE v.change = ? AND v.version != ? AND m.list = ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 			change, version, list, maxVersionRows)
 		if err != nil {
@@ -216,7 +237,7 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 	}
 	base, _ := BaseSubject(subj)
 	window := int64(versionWindow / time.Second)
-	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name FROM versions v CROSS JOIN messages m ON m.id = v.msg
+	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name, v.added, v.deleted, v.paths FROM versions v CROSS JOIN messages m ON m.id = v.msg
 		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 		key, version, list, date-window, date+window, maxVersionRows)
 	if err != nil {
@@ -240,11 +261,24 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 	// A version posted again (RESEND): its first posting.
 	found = slices.CompactFunc(found, func(a, b Version) bool { return a.Version == b.Version })
 	for i := range found {
+		if !CoverLetter(found[i].Subject) {
+			continue
+		}
 		if found[i].Stat, err = c.VersionStat(ctx, found[i].CallNumber); err != nil {
 			return 0, nil, err
 		}
 	}
 	return int(version), found, nil
+}
+
+// diffstatOf is the diffstat of a patch that is not a cover letter, from
+// its row of the versions table; nil for a cover letter (its series'
+// is VersionStat's) or no diff.
+func diffstatOf(subject string, added, deleted int, paths []byte) *Diffstat {
+	if paths == nil || CoverLetter(subject) {
+		return nil
+	}
+	return &Diffstat{Patches: 1, Files: len(paths) / 8, Added: added, Deleted: deleted}
 }
 
 // VersionStat returns what the patch under call number cn changes; of a
@@ -268,13 +302,10 @@ func (c *Catalog) VersionStat(ctx context.Context, cn string) (*Diffstat, error)
 	if err != nil {
 		return nil, c.readErr("the diffstat of "+cn, err)
 	}
-	tag, n, of, ok := seriesPart(subj)
-	if !ok || n != 0 {
-		if paths == nil {
-			return nil, nil
-		}
-		return &Diffstat{Patches: 1, Files: len(paths) / 8, Added: added, Deleted: deleted}, nil
+	if !CoverLetter(subj) {
+		return diffstatOf(subj, added, deleted, paths), nil
 	}
+	tag, _, of, _ := seriesPart(subj)
 	rows, err := c.query(ctx, `SELECT m.subject, m.from_addr, m.from_name, v.added, v.deleted, v.paths
 		FROM (SELECT id, subject, from_addr, from_name FROM messages WHERE thread = ? ORDER BY date, id LIMIT ?) m JOIN versions v ON v.msg = m.id`,
 		thread, maxSeriesMessages)

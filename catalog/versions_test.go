@@ -254,3 +254,86 @@ func readVersionGroups(t *testing.T, path string) []versionGroup {
 	}
 	return out
 }
+
+// TestMayHaveVersions: over the corpus, a message has a row in the
+// versions table exactly when MayHaveVersions says of its subject as the
+// catalog keeps it, so that a page that asks Versions only then misses
+// no version.
+func TestMayHaveVersions(t *testing.T) {
+	c := corpusCatalog(t)
+	rows, err := c.r.QueryContext(t.Context(), `SELECT m.cn, m.subject, EXISTS (SELECT 1 FROM versions v WHERE v.msg = m.id) FROM messages m`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n, patches := 0, 0
+	for rows.Next() {
+		var cn, subject string
+		var has bool
+		if err := rows.Scan(&cn, &subject, &has); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if has {
+			patches++
+		}
+		if may := MayHaveVersions(subject); may != has {
+			t.Errorf("%s %q: MayHaveVersions = %v, a versions row: %v", cn, subject, may, has)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if patches == 0 || patches == n {
+		t.Fatalf("%d of %d messages have versions rows: the corpus shows nothing", patches, n)
+	}
+	t.Logf("%d of %d messages may have versions", patches, n)
+}
+
+// TestVersionsStats: over the corpus, the diffstat Versions gives each
+// version (from its row, or its series' for a cover letter) is the one
+// VersionStat gives it alone.
+func TestVersionsStats(t *testing.T) {
+	c := corpusCatalog(t)
+	rows, err := c.r.QueryContext(t.Context(), `SELECT m.cn FROM messages m JOIN versions v ON v.msg = m.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cns []string
+	for rows.Next() {
+		var cn string
+		if err := rows.Scan(&cn); err != nil {
+			t.Fatal(err)
+		}
+		cns = append(cns, cn)
+	}
+	rows.Close()
+	stats, covers := 0, 0
+	for _, cn := range cns {
+		_, vs, err := c.Versions(t.Context(), cn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			want, err := c.VersionStat(t.Context(), v.CallNumber)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (v.Stat == nil) != (want == nil) || v.Stat != nil && *v.Stat != *want {
+				t.Errorf("Versions(%s): %s %q has diffstat %+v, VersionStat says %+v", cn, v.CallNumber, v.Subject, v.Stat, want)
+			}
+			if v.Stat != nil {
+				stats++
+				if CoverLetter(v.Subject) {
+					covers++
+				}
+			}
+		}
+	}
+	// The corpus has few cover letters with versions and diffs
+	// (TestVersionStat has one, through Versions too).
+	if stats == 0 {
+		t.Fatalf("no diffstat among the versions of %d patches: the corpus shows nothing", len(cns))
+	}
+	t.Logf("%d diffstats (%d of cover letters) among the versions of %d patches", stats, covers, len(cns))
+}
