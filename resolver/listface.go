@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -44,14 +45,58 @@ func recentSpan(now time.Time) (since, until time.Time) {
 	return until.AddDate(0, 0, -recentDays), until
 }
 
-// recentOf returns list's activity of the last recentDays days.
+// recentOf returns list's activity of the last recentDays days. It is
+// counted once a list, day and catalog generation: the front page, which
+// is not cached (it says the store's count), shows every list's, and
+// counting them all for every reader cost up to 2,000 rows a list.
 func (s *Server) recentOf(ctx context.Context, c *catalog.Catalog, list string) (*recent, error) {
 	since, until := recentSpan(s.opts.Now())
+	gen, err := c.Generation(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := gen + " " + since.Format(time.DateOnly)
+	if r := s.recents.get(list, key); r != nil {
+		return r, nil
+	}
 	a, err := c.Activity(ctx, list, since, until)
 	if err != nil {
 		return nil, err
 	}
-	return &recent{Activity: a, Since: since.Format(time.DateOnly)}, nil
+	r := &recent{Activity: a, Since: since.Format(time.DateOnly)}
+	s.recents.put(list, key, r)
+	return r, nil
+}
+
+// recentCache keeps the last recentOf of each list, with the catalog
+// generation and day it was counted for. One entry a list: its size is
+// the catalog's number of lists.
+type recentCache struct {
+	mu sync.Mutex
+	m  map[string]recentEntry
+}
+
+type recentEntry struct {
+	key string
+	r   *recent
+}
+
+func (rc *recentCache) get(list, key string) *recent {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if e, ok := rc.m[list]; ok && e.key == key {
+		return e.r
+	}
+	return nil
+}
+
+func (rc *recentCache) put(list, key string, r *recent) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.m == nil {
+		rc.m = map[string]recentEntry{}
+	}
+	rc.m[list] = recentEntry{key, r}
 }
 
 // ReadListDescriptions reads an operator's file of list descriptions: a

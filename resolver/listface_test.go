@@ -137,10 +137,19 @@ func TestListRecent(t *testing.T) {
 	check("/api/v1/lists", `"last_30_days":{"posters":2,"threads":1,"messages":2,"since":"2023-10-01"}`, `"last_30_days":{"posters":1,"threads":1,"messages":1,"since":"2023-10-01"}`)
 	check("/l/cake/?page=1", `In the last 30 days: 2 participants, 1 discussion.`)
 
+	// A message more the same day: the counts, kept for the day, follow
+	// the catalog.
+	a.put(t, []byte("From: D <d@example.org>\nSubject: third\nMessage-ID: <4@example.org>\nDate: Tue, 10 Oct 2023 10:00:00 +0000\n\nhi\n"), "cake")
+	if _, err := c.Sync(t.Context(), a.st, catalog.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("/", `<td>3 participants, 2 discussions</td>`, `<td>1 participant, 1 discussion</td>`)
+	check("/l/cake/", `In the last 30 days: 3 participants, 2 discussions.`)
+
 	// The next day: Oct 1 is out, Oct 31 in; the cached page follows.
 	setNow("2023-10-31T23:30:00Z")
-	check("/l/cake/", `In the last 30 days: 1 participant, 2 discussions.`)
-	check("/api/v1/lists/cake", `"last_30_days":{"posters":1,"threads":2,"messages":2,"since":"2023-10-02"}`)
+	check("/l/cake/", `In the last 30 days: 2 participants, 3 discussions.`)
+	check("/api/v1/lists/cake", `"last_30_days":{"posters":2,"threads":3,"messages":3,"since":"2023-10-02"}`)
 	setNow("2024-06-01T00:00:00Z")
 	check("/l/cake/", `No messages in the last 30 days.`)
 	if r := get(t, srv.URL+"/"); strings.Count(r.body, `<td><span class="meta">quiet</span></td>`) != 2 {

@@ -174,6 +174,8 @@ type Server struct {
 	feedRested                     prometheus.Counter
 	// texts keeps the text of messages for search excerpts.
 	texts *textCache
+	// recents keeps each list's last 30 days (recentOf).
+	recents recentCache
 	// unhealthy is why the last health check failed ("" if it passed;
 	// nil before the first), so that a change is logged once.
 	unhealthy atomic.Pointer[string]
