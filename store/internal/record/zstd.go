@@ -181,7 +181,7 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 // (a dictionary is mostly text), or b itself if that is not smaller.
 // CheckDictionary reads either.
 func StoredDict(b []byte) []byte {
-	enc, err := storedDictEncoder()
+	enc, err := newDictEncoder()
 	if err != nil {
 		return b
 	}
@@ -193,22 +193,32 @@ func StoredDict(b []byte) []byte {
 
 var (
 	dictCoders  sync.Once
-	dictEnc     *zstd.Encoder
 	dictDec     *zstd.Decoder
 	dictCodeErr error
 )
 
 func initDictCoders() {
-	if dictEnc, dictCodeErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1)); dictCodeErr != nil {
-		return
-	}
 	dictDec, dictCodeErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(4*DictSize))
 }
 
-func storedDictEncoder() (*zstd.Encoder, error) {
-	dictCoders.Do(initDictCoders)
-	return dictEnc, dictCodeErr
+// newDictEncoder returns an encoder for StoredDict. It is not kept: a
+// store compresses a dictionary once in thousands of messages, and the
+// encoder's tables are megabytes that an importer would otherwise hold
+// for good (with zstd's default window of 8 MiB, 20 MiB of history
+// buffers besides: TestStoredDictMemory). Its window is a dictionary's
+// size, which loses nothing.
+func newDictEncoder() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(dictWindow),
+		zstd.WithLowerEncoderMem(true),
+	)
 }
+
+// dictWindow is the power of two from DictSize up.
+const dictWindow = 128 << 10
+
 func storedDictDecoder() (*zstd.Decoder, error) {
 	dictCoders.Do(initDictCoders)
 	return dictDec, dictCodeErr
