@@ -118,12 +118,17 @@ bench: build
 # again at SIZE/10, and each figure beside the other with their ratio.
 # SCALEDIR keeps the generated mboxes there and reuses them (default: a
 # temporary directory, removed). SIZE=100000: about 15 minutes on 2
-# shared cores, 1 GB of mbox and 2 GB of disk at most.
-SIZE     ?= 100000
-LISTS    ?= 11
-SCALEDIR ?=
+# shared cores, 1 GB of mbox and 2 GB of disk at most. RIAK=kit also
+# imports each size into a fresh archive on a cluster of RIAK_NODES nodes
+# started from the Riak test kit (RIAK=host:8087,... for running nodes)
+# and builds a catalog from it, beside bbolt's figures.
+SIZE       ?= 100000
+LISTS      ?= 11
+SCALEDIR   ?=
+RIAK       ?=
+RIAK_NODES ?= 3
 bench-scale: build
-	$(GO) run ./internal/tools/scalebench --bin $(BIN) --corpus $(CORPUS) --size $(SIZE) --lists $(LISTS) $(if $(SCALEDIR),--dir $(SCALEDIR))
+	$(GO) run ./internal/tools/scalebench --bin $(BIN) --corpus $(CORPUS) --size $(SIZE) --lists $(LISTS) $(if $(SCALEDIR),--dir $(SCALEDIR)) $(if $(RIAK),--riak $(RIAK) --riak-nodes $(RIAK_NODES))
 
 # The crash-and-race harness (e2e/torture_test.go) for ROUNDS rounds on
 # bbolt, then on Riak when the test kit is there; SEED replays a schedule

@@ -631,6 +631,22 @@ func SharedCluster(t testing.TB) []*Node {
 	return sharedCluster.nodes
 }
 
+// StartCluster starts size nodes from kit with strong consistency and
+// joins them into one cluster, for a program rather than a test (a
+// benchmark): the caller stops them. If one cannot start, those started
+// are stopped and removed.
+func StartCluster(kit string, size int, logf func(string, ...any)) ([]*Node, error) {
+	var nodes []*Node
+	if err := startCluster(kit, size, &nodes, logf); err != nil {
+		for _, n := range nodes {
+			n.Stop()
+			os.RemoveAll(n.Dir)
+		}
+		return nil, err
+	}
+	return nodes, nil
+}
+
 // startCluster starts size nodes into *nodes, so that the caller stops
 // those started whatever fails.
 func startCluster(kit string, size int, nodes *[]*Node, logf func(string, ...any)) error {

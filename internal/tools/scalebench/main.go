@@ -16,6 +16,10 @@
 //     that were not 200 (503: over the search budget; 400: refused);
 //   - page loads the same way: the front page, a list's first and a
 //     deep page, a month, a thread, a message.
+//   - with --riak, the same lists into a fresh archive on Riak (a
+//     cluster started from the test kit, or running nodes): each list's
+//     msg/s, the importer's and the nodes' CPU, and a catalog built from
+//     it with resolver reindex, beside bbolt's.
 //
 // CPU time is measured beside wall time (the children's rusage; the
 // server's from /proc, per warm request): on a machine shared with other
@@ -87,12 +91,15 @@ type config struct {
 	seed               uint64
 	coldRounds, warm   int
 	keep               bool
+	riak               string // --riak: "", "kit" or addresses
+	riakNodes          int
 }
 
 func main() {
 	fs := flag.NewFlagSet("scalebench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: scalebench [--bin DIR] [--size N] [--small N] [--lists L] [--dir DIR] [--keep]
+                  [--riak kit|HOST:PORT,...] [--riak-nodes N]
 
 Generates N messages in L lists from the shared sample (scalegen), imports
 them list by list into one archive with the importer, reindexes and
@@ -102,9 +109,16 @@ prints every figure beside the other with their ratio: what grows with
 the archive. Each program runs in its own process: wall time and peak RSS
 are its own.
 
+With --riak, each size is also imported list by list into a fresh
+archive on Riak (a cluster of --riak-nodes started from the test kit in
+../shared/riak, or running nodes), and a catalog is built from it with
+resolver reindex: msg/s, CPU (the nodes' too, when started here) and the
+catalog's build time, beside bbolt's.
+
 Examples:
   scalebench --bin bin --size 100000 --lists 11
   scalebench --bin bin --size 1000000 --dir /var/tmp/scale --keep
+  scalebench --bin bin --size 100000 --riak kit --riak-nodes 3
 
 Flags:
 `)
@@ -121,6 +135,8 @@ Flags:
 	fs.IntVar(&c.coldRounds, "cold-rounds", 3, "cold samples of each search and page, each from a server just started")
 	fs.IntVar(&c.warm, "warm", 20, "warm samples of each search and page")
 	generate := fs.String("generate", "", "internal: generate --size messages into this directory, in a process of its own")
+	fs.StringVar(&c.riak, "riak", "", "also import into Riak: kit (start a cluster from the test kit) or the nodes' protocol buffers addresses HOST:PORT,... (default: bbolt only)")
+	fs.IntVar(&c.riakNodes, "riak-nodes", 3, "nodes of the cluster --riak kit starts")
 	fs.BoolVar(&c.keep, "keep", false, "keep the archives in --dir too (the generated mboxes stay there in any case)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -128,8 +144,12 @@ Flags:
 		}
 		os.Exit(2)
 	}
-	if fs.NArg() > 0 || c.size < 1 || c.lists < 1 || c.coldRounds < 1 || c.warm < 1 {
-		fmt.Fprintln(os.Stderr, "scalebench: --size, --lists, --cold-rounds and --warm must be at least 1, and there are no arguments (see --help)")
+	if fs.NArg() > 0 || c.size < 1 || c.lists < 1 || c.coldRounds < 1 || c.warm < 1 || c.riakNodes < 1 {
+		fmt.Fprintln(os.Stderr, "scalebench: --size, --lists, --cold-rounds, --warm and --riak-nodes must be at least 1, and there are no arguments (see --help)")
+		os.Exit(2)
+	}
+	if _, _, err := parseRiak(c.riak); err != nil {
+		fmt.Fprintln(os.Stderr, "scalebench:", err)
 		os.Exit(2)
 	}
 	if c.small < 0 {
@@ -189,16 +209,22 @@ func run(ctx context.Context, c config) error {
 	host, _ := os.Hostname()
 	fmt.Printf("scalebench %s: %d and %d messages in %d lists, seed %d, on %s (%d CPUs, load average %s)\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.size, c.small, c.lists, c.seed, host, numCPU(), loadAverage())
+	rc, err := startRiak(c)
+	if err != nil {
+		return err
+	}
+	if rc != nil {
+		defer rc.stop()
+	}
 	// The small size first: its figures are printed even if the big
 	// one does not finish.
 	var small figures
 	if c.small > 0 {
-		var err error
-		if small, err = measureSize(ctx, c, dir, c.small); err != nil {
+		if small, err = measureSize(ctx, c, rc, dir, c.small); err != nil {
 			return err
 		}
 	}
-	big, err := measureSize(ctx, c, dir, c.size)
+	big, err := measureSize(ctx, c, rc, dir, c.size)
 	if err != nil {
 		return err
 	}
@@ -209,7 +235,7 @@ func run(ctx context.Context, c config) error {
 		c.size, c.small, float64(c.size)/float64(c.small))
 	fmt.Printf("%-44s %12s %12s %8s\n", "", fmt.Sprint(c.small), fmt.Sprint(c.size), "ratio")
 	for _, b := range big {
-		i := slices.IndexFunc(small, func(s figure) bool { return s.name == b.name })
+		i := slices.IndexFunc(small, func(s figure) bool { return s.name == b.name && s.unit == b.unit })
 		if i < 0 {
 			continue
 		}
@@ -237,8 +263,9 @@ func num(v float64) string {
 	}
 }
 
-// measureSize generates (or reuses) size messages and measures them.
-func measureSize(ctx context.Context, c config, dir string, size int) (figures, error) {
+// measureSize generates (or reuses) size messages and measures them, on
+// Riak too when rc is not nil.
+func measureSize(ctx context.Context, c config, rc *riakCluster, dir string, size int) (figures, error) {
 	var fig figures
 	gen := filepath.Join(dir, fmt.Sprintf("gen-%d", size))
 	res, err := scalecorpus.ReadManifest(gen)
@@ -337,6 +364,11 @@ func measureSize(ctx context.Context, c config, dir string, size int) (figures, 
 	// Searches and pages.
 	if err := measureServe(ctx, c, resolver, data, res, &fig); err != nil {
 		return nil, err
+	}
+	if rc != nil {
+		if err := measureRiak(ctx, c, rc, dir, size, res, &fig); err != nil {
+			return nil, err
+		}
 	}
 	return fig, nil
 }

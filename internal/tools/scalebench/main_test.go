@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,29 @@ func TestPercentile(t *testing.T) {
 	for _, tc := range []struct{ p, want int }{{50, 5}, {99, 10}, {100, 10}, {1, 1}, {0, 1}} {
 		if got := pct(d, tc.p); got != time.Duration(tc.want) {
 			t.Errorf("pct(1..10, %d) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+}
+
+func TestParseRiak(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		kit   bool
+		addrs []string
+		err   bool
+	}{
+		{"", false, nil, false},
+		{"kit", true, nil, false},
+		{"127.0.0.1:8087", false, []string{"127.0.0.1:8087"}, false},
+		{"r1:8087,r2:8087", false, []string{"r1:8087", "r2:8087"}, false},
+		{"r1", false, nil, true},
+		{"r1:8087,", false, nil, true},
+		{":8087", false, nil, true},
+		{"riak://r1:8087", false, nil, true},
+	} {
+		kit, addrs, err := parseRiak(tc.in)
+		if kit != tc.kit || !slices.Equal(addrs, tc.addrs) || (err != nil) != tc.err {
+			t.Errorf("parseRiak(%q) = %v, %q, %v; want %v, %q, error %v", tc.in, kit, addrs, err, tc.kit, tc.addrs, tc.err)
 		}
 	}
 }
