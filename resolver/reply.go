@@ -36,9 +36,19 @@ const maxReplyCc = 50
 // the address a list rewrote its From to. The reply goes to all, as
 // lore.kernel.org's: the sender and every To and Cc are copied.
 func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInfo {
+	// The To and Cc fields are parsed once, for the List-Id's spelling
+	// and for the copies.
+	var rcpts []string
+	parsed := false
+	recipientsOnce := func() []string {
+		if !parsed {
+			rcpts, parsed = recipients(v.Header), true
+		}
+		return rcpts
+	}
 	to := catalog.ListPost(v.Header)
 	if to == "" {
-		to = listIDAddress(v.Header)
+		to = listIDAddress(v.Header, recipientsOnce)
 	}
 	if to == "" {
 		to = listAddr
@@ -55,16 +65,21 @@ func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInf
 	}
 	seen := map[string]bool{strings.ToLower(to): true}
 	cc := func(a string) {
-		if x := catalog.Address(a); x != "" {
-			a = x // pipermail's "user at host"
+		if !safeAddr(a) { // else catalog.Address would give it back as it is
+			if x := catalog.Address(a); x != "" {
+				a = x // pipermail's "user at host"
+			}
+			if !safeAddr(a) {
+				return
+			}
 		}
-		if k := strings.ToLower(a); safeAddr(a) && !seen[k] && len(r.Cc) < maxReplyCc {
+		if k := strings.ToLower(a); !seen[k] && len(r.Cc) < maxReplyCc {
 			seen[k] = true
 			r.Cc = append(r.Cc, a)
 		}
 	}
 	cc(snd.Addr)
-	for _, a := range recipients(v.Header) {
+	for _, a := range recipientsOnce() {
 		cc(a)
 	}
 	r.Subject = strings.Map(func(c rune) rune {
@@ -73,28 +88,52 @@ func replyTo(v *mailview.Message, listAddr string, snd catalog.Sender) *replyInf
 		}
 		return c
 	}, r.Subject)
-	m := "mailto:" + to + "?In-Reply-To=" + mailtoEscape("<"+r.MessageID+">")
-	if len(r.Cc) > 0 {
-		m += "&Cc=" + mailtoEscape(strings.Join(r.Cc, ","))
+	id := "<" + r.MessageID + ">"
+	var m strings.Builder
+	m.Grow(64 + 3*(len(to)+len(id)+len(r.Subject)) + 4*len(r.Cc)*len(to))
+	m.WriteString("mailto:")
+	m.WriteString(to)
+	m.WriteString("?In-Reply-To=")
+	writeMailto(&m, id)
+	for i, a := range r.Cc {
+		if i == 0 {
+			m.WriteString("&Cc=")
+		} else {
+			m.WriteString("%2C") // the comma between addresses, escaped
+		}
+		writeMailto(&m, a)
 	}
-	r.Mailto = m + "&Subject=" + mailtoEscape(r.Subject)
+	m.WriteString("&Subject=")
+	writeMailto(&m, r.Subject)
+	r.Mailto = m.String()
 	// A line an option, as lore.kernel.org writes it: a long list of
 	// copies stays readable, and the shell joins the lines.
 	const next = " \\\n    "
-	g := "git send-email" + next + "--in-reply-to=" + shellQuote("<"+r.MessageID+">") + next + "--to=" + shellQuote(to)
+	var g strings.Builder
+	g.Grow(128 + len(id) + len(to) + len(r.Cc)*(len(next)+len("--cc=''")+len(to)))
+	g.WriteString("git send-email" + next + "--in-reply-to=")
+	writeShellQuoted(&g, id)
+	g.WriteString(next + "--to=")
+	writeShellQuoted(&g, to)
 	for _, a := range r.Cc {
-		g += next + "--cc=" + shellQuote(a)
+		g.WriteString(next + "--cc=")
+		writeShellQuoted(&g, a)
 	}
-	r.Git = g + next + "/path/to/YOUR_REPLY"
+	g.WriteString(next + "/path/to/YOUR_REPLY")
+	r.Git = g.String()
 	return r
 }
 
 // recipients returns the addresses of a message's To and Cc fields, in
-// order (RFC 5322 section 3.6.3).
+// order (RFC 5322 section 3.6.3), as mailview decoded them.
 func recipients(h []mailview.Field) []string {
 	var out []string
 	for _, f := range h {
 		if !strings.EqualFold(f.Name, "To") && !strings.EqualFold(f.Name, "Cc") {
+			continue
+		}
+		if as, ok := scanAddressList(out, f.Value); ok {
+			out = as
 			continue
 		}
 		if as, err := mail.ParseAddressList(f.Value); err == nil {
@@ -103,7 +142,7 @@ func recipients(h []mailview.Field) []string {
 			}
 			continue
 		}
-		// A list net/mail refuses (an 8-bit name, a stray character,
+		// A list neither reads (an unclosed quote, a stray character,
 		// pipermail's "user at host (Name)"): each address between commas
 		// that is one on its own.
 		for _, p := range strings.Split(f.Value, ",") {
@@ -121,12 +160,169 @@ func recipients(h []mailview.Field) []string {
 	return out
 }
 
+// scanAddressList appends to out the addresses of an address list as
+// mailview decoded it (RFC 5322 section 3.4: mailboxes and groups between
+// commas, a mailbox "addr-spec" or "display-name <addr-spec>"), without
+// the cost of net/mail, which reads the names too. A decoded name may
+// hold what its encoded word hid from a parser ("Doe, John", "x@y"):
+// only commas outside quotes, comments and angle brackets part
+// addresses, and a mailbox's address is what its angle brackets hold.
+// It reports false, leaving the list to net/mail, for anything else: an
+// unclosed quote, comment or bracket, several addresses in one mailbox,
+// an addr-spec with a quote, a backslash, a space or a comment inside.
+// Of a list net/mail reads, it reads the same addresses (FuzzScanAddressList
+// holds it to that).
+func scanAddressList(out []string, s string) ([]string, bool) {
+	start, depth, quoted := 0, 0, false
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			switch c := s[i]; {
+			case quoted:
+				if c == '\\' && i+1 < len(s) {
+					i++
+				} else if c == '"' {
+					quoted = false
+				}
+				continue
+			case depth > 0:
+				if c == '\\' && i+1 < len(s) {
+					i++
+				} else if c == '(' {
+					depth++
+				} else if c == ')' {
+					depth--
+				}
+				continue
+			case c == '"':
+				quoted = true
+				continue
+			case c == '(':
+				depth++
+				continue
+			case c == ')':
+				return out, false
+			case c != ',':
+				continue
+			}
+		}
+		if quoted || depth > 0 {
+			return out, false
+		}
+		a, ok := mailboxAddress(s[start:i])
+		if !ok {
+			return out, false
+		}
+		if a != "" {
+			out = append(out, a)
+		}
+		start = i + 1
+	}
+	return out, true
+}
+
+// mailboxAddress returns the address of one element of an address list
+// (scanAddressList), "" for none (an empty element, a group's end), and
+// false when it cannot tell.
+func mailboxAddress(e string) (string, bool) {
+	lt, gt, colon, semi := -1, -1, -1, -1
+	depth, quoted := 0, false
+	for i := 0; i < len(e); i++ {
+		switch c := e[i]; {
+		case quoted:
+			if c == '\\' && i+1 < len(e) {
+				i++
+			} else if c == '"' {
+				quoted = false
+			}
+		case depth > 0:
+			if c == '\\' && i+1 < len(e) {
+				i++
+			} else if c == '(' {
+				depth++
+			} else if c == ')' {
+				depth--
+			}
+		case c == '"':
+			quoted = true
+		case c == '(':
+			depth++
+		case c == '<':
+			if lt >= 0 {
+				return "", false
+			}
+			lt = i
+		case c == '>':
+			if gt >= 0 || lt < 0 {
+				return "", false
+			}
+			gt = i
+		case c == ':':
+			if lt < 0 {
+				colon = i // a group's name ends
+			}
+		case c == ';':
+			if semi >= 0 {
+				return "", false
+			}
+			semi = i // a group ends
+		}
+	}
+	if lt >= 0 != (gt >= 0) {
+		return "", false
+	}
+	var spec string
+	if lt >= 0 {
+		// After "<addr>" only spaces, comments and a group's end.
+		if semi >= 0 && semi < gt || strings.TrimSpace(withoutComments(e[gt+1:], ";")) != "" {
+			return "", false
+		}
+		spec = strings.Trim(e[lt+1:gt], " \t")
+	} else {
+		if semi >= 0 && (semi < colon || strings.TrimSpace(withoutComments(e[semi+1:], "")) != "") {
+			return "", false
+		}
+		spec = e[colon+1:]
+		if semi >= 0 {
+			spec = e[colon+1 : semi]
+		}
+		spec = strings.Trim(withoutComments(spec, ""), " \t")
+	}
+	if strings.ContainsAny(spec, "\"\\()<>:;, \t\r\n") {
+		return "", false
+	}
+	return spec, true
+}
+
+// withoutComments returns s without its comments (RFC 5322 section 3.2.2:
+// s is known to close them) and the characters of drop.
+func withoutComments(s, drop string) string {
+	if !strings.ContainsAny(s, "()"+drop) {
+		return s
+	}
+	var b strings.Builder
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case depth > 0 && c == '\\' && i+1 < len(s):
+			i++
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case depth == 0 && strings.IndexByte(drop, c) < 0:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 // listIDAddress returns the posting address a message's List-Id names
 // (RFC 2919: "<list-label.namespace>", which Mailman, vger and Google
 // Groups make of the list's address: linux-mips.vger.kernel.org is
 // linux-mips@vger.kernel.org), as its To or Cc spells it when one does;
-// "" without a List-Id, or one whose namespace is not a domain.
-func listIDAddress(h []mailview.Field) string {
+// "" without a List-Id, or one whose namespace is not a domain. rcpts
+// returns the addresses of the To and Cc fields (recipients).
+func listIDAddress(h []mailview.Field, rcpts func() []string) string {
 	var id string
 	for _, f := range h {
 		if strings.EqualFold(f.Name, "List-Id") {
@@ -145,7 +341,7 @@ func listIDAddress(h []mailview.Field) string {
 		return ""
 	}
 	addr := label + "@" + domain
-	for _, a := range recipients(h) {
+	for _, a := range rcpts() {
 		if strings.EqualFold(a, addr) {
 			return a
 		}
@@ -155,27 +351,41 @@ func listIDAddress(h []mailview.Field) string {
 
 func isControl(c rune) bool { return c < ' ' || c == 0x7f }
 
-// safeAddr accepts a plain address: one a mailto: URL and a command line
-// can carry as it is.
+// safeAddr accepts a plain address, one a mailto: URL and a command line
+// can carry as it is: an addr-spec of two dot-atoms (RFC 5322 section
+// 3.4.1) of letters, digits and "-_+", no longer than 254 bytes. Of the
+// strings of those characters, it accepts those net/mail.ParseAddress
+// gives back unchanged (FuzzSafeAddr holds it to that), without its cost.
 func safeAddr(a string) bool {
 	if a == "" || len(a) > 254 {
 		return false
 	}
-	for _, c := range a {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@.-_+", c)) {
+	at := -1
+	for i := 0; i < len(a); i++ {
+		switch c := a[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '+':
+		case c == '.':
+			// No dot at either end of an atom, and no two together.
+			if i == 0 || i == len(a)-1 || a[i-1] == '.' || a[i-1] == '@' || a[i+1] == '.' || a[i+1] == '@' {
+				return false
+			}
+		case c == '@':
+			if at >= 0 || i == 0 || i == len(a)-1 {
+				return false
+			}
+			at = i
+		default:
 			return false
 		}
 	}
-	p, err := mail.ParseAddress(a)
-	return err == nil && p.Address == a
+	return at > 0
 }
 
-// mailtoEscape percent-encodes a header value of a mailto: URL: all but
-// the unreserved characters (RFC 3986 section 2.3), so that "&", "=",
-// "+" and "%" in it are the value's.
-func mailtoEscape(s string) string {
+// writeMailto writes s percent-encoded as a header value of a mailto: URL:
+// all but the unreserved characters (RFC 3986 section 2.3), so that "&",
+// "=", "+" and "%" in it are the value's.
+func writeMailto(b *strings.Builder, s string) {
 	const hex = "0123456789ABCDEF"
-	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' || c == '@' {
@@ -186,11 +396,28 @@ func mailtoEscape(s string) string {
 		b.WriteByte(hex[c>>4])
 		b.WriteByte(hex[c&15])
 	}
-	return b.String()
 }
 
 // shellQuote quotes s for a POSIX shell: in single quotes, each single
 // quote inside closed, escaped with a backslash and reopened.
 func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	var b strings.Builder
+	writeShellQuoted(&b, s)
+	return b.String()
+}
+
+// writeShellQuoted writes shellQuote(s) to b.
+func writeShellQuoted(b *strings.Builder, s string) {
+	b.WriteByte('\'')
+	for {
+		i := strings.IndexByte(s, '\'')
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(`'\''`)
+		s = s[i+1:]
+	}
+	b.WriteString(s)
+	b.WriteByte('\'')
 }

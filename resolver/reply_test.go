@@ -1,7 +1,9 @@
 package resolver
 
 import (
+	"net/mail"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/chibrary/chibrary/catalog"
@@ -108,4 +110,119 @@ func TestReplyTo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplyToKeepsEveryCopy: reply to all copies every address of To and
+// Cc, whatever names mailview decoded beside them: a name whose encoded
+// word held a comma, an "@" or quotes, groups and their ends, a quoted
+// name with a comma next to one net/mail refuses.
+func TestReplyToKeepsEveryCopy(t *testing.T) {
+	raw := "From: =?UTF-8?Q?Ren=C3=A9_A?= <a@example.org>\r\n" +
+		"To: l@lists.example.org, Team: t1@example.org, T2 <t2@example.org>;, undisclosed-recipients:;\r\n" +
+		"Cc: =?UTF-8?Q?J=C3=BCrgen_Doe?= <j@example.org>, =?UTF-8?Q?Doe=2C_John?= <john@example.org>,\r\n" +
+		" =?UTF-8?Q?x=40y?= <xy@example.org>, \"Quoted, Name\" <q@example.org>,\r\n" +
+		" =?UTF-8?Q?=22Ann=22_=28home=29?= <ann@example.org>, bob@example.org (Bob, at home)\r\n" +
+		"Message-ID: <m1@example.org>\r\nSubject: hi\r\n\r\nbody\r\n"
+	v := mailview.Parse([]byte(raw), mailview.Options{})
+	r := replyTo(v, "l@lists.example.org", catalog.RealSender(v.Header))
+	if r == nil {
+		t.Fatal("replyTo() = nil, want a reply to l@lists.example.org")
+	}
+	want := []string{"a@example.org", "t1@example.org", "t2@example.org", "j@example.org", "john@example.org",
+		"xy@example.org", "q@example.org", "ann@example.org", "bob@example.org"}
+	if !slices.Equal(r.Cc, want) {
+		t.Errorf("replyTo().Cc = %q, want %q", r.Cc, want)
+	}
+	if wantMailto := "mailto:l@lists.example.org?In-Reply-To=%3Cm1@example.org%3E&Cc=" +
+		strings.Join(want, "%2C") + "&Subject=Re%3A%20hi"; r.Mailto != wantMailto {
+		t.Errorf("replyTo().Mailto = %s, want %s", r.Mailto, wantMailto)
+	}
+}
+
+// TestScanAddressList: the addresses of decoded lists, and the lists it
+// leaves to net/mail.
+func TestScanAddressList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		ok   bool
+	}{
+		{"a@example.org", []string{"a@example.org"}, true},
+		{"A <a@example.org>, b@example.org (B), , <c@example.org>", []string{"a@example.org", "b@example.org", "c@example.org"}, true},
+		{"Doe, John <j@example.org>", []string{"Doe", "j@example.org"}, true},
+		{`"a, b" <a@example.org>, x@y <x@example.org>`, []string{"a@example.org", "x@example.org"}, true},
+		{"G: a@example.org, B <b@example.org>;, E:;", []string{"a@example.org", "b@example.org"}, true},
+		{"<a@example.org> (the (nested) comment)", []string{"a@example.org"}, true},
+		{`Jürgen "J <j@example.org>, k@example.org`, nil, false}, // an unclosed quote
+		{"A <a@example.org> <b@example.org>", nil, false},
+		{"a@ example.org", nil, false}, // net/mail reads a@example.org
+		{`"a.b"@example.org`, nil, false},
+		{"a@example.org (unclosed", nil, false},
+		{"a@example.org)", nil, false},
+		{"bob at example.org (Bob)", nil, false}, // pipermail: the comma split's
+		{"<a@example.org", nil, false},
+		{"a;b:c@example.org", nil, false},
+	}
+	for _, tt := range tests {
+		got, ok := scanAddressList(nil, tt.in)
+		if ok != tt.ok || ok && !slices.Equal(got, tt.want) {
+			t.Errorf("scanAddressList(%q) = %q, %v, want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// FuzzScanAddressList holds scanAddressList to net/mail: of a list
+// net/mail reads, it reads the same addresses a reply copies, or leaves
+// the list to net/mail.
+func FuzzScanAddressList(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := scanAddressList(nil, s)
+		if !ok {
+			return
+		}
+		as, err := mail.ParseAddressList(s)
+		if err != nil {
+			return // one it reads and net/mail does not: the names it decoded
+		}
+		var want []string
+		for _, a := range as {
+			want = append(want, a.Address)
+		}
+		if g, w := copied(got), copied(want); !slices.Equal(g, w) {
+			t.Errorf("scanAddressList(%q) copies %q, net/mail's addresses %q", s, g, w)
+		}
+	})
+}
+
+// copied returns the addresses a reply copies of those given (as replyTo
+// takes them).
+func copied(as []string) []string {
+	var out []string
+	for _, a := range as {
+		if !safeAddr(a) {
+			a = catalog.Address(a)
+		}
+		if safeAddr(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// FuzzSafeAddr holds safeAddr to what it stands for: of the strings of
+// letters, digits and "@.-_+", those net/mail.ParseAddress gives back as
+// they are, at most 254 bytes.
+func FuzzSafeAddr(f *testing.F) {
+	f.Fuzz(func(t *testing.T, a string) {
+		want := a != "" && len(a) <= 254 && !strings.ContainsFunc(a, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@.-_+", c))
+		})
+		if want {
+			p, err := mail.ParseAddress(a)
+			want = err == nil && p.Address == a
+		}
+		if got := safeAddr(a); got != want {
+			t.Errorf("safeAddr(%q) = %v, want %v", a, got, want)
+		}
+	})
 }
