@@ -414,6 +414,7 @@ func outline(th *catalog.Thread, cn string, page int, pageOf func(j int) int, vi
 		return nil, false
 	}
 	var rows []outlineRow
+	bases := baseSubjects{}
 	for j, n := range th.Nodes {
 		if len(rows) == maxOutline {
 			return rows, true
@@ -433,7 +434,7 @@ func outline(th *catalog.Thread, cn string, page int, pageOf func(j int) int, vi
 		}
 		href += "#m" + n.Message.CallNumber
 		row := outlineRow{Depth: n.Depth, Href: href, From: n.Message.From(), Date: n.Message.Date, Here: p == page}
-		if newSubject(th, j) || j == 0 {
+		if newSubject(th, j, bases) || j == 0 {
 			row.Subject = listSubject(n.Message.Subject, th.List)
 			if row.Subject == "" {
 				row.Subject = "(no subject)"
@@ -560,6 +561,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 	to := min(from+messagesPerThreadPage, len(order))
 	v.Entries = make([]threadEntry, to-from)
 	var wg sync.WaitGroup
+	bases := baseSubjects{}
 	for i, j := range order[from:to] {
 		n := th.Nodes[j]
 		e := &v.Entries[i]
@@ -575,7 +577,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		e.Current = n.Message.CallNumber == cn
-		e.NewSubject = newSubject(th, j) || i == 0
+		e.NewSubject = newSubject(th, j, bases) || i == 0
 		e.Why = why(n.Message)
 		// Concurrently: on a bbolt store shared with a writer, the reads
 		// wait for the writer's batch together rather than one by one.
@@ -872,9 +874,10 @@ func (nav *navigation) VersionRows() []versionRow {
 // when it is small, else the node's ancestors, some of its siblings and
 // its replies.
 func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
+	bases := baseSubjects{}
 	row := func(j int) treeRow {
 		n := th.Nodes[j]
-		row := treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j)}
+		row := treeRow{Depth: n.Depth, Link: linkOf(n.Message), Current: j == i, NewSubject: newSubject(th, j, bases)}
 		if n.Message == nil {
 			row.Removed = n.Removed
 		} else if n.Parent >= 0 {
@@ -930,8 +933,9 @@ func tree(th *catalog.Thread, i int) ([]treeRow, bool) {
 }
 
 // newSubject reports whether node j's subject says more than "Re:" its
-// parent's (for a root: the thread's).
-func newSubject(th *catalog.Thread, j int) bool {
+// parent's (for a root: the thread's), bases keeping the base subjects
+// of the thread's nodes asked before.
+func newSubject(th *catalog.Thread, j int, bases baseSubjects) bool {
 	n := th.Nodes[j]
 	if n.Message == nil {
 		return false
@@ -943,9 +947,21 @@ func newSubject(th *catalog.Thread, j int) bool {
 			break
 		}
 	}
-	a, _ := catalog.BaseSubject(n.Message.Subject)
-	b, _ := catalog.BaseSubject(prev)
-	return a != b || n.Parent < 0 && n.Message.Subject != th.Subject
+	return bases.of(n.Message.Subject) != bases.of(prev) || n.Parent < 0 && n.Message.Subject != th.Subject
+}
+
+// baseSubjects keeps the base subjects (catalog.BaseSubject) of the
+// subjects asked for: a thread's messages mostly share one ("Re: ..."),
+// and newSubject asks for each node's and its parent's.
+type baseSubjects map[string]string
+
+func (b baseSubjects) of(s string) string {
+	base, ok := b[s]
+	if !ok {
+		base, _ = catalog.BaseSubject(s)
+		b[s] = base
+	}
+	return base
 }
 
 // fingerprint is a short hash of what a page shows besides the message

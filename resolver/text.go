@@ -88,8 +88,8 @@ func writeText(b htmlWriter, s string, o textOptions) {
 		}
 		for k, l := range run {
 			class := ""
-			if level == 0 && !inSig {
-				class = diffClass[kind(i+k)]
+			if kd := kind(i + k); level == 0 && !inSig && int(kd) < len(diffClass) {
+				class = diffClass[kd]
 			}
 			if class == "" {
 				linkify(b, l)
@@ -97,7 +97,9 @@ func writeText(b htmlWriter, s string, o textOptions) {
 			}
 			// The line end stays outside the span: a span per line.
 			body := strings.TrimRight(l, "\r\n")
-			b.WriteString(`<span class="` + class + `">`)
+			b.WriteString(`<span class="`)
+			b.WriteString(class)
+			b.WriteString(`">`)
 			escape(b, body)
 			b.WriteString(`</span>`)
 			b.WriteString(l[len(body):])
@@ -116,7 +118,8 @@ func writeText(b htmlWriter, s string, o textOptions) {
 const maxDiffBytes = 2 << 20
 
 // diffClass is the class of a patch's line of each kind.
-var diffClass = map[patch.Kind]string{patch.Header: "dh", patch.Hunk: "dk", patch.Added: "da", patch.Deleted: "dd"}
+// An array rather than a map: it is read for every line of a patch.
+var diffClass = [...]string{patch.Header: "dh", patch.Hunk: "dk", patch.Added: "da", patch.Deleted: "dd", patch.Context: ""}
 
 // hasPatch tells, cheaply, whether a text may hold a patch.
 func hasPatch(s string) bool {
