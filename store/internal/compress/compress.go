@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,7 @@ type Compressor struct {
 	codec   record.Codec
 
 	mu       sync.Mutex
-	cache    map[record.DictID]*record.Dictionary
+	cache    dictCache
 	cur      *record.Dictionary // nil: none
 	curInfo  record.Current
 	checked  time.Time // when cur was last read from the store
@@ -102,7 +103,7 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Compressor{
 		dicts: d, off: opts.Off, trainAt: trainAt, retrain: max(retrain, 2), sample: sample, level: recordLevel(opts.Level), log: log,
-		cache: make(map[record.DictID]*record.Dictionary),
+		cache: dictCache{max: MaxCachedDicts},
 		ctx:   ctx, cancel: cancel,
 	}
 }
@@ -217,7 +218,10 @@ func (c *Compressor) DecodeDigest(rec []byte, load LoadFunc) (record.Message, er
 
 func (c *Compressor) dictionary(id record.DictID, load LoadFunc) (*record.Dictionary, error) {
 	c.mu.Lock()
-	d := c.cache[id]
+	d := c.cache.get(id)
+	if d == nil && c.cur != nil && c.cur.ID == id {
+		d = c.cur
+	}
 	c.mu.Unlock()
 	if d != nil {
 		return d, nil
@@ -234,10 +238,10 @@ func (c *Compressor) dictionary(id record.DictID, load LoadFunc) (*record.Dictio
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cached := c.cache[id]; cached != nil {
+	if cached := c.cache.get(id); cached != nil {
 		return cached, nil
 	}
-	c.cache[id] = d
+	c.cache.put(d)
 	return d, nil
 }
 
@@ -245,7 +249,7 @@ func (c *Compressor) dictionary(id record.DictID, load LoadFunc) (*record.Dictio
 func (c *Compressor) Known(id record.DictID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cache[id] != nil
+	return c.cache.get(id) != nil || (c.cur != nil && c.cur.ID == id)
 }
 
 // current returns the dictionary new records use, or nil.
@@ -361,7 +365,7 @@ func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*
 		return nil, 0, fmt.Errorf("cannot make dictionary %v current: %w", d.ID, err)
 	}
 	c.mu.Lock()
-	c.cache[d.ID] = d
+	c.cache.put(d)
 	old := c.cur
 	c.cur, c.curInfo, c.checked = d, info, time.Now()
 	c.mu.Unlock()
@@ -370,3 +374,51 @@ func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*
 	}
 	return d, len(samples), nil
 }
+
+// MaxCachedDicts is how many dictionaries a Compressor keeps besides the
+// current one, the least recently used let go first: each holds its
+// decoder's tables and buffers, a few hundred KiB, and a store gets a new
+// dictionary every RetrainEvery messages, so that keeping every one
+// read would grow with the archive (an importer that trains as it goes,
+// a reader or a compaction that reads old records).
+const MaxCachedDicts = 8
+
+// dictCache is the dictionaries last used, at most max of them. Its
+// users hold the Compressor's lock.
+type dictCache struct {
+	max   int
+	byID  map[record.DictID]*record.Dictionary
+	order []record.DictID // least recently used first
+}
+
+// get returns dictionary id if cached, and marks it used.
+func (c *dictCache) get(id record.DictID) *record.Dictionary {
+	d := c.byID[id]
+	if d != nil {
+		if i := slices.Index(c.order, id); i >= 0 && i < len(c.order)-1 {
+			c.order = append(slices.Delete(c.order, i, i+1), id)
+		}
+	}
+	return d
+}
+
+// put caches d, used now, and lets go of the least recently used beyond max.
+func (c *dictCache) put(d *record.Dictionary) {
+	if c.byID == nil {
+		c.byID = make(map[record.DictID]*record.Dictionary)
+	}
+	if c.byID[d.ID] != nil {
+		c.byID[d.ID] = d
+		c.get(d.ID)
+		return
+	}
+	c.byID[d.ID] = d
+	c.order = append(c.order, d.ID)
+	for len(c.order) > max(c.max, 1) {
+		delete(c.byID, c.order[0])
+		c.order = slices.Delete(c.order, 0, 1)
+	}
+}
+
+// len returns the number of dictionaries cached.
+func (c *dictCache) len() int { return len(c.byID) }

@@ -483,3 +483,113 @@ func TestLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestDictCacheBounded: a Compressor keeps at most MaxCachedDicts
+// dictionaries besides the current one, however many its records name,
+// and a record of one let go still reads (the dictionary read again).
+func TestDictCacheBounded(t *testing.T) {
+	m := newMem()
+	c := New(m, store.Compression{TrainAt: -1}, nil)
+	defer c.Close()
+	const dicts = MaxCachedDicts + 3
+	var msgs []store.Message
+	var recs [][]byte
+	for k := range dicts {
+		var samples [][]byte
+		for _, msg := range batch(1000*k, 150) {
+			samples = append(samples, msg.Raw)
+		}
+		b, err := record.Train(t.Context(), samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := record.IDOf(b)
+		if err := m.SaveDict(t.Context(), id, record.StoredDict(b)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetCurrentDict(t.Context(), record.Current{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		c.checked = time.Time{} // read the current one again
+		b1 := batch(1000*k+500, 2)
+		r := m.put(t, c, b1)
+		if h := header(t, r[0]); h.Dict != id {
+			t.Fatalf("record names dictionary %v, want the current %v", h.Dict, id)
+		}
+		msgs, recs = append(msgs, b1...), append(recs, r...)
+		if n := c.cache.len(); n > MaxCachedDicts {
+			t.Fatalf("%d dictionaries cached after %d made current; want at most %d", n, k+1, MaxCachedDicts)
+		}
+	}
+	if len(m.dicts) != dicts {
+		t.Fatalf("%d distinct dictionaries trained, want %d", len(m.dicts), dicts)
+	}
+	// Read them all, twice over, oldest first: each a dictionary let go.
+	loads := m.loads.Load()
+	for range 2 {
+		decodeAll(t, c, m, msgs, recs)
+		if n := c.cache.len(); n > MaxCachedDicts {
+			t.Fatalf("%d dictionaries cached after reading records of %d; want at most %d", n, dicts, MaxCachedDicts)
+		}
+	}
+	if got := m.loads.Load() - loads; got < 2*(dicts-MaxCachedDicts-1) {
+		t.Errorf("%d dictionaries read again for records of %d, with %d cached; want those let go read again", got, dicts, MaxCachedDicts)
+	}
+	// The current one is never read again, cached or not.
+	loads = m.loads.Load()
+	for range 3 {
+		m.put(t, c, batch(100000, 2))
+	}
+	if got := m.loads.Load() - loads; got != 0 {
+		t.Errorf("the current dictionary read %d times more to encode; want 0", got)
+	}
+}
+
+func TestDictCache(t *testing.T) {
+	c := dictCache{max: 3}
+	var ds []*record.Dictionary
+	b := dictionaryFor(t).Bytes
+	for i := range 6 {
+		d, err := record.NewDictionary(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.ID = record.DictID{byte(i + 1)} // six to tell apart
+		ds = append(ds, d)
+	}
+	for i, d := range ds[:5] {
+		c.put(d)
+		if c.len() > 3 || len(c.order) != c.len() {
+			t.Fatalf("after %d puts: %d cached, order %d; want at most 3, the same", i+1, c.len(), len(c.order))
+		}
+	}
+	// 2, 3, 4 remain; using 2 makes 3 the least recently used.
+	if c.get(ds[0].ID) != nil || c.get(ds[1].ID) != nil || c.get(ds[2].ID) != ds[2] {
+		t.Fatalf("cache of 3 after 5 puts: want the last 3 only")
+	}
+	c.put(ds[5])
+	if c.get(ds[3].ID) != nil || c.get(ds[2].ID) != ds[2] || c.get(ds[4].ID) != ds[4] || c.get(ds[5].ID) != ds[5] {
+		t.Errorf("after using 2 and putting 5: want 2, 4 and 5 cached, 3 let go")
+	}
+	c.put(ds[5]) // again: no double entry
+	if c.len() != 3 || len(c.order) != 3 {
+		t.Errorf("after putting one cached again: %d cached, order %d; want 3", c.len(), len(c.order))
+	}
+}
+
+// dictionaryFor trains a small dictionary.
+func dictionaryFor(t *testing.T) *record.Dictionary {
+	var samples [][]byte
+	for _, msg := range batch(0, 300) {
+		samples = append(samples, msg.Raw)
+	}
+	b, err := record.Train(t.Context(), samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := record.NewDictionary(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
