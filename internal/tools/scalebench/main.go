@@ -5,7 +5,10 @@
 // archive and each program in its own process, it measures:
 //
 //   - bin/importer, list by list into one archive: each list's msg/s and
-//     the importer's peak RSS (its rusage);
+//     the importer's peak RSS (its rusage), and apart the peaks of its
+//     anonymous memory (the Go heap and runtime: what a user must
+//     provision) and of the files it maps (messages.db's pages, clean,
+//     which the kernel takes back at will), sampled from /proc;
 //   - bin/resolver reindex and compact: wall time, msg/s, peak RSS;
 //   - the store (messages.db and its packs) before and after compact, and
 //     the catalog (catalog.db and its WAL), in bytes per input byte;
@@ -90,7 +93,7 @@ type config struct {
 	size, small, lists int
 	seed               uint64
 	coldRounds, warm   int
-	keep               bool
+	keep, importOnly   bool
 	riak               string // --riak: "", "kit" or addresses
 	riakNodes          int
 }
@@ -99,7 +102,7 @@ func main() {
 	fs := flag.NewFlagSet("scalebench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: scalebench [--bin DIR] [--size N] [--small N] [--lists L] [--dir DIR] [--keep]
-                  [--riak kit|HOST:PORT,...] [--riak-nodes N]
+                  [--riak kit|HOST:PORT,...] [--riak-nodes N] [--import-only]
 
 Generates N messages in L lists from the shared sample (scalegen), imports
 them list by list into one archive with the importer, reindexes and
@@ -119,6 +122,7 @@ Examples:
   scalebench --bin bin --size 100000 --lists 11
   scalebench --bin bin --size 1000000 --dir /var/tmp/scale --keep
   scalebench --bin bin --size 100000 --riak kit --riak-nodes 3
+  scalebench --bin bin --size 100000 --dir /var/tmp/scale --import-only
 
 Flags:
 `)
@@ -138,6 +142,7 @@ Flags:
 	fs.StringVar(&c.riak, "riak", "", "also import into Riak: kit (start a cluster from the test kit) or the nodes' protocol buffers addresses HOST:PORT,... (default: bbolt only)")
 	fs.IntVar(&c.riakNodes, "riak-nodes", 3, "nodes of the cluster --riak kit starts")
 	fs.BoolVar(&c.keep, "keep", false, "keep the archives in --dir too (the generated mboxes stay there in any case)")
+	fs.BoolVar(&c.importOnly, "import-only", false, "measure the import into bbolt only: no reindex, compact, searches, pages or Riak stage")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -300,7 +305,7 @@ func measureSize(ctx context.Context, c config, rc *riakCluster, dir string, siz
 	importer, resolver := filepath.Join(c.bin, "importer"), filepath.Join(c.bin, "resolver")
 
 	// Import, list by list.
-	fmt.Printf("%-20s %9s %9s %8s %8s %8s %10s %9s\n", "import", "messages", "MB", "wall s", "msg/s", "MB/s", "CPU ms/msg", "peak RSS")
+	fmt.Printf("%-20s %9s %9s %8s %8s %8s %10s %9s %9s %9s\n", "import", "messages", "MB", "wall s", "msg/s", "MB/s", "CPU ms/msg", "peak RSS", "anon", "files")
 	var total, totalWall, maxRSS float64
 	var first, last float64
 	for i, l := range res.Lists {
@@ -313,11 +318,12 @@ func measureSize(ctx context.Context, c config, rc *riakCluster, dir string, siz
 			return nil, fmt.Errorf("importer %s: %w", l.Name, err)
 		}
 		rate := float64(n) / r.wall.Seconds()
-		fmt.Printf("%-20s %9d %9.1f %8.1f %8.0f %8.1f %10.3f %6.0f MB\n", l.Name, n, float64(l.Bytes)/1e6, r.wall.Seconds(), rate,
-			float64(l.Bytes)/1e6/r.wall.Seconds(), msPer(r.cpu, n), r.rss/1e6)
+		fmt.Printf("%-20s %9d %9.1f %8.1f %8.0f %8.1f %10.3f %6.0f MB %6.0f MB %6.0f MB\n", l.Name, n, float64(l.Bytes)/1e6, r.wall.Seconds(), rate,
+			float64(l.Bytes)/1e6/r.wall.Seconds(), msPer(r.cpu, n), r.rss/1e6, r.anon/1e6, r.file/1e6)
 		if i == 0 {
 			first = rate
 			fig.add("import: first list's CPU", "ms/msg", msPer(r.cpu, n))
+			fig.add("import: first list's peak anon", "MB", r.anon/1e6)
 		}
 		last = rate
 		total += float64(n)
@@ -326,6 +332,8 @@ func measureSize(ctx context.Context, c config, rc *riakCluster, dir string, siz
 		if i == len(res.Lists)-1 {
 			fig.add("import: last list's CPU", "ms/msg", msPer(r.cpu, n))
 			fig.add("import: last list's peak RSS", "MB", r.rss/1e6)
+			fig.add("import: last list's peak anon", "MB", r.anon/1e6)
+			fig.add("import: last list's peak files", "MB", r.file/1e6)
 		}
 	}
 	fig.add("import: first list", "msg/s", first)
@@ -335,6 +343,9 @@ func measureSize(ctx context.Context, c config, rc *riakCluster, dir string, siz
 	input := float64(res.Bytes)
 	storeBytes := diskBytes(filepath.Join(data, "messages.db")) + diskBytes(filepath.Join(data, "messages.packs"))
 	fig.add("store, as imported", "bytes/input byte", storeBytes/input)
+	if c.importOnly {
+		return fig, nil
+	}
 
 	// Reindex, then compact.
 	r, err := runChild(ctx, resolver, "reindex", "--data", data, "--log-level", "error")
@@ -403,18 +414,51 @@ func importedCount(stderr string) (int, error) {
 type childResult struct {
 	wall, cpu time.Duration
 	rss       float64 // bytes
-	stderr    string
+	// anon and file are the peaks of RssAnon and RssFile, sampled from
+	// /proc every sampleEvery (0 where there is none).
+	anon, file float64 // bytes
+	stderr     string
 }
 
+// sampleEvery is how often runChild reads a child's memory in /proc.
+const sampleEvery = 50 * time.Millisecond
+
 // runChild runs a program to its end and measures it: wall time, CPU
-// time (user and system) and peak RSS, from its rusage.
+// time (user and system) and peak RSS, from its rusage, and the peaks of
+// its anonymous and file-backed memory, from /proc.
 func runChild(ctx context.Context, name string, args ...string) (childResult, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	start := time.Now()
-	err := cmd.Run()
-	r := childResult{wall: time.Since(start), stderr: stderr.String()}
+	var anon, file int64
+	err := cmd.Start()
+	if err == nil {
+		done := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+			t := time.NewTicker(sampleEvery)
+			defer t.Stop()
+			for {
+				if b, err := os.ReadFile(status); err == nil {
+					if m, err := parseStatus(b); err == nil {
+						anon, file = max(anon, m.anon), max(file, m.file)
+					}
+				}
+				select {
+				case <-done:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		err = cmd.Wait()
+		close(done)
+		<-sampled
+	}
+	r := childResult{wall: time.Since(start), stderr: stderr.String(), anon: float64(anon), file: float64(file)}
 	if err != nil {
 		return r, fmt.Errorf("%v: %s", err, lastLines(r.stderr, 5))
 	}
@@ -733,3 +777,42 @@ func pct(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// procMemory is what parseStatus reads of /proc/PID/status, in bytes.
+type procMemory struct{ anon, file int64 }
+
+// errStatus: a /proc/PID/status without RssAnon and RssFile lines of the
+// form "RssAnon:\t  1234 kB" (proc(5)), or a value out of range.
+var errStatus = errors.New("scalebench: no RssAnon and RssFile in /proc/PID/status")
+
+// parseStatus reads the RssAnon and RssFile lines of a /proc/PID/status
+// (proc(5); Linux 4.5 and later).
+func parseStatus(b []byte) (procMemory, error) {
+	var m procMemory
+	var found int
+	for line := range strings.Lines(string(b)) {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok || (key != "RssAnon" && key != "RssFile") {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) != 2 || f[1] != "kB" {
+			return procMemory{}, fmt.Errorf("%w: %q", errStatus, strings.TrimSpace(line))
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 || kb > math.MaxInt64>>10 {
+			return procMemory{}, fmt.Errorf("%w: %q", errStatus, strings.TrimSpace(line))
+		}
+		if key == "RssAnon" {
+			m.anon = kb << 10
+			found |= 1
+		} else {
+			m.file = kb << 10
+			found |= 2
+		}
+	}
+	if found != 3 {
+		return procMemory{}, errStatus
+	}
+	return m, nil
+}

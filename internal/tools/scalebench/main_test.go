@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -78,4 +79,52 @@ func TestParseRiak(t *testing.T) {
 			t.Errorf("parseRiak(%q) = %v, %q, %v; want %v, %q, error %v", tc.in, kit, addrs, err, tc.kit, tc.addrs, tc.err)
 		}
 	}
+}
+
+// A part of a real /proc/PID/status (Linux 6).
+const statusSample = "Name:\timporter\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t 1745240 kB\nVmHWM:\t  205128 kB\nVmRSS:\t  204800 kB\nRssAnon:\t  163840 kB\nRssFile:\t   40960 kB\nRssShmem:\t       0 kB\nThreads:\t10\n"
+
+func TestParseStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     procMemory
+		err      bool
+	}{
+		{"linux", statusSample, procMemory{anon: 163840 << 10, file: 40960 << 10}, false},
+		{"zero", "RssFile:\t0 kB\nRssAnon:\t0 kB\n", procMemory{}, false},
+		{"no RssFile (before Linux 4.5)", "VmRSS:\t  204800 kB\nRssAnon:\t  163840 kB\n", procMemory{}, true},
+		{"empty", "", procMemory{}, true},
+		{"another unit", "RssAnon:\t1 MB\nRssFile:\t1 kB\n", procMemory{}, true},
+		{"negative", "RssAnon:\t-1 kB\nRssFile:\t1 kB\n", procMemory{}, true},
+		{"overflow", "RssAnon:\t9223372036854775807 kB\nRssFile:\t1 kB\n", procMemory{}, true},
+	} {
+		got, err := parseStatus([]byte(tc.in))
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%s: parseStatus(%q) = %+v, %v; want %+v, error %v", tc.name, tc.in, got, err, tc.want, tc.err)
+		}
+		if err != nil && !errors.Is(err, errStatus) {
+			t.Errorf("%s: parseStatus(%q) = %v; want %v", tc.name, tc.in, err, errStatus)
+		}
+	}
+}
+
+// FuzzParseStatus reads any text without panicking, and the two values
+// of any status the kernel would write, whatever lines surround them.
+func FuzzParseStatus(f *testing.F) {
+	f.Add("Name:\timporter\n", "Threads:\t10\n", int64(163840), int64(40960))
+	f.Fuzz(func(t *testing.T, before, after string, anon, file int64) {
+		parseStatus([]byte(before + after)) // any text: no panic
+		if strings.Contains(before+after, "RssAnon") || strings.Contains(before+after, "RssFile") {
+			return
+		}
+		anon, file = int64(uint64(anon)%(1<<40)), int64(uint64(file)%(1<<40))
+		if before != "" && !strings.HasSuffix(before, "\n") {
+			before += "\n"
+		}
+		in := fmt.Sprintf("%sRssAnon:\t%8d kB\nRssFile:\t%8d kB\n%s", before, anon, file, after)
+		got, err := parseStatus([]byte(in))
+		if want := (procMemory{anon: anon << 10, file: file << 10}); err != nil || got != want {
+			t.Errorf("parseStatus(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	})
 }
