@@ -236,7 +236,7 @@ func writePage(w *pageWriter, d *pageData) {
 		writeDiffstat(w, ds)
 	}
 	w.str("<section class=\"body\">\n")
-	writeParts(w, d.View, false)
+	writeParts(w, d.View, false, d.Diffstat)
 	w.str("\n</section>\n")
 	if as := d.View.Attachments; len(as) > 0 {
 		w.str("<section class=\"attachments\">\n<h2>Attachments</h2>\n<ul>\n")
@@ -554,20 +554,24 @@ func writeDiffstat(w *pageWriter, ds *diffstat) {
 
 // writeParts writes the body of a message: its text, sanitized HTML and
 // the messages it carries, each with its header; folded folds long
-// quotes (a thread page).
-func writeParts(w *pageWriter, m *mailview.Message, folded bool) {
-	for _, p := range m.Parts {
+// quotes (a thread page). ds is the message's diffstatOf, or nil: the
+// text it scanned first for patches is not scanned again.
+func writeParts(w *pageWriter, m *mailview.Message, folded bool, ds *diffstat) {
+	for i, p := range m.Parts {
 		switch {
 		case p.Message != nil:
 			w.str("<section class=\"embedded\">\n<p class=\"embedded-label\">Enclosed message</p>\n<dl class=\"fields\">\n")
 			writeFields(w, p.Message, true)
 			w.str("</dl>\n")
-			writeParts(w, p.Message, folded)
+			writeParts(w, p.Message, folded, nil)
 			w.str("\n</section>\n")
 		case p.HTML != "":
 			w.str(`<div class="html">`, string(p.HTML), "</div>\n")
 		case folded:
 			writeText(w, p.Text, textOptions{Fold: 6})
+			w.str("\n")
+		case ds != nil && i == ds.part:
+			writeText(w, p.Text, textOptions{kinds: ds.kinds, scanned: true})
 			w.str("\n")
 		default:
 			writeText(w, p.Text, textOptions{})
@@ -582,7 +586,7 @@ func writeParts(w *pageWriter, m *mailview.Message, folded bool) {
 // bodyHTML is writeParts for a template.
 func bodyHTML(m *mailview.Message, folded bool) template.HTML {
 	var w pageWriter
-	writeParts(&w, m, folded)
+	writeParts(&w, m, folded, nil)
 	return template.HTML(w.String())
 }
 

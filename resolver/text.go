@@ -16,6 +16,10 @@ type textOptions struct {
 	// element, closed (0: never): a thread page reads better with the
 	// quotes of earlier messages folded away.
 	Fold int
+	// kinds, with scanned set, are the text's patch.Scan by maxDiffBytes
+	// already made (diffstatOf's): it is not scanned again.
+	kinds   []patch.Kind
+	scanned bool
 }
 
 // htmlWriter is what writeText writes to: a *strings.Builder, a
@@ -46,8 +50,8 @@ func writeText(b htmlWriter, s string, o textOptions) {
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	var kinds []patch.Kind
-	if hasPatch(s) {
+	kinds := o.kinds
+	if !o.scanned && hasPatch(s) {
 		kinds, _ = patch.Scan(s, patch.Limits{MaxBytes: maxDiffBytes})
 	}
 	kind := func(i int) patch.Kind {
@@ -134,6 +138,10 @@ type diffstat struct {
 	Added, Deleted int
 	Truncated      bool
 	Changed        int // files in all
+	// part is the index in the message's parts of the first text with a
+	// patch, and kinds its lines' (as writeText scans it).
+	part  int
+	kinds []patch.Kind
 }
 
 // maxStatFiles bounds the files a diffstat lists.
@@ -145,11 +153,17 @@ func diffstatOf(v *mailview.Message) *diffstat {
 	var files []patch.File
 	truncated := false
 	budget := maxDiffBytes
-	for _, p := range v.Parts {
+	part, kinds := -1, []patch.Kind(nil)
+	for i, p := range v.Parts {
 		if p.Text == "" || !hasPatch(p.Text) || budget <= 0 {
 			continue
 		}
-		_, d := patch.Scan(p.Text, patch.Limits{MaxBytes: budget, MaxFiles: patch.DefaultMaxFiles})
+		k, d := patch.Scan(p.Text, patch.Limits{MaxBytes: budget, MaxFiles: patch.DefaultMaxFiles})
+		if part < 0 {
+			// The first is scanned with writeText's limits (MaxFiles is
+			// its default): its kinds are writeText's.
+			part, kinds = i, k
+		}
 		budget -= len(p.Text)
 		files = append(files, d.Files...)
 		truncated = truncated || d.Truncated
@@ -157,7 +171,7 @@ func diffstatOf(v *mailview.Message) *diffstat {
 	if len(files) == 0 {
 		return nil
 	}
-	ds := &diffstat{Changed: len(files), Truncated: truncated}
+	ds := &diffstat{Changed: len(files), Truncated: truncated, part: part, kinds: kinds}
 	for _, f := range files {
 		ds.Added += f.Added
 		ds.Deleted += f.Deleted
