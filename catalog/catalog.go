@@ -22,7 +22,7 @@ import (
 // SchemaVersion is the layout of the catalog this package writes: a
 // catalog of another version is rebuilt by its writer, and refused by a
 // reader (ErrSchema).
-const SchemaVersion = 16
+const SchemaVersion = 17
 
 // Sentinel errors. Test with errors.Is.
 var (

@@ -541,6 +541,8 @@ var searchKinds = []struct {
 	{"word", []string{"cache", "kernel", "thanks", "tlb", "octeon"}},
 	{"two-words", []string{"indy cache", "kernel panic", "r4000 tlb", "linux patch"}},
 	{"phrase", []string{`"secondary cache"`, `"kernel panic"`, `"cross compiler"`, `"works for me"`}},
+	// Phrases of common words (pairs.go), some that few messages hold.
+	{"common-phrase", []string{`"the of and"`, `"it is in the"`, `"if you have"`, `"this is a"`}},
 	{"from", []string{"from:ralf", "from:macro", "from:linux-mips.org", "from:gmail"}},
 }
 

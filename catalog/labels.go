@@ -182,13 +182,15 @@ const (
 	ftsMainCols = 13
 )
 
-// insertText adds a message's text to the search index under its label.
+// insertText adds a message's text to the search index under its label,
+// and the pairs of common words of its fts columns (pairs.go).
 func insertText(ctx context.Context, main, addr *sql.Stmt, label int64, cols [ftsCols]string) error {
-	args := make([]any, 0, ftsMainCols+1)
+	args := make([]any, 0, ftsMainCols+2)
 	args = append(args, label)
 	for _, c := range cols[:ftsMainCols] {
 		args = append(args, c)
 	}
+	args = append(args, pairsText(cols[:ftsMainCols]))
 	if _, err := main.ExecContext(ctx, args...); err != nil {
 		return err
 	}
@@ -333,7 +335,7 @@ func (c *Catalog) placeBatch(ctx context.Context, s *textSpool, ids []int64, nex
 
 // ftsInsertSQL adds a message's text to the search index under its label.
 const (
-	ftsInsertSQL = `INSERT INTO fts (rowid, subject, sender, body, quoted, files, dfa, dfb, dfctx, dfhh, names, dfpre, dfpost, patchid)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	ftsInsertSQL = `INSERT INTO fts (rowid, subject, sender, body, quoted, files, dfa, dfb, dfctx, dfhh, names, dfpre, dfpost, patchid, pairs)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	ftsAddrInsertSQL = `INSERT INTO fts_addr (rowid, to_addr, cc_addr, list_id) VALUES (?, ?, ?, ?)`
 )

@@ -71,7 +71,7 @@ func mainFTS(n *node) (string, bool) {
 		if main == "-" || addr != "-" {
 			return "", false
 		}
-		return n.term.ftsIn(main), true
+		return n.term.ftsMain(main), true
 	case opOr:
 		parts := make([]string, len(n.kids))
 		for i, k := range n.kids {
@@ -155,7 +155,7 @@ func sqlCond(n *node) (string, []any) {
 		var args []any
 		if main != "-" {
 			sets = append(sets, `SELECT rowid FROM fts WHERE fts MATCH ?`)
-			args = append(args, n.term.ftsIn(main))
+			args = append(args, n.term.ftsMain(main))
 		}
 		if addr != "-" {
 			sets = append(sets, `SELECT rowid FROM fts_addr WHERE fts_addr MATCH ?`)

@@ -40,19 +40,20 @@ const maxIndexedText = 1 << 20
 
 // Weights of the fts columns for sort=relevance (bm25), in the order of
 // searchSchema's columns.
-const bm25Weights = "1.0, 0.2, 10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0"
+const bm25Weights = "1.0, 0.2, 10.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0"
 
 // searchSchema: fts has a message's text, split as public-inbox's search
 // index is (diffindex.go): the text that is not quoted nor a diff line
 // (body), quoted lines, subject, sender, the paths its patches touch
 // (files), their removed, added and context lines and hunk headers,
-// attachments' names, blob IDs and patch ID. fts_addr has its To and Cc
+// attachments' names, blob IDs and patch ID; then the pairs of common
+// words of all of them (pairs.go), which rank nothing. fts_addr has its To and Cc
 // and List-Id, in a table of their own: a word typed without a prefix
 // is not looked for there, and needs no column filter (which costs FTS5
 // a read of every place a word is) to leave them out.
 const searchSchema = `
 CREATE VIRTUAL TABLE fts USING fts5 (body, quoted, subject, sender, files,
-	dfa, dfb, dfctx, dfhh, names, dfpre, dfpost, patchid,
+	dfa, dfb, dfctx, dfhh, names, dfpre, dfpost, patchid, pairs,
 	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE fts_addr USING fts5 (to_addr, cc_addr, list_id,
 	content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');

@@ -339,10 +339,35 @@ func (q *Query) match() string {
 // or not negated (its field's columns there: querysql.go).
 func (t Term) fts() string {
 	main, _ := fieldColumns(t.Field)
-	return t.ftsIn(main)
+	return t.ftsMain(main)
 }
 
-// ftsIn returns the FTS5 expression of t in the columns cols ("" for all).
+// ftsMain returns the FTS5 expression of t in the columns cols of the
+// fts table ("" for all): ftsIn's, and for a phrase with pairs of common
+// words, those pairs too, so that FTS5 checks the phrase only where they
+// all are (pairs.go).
+func (t Term) ftsMain(cols string) string {
+	e := t.ftsIn(cols)
+	if t.Field == "dfn" {
+		return e
+	}
+	var words []string
+	forEachWord(t.Text, func(w string) bool { words = append(words, w); return true })
+	if t.Prefix && len(words) > 0 {
+		words = words[:len(words)-1]
+	}
+	pairs := phrasePairs(words)
+	if len(pairs) == 0 {
+		return e
+	}
+	for i, p := range pairs {
+		pairs[i] = ftsPhrase(p)
+	}
+	return "(pairs : (" + strings.Join(pairs, " AND ") + ") AND " + e + ")"
+}
+
+// ftsIn returns the FTS5 expression of t in the columns cols ("" for all),
+// of the fts or the fts_addr table.
 func (t Term) ftsIn(cols string) string {
 	e := ftsPhrase(t.Text)
 	if t.Prefix {
