@@ -24,6 +24,7 @@ package catalog
 // that they never lack one it sees.
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"unicode"
@@ -39,65 +40,103 @@ const pairSep = "\ue000"
 // commonWords are the words whose pairs are indexed: English function
 // words, the commonest words of mail bodies in the sample (fts5vocab),
 // skipping the technical ones (mips, arch, kernel...) that only some
-// lists share. Changing the set needs a new SchemaVersion: the pairs of
-// a catalog are what its writer's set made them.
-var commonWords = func() map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(`a about after all also am an and any are as at
-		be been but by can could did do does for from had has have he her his how
-		i if in into is it its just may me more my no not now of on one only or
-		other our out over she should so some such than that the their them then
-		there these they this those to up us was we were what when where which
-		who will with would you your s t`) {
-		m[w] = true
+// lists share. Changing them needs a new SchemaVersion: the pairs of a
+// catalog are what its writer's words made them. A message gives at most
+// every pair of them once, whatever its size.
+var commonWords = strings.Fields(`a about after all also am an and any are as at
+	be been but by can could did do does for from had has have he her his how
+	i if in into is it its just may me more my no not now of on one only or
+	other our out over she should so some such than that the their them then
+	there these they this those to up us was we were what when where which
+	who will with would you your s t`)
+
+// commonIndex is the index in commonWords of each, commonKeys their
+// packed words (packWord) in order, for a lookup that neither hashes nor
+// allocates, and maxCommonLen the length of the longest.
+var commonIndex, commonKeys, maxCommonLen = func() (map[string]int, []commonKey, int) {
+	m, longest := map[string]int{}, 0
+	var keys []commonKey
+	for i, w := range commonWords {
+		m[w] = i
+		longest = max(longest, len(w))
+		keys = append(keys, commonKey{packWord(w), i})
 	}
-	return m
+	slices.SortFunc(keys, func(a, b commonKey) int { return cmp.Compare(a.key, b.key) })
+	return m, keys, longest
 }()
 
-// maxPairs bounds the distinct pairs a message gives: a message of
-// hostile text gives no more than this many words to the index.
-const maxPairs = 4096
+type commonKey struct {
+	key   uint64
+	index int
+}
+
+// packWord returns the word w of at most 8 ASCII bytes as a number,
+// lower-cased.
+func packWord(w string) uint64 {
+	var k uint64
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		k = k<<8 | uint64(c)
+	}
+	return k
+}
+
+// asciiCommon returns the index in commonWords of the ASCII word w, in
+// any case, or -1.
+func asciiCommon(w string) int {
+	if len(w) > maxCommonLen {
+		return -1
+	}
+	k := packWord(w)
+	i, ok := slices.BinarySearchFunc(commonKeys, k, func(e commonKey, k uint64) int { return cmp.Compare(e.key, k) })
+	if !ok {
+		return -1
+	}
+	return commonKeys[i].index
+}
 
 // pairsText returns the pairs of common words that follow each other in
 // any of cols, each once, space-separated, in the order first seen.
 func pairsText(cols []string) string {
-	seen := map[string]bool{}
+	n := len(commonWords)
+	seen := make([]uint64, (n*n+63)/64)
 	var b strings.Builder
 	for _, c := range cols {
-		prev := ""
-		forEachWord(c, func(w string) bool {
-			if !commonWords[w] {
-				prev = ""
-				return true
-			}
-			if prev != "" {
-				p := prev + pairSep + w
-				if !seen[p] {
-					if len(seen) == maxPairs {
-						return false
+		prev := -1
+		forEachWord(c, func(w int) {
+			if w >= 0 && prev >= 0 {
+				if p := prev*n + w; seen[p/64]&(1<<(p%64)) == 0 {
+					seen[p/64] |= 1 << (p % 64)
+					if b.Len() > 0 {
+						b.WriteByte(' ')
 					}
-					seen[p] = true
-					b.WriteString(p)
-					b.WriteByte(' ')
+					b.WriteString(commonWords[prev])
+					b.WriteString(pairSep)
+					b.WriteString(commonWords[w])
 				}
 			}
 			prev = w
-			return true
 		})
-		if len(seen) == maxPairs {
-			break
-		}
 	}
-	return strings.TrimSuffix(b.String(), " ")
+	return b.String()
 }
 
 // phrasePairs returns the pair words of the common words that follow
-// each other in words (as tokens returns them), each once.
-func phrasePairs(words []string) []string {
+// each other in text, each once, for a phrase search; with prefix, the
+// last word of text is the start of a word and pairs with nothing.
+func phrasePairs(text string, prefix bool) []string {
+	var words []int
+	forEachWord(text, func(w int) { words = append(words, w) })
+	if prefix && len(words) > 0 {
+		words = words[:len(words)-1]
+	}
 	var out []string
 	for i := 1; i < len(words); i++ {
-		if commonWords[words[i-1]] && commonWords[words[i]] {
-			p := words[i-1] + pairSep + words[i]
+		if words[i-1] >= 0 && words[i] >= 0 {
+			p := commonWords[words[i-1]] + pairSep + commonWords[words[i]]
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}
@@ -129,51 +168,54 @@ func isDiacritic(r rune) bool {
 	return false
 }
 
-// forEachWord calls f with each word of s, folded as fold does, until f
-// returns false. Words of ASCII letters, which are all of the common
-// words, are folded without allocating beyond the word itself.
-func forEachWord(s string, f func(w string) bool) {
-	start, ascii := -1, true
-	emit := func(end int) bool {
-		w := s[start:end]
-		if ascii {
-			// Lower-case without allocating when already lower-case.
-			lower := true
-			for i := 0; i < len(w); i++ {
-				if 'A' <= w[i] && w[i] <= 'Z' {
-					lower = false
-					break
-				}
-			}
-			if !lower {
-				w = strings.ToLower(w)
-			}
-		} else {
-			w = fold(w)
-		}
-		return f(w)
-	}
+// forEachWord calls f with each word of s, as unicode61 with
+// remove_diacritics 2 reads them: the index in commonWords of one that is
+// a common word, else -1. ASCII words, which are most, are looked up
+// without allocating.
+func forEachWord(s string, f func(common int)) {
 	for i := 0; i < len(s); {
+		// The start of a word.
 		r, n := rune(s[i]), 1
 		if r >= utf8.RuneSelf {
 			r, n = utf8.DecodeRuneInString(s[i:])
 		}
-		if isTokenRune(r) || start >= 0 && isDiacritic(r) {
-			if start < 0 {
-				start, ascii = i, true
-			}
-			if r >= utf8.RuneSelf {
-				ascii = false
-			}
-		} else if start >= 0 {
-			if !emit(i) {
-				return
-			}
-			start = -1
+		if !isTokenRune(r) {
+			i += n
+			continue
 		}
-		i += n
+		start, ascii := i, r < utf8.RuneSelf
+		for i += n; i < len(s); i += n {
+			r, n = rune(s[i]), 1
+			if r >= utf8.RuneSelf {
+				r, n = utf8.DecodeRuneInString(s[i:])
+			}
+			if !isTokenRune(r) && !isDiacritic(r) {
+				break
+			}
+			ascii = ascii && r < utf8.RuneSelf
+		}
+		w := s[start:i]
+		common := -1
+		switch {
+		case ascii:
+			common = asciiCommon(w)
+		case !ascii && letters(w) <= maxCommonLen:
+			// Letters with diacritics may fold to a common word.
+			if k, ok := commonIndex[fold(w)]; ok {
+				common = k
+			}
+		}
+		f(common)
 	}
-	if start >= 0 {
-		emit(len(s))
+}
+
+// letters returns how many characters of the word w are not diacritics.
+func letters(w string) int {
+	n := 0
+	for _, r := range w {
+		if !isDiacritic(r) {
+			n++
+		}
 	}
+	return n
 }

@@ -351,12 +351,7 @@ func (t Term) ftsMain(cols string) string {
 	if t.Field == "dfn" {
 		return e
 	}
-	var words []string
-	forEachWord(t.Text, func(w string) bool { words = append(words, w); return true })
-	if t.Prefix && len(words) > 0 {
-		words = words[:len(words)-1]
-	}
-	pairs := phrasePairs(words)
+	pairs := phrasePairs(t.Text, t.Prefix)
 	if len(pairs) == 0 {
 		return e
 	}
