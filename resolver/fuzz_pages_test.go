@@ -63,7 +63,7 @@ func FuzzPages(f *testing.F) {
 			t.Fatalf("page.html of %q is unsafe: %v", raw, err)
 		}
 		// The reply line quotes every value for a shell.
-		if r := replyTo(v, "l@lists.example", snd); r != nil && !strings.Contains(r.Git, shellQuote("<"+v.MessageID+">")) {
+		if r := replyTo(v, "l@lists.example", snd); r != nil && !strings.Contains(r.Git, "'"+strings.ReplaceAll("<"+v.MessageID+">", "'", `'\''`)+"'") {
 			t.Fatalf("the git line %q does not quote the Message-ID %q", r.Git, v.MessageID)
 		}
 		results := []searchResult{{Message: *m, Excerpt: catalog.Excerpt(catalog.Text(v), strings.Fields(strings.ToLower(v.Subject)), excerptBytes)}, {Message: *m}}

@@ -45,16 +45,14 @@ func recentSpan(now time.Time) (since, until time.Time) {
 	return until.AddDate(0, 0, -recentDays), until
 }
 
-// recentOf returns list's activity of the last recentDays days. It is
-// counted once a list, day and catalog generation: the front page, which
-// is not cached (it says the store's count), shows every list's, and
-// counting them all for every reader cost up to 2,000 rows a list.
-func (s *Server) recentOf(ctx context.Context, c *catalog.Catalog, list string) (*recent, error) {
+// recentOf returns list's activity of the last recentDays days, gen
+// being the catalog's generation (catalog.Generation, read by the caller
+// once for all the lists of a page). It is counted once a list, day and
+// catalog generation: the front page, which is not cached (it says the
+// store's count), shows every list's, and counting them all for every
+// reader cost up to 2,000 rows a list.
+func (s *Server) recentOf(ctx context.Context, c *catalog.Catalog, gen, list string) (*recent, error) {
 	since, until := recentSpan(s.opts.Now())
-	gen, err := c.Generation(ctx)
-	if err != nil {
-		return nil, err
-	}
 	key := gen + " " + since.Format(time.DateOnly)
 	if r := s.recents.get(list, key); r != nil {
 		return r, nil

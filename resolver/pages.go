@@ -148,11 +148,15 @@ func (s *Server) listEntries(ctx context.Context, c *catalog.Catalog) ([]listEnt
 	if err != nil {
 		return nil, err
 	}
+	gen, err := c.Generation(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]listEntry, len(lists))
 	for i, l := range lists {
 		s.describe(&l)
 		out[i].List = l
-		if out[i].Recent, err = s.recentOf(ctx, c, l.Name); err != nil {
+		if out[i].Recent, err = s.recentOf(ctx, c, gen, l.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -224,7 +228,11 @@ func (s *Server) listView(w http.ResponseWriter, r *http.Request) (*listView, bo
 		return nil, false
 	}
 	if v.Page == 1 {
-		if v.Recent, err = s.recentOf(ctx, c, name); err != nil {
+		gen, err := c.Generation(ctx)
+		if err == nil {
+			v.Recent, err = s.recentOf(ctx, c, gen, name)
+		}
+		if err != nil {
 			s.failCatalog(w, r, err, noSuchList(name))
 			return nil, false
 		}

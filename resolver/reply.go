@@ -398,15 +398,9 @@ func writeMailto(b *strings.Builder, s string) {
 	}
 }
 
-// shellQuote quotes s for a POSIX shell: in single quotes, each single
-// quote inside closed, escaped with a backslash and reopened.
-func shellQuote(s string) string {
-	var b strings.Builder
-	writeShellQuoted(&b, s)
-	return b.String()
-}
-
-// writeShellQuoted writes shellQuote(s) to b.
+// writeShellQuoted writes s to b quoted for a POSIX shell: in single
+// quotes, each single quote inside closed, escaped with a backslash and
+// reopened.
 func writeShellQuoted(b *strings.Builder, s string) {
 	b.WriteByte('\'')
 	for {
