@@ -104,6 +104,19 @@ type Catalog struct {
 	stmts sync.Map
 	// closeMu keeps Close from closing the pool under a prepare.
 	closeMu sync.RWMutex
+
+	// writable says this process holds the writer's lock: nobody else
+	// changes the file, so Generation may answer from gen while genSeq,
+	// bumped after every commit of the cursor, still holds gen's seq.
+	writable bool
+	gen      atomic.Pointer[generation]
+	genSeq   atomic.Uint64
+}
+
+// generation is the cursor a writable catalog read at seq.
+type generation struct {
+	seq uint64
+	v   string
 }
 
 // Open opens the catalog at path. A writable Open takes the lock file
@@ -241,6 +254,7 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 		return err
 	}
 	c.file, _ = os.Stat(c.path)
+	c.writable = true
 	return nil
 }
 

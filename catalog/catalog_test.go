@@ -566,6 +566,66 @@ func TestGeneration(t *testing.T) {
 	}
 }
 
+// TestGenerationWhileWriting: the writer's catalog answers Generation from
+// memory; readers asking while it indexes never keep a generation its
+// file no longer holds, whichever way they interleave with the commits.
+func TestGenerationWhileWriting(t *testing.T) {
+	a := newArchive(t)
+	c := openCatalog(t)
+	ctx := t.Context()
+	stored := func() string {
+		t.Helper()
+		v, err := meta(ctx, c.r, "cursor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := c.Generation(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	seen := map[string]bool{}
+	for i, f := range []string{"pipermail.mbox", "loop.mbox", "dates.mbox"} {
+		a.load(fixture(f), fmt.Sprint("l", i))
+		mustSync(t, c, a.st)
+		g, err := c.Generation(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := stored(); g != want {
+			t.Errorf("after indexing %s: Generation = %q, the file holds %q", f, g, want)
+		}
+		seen[g] = true
+	}
+	if err := c.resetCursor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := c.Generation(ctx); g != "" || stored() != "" {
+		t.Errorf("after the cursor was reset: Generation = %q, the file holds %q", g, stored())
+	}
+	close(stop)
+	wg.Wait()
+	if len(seen) != 3 {
+		t.Errorf("%d generations for 3 loads", len(seen))
+	}
+}
+
 // TestImmutable reads a catalog as one on a read-only medium is read.
 // (cmd/resolver tests it on a real read-only mount.)
 func TestImmutable(t *testing.T) {

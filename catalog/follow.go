@@ -297,7 +297,9 @@ func (c *Catalog) resetCursor(ctx context.Context) error {
 	if err := setMeta(ctx, tx, "cursor", ""); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	err = tx.Commit()
+	c.genSeq.Add(1) // Generation
+	if err != nil {
 		return err
 	}
 	ws.cursor = ""

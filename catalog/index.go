@@ -433,7 +433,9 @@ func (c *Catalog) apply(ctx context.Context, docs []doc, moves []store.Move, rem
 			return 0, err
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	err = tx.Commit()
+	c.genSeq.Add(1) // Generation
+	if err != nil {
 		return 0, fmt.Errorf("cannot index messages: %w", markDamaged(err))
 	}
 	st.authority, st.cursor = authority, next
