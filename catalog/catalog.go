@@ -102,13 +102,15 @@ type Catalog struct {
 	// message's page runs, by query: parsing one costs SQLite as much as
 	// running it.
 	stmts sync.Map
-	// closeMu keeps Close from closing the pool under a prepare.
+	// closeMu keeps Close from closing the pool under a prepare. closed
+	// is written under it and wmu, and read under either.
 	closeMu sync.RWMutex
+	closed  bool
 
 	// writable says this process holds the writer's lock: nobody else
 	// changes the file, so Generation may answer from gen while genSeq,
 	// bumped after every commit of the cursor, still holds gen's seq.
-	writable bool
+	writable atomic.Bool
 	gen      atomic.Pointer[generation]
 	genSeq   atomic.Uint64
 }
@@ -254,7 +256,7 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 		return err
 	}
 	c.file, _ = os.Stat(c.path)
-	c.writable = true
+	c.writable.Store(true)
 	return nil
 }
 
@@ -470,13 +472,23 @@ func (c *Catalog) Path() string { return c.path }
 // Writable reports whether this Catalog may write (it holds the lock).
 func (c *Catalog) Writable() bool { return c.w != nil }
 
-// Close closes the catalog, waiting for a write in progress.
+// Close closes the catalog, waiting for a write in progress. A closed
+// catalog's methods fail ("sql: database is closed"); a second Close
+// does nothing.
 func (c *Catalog) Close() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	var errs []error
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	// The pools are closed, not dropped: a reader still holding the
+	// catalog gets their error, not a nil pointer.
+	c.closed = true
+	c.writable.Store(false)
+	c.genSeq.Add(1)
+	var errs []error
 	c.stmts.Range(func(q, s any) bool {
 		s.(*sql.Stmt).Close()
 		c.stmts.Delete(q)
@@ -484,21 +496,17 @@ func (c *Catalog) Close() error {
 	})
 	if c.r != nil {
 		errs = append(errs, c.r.Close())
-		c.r = nil
 	}
 	if c.s != nil {
 		errs = append(errs, c.s.Close())
-		c.s = nil
 	}
 	if c.w != nil {
 		// A checkpoint folds the WAL in: a catalog at rest is one file.
 		c.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 		errs = append(errs, c.w.Close())
-		c.w = nil
 	}
 	if c.lock != nil {
 		errs = append(errs, c.lock.Release())
-		c.lock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cannot close catalog %s: %w", c.path, err)

@@ -827,3 +827,39 @@ func mustMessage(t testing.TB, c *Catalog, cn string) Message {
 	}
 	return m
 }
+
+// TestClosedCatalog: a catalog's methods fail once it is closed, as its
+// pools' do, rather than panic; a second Close does nothing.
+func TestClosedCatalog(t *testing.T) {
+	a := newArchive(t)
+	a.load(fixture("pipermail.mbox"), "x")
+	c := openCatalog(t)
+	ctx := t.Context()
+	mustSync(t, c, a.st)
+	cn := ""
+	for _, ids := range a.byID {
+		cn = ids[0]
+		break
+	}
+	if _, err := c.Place(ctx, cn); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("a second Close = %v", err)
+	}
+	if _, err := c.Place(ctx, cn); err == nil {
+		t.Error("Place on a closed catalog succeeded")
+	}
+	if _, err := c.Generation(ctx); err == nil {
+		t.Error("Generation on a closed catalog succeeded")
+	}
+	if _, err := c.Lists(ctx); err == nil {
+		t.Error("Lists on a closed catalog succeeded")
+	}
+	if _, err := c.Sync(ctx, a.st, SyncOptions{}); err == nil {
+		t.Error("Sync on a closed catalog succeeded")
+	}
+}

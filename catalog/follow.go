@@ -69,6 +69,9 @@ type page struct {
 func (c *Catalog) Sync(ctx context.Context, st store.Store, opts SyncOptions) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.closed {
+		return 0, fmt.Errorf("cannot follow the store: catalog %s is closed", c.path)
+	}
 	n, err := c.sync(ctx, st, opts)
 	s := c.status.Load()
 	next := Status{Following: s != nil && s.Following, Synced: time.Now()}

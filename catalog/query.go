@@ -155,7 +155,7 @@ func (c *Catalog) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
 	}
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
-	if c.r == nil {
+	if c.closed {
 		return nil, errors.New("catalog: closed")
 	}
 	s, err := c.r.PrepareContext(ctx, q)
@@ -755,7 +755,7 @@ func ParseMonth(s string) (int, time.Month, bool) {
 // much as a tenth of its rendering.
 func (c *Catalog) Generation(ctx context.Context) (string, error) {
 	seq := c.genSeq.Load()
-	if g := c.gen.Load(); c.writable && g != nil && g.seq == seq {
+	if g := c.gen.Load(); c.writable.Load() && g != nil && g.seq == seq {
 		return g.v, nil
 	}
 	// Prepared: every page a cache may answer asks for it.
@@ -765,7 +765,7 @@ func (c *Catalog) Generation(ctx context.Context) (string, error) {
 	}
 	// Kept only if no commit began since seq was read: a commit then may
 	// have come before or after the read.
-	if c.writable && c.genSeq.Load() == seq {
+	if c.writable.Load() && c.genSeq.Load() == seq {
 		c.gen.Store(&generation{seq: seq, v: v})
 	}
 	return v, nil

@@ -164,6 +164,9 @@ func (c *Catalog) RebuildFrom(ctx context.Context, st store.Store, opts SyncOpti
 	c.wmu.Lock()
 	lock, w := c.lock, c.w
 	c.lock, c.w, c.st = nil, nil, nil
+	// The file is replaced: the one read from here on changes no more.
+	c.writable.Store(false)
+	c.genSeq.Add(1)
 	c.wmu.Unlock()
 	if lock == nil {
 		return nil, 0, fmt.Errorf("cannot rebuild catalog %s: %w", c.path, ErrReadOnly)
