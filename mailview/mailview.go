@@ -150,7 +150,7 @@ type Message struct {
 }
 
 // displayed are the fields of Message.Fields, in order.
-var displayed = []string{"From", "To", "Cc", "Date", "Subject", "List-Id"}
+var displayed = [...]string{"From", "To", "Cc", "Date", "Subject", "List-Id"}
 
 // policy is the HTML sanitizer, safe for concurrent use once built.
 var policy = func() *bluemonday.Policy {
@@ -370,22 +370,24 @@ func (p *parser) header(h message.Header) {
 	if p.opts.TextOnly {
 		return
 	}
+	// The displayed fields are the first of their names (h.Text's), taken
+	// as they pass: each field's encoded words are decoded once.
+	var shown [len(displayed)]int // 1 + the field's index in Header
 	for f := h.Fields(); f.Next(); {
 		v, err := f.Text()
 		if err != nil {
 			v = f.Value()
 		}
 		p.m.Header = append(p.m.Header, Field{Name: clean(f.Key()), Value: clean(v)})
+		if i := slices.Index(displayed[:], f.Key()); i >= 0 && shown[i] == 0 {
+			shown[i] = len(p.m.Header)
+		}
 	}
-	for _, name := range displayed {
-		if !h.Has(name) {
+	for i, name := range displayed {
+		if shown[i] == 0 {
 			continue
 		}
-		v, err := h.Text(name)
-		if err != nil {
-			v = h.Get(name)
-		}
-		v = clean(v)
+		v := p.m.Header[shown[i]-1].Value
 		if name == "Subject" {
 			p.m.Subject = v
 		}

@@ -578,3 +578,33 @@ func TestEnough(t *testing.T) {
 		t.Errorf("Enough asked with %v bytes; want %v (the first part only, not its end)", asked, want)
 	}
 }
+
+// TestDisplayedFields: the fields a page shows are the first of each name
+// (as net/textproto's Get), decoded, in the page's order, whatever the
+// spelling of their names and wherever they stand in the header.
+func TestDisplayedFields(t *testing.T) {
+	raw := "subject: =?UTF-8?Q?caf=C3=A9?= first\r\n" +
+		"X-Other: x\r\n" +
+		"FROM: =?ISO-8859-1?Q?J=F6rg?= <j@example.org>\r\n" +
+		"Subject: second\r\n" +
+		"To: a@example.org\r\n" +
+		"Date: Mon, 2 Jan 2006 15:04:05 +0000\r\n" +
+		"To: b@example.org\r\n" +
+		"\r\nbody\r\n"
+	m := Parse([]byte(raw), Options{})
+	want := []Field{
+		{"From", "Jörg <j@example.org>"},
+		{"To", "a@example.org"},
+		{"Date", "Mon, 2 Jan 2006 15:04:05 +0000"},
+		{"Subject", "café first"},
+	}
+	if !slices.Equal(m.Fields, want) {
+		t.Errorf("Fields = %q, want %q", m.Fields, want)
+	}
+	if m.Subject != "café first" {
+		t.Errorf("Subject = %q", m.Subject)
+	}
+	if len(m.Header) != 7 {
+		t.Errorf("Header has %d fields, want all 7: %q", len(m.Header), m.Header)
+	}
+}
