@@ -975,9 +975,11 @@ func (b baseSubjects) of(s string) string {
 // fingerprint is a short hash of what a page shows besides the message
 // itself, for its ETag.
 func fingerprint(v any) string {
-	b, _ := json.Marshal(v)
-	sum := sha256.Sum256(b)
-	return base64.RawURLEncoding.EncodeToString(sum[:9])
+	// Encoded straight into the hash: a message page's navigation, with
+	// its thread's outline, is kilobytes of JSON that nothing else reads.
+	h := sha256.New()
+	json.NewEncoder(h).Encode(v)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }
 
 // ---- responses that change ---------------------------------------------
