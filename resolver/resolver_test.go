@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -545,5 +547,53 @@ func TestHealthzInterruptedCompaction(t *testing.T) {
 	}
 	if logs := fa.log.String(); !strings.Contains(logs, "resolver compact") || !strings.Contains(logs, "health check failed") {
 		t.Errorf("the log does not say the health check failed and what repairs it:\n%s", logs)
+	}
+}
+
+// consensusStore is a store whose consensus groups (Riak's) serve or not
+// as the test says.
+type consensusStore struct {
+	store.Store
+	err atomic.Pointer[error]
+}
+
+func (c *consensusStore) Consensus(context.Context) error {
+	if p := c.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// TestHealthzConsensus: while some of a store's consensus groups cannot
+// serve (Riak after node faults), /healthz answers 200 (messages can be
+// read) with a second line saying that imports and new runs wait and
+// why, in the store's words (which name the command that shows the
+// groups), and the log says so once; once they serve again, "ok" alone,
+// and the log says so.
+func TestHealthzConsensus(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	a.put(t, []byte("Message-ID: <h@example.org>\nSubject: h\n\nbody\n"), "l")
+	cs := &consensusStore{Store: a.st}
+	srv, logs := serveWith(t, cs, Options{})
+	if r := get(t, srv.URL+"/healthz"); r.status != 200 || r.body != "ok\n" {
+		t.Fatalf("healthz with every group serving = %d %q, want 200 ok", r.status, r.body)
+	}
+	why := fmt.Errorf("%w: 4 of 64 reads of the consistent type's ring were not answered (riak admin ensemble-status shows the groups)", store.ErrUnavailable)
+	cs.err.Store(&why)
+	for range 2 {
+		r := get(t, srv.URL+"/healthz")
+		if r.status != 200 || !strings.HasPrefix(r.body, "ok\nclaims unavailable, imports and new runs wait: ") || !strings.Contains(r.body, "riak admin ensemble-status") {
+			t.Errorf("healthz with groups that cannot serve = %d %q, want 200, ok and a line saying claims wait, naming ensemble-status", r.status, r.body)
+		}
+	}
+	if n := strings.Count(logs.String(), "imports and new runs wait"); n != 1 {
+		t.Errorf("the log says %d times that imports wait, want once:\n%s", n, logs.String())
+	}
+	cs.err.Store(nil)
+	if r := get(t, srv.URL+"/healthz"); r.status != 200 || r.body != "ok\n" {
+		t.Errorf("healthz once the groups serve again = %d %q, want 200 ok", r.status, r.body)
+	}
+	if !strings.Contains(logs.String(), "health check passes again") {
+		t.Errorf("the log does not say the health check passes again:\n%s", logs.String())
 	}
 }
