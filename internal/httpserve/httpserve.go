@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -249,13 +250,18 @@ func (m *Middleware) ConnState(_ net.Conn, st http.ConnState) {
 }
 
 // Serve serves srv on ln until ctx is done, then waits up to
-// shutdownTimeout for requests in flight and returns nil. A nil
+// shutdownTimeout for requests in flight, closes the connections of
+// those still running (a reader who stopped reading a download) and
+// waits for their handlers to return, and returns nil: no handler runs
+// on once Serve has returned, to use what its caller then closes. A nil
 // srv.BaseContext is set so that requests see ctx's values but not its
 // cancellation.
 func Serve(ctx context.Context, srv *http.Server, ln net.Listener, shutdownTimeout time.Duration, log *slog.Logger) error {
 	if srv.BaseContext == nil {
 		srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	}
+	var handlers inFlight
+	srv.Handler = handlers.wrap(srv.Handler)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -270,10 +276,75 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, shutdownTimeo
 		srv.Close()
 		log.Warn("requests still in flight were cut short", "err", err)
 	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := <-served
+	// Shutdown and Close return without waiting for handlers: one whose
+	// connection was just closed is still writing to it, or logging.
+	if !handlers.wait(handlerGrace) {
+		log.Error("requests still running after their connections were closed", "after", handlerGrace)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("cannot serve: %w", err)
 	}
 	return nil
+}
+
+// handlerGrace bounds the wait for handlers whose connections Serve
+// closed: writing to a closed connection fails at once, and their
+// requests' contexts are cancelled.
+const handlerGrace = 5 * time.Second
+
+// inFlight counts the handlers running; once wait has begun, none
+// starts.
+type inFlight struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	idle    chan struct{} // closed when n falls to 0 while closing
+}
+
+func (f *inFlight) wrap(h http.Handler) http.Handler {
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		if f.closing {
+			f.mu.Unlock()
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		f.n++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			if f.n--; f.n == 0 && f.idle != nil {
+				close(f.idle)
+				f.idle = nil
+			}
+			f.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait stops new handlers and waits up to d for the running ones to
+// return; it reports whether they all did.
+func (f *inFlight) wait(d time.Duration) bool {
+	f.mu.Lock()
+	f.closing = true
+	if f.n == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	idle := make(chan struct{})
+	f.idle = idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // MetricsServer serves GET /metrics for a program that serves nothing else.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,5 +188,60 @@ func TestServeShutdown(t *testing.T) {
 	}
 	if body := <-got; body != "finished" {
 		t.Errorf("the request in flight got %q, want it finished", body)
+	}
+}
+
+// TestServeWaitsForCutRequests: a request still in flight at the
+// shutdown timeout (a reader who stopped reading a large body) has its
+// connection closed, and Serve returns only once its handler has: a
+// handler left running would use (and log to) what Serve's caller
+// closes next. Serve stops within the timeout and a little.
+func TestServeWaitsForCutRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var returned atomic.Bool
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			time.Sleep(50 * time.Millisecond) // an access log line, say
+			returned.Store(true)
+		}()
+		close(started)
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	const timeout = 300 * time.Millisecond
+	go func() { served <- Serve(ctx, srv, ln, timeout, slog.New(slog.DiscardHandler)) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	<-started
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return within 10 s of its context's end, a reader stalled")
+	}
+	if took := time.Since(start); took < timeout || took > timeout+3*time.Second {
+		t.Errorf("Serve returned %v after its context ended, want after the shutdown timeout (%v) and soon", took, timeout)
+	}
+	if !returned.Load() {
+		t.Error("Serve returned while the stalled request's handler still ran")
 	}
 }
