@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -382,5 +383,88 @@ func TestLargeMessagesApart(t *testing.T) {
 	}
 	if stored != len(msgs) {
 		t.Errorf("%d messages stored, want %d", stored, len(msgs))
+	}
+}
+
+// discardStore takes every message Put and keeps none: what a mirror
+// holds in memory is then its own.
+type discardStore struct {
+	store.Store
+	messages, bytes atomic.Int64
+}
+
+func (d *discardStore) Put(_ context.Context, msgs []store.Message) ([]store.Result, error) {
+	res := make([]store.Result, len(msgs))
+	for i, m := range msgs {
+		res[i].Number = m.Number
+		d.messages.Add(1)
+		d.bytes.Add(int64(len(m.Raw)))
+	}
+	return res, nil
+}
+
+// TestEndlessMessages: an origin that sends 2 MiB messages without end
+// (300 MiB before the mirror refuses the answer, more than the records
+// asked for) keeps the mirror's heap under 200 MiB: the messages are
+// handed on as they arrive, a few batches at most in flight.
+func TestEndlessMessages(t *testing.T) {
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	const size, limit = 2 << 20, 150
+	raw := bytes.Repeat([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd\n"), size/64)
+	var sent atomic.Int64
+	from, _ := fakeOrigin(t, auth, func(r *http.Request, fw *changes.Writer, flush func()) {
+		fw.Lease(auth.Lease(1))
+		for seq := 0; seq < 16384; seq++ {
+			// Each message its own: a Message-ID line in place of the first.
+			copy(raw, fmt.Sprintf("Message-ID: <%08d@example.org>\n", seq))
+			if fw.Message(store.Stored{Number: auth.Number(t, 1, seq), Raw: raw, Digest: store.DigestOf(raw), List: "l"}) != nil {
+				return // the mirror hung up
+			}
+			sent.Add(1)
+		}
+	})
+	st := &discardStore{Store: openStore(t)}
+	m := newMirror(t, from, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) {
+		o.Limit = limit
+		o.BatchMessages = 0 // the defaults: 500 messages or 8 MiB a batch
+	})
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	runtime.GC()
+	before := heap()
+	var peak atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.Store(max(peak.Load(), heap()))
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	_, err := m.CatchUp(t.Context())
+	close(done)
+	<-sampled
+	if !errors.Is(err, mirror.ErrOrigin) || !strings.Contains(err.Error(), fmt.Sprintf("more than the %d records asked for", limit)) {
+		t.Fatalf("CatchUp = %v, want ErrOrigin saying more than the %d records asked for", err, limit)
+	}
+	if n := st.messages.Load(); n < limit/2 {
+		t.Errorf("the store got %d messages before the mirror gave up, want most of the %d read", n, limit)
+	}
+	grown := peak.Load() - before
+	t.Logf("the origin sent %d messages of %d MiB (%d MiB); the store got %d MiB; the heap grew by %d MiB at its peak",
+		sent.Load(), size>>20, sent.Load()*size>>20, st.bytes.Load()>>20, grown>>20)
+	// The origin's side of the test holds one message and its
+	// connection's buffers; the mirror two batches of 8 MiB in flight,
+	// the one being read and its decoder's.
+	if grown > 200<<20 {
+		t.Errorf("against an endless stream the heap grew by %d MiB, want under 200", grown>>20)
 	}
 }
