@@ -104,6 +104,8 @@ bench: build
 	$(GO) test -run '^$$' -bench 'BenchmarkOver|BenchmarkArticles' -benchtime 3x ./nntpserve/
 	@echo "== 32 stalled readers of a 51 MB message over IMAP and NNTP: peak RSS, spooled beside held in memory (as before)"
 	$(GO) test -run '^$$' -bench BenchmarkStalledReaders -benchtime 1x ./imapserve/ ./nntpserve/
+	@echo "== one byte of a 51 MB message over IMAP (BODY.PEEK[]<0.1>): CPU per FETCH from a lingering spool file, written again each time, and held in memory (as before)"
+	$(GO) test -run '^$$' -bench BenchmarkPartialFetch -benchtime 30x ./imapserve/
 	$(GO) test -run '^$$' -bench BenchmarkDovecotFirstPass -benchtime 1x ./imapwatch/
 	@echo "== mirrors: the corpus through the change feed in one process, then the whole list's size between processes"
 	$(GO) test -run '^$$' -bench BenchmarkMirror -benchtime 3x ./mirror/
@@ -142,15 +144,19 @@ torture:
 
 # The hostile-client suite (issue 38's attacks, each a test that make
 # test runs too): IMAP, NNTP and HTTP connections cut at every stage
-# (their places come back, the server stops at once), stalled readers of
-# large messages (bounded memory), slow and resumed downloads, change
-# feed pollers beside a mirror, a mirror against a hostile origin
-# (endless leases, stalls, mass and future removals, a web page), a near
-# copy of a removed message, client errors as the client's. A minute or
-# two; -v to watch each. The Riak fault tests are make torture's.
-HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved|TestCutDownloadStopsSpooling
+# (their places come back, the server stops at once), silent ones closed
+# at the first-read deadline, serve stopping within seconds with readers
+# stalled on every protocol, stalled readers of large messages (bounded
+# memory), slow and resumed downloads, change feed pollers beside a
+# mirror, a mirror against a hostile origin (endless leases and
+# messages, stalls, mass and future removals, a web page), a near copy
+# of a removed message, removal reasons that reverse text, /healthz
+# while Riak's groups cannot serve, client errors as the client's. A
+# minute or two on a quiet machine; -v to watch each. The Riak fault
+# tests are make torture's; the 32-reader RSS figures make bench's.
+HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved|TestCutDownloadStopsSpooling|TestFirstRead|TestEndlessMessages|TestHealthzConsensus|TestServeWaitsForCutRequests|TestServeStopsWithStalledReaders|TestCheckReason|TestReasonDirectionMarks
 hostile:
-	$(GO) test -count=1 -race -run '^($(HOSTILE_RUN))$$' ./imapserve/ ./nntpserve/ ./internal/netserve/ ./resolver/ ./mirror/ ./cmd/mirror/ ./ingest/
+	$(GO) test -count=1 -race -run '^($(HOSTILE_RUN))$$' ./imapserve/ ./nntpserve/ ./internal/netserve/ ./internal/httpserve/ ./resolver/ ./cmd/resolver/ ./mirror/ ./cmd/mirror/ ./ingest/ ./store/ ./changes/
 
 # Import the fixtures into $(DATA) and show a URL that resolves.
 demo: build
