@@ -154,7 +154,7 @@ torture:
 # while Riak's groups cannot serve, client errors as the client's. A
 # minute or two on a quiet machine; -v to watch each. The Riak fault
 # tests are make torture's; the 32-reader RSS figures make bench's.
-HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved|TestCutDownloadStopsSpooling|TestFirstRead|TestEndlessMessages|TestHealthzConsensus|TestServeWaitsForCutRequests|TestServeStopsWithStalledReaders|TestCheckReason|TestReasonDirectionMarks
+HOSTILE_RUN := TestCutConnections|TestStalledReaders|TestHostile|TestClientErrors|TestRemovedArticle|TestWriteDeadlineMoves|TestSlowDownloads|TestStalledDownload|TestMboxRange|TestStalledReadersShareDownload|TestSlowReadersOfLargeBodies|TestFeedPollersDoNotLockOutMirrors|TestFeedGivesWayToReaders|TestEndlessLeases|TestStalledOrigin|TestMassRemoval|TestFutureRemoval|TestNotAFeed|TestHostileOrigin|TestOnceStalledOrigin|TestImportNearCopyOfRemoved|TestRemoved|TestCutDownloadStopsSpooling|TestFirstRead|TestEndlessMessages|TestHealthzConsensus|TestServeWaitsForCutRequests|TestServeStopsWithStalledReaders|TestCheckReason|TestReasonDirectionMarks|TestRemovedReasonIsolated
 hostile:
 	$(GO) test -count=1 -race -run '^($(HOSTILE_RUN))$$' ./imapserve/ ./nntpserve/ ./internal/netserve/ ./internal/httpserve/ ./resolver/ ./cmd/resolver/ ./mirror/ ./cmd/mirror/ ./ingest/ ./store/ ./changes/
 

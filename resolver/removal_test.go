@@ -1,11 +1,16 @@
 package resolver
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/boltstore"
 )
 
 // TestRemoved: a removed message's page, raw bytes, attachments and JSON
@@ -64,5 +69,36 @@ func TestRemoved(t *testing.T) {
 		if r := get(t, ca.srv.URL+path); strings.Contains(r.body, b) || strings.Contains(r.body, att) || r.status == http.StatusFound && strings.Contains(r.header.Get("Location"), b) {
 			t.Errorf("GET %s = %d still leads to a removed message: %q", path, r.status, r.body)
 		}
+	}
+}
+
+// removedStore answers Get of one number as removed, with reason: a
+// removal recorded before store.CheckReason refused direction marks (or
+// by a store that does not check).
+type removedStore struct {
+	store.Store
+	n      callnumber.Number
+	reason string
+}
+
+func (s removedStore) Get(ctx context.Context, n callnumber.Number) (store.Stored, error) {
+	if n == s.n {
+		return store.Stored{}, &store.RemovedError{Removal: store.Removal{Number: n, Removed: time.Date(2024, 3, 4, 0, 0, 0, 0, time.UTC), Reason: s.reason}}
+	}
+	return s.Store.Get(ctx, n)
+}
+
+// TestRemovedReasonIsolated: a removal reason holding U+202E (RIGHT-TO-LEFT
+// OVERRIDE) is shown on the 410 page isolated (U+2068 ... U+2069), so that
+// it cannot reverse the page's own text after it.
+func TestRemovedReasonIsolated(t *testing.T) {
+	a := newArchive(t, boltstore.Options{})
+	n := a.put(t, []byte("Message-ID: <rlo@example.org>\nSubject: rlo\n\nbody\n"), "l")
+	const reason = "spam \u202eevil"
+	srv, _ := serveWith(t, removedStore{Store: a.st, n: n, reason: reason}, Options{})
+	r := get(t, srv.URL+"/"+n.String())
+	want := ": \u2068" + reason + "\u2069. Its call number stays"
+	if r.status != http.StatusGone || !strings.Contains(r.body, want) {
+		t.Errorf("GET /%s of a removal whose reason holds U+202E = %d %q, want 410 with the reason isolated: %q", n, r.status, r.body, want)
 	}
 }
