@@ -173,40 +173,23 @@ func recipients(h []mailview.Field) []string {
 // Of a list net/mail reads, it reads the same addresses (FuzzScanAddressList
 // holds it to that).
 func scanAddressList(out []string, s string) ([]string, bool) {
-	start, depth, quoted := 0, 0, false
+	start := 0
 	for i := 0; i <= len(s); i++ {
 		if i < len(s) {
-			switch c := s[i]; {
-			case quoted:
-				if c == '\\' && i+1 < len(s) {
-					i++
-				} else if c == '"' {
-					quoted = false
+			switch s[i] {
+			case '"', '(':
+				next, ok := skipQuoteOrComment(s, i)
+				if !ok {
+					return out, false
 				}
+				i = next - 1
 				continue
-			case depth > 0:
-				if c == '\\' && i+1 < len(s) {
-					i++
-				} else if c == '(' {
-					depth++
-				} else if c == ')' {
-					depth--
-				}
-				continue
-			case c == '"':
-				quoted = true
-				continue
-			case c == '(':
-				depth++
-				continue
-			case c == ')':
+			case ')':
 				return out, false
-			case c != ',':
+			case ',':
+			default:
 				continue
 			}
-		}
-		if quoted || depth > 0 {
-			return out, false
 		}
 		a, ok := mailboxAddress(s[start:i])
 		if !ok {
@@ -220,47 +203,60 @@ func scanAddressList(out []string, s string) ([]string, bool) {
 	return out, true
 }
 
-// mailboxAddress returns the address of one element of an address list
-// (scanAddressList), "" for none (an empty element, a group's end), and
-// false when it cannot tell.
-func mailboxAddress(e string) (string, bool) {
-	lt, gt, colon, semi := -1, -1, -1, -1
-	depth, quoted := 0, false
-	for i := 0; i < len(e); i++ {
-		switch c := e[i]; {
-		case quoted:
-			if c == '\\' && i+1 < len(e) {
-				i++
-			} else if c == '"' {
-				quoted = false
+// skipQuoteOrComment returns the index just past the quoted string or
+// the comment (RFC 5322 sections 3.2.4 and 3.2.2: comments nest, a
+// backslash quotes the character after it) that begins at s[i], a '"'
+// or a '('; false if s ends before it does.
+func skipQuoteOrComment(s string, i int) (int, bool) {
+	depth := 0
+	for j := i; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '\\' && j > i:
+			j++
+		case s[i] == '"':
+			if c == '"' && j > i {
+				return j + 1, true
 			}
-		case depth > 0:
-			if c == '\\' && i+1 < len(e) {
-				i++
-			} else if c == '(' {
-				depth++
-			} else if c == ')' {
-				depth--
-			}
-		case c == '"':
-			quoted = true
 		case c == '(':
 			depth++
-		case c == '<':
+		case c == ')':
+			if depth--; depth == 0 {
+				return j + 1, true
+			}
+		}
+	}
+	return len(s), false
+}
+
+// mailboxAddress returns the address of one element of an address list
+// (scanAddressList, which has seen its quotes and comments closed), ""
+// for none (an empty element, a group's end), and false when it cannot
+// tell.
+func mailboxAddress(e string) (string, bool) {
+	lt, gt, colon, semi := -1, -1, -1, -1
+	for i := 0; i < len(e); i++ {
+		switch e[i] {
+		case '"', '(':
+			next, ok := skipQuoteOrComment(e, i)
+			if !ok {
+				return "", false
+			}
+			i = next - 1
+		case '<':
 			if lt >= 0 {
 				return "", false
 			}
 			lt = i
-		case c == '>':
+		case '>':
 			if gt >= 0 || lt < 0 {
 				return "", false
 			}
 			gt = i
-		case c == ':':
+		case ':':
 			if lt < 0 {
 				colon = i // a group's name ends
 			}
-		case c == ';':
+		case ';':
 			if semi >= 0 {
 				return "", false
 			}
@@ -273,19 +269,23 @@ func mailboxAddress(e string) (string, bool) {
 	var spec string
 	if lt >= 0 {
 		// After "<addr>" only spaces, comments and a group's end.
-		if semi >= 0 && semi < gt || strings.TrimSpace(withoutComments(e[gt+1:], ";")) != "" {
+		if semi >= 0 && semi < gt || !blank(e[gt+1:], ";") {
 			return "", false
 		}
 		spec = strings.Trim(e[lt+1:gt], " \t")
 	} else {
-		if semi >= 0 && (semi < colon || strings.TrimSpace(withoutComments(e[semi+1:], "")) != "") {
+		if semi >= 0 && (semi < colon || !blank(e[semi+1:], "")) {
 			return "", false
 		}
 		spec = e[colon+1:]
 		if semi >= 0 {
 			spec = e[colon+1 : semi]
 		}
-		spec = strings.Trim(withoutComments(spec, ""), " \t")
+		var ok bool
+		if spec, ok = uncomment(spec, ""); !ok {
+			return "", false
+		}
+		spec = strings.Trim(spec, " \t")
 	}
 	if strings.ContainsAny(spec, "\"\\()<>:;, \t\r\n") {
 		return "", false
@@ -293,27 +293,34 @@ func mailboxAddress(e string) (string, bool) {
 	return spec, true
 }
 
-// withoutComments returns s without its comments (RFC 5322 section 3.2.2:
-// s is known to close them) and the characters of drop.
-func withoutComments(s, drop string) string {
-	if !strings.ContainsAny(s, "()"+drop) {
-		return s
+// blank reports whether s holds nothing but white space, comments and the
+// characters of also.
+func blank(s, also string) bool {
+	u, ok := uncomment(s, also)
+	return ok && strings.TrimSpace(u) == ""
+}
+
+// uncomment returns s without its comments and the characters of drop;
+// false for a comment s does not close. (Quotes are not looked for: what
+// is left of one makes the callers refuse.)
+func uncomment(s, drop string) (string, bool) {
+	if !strings.ContainsAny(s, "("+drop) {
+		return s, true
 	}
 	var b strings.Builder
-	depth := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
-		case depth > 0 && c == '\\' && i+1 < len(s):
-			i++
 		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case depth == 0 && strings.IndexByte(drop, c) < 0:
+			next, ok := skipQuoteOrComment(s, i)
+			if !ok {
+				return "", false
+			}
+			i = next - 1
+		case strings.IndexByte(drop, c) < 0:
 			b.WriteByte(c)
 		}
 	}
-	return b.String()
+	return b.String(), true
 }
 
 // listIDAddress returns the posting address a message's List-Id names
