@@ -79,7 +79,7 @@ func TestVersionsByChangeID(t *testing.T) {
 	mustSync(t, c, a.st)
 	check := func(label string, wantVersion int, want ...string) {
 		t.Helper()
-		v, got, err := c.Versions(t.Context(), a.cn(label))
+		v, got, err := versionsOfCN(t, c, a.cn(label))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestVersionStat(t *testing.T) {
 			t.Errorf("VersionStat(%s) = %+v, want %+v", tt.label, got, tt.want)
 		}
 	}
-	_, vs, err := c.Versions(t.Context(), a.cn("ralink-v1-0"))
+	_, vs, err := versionsOfCN(t, c, a.cn("ralink-v1-0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,11 +92,10 @@ func patchVersion(subject string) (int, bool) {
 // versionKey is what the versions table holds of a patch's base subject.
 func versionKey(base string) int64 { return textKey("versions\x00" + base) }
 
-// MayHaveVersions says whether a message of this subject can have
-// versions (Versions): it is a patch, not a reply, with a subject beyond
-// its tags. A page asks Versions only then, and saves a statement for
-// every other message.
-func MayHaveVersions(subject string) bool {
+// mayHaveVersions says whether a message of this subject can have
+// versions: it is a patch, not a reply, with a subject beyond its tags.
+// Versions reads the catalog only then.
+func mayHaveVersions(subject string) bool {
 	_, ok := versionOf(subject)
 	return ok
 }
@@ -180,77 +179,143 @@ const (
 	maxSeriesMessages = 1000
 )
 
-// Versions returns the other versions of the patch under call number cn
-// (see the top of this file), the lowest version first, the first posting
-// of each; and the patch's own version (0 and none for a message that is
-// not a patch).
-func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, error) {
-	var (
-		key, date, version int64
-		list, addr, name   string
-		subj, change       string
-	)
-	err := c.queryRow(ctx, `SELECT v.key, v.version, v.change, m.list, m.date, m.from_addr, m.from_name, m.subject FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn).
-		Scan(&key, &version, &change, &list, &date, &addr, &name, &subj)
-	if errors.Is(err, sql.ErrNoRows) {
+// Versions returns the other versions of patch m, a message of a Place or
+// a Thread (see the top of this file), the lowest version first, the first
+// posting of each; and the patch's own version (0 and none for a message
+// that is not a patch).
+func (c *Catalog) Versions(ctx context.Context, m *Message) (int, []Version, error) {
+	if !mayHaveVersions(m.Subject) {
+		return 0, nil, nil // every other page saves the statements
+	}
+	what := "the versions of " + m.CallNumber
+	date, window := m.Date.Unix(), int64(versionWindow/time.Second)
+	// One statement for the patch's own row (its version and change-id)
+	// and the versions of its subject around it.
+	rows, err := c.query(ctx, `WITH me AS (SELECT key, version FROM versions WHERE msg = ?)
+		SELECT `+versionColumns+` FROM me CROSS JOIN versions v CROSS JOIN messages m ON m.id = v.msg
+		WHERE v.key = me.key AND m.list = ? AND m.date BETWEEN ? AND ? AND (v.version != me.version OR m.id = ?) ORDER BY v.version, m.date, m.id LIMIT ?`,
+		m.id, m.List, date-window, date+window, m.id, maxVersionRows+1)
+	if err != nil {
+		return 0, nil, c.readErr(what, err)
+	}
+	near, err := scanVersions(rows)
+	if err != nil {
+		return 0, nil, c.readErr(what, err)
+	}
+	self := slices.IndexFunc(near, func(r versionRow) bool { return r.id == m.id })
+	if self < 0 {
+		// Not a patch; or more than maxVersionRows versions came before
+		// it, which its own row then finds.
+		return c.versionsOf(ctx, m.CallNumber, m.List)
+	}
+	me := near[self]
+	near = slices.Delete(near, self, self+1)
+	return c.versionsNear(ctx, what, m.List, me, near[:min(len(near), maxVersionRows)])
+}
+
+// versionColumns are the columns scanVersions reads.
+const versionColumns = `m.id, m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name, v.added, v.deleted, v.paths`
+
+// versionRow is a row of the versions table with its message's fields.
+type versionRow struct {
+	id                  int64
+	cn, subject, change string
+	version             int
+	date                int64
+	addr, name          string
+	added, deleted      int
+	paths               []byte
+}
+
+// scanVersions reads rows of versionColumns and closes them.
+func scanVersions(rows *sql.Rows) ([]versionRow, error) {
+	defer rows.Close()
+	var out []versionRow
+	for rows.Next() {
+		var r versionRow
+		if err := rows.Scan(&r.id, &r.cn, &r.version, &r.subject, &r.date, &r.change, &r.addr, &r.name, &r.added, &r.deleted, &r.paths); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// versionsOf is Versions of the message under call number cn, in list,
+// from its own row of the versions table first.
+func (c *Catalog) versionsOf(ctx context.Context, cn, list string) (int, []Version, error) {
+	what := "the versions of " + cn
+	rows, err := c.query(ctx, `SELECT `+versionColumns+`, v.key FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn)
+	if err != nil {
+		return 0, nil, c.readErr(what, err)
+	}
+	var me versionRow
+	var key int64
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&me.id, &me.cn, &me.version, &me.subject, &me.date, &me.change, &me.addr, &me.name, &me.added, &me.deleted, &me.paths, &key); err != nil {
+			rows.Close()
+			return 0, nil, c.readErr(what, err)
+		}
+		found = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, nil, c.readErr(what, err)
+	}
+	if !found {
 		return 0, nil, nil
 	}
+	window := int64(versionWindow / time.Second)
+	rows, err = c.query(ctx, `SELECT `+versionColumns+` FROM versions v CROSS JOIN messages m ON m.id = v.msg
+		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
+		key, me.version, list, me.date-window, me.date+window, maxVersionRows)
 	if err != nil {
-		return 0, nil, c.readErr("the versions of "+cn, err)
+		return 0, nil, c.readErr(what, err)
 	}
+	near, err := scanVersions(rows)
+	if err != nil {
+		return 0, nil, c.readErr(what, err)
+	}
+	return c.versionsNear(ctx, what, list, me, near)
+}
+
+// versionsNear is Versions of the patch of row me in list, given the rows
+// of the versions table under its key near it, other than its version's.
+func (c *Catalog) versionsNear(ctx context.Context, what, list string, me versionRow, near []versionRow) (int, []Version, error) {
 	var found []Version
 	seen := map[string]bool{}
-	// scan reads rows of other versions, keeping those keep says are.
 	// A patch's diffstat comes with its row; a cover letter's is its
 	// series' (VersionStat), read once the versions are known.
-	scan := func(rows *sql.Rows, keep func(v Version, change, addr, name string) bool) error {
-		defer rows.Close()
-		for rows.Next() {
-			var v Version
-			var d int64
-			var ch, a, n string
-			var added, deleted int
-			var paths []byte
-			if err := rows.Scan(&v.CallNumber, &v.Version, &v.Subject, &d, &ch, &a, &n, &added, &deleted, &paths); err != nil {
-				return err
-			}
-			if seen[v.CallNumber] || !keep(v, ch, a, n) {
-				continue
-			}
-			seen[v.CallNumber] = true
-			v.Date = time.Unix(d, 0).UTC()
-			v.Stat = diffstatOf(v.Subject, added, deleted, paths)
-			found = append(found, v)
+	add := func(r versionRow) {
+		if seen[r.cn] {
+			return
 		}
-		return rows.Err()
+		seen[r.cn] = true
+		found = append(found, Version{CallNumber: r.cn, Version: r.version, Subject: r.subject,
+			Date: time.Unix(r.date, 0).UTC(), Stat: diffstatOf(r.subject, r.added, r.deleted, r.paths)})
 	}
-	if change != "" {
-		rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name, v.added, v.deleted, v.paths FROM versions v CROSS JOIN messages m ON m.id = v.msg
+	if me.change != "" {
+		rows, err := c.query(ctx, `SELECT `+versionColumns+` FROM versions v CROSS JOIN messages m ON m.id = v.msg
 			WHERE v.change = ? AND v.version != ? AND m.list = ? ORDER BY v.version, m.date, m.id LIMIT ?`,
-			change, version, list, maxVersionRows)
+			me.change, me.version, list, maxVersionRows)
 		if err != nil {
-			return 0, nil, c.readErr("the versions of "+cn, err)
+			return 0, nil, c.readErr(what, err)
 		}
-		if err := scan(rows, func(Version, string, string, string) bool { return true }); err != nil {
-			return 0, nil, c.readErr("the versions of "+cn, err)
+		same, err := scanVersions(rows)
+		if err != nil {
+			return 0, nil, c.readErr(what, err)
+		}
+		for _, r := range same {
+			add(r)
 		}
 	}
-	base, _ := BaseSubject(subj)
-	window := int64(versionWindow / time.Second)
-	rows, err := c.query(ctx, `SELECT m.cn, v.version, m.subject, m.date, v.change, m.from_addr, m.from_name, v.added, v.deleted, v.paths FROM versions v CROSS JOIN messages m ON m.id = v.msg
-		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
-		key, version, list, date-window, date+window, maxVersionRows)
-	if err != nil {
-		return 0, nil, c.readErr("the versions of "+cn, err)
-	}
-	err = scan(rows, func(v Version, ch, a, n string) bool {
+	base, _ := BaseSubject(me.subject)
+	for _, r := range near {
 		// The key is a hash: the text decides. Two change-ids that
 		// differ are two series.
-		b, _ := BaseSubject(v.Subject)
-		return b == base && sameSender(addr, name, a, n) && (change == "" || ch == "" || ch == change)
-	})
-	if err != nil {
-		return 0, nil, c.readErr("the versions of "+cn, err)
+		if b, _ := BaseSubject(r.subject); b == base && sameSender(me.addr, me.name, r.addr, r.name) && (me.change == "" || r.change == "" || r.change == me.change) {
+			add(r)
+		}
 	}
 	slices.SortStableFunc(found, func(a, b Version) int {
 		if a.Version != b.Version {
@@ -264,11 +329,12 @@ func (c *Catalog) Versions(ctx context.Context, cn string) (int, []Version, erro
 		if !CoverLetter(found[i].Subject) {
 			continue
 		}
+		var err error
 		if found[i].Stat, err = c.VersionStat(ctx, found[i].CallNumber); err != nil {
 			return 0, nil, err
 		}
 	}
-	return int(version), found, nil
+	return me.version, found, nil
 }
 
 // diffstatOf is the diffstat of a patch that is not a cover letter, from

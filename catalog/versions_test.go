@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ func TestVersions(t *testing.T) {
 
 	check := func(cn string, wantVersion int, want ...string) {
 		t.Helper()
-		v, got, err := c.Versions(t.Context(), cn)
+		v, got, err := versionsOfCN(t, c, cn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +182,7 @@ func TestVersionsOnCorpus(t *testing.T) {
 		checked++
 		linked := true
 		for cn, version := range cns {
-			v, got, err := c.Versions(t.Context(), cn)
+			v, got, err := versionsOfCN(t, c, cn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +257,7 @@ func readVersionGroups(t *testing.T, path string) []versionGroup {
 }
 
 // TestMayHaveVersions: over the corpus, a message has a row in the
-// versions table exactly when MayHaveVersions says of its subject as the
+// versions table exactly when mayHaveVersions says of its subject as the
 // catalog keeps it, so that a page that asks Versions only then misses
 // no version.
 func TestMayHaveVersions(t *testing.T) {
@@ -277,8 +278,8 @@ func TestMayHaveVersions(t *testing.T) {
 		if has {
 			patches++
 		}
-		if may := MayHaveVersions(subject); may != has {
-			t.Errorf("%s %q: MayHaveVersions = %v, a versions row: %v", cn, subject, may, has)
+		if may := mayHaveVersions(subject); may != has {
+			t.Errorf("%s %q: mayHaveVersions = %v, a versions row: %v", cn, subject, may, has)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -310,7 +311,7 @@ func TestVersionsStats(t *testing.T) {
 	rows.Close()
 	stats, covers := 0, 0
 	for _, cn := range cns {
-		_, vs, err := c.Versions(t.Context(), cn)
+		_, vs, err := versionsOfCN(t, c, cn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,4 +342,23 @@ func TestVersionsStats(t *testing.T) {
 		t.Fatalf("no diffstat among the versions of %d patches: the corpus shows nothing", len(cns))
 	}
 	t.Logf("%d diffstats (%d of cover letters) among the versions of %d patches", stats, covers, len(cns))
+}
+
+// versionsOfCN is Versions of the message under call number cn, checked
+// against versionsOf, the way that reads the message's own row first.
+func versionsOfCN(t testing.TB, c *Catalog, cn string) (int, []Version, error) {
+	t.Helper()
+	m := mustMessage(t, c, cn)
+	v, vs, err := c.Versions(t.Context(), &m)
+	if err != nil {
+		return v, vs, err
+	}
+	v2, vs2, err := c.versionsOf(t.Context(), cn, m.List)
+	if err != nil {
+		t.Fatalf("versionsOf(%s) = %v", cn, err)
+	}
+	if v2 != v || !reflect.DeepEqual(vs, vs2) {
+		t.Errorf("Versions(%s) = %d, %+v; from its own row first %d, %+v", cn, v, vs, v2, vs2)
+	}
+	return v, vs, nil
 }
