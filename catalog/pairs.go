@@ -18,23 +18,22 @@ package catalog
 // sufficient one: the phrase is still checked, so the answers do not
 // change.
 //
-// The pairs must see the words as FTS5's unicode61 tokenizer does
-// (remove_diacritics 2): where the two disagree the pairs may hold one
-// FTS5 would not (harmless), and FuzzPairs checks against FTS5 itself
-// that they never lack one it sees.
+// The pairs must see the words as FTS5's unicode61 tokenizer does: they
+// read them with nextWord and fold (words.go), which FuzzWords holds to
+// FTS5's, and FuzzPairs checks against FTS5 itself that they never lack
+// a pair it sees.
 
 import (
 	"cmp"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // pairSep joins the two words of a pair: a private-use character, which
 // unicode61 reads as part of a word (its token categories are letters,
-// numbers and private use) and which no query parsed by ParseQuery keeps
-// in a word, so that no word a reader types is a pair.
+// numbers and private use). A reader may type it too: a term with it is
+// not looked for in the pairs column (Term.ftsIn), so that no word a
+// reader types finds a pair.
 const pairSep = "\ue000"
 
 // commonWords are the words whose pairs are indexed: English function
@@ -145,61 +144,18 @@ func phrasePairs(text string, prefix bool) []string {
 	return out
 }
 
-// isTokenRune reports a character that unicode61 reads as a word's:
-// ASCII letters and digits, and beyond ASCII letters, numbers and private
-// use (its default categories, "L* N* Co").
-func isTokenRune(r rune) bool {
-	if r < utf8.RuneSelf {
-		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
-	}
-	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Co, r)
-}
-
-// isDiacritic reports a combining mark that unicode61 keeps in the word
-// it follows (and remove_diacritics takes out): those of U+0300-U+0331
-// its table of diacritics names (sqlite3Fts5UnicodeIsdiacritic). Any
-// other combining mark, or one that starts no word, ends a word.
-func isDiacritic(r rune) bool {
-	switch r {
-	case 0x300, 0x301, 0x302, 0x303, 0x304, 0x306, 0x307, 0x308, 0x309, 0x30a, 0x30b, 0x30c, 0x30f, 0x311, 0x31b,
-		0x323, 0x324, 0x325, 0x326, 0x327, 0x328, 0x32d, 0x32e, 0x330, 0x331:
-		return true
-	}
-	return false
-}
-
 // forEachWord calls f with each word of s, as unicode61 with
 // remove_diacritics 2 reads them: the index in commonWords of one that is
 // a common word, else -1. ASCII words, which are most, are looked up
 // without allocating.
 func forEachWord(s string, f func(common int)) {
-	for i := 0; i < len(s); {
-		// The start of a word.
-		r, n := rune(s[i]), 1
-		if r >= utf8.RuneSelf {
-			r, n = utf8.DecodeRuneInString(s[i:])
-		}
-		if !isTokenRune(r) {
-			i += n
-			continue
-		}
-		start, ascii := i, r < utf8.RuneSelf
-		for i += n; i < len(s); i += n {
-			r, n = rune(s[i]), 1
-			if r >= utf8.RuneSelf {
-				r, n = utf8.DecodeRuneInString(s[i:])
-			}
-			if !isTokenRune(r) && !isDiacritic(r) {
-				break
-			}
-			ascii = ascii && r < utf8.RuneSelf
-		}
-		w := s[start:i]
+	for start, end, ascii := nextWord(s, 0); start >= 0; start, end, ascii = nextWord(s, end) {
+		w := s[start:end]
 		common := -1
 		switch {
 		case ascii:
 			common = asciiCommon(w)
-		case !ascii && letters(w) <= maxCommonLen:
+		case letters(w) <= maxCommonLen:
 			// Letters with diacritics may fold to a common word.
 			if k, ok := commonIndex[fold(w)]; ok {
 				common = k

@@ -474,7 +474,7 @@ func (pp *piParser) leaf(t *qtoken) (*node, error) {
 		pp.words++
 		return pp.add(&node{op: opText, term: Term{Text: id, Field: t.field, Prefix: t.field != "patchid"}, piece: t.field + ":" + id})
 	}
-	if !hasWordChar(t.text) {
+	if !hasWord(t.text) {
 		if t.field != "" || t.phrase {
 			return nil, fmt.Errorf("%w: %s at character %d has no letter or digit to look for", ErrQuery, t.piece, at)
 		}
@@ -488,7 +488,7 @@ func (pp *piParser) leaf(t *qtoken) (*node, error) {
 			return nil, fmt.Errorf("%w: %s at character %d: give at least %d letters or digits before the * (a shorter start matches too many words)", ErrQuery, t.piece, at, minPrefix)
 		}
 	}
-	if pp.words += len(wordSpans(t.text)); pp.words > MaxQueryWords {
+	if pp.words += countWords(t.text); pp.words > MaxQueryWords {
 		return nil, fmt.Errorf("%w: more than %d words (those of a phrase each count); leave some out", ErrQuery, MaxQueryWords)
 	}
 	field := map[string]string{"s": "subject", "f": "from", "b": "body", "tcf": "a", "lid": "l"}[t.field]

@@ -7,3 +7,6 @@ package catalog
 // slower, so they take the first 1,200; `go test ./catalog` without -race
 // takes all of them.
 const corpusLimit = 1200
+
+// raceEnabled: the tests run under the race detector.
+const raceEnabled = true

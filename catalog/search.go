@@ -25,12 +25,7 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/text/runes"
-	"golang.org/x/text/transform"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/chibrary/chibrary/mailview"
 )
@@ -490,10 +485,54 @@ func firstMatch(text string, want wordSet) int {
 	return bestQuoted
 }
 
-// isWordByte reports a byte of a word in lower-cased text, bytes of
-// multi-byte characters included: a letter next to a match extends it.
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= utf8.RuneSelf
+// wordBefore reports whether the character before lower[at] is part of
+// a word (words.go), so that a match there does not start one.
+func wordBefore(lower []byte, at int) bool {
+	for at > 0 {
+		c := lower[at-1]
+		if c < utf8.RuneSelf {
+			return 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+		}
+		// The start of the character: back over continuation bytes.
+		i := at - 1
+		for i > 0 && at-i < utf8.UTFMax && lower[i]&0xc0 == 0x80 {
+			i--
+		}
+		r, _ := decodeFTS(string(lower[i:at]))
+		if !isDiacritic(r) {
+			return isWordRune(r)
+		}
+		at = i // a diacritic is a word's if what it follows is
+	}
+	return false
+}
+
+// wordGoesOn reports whether the character at lower[i] goes on a word
+// that ends before it: a word's character, or diacritics before one (the
+// index drops them, so a word that ends in them is the word without).
+func wordGoesOn(lower []byte, i int) bool {
+	i = pastDiacritics(lower, i)
+	if i >= len(lower) {
+		return false
+	}
+	if c := lower[i]; c < utf8.RuneSelf {
+		return 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+	}
+	r, _ := decodeFTS(string(lower[i:min(len(lower), i+16)]))
+	return isWordRune(r)
+}
+
+// pastDiacritics returns the offset in lower of the first character at
+// or after i that is not a diacritic (isDiacritic), or len(lower).
+func pastDiacritics(lower []byte, i int) int {
+	for i < len(lower) && lower[i] >= utf8.RuneSelf {
+		r, n := decodeFTS(string(lower[i:min(len(lower), i+16)]))
+		if !isDiacritic(r) {
+			break
+		}
+		i += n
+	}
+	return i
 }
 
 // nextMatch returns the offset of the first whole word w in lower (ASCII
@@ -510,7 +549,7 @@ func nextMatch(lower []byte, from int, w string, prefix bool) (at int, quoted bo
 		}
 		at := pos + i
 		pos = at + 1
-		if at > 0 && isWordByte(lower[at-1]) || !prefix && at+len(w) < len(lower) && isWordByte(lower[at+len(w)]) {
+		if wordBefore(lower, at) || !prefix && wordGoesOn(lower, at+len(w)) {
 			continue
 		}
 		lineStart := bytes.LastIndexByte(lower[:at], '\n') + 1
@@ -564,6 +603,12 @@ func MatchSeen(words []string, after int) func(part []byte, added int) bool {
 				if at < 0 || at+len(w)+after > len(lower) {
 					return false // the next call sees it again
 				}
+				if p := pastDiacritics(lower, at+len(w)); p == len(lower) || lower[p] >= utf8.RuneSelf && p+16 > len(lower) {
+					// And the whole character after its diacritics,
+					// which may go on the word (decodeFTS reads up
+					// to 16 bytes).
+					return false
+				}
 				if !quoted {
 					return true
 				}
@@ -602,54 +647,4 @@ func firstMatchTokenized(text string, want wordSet) int {
 		}
 	}
 	return -1
-}
-
-// wordSpans returns the byte ranges of the words of s as FTS5's unicode61
-// tokenizer sees them: runs of letters, digits and combining marks.
-func wordSpans(s string) [][2]int {
-	var out [][2]int
-	start := -1
-	for i, r := range s {
-		word := unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
-		switch {
-		case word && start < 0:
-			start = i
-		case !word && start >= 0:
-			out = append(out, [2]int{start, i})
-			start = -1
-		}
-	}
-	if start >= 0 {
-		out = append(out, [2]int{start, len(s)})
-	}
-	return out
-}
-
-func tokens(s string) []string {
-	var out []string
-	for _, w := range wordSpans(s) {
-		out = append(out, fold(s[w[0]:w[1]]))
-	}
-	return out
-}
-
-// fold lower-cases a word and removes its diacritics, as the tokenizer's
-// remove_diacritics does.
-func fold(w string) string {
-	isASCII := true
-	for i := 0; i < len(w); i++ {
-		if w[i] >= utf8.RuneSelf {
-			isASCII = false
-			break
-		}
-	}
-	if isASCII {
-		return strings.ToLower(w)
-	}
-	t := transform.Chain(norm.NFD, runes.Remove(runes.In(unicode.Mn)), norm.NFC)
-	s, _, err := transform.String(t, w)
-	if err != nil {
-		s = w
-	}
-	return strings.ToLower(s)
 }

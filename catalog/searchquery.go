@@ -192,7 +192,7 @@ func parseArchive(s string, toks []qtoken) (*Query, error) {
 			}
 			continue
 		}
-		if !hasWordChar(text) {
+		if !hasWord(text) {
 			if field != "" || phrase {
 				return nil, fmt.Errorf("%w: %s at character %d has no letter or digit to look for", ErrQuery, piece, p.at(start))
 			}
@@ -205,7 +205,7 @@ func parseArchive(s string, toks []qtoken) (*Query, error) {
 		}
 		q.Terms = append(q.Terms, Term{Text: text, Phrase: phrase, Field: field, Negated: neg, Prefix: prefix, Or: or >= 0})
 		or = -1
-		if words += len(wordSpans(text)); words > MaxQueryWords {
+		if words += countWords(text); words > MaxQueryWords {
 			return nil, fmt.Errorf("%w: more than %d words (those of a phrase each count); leave some out", ErrQuery, MaxQueryWords)
 		}
 	}
@@ -234,7 +234,7 @@ func foreignSyntax(text string, standalone bool, piece string, at int) error {
 			return fmt.Errorf("%w: %s at character %d: NEAR(...) is not supported; put words in quotes to find them next to each other (\"a phrase\")", ErrQuery, piece, at)
 		}
 	}
-	if strings.HasPrefix(text, "^") && hasWordChar(text) {
+	if strings.HasPrefix(text, "^") && hasWord(text) {
 		return fmt.Errorf("%w: %s at character %d: ^ (a word at the start) is not supported; subject:word looks in the subject", ErrQuery, piece, at)
 	}
 	return nil
@@ -282,14 +282,10 @@ func (p *queryParser) value(depth int) (text string, phrase, prefix bool, err er
 		p.i++
 	}
 	text = p.s[start:p.i]
-	if trimmed := strings.TrimRight(text, "*"); trimmed != text && hasWordChar(trimmed) {
+	if trimmed := strings.TrimRight(text, "*"); trimmed != text && hasWord(trimmed) {
 		text, prefix = trimmed, true
 	}
 	return text, false, prefix, nil
-}
-
-func hasWordChar(s string) bool {
-	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
 }
 
 // parseSearchDate reads 2019, 2019-02 or 2019-02-03 as the first instant
@@ -364,6 +360,11 @@ func (t Term) ftsMain(cols string) string {
 // ftsIn returns the FTS5 expression of t in the columns cols ("" for all),
 // of the fts or the fts_addr table.
 func (t Term) ftsIn(cols string) string {
+	if cols == "" && strings.Contains(t.Text, pairSep) {
+		// Words with pairSep are what the pairs column holds
+		// (pairs.go), not what a reader typed: not looked for there.
+		cols = "- {pairs}"
+	}
 	e := ftsPhrase(t.Text)
 	if t.Prefix {
 		// https://sqlite.org/fts5.html#fts5_prefix_queries: the last
