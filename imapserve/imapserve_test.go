@@ -338,6 +338,35 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// TestSearchWords: a TEXT string is searched when the index reads a word
+// in it (catalog.HasWord), as a Roman numeral, which has no letter or
+// decimal digit; one without is turned away with NO.
+func TestSearchWords(t *testing.T) {
+	a := archivetest.New(t)
+	a.Put("a",
+		[]byte("From: Alice <alice@example.org>\nSubject: Chapter XII\nDate: Tue, 3 Jan 2006 10:00:00 +0000\nMessage-ID: <1@x>\n\nChapter \u216b, of the end.\n"),
+		[]byte("From: Bob <bob@example.org>\nSubject: other\nDate: Thu, 5 Jan 2006 10:00:00 +0000\nMessage-ID: <2@x>\n\nNothing of the kind.\n"),
+	)
+	a.Sync()
+	c := login(t, serve(t, a, Options{}))
+	if _, err := c.Select("a", nil).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := c.UIDSearch(&imap.SearchCriteria{Text: []string{"\u217b"}}, nil).Wait()
+	if got := data.AllUIDs(); err != nil || !slices.Equal(got, []imap.UID{1}) {
+		t.Errorf("UID SEARCH TEXT \u217b = %v, %v; want [1]", got, err)
+	}
+	// U+E000 joins the pairs of common words in the index: "of\ue000the"
+	// is no pair a reader can find.
+	data, err = c.UIDSearch(&imap.SearchCriteria{Text: []string{"of\ue000the"}}, nil).Wait()
+	if got := data.AllUIDs(); err != nil || len(got) != 0 {
+		t.Errorf("UID SEARCH TEXT of\\ue000the = %v, %v; want none", got, err)
+	}
+	if _, err := c.UIDSearch(&imap.SearchCriteria{Text: []string{"\u2014"}}, nil).Wait(); err == nil {
+		t.Errorf("UID SEARCH TEXT \u2014 (an em dash, no word) succeeded; want NO")
+	}
+}
+
 // TestSearchTimeout: a search that reads every message from the store
 // gives up at Options.SearchTimeout with NO [LIMIT].
 func TestSearchTimeout(t *testing.T) {

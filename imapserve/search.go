@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/emersion/go-imap/v2"
@@ -179,13 +178,13 @@ func (sr *searcher) prepare(c *imap.SearchCriteria) error {
 // searchable says why the index cannot answer a TEXT or BODY string: one
 // that is not UTF-8 (RFC 3501 section 6.4.4: the charset, UTF-8 or
 // US-ASCII here, says what its bytes are), or one not empty without a
-// letter or digit, which the index, of words, cannot find. Matching
+// word (catalog.HasWord), which the index, of words, cannot find. Matching
 // every message, or none, would be a wrong answer given as a right one.
 func searchable(s string) error {
 	if !utf8.ValidString(s) {
 		return &imap.Error{Type: imap.StatusResponseTypeBad, Code: imap.ResponseCodeClientBug, Text: "A search string is not UTF-8"}
 	}
-	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+	if s != "" && !catalog.HasWord(s) {
 		return &imap.Error{Type: imap.StatusResponseTypeNo, Code: imap.ResponseCodeCannot,
 			Text: fmt.Sprintf("The archive searches the text for words: %q has none", s)}
 	}
@@ -197,7 +196,7 @@ func searchable(s string) error {
 // which every message has (searchable turns away the others without a
 // word).
 func textQuery(s string, body bool) *catalog.Query {
-	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+	if !catalog.HasWord(s) {
 		return nil
 	}
 	t := catalog.Term{Text: s, Phrase: true, Prefix: true}
