@@ -3,10 +3,13 @@ package imapserve
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chibrary/chibrary/internal/netserve"
 )
 
 // TestClientErrors: what a client gets wrong is answered as its error
@@ -78,5 +81,39 @@ func TestClientErrors(t *testing.T) {
 				t.Errorf("%q sent %d messages, want the 2 not removed", tt.cmd, n)
 			}
 		}
+	}
+}
+
+// TestFirstRead: a connection that sends nothing is closed at the
+// listener's first-read deadline, though go-imap sets 30 s for a
+// command; once it has sent a command, go-imap's and the idle timeout's
+// deadlines hold.
+func TestFirstRead(t *testing.T) {
+	a, _ := smallArchive(t, 3)
+	const first = 300 * time.Millisecond
+	addr := serve(t, a, Options{Limits: netserve.Options{FirstReadTimeout: first, IdleTimeout: time.Hour}})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	start := time.Now()
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("a silent connection: %v after %q, want it closed", err, got)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a silent connection was closed after %v, want about %v", took, first)
+	}
+	if !strings.HasPrefix(string(got), "* OK") {
+		t.Errorf("a silent connection was told %q, want the greeting", got)
+	}
+
+	c := login(t, addr)
+	defer c.Close()
+	time.Sleep(2 * first)
+	if _, err := c.Select("a", nil).Wait(); err != nil {
+		t.Errorf("SELECT past the first-read deadline, after LOGIN: %v", err)
 	}
 }

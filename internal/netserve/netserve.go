@@ -151,9 +151,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 			m.accepted.Inc()
 			m.open.Inc()
 		}
-		var conn net.Conn = &Conn{Conn: c, l: l, ip: ip}
+		nc := &Conn{Conn: c, l: l, ip: ip}
 		// The TLS handshake and first command come soon or not at all.
-		conn.SetReadDeadline(time.Now().Add(l.opts.FirstReadTimeout))
+		first := time.Now().Add(l.opts.FirstReadTimeout)
+		nc.first.Store(first.UnixNano())
+		nc.SetReadDeadline(first)
+		var conn net.Conn = nc
 		if l.opts.TLS != nil {
 			conn = tls.Server(conn, l.opts.TLS)
 		}
@@ -202,14 +205,31 @@ type Conn struct {
 	// writeIdle is how long a write may wait (a time.Duration; 0 for no
 	// deadline), from the last write deadline set.
 	writeIdle atomic.Int64
+	// first is the first-read deadline (Unix nanoseconds) until the
+	// client has sent a byte, then 0.
+	first atomic.Int64
 }
 
-// SetReadDeadline sets the read deadline t, or the idle timeout if sooner.
+// SetReadDeadline sets the read deadline t, or the idle timeout if
+// sooner, or, until the client has sent a byte, the first-read deadline
+// if sooner still: a protocol's own deadline for its first command
+// (go-imap's 30 s, or none) does not replace it.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	if lim := time.Now().Add(c.l.opts.IdleTimeout); t.IsZero() || t.After(lim) {
 		t = lim
 	}
+	if f := c.first.Load(); f != 0 && t.UnixNano() > f {
+		t = time.Unix(0, f)
+	}
 	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.first.Load() != 0 {
+		c.first.Store(0)
+	}
+	return n, err
 }
 
 // SetWriteDeadline gives every write from now on until t from its

@@ -306,3 +306,40 @@ func TestWriteDeadlineMoves(t *testing.T) {
 		t.Fatal("a write to a reader who reads nothing did not time out in 30 s")
 	}
 }
+
+// TestFirstReadHolds: a connection that sends nothing is closed at the
+// first-read deadline even when the protocol sets a later read deadline
+// before its first read (go-imap sets 30 s, the echo server none); once
+// the client has sent something, the idle timeout holds.
+func TestFirstReadHolds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = 300 * time.Millisecond
+	l := Listen(ln, Options{FirstReadTimeout: first, IdleTimeout: time.Hour})
+	addr, stop := echoServer(t, l)
+	defer stop()
+
+	_, br, _ := dial(t, addr)
+	start := time.Now()
+	if _, err := br.ReadString('\n'); !errors.Is(err, io.EOF) {
+		t.Errorf("a silent client: read = %v, want EOF (closed by the server)", err)
+	}
+	if took := time.Since(start); took < first/2 || took > 5*time.Second {
+		t.Errorf("a silent client was closed after %v, want about the first-read timeout %v", took, first)
+	}
+
+	c, br, _ := dial(t, addr)
+	for range 2 {
+		io.WriteString(c, "ping\n")
+		if line, err := br.ReadString('\n'); line != "ping\n" {
+			t.Fatalf("echo = %q, %v", line, err)
+		}
+		time.Sleep(2 * first) // past the first-read deadline: it no longer holds
+	}
+	io.WriteString(c, "ping\n")
+	if line, err := br.ReadString('\n'); line != "ping\n" {
+		t.Errorf("a client that spoke, then waited past the first-read deadline: echo = %q, %v", line, err)
+	}
+}
