@@ -2,6 +2,7 @@ package mirror_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	cn "github.com/chibrary/chibrary/callnumber"
 	"github.com/chibrary/chibrary/changes"
@@ -428,37 +431,14 @@ func TestEndlessMessages(t *testing.T) {
 		o.Limit = limit
 		o.BatchMessages = 0 // the defaults: 500 messages or 8 MiB a batch
 	})
-	heap := func() int64 {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	runtime.GC()
-	before := heap()
-	var peak atomic.Int64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			peak.Store(max(peak.Load(), heap()))
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	_, err := m.CatchUp(t.Context())
-	close(done)
-	<-sampled
+	var err error
+	grown := heapGrowth(func() { _, err = m.CatchUp(t.Context()) })
 	if !errors.Is(err, mirror.ErrOrigin) || !strings.Contains(err.Error(), fmt.Sprintf("more than the %d records asked for", limit)) {
 		t.Fatalf("CatchUp = %v, want ErrOrigin saying more than the %d records asked for", err, limit)
 	}
 	if n := st.messages.Load(); n < limit/2 {
 		t.Errorf("the store got %d messages before the mirror gave up, want most of the %d read", n, limit)
 	}
-	grown := peak.Load() - before
 	t.Logf("the origin sent %d messages of %d MiB (%d MiB); the store got %d MiB; the heap grew by %d MiB at its peak",
 		sent.Load(), size>>20, sent.Load()*size>>20, st.bytes.Load()>>20, grown>>20)
 	// The origin's side of the test holds one message and its
@@ -466,5 +446,120 @@ func TestEndlessMessages(t *testing.T) {
 	// the one being read and its decoder's.
 	if grown > 200<<20 {
 		t.Errorf("against an endless stream the heap grew by %d MiB, want under 200", grown>>20)
+	}
+}
+
+// heapGrowth runs f and returns how far the live heap grew above what it
+// was before, at its peak (sampled every 5 ms).
+func heapGrowth(f func()) int64 {
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	runtime.GC()
+	before := heap()
+	var peak int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak = max(peak, heap())
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	return peak - before
+}
+
+// TestCompressedBomb: an origin whose answer, gzip or zstd, decodes to
+// far more than it sends (4 MiB messages of one byte repeated, 240 MiB
+// from a few hundred KiB) is read as it decodes: the mirror's heap grows
+// by far less than what it decoded, and it refuses the answer past the
+// records it asked for. (The answer is made of gzip members or zstd
+// frames, one for each record's line and one, compressed once, for the
+// message's bytes, which every message shares.)
+func TestCompressedBomb(t *testing.T) {
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	const size, limit = 4 << 20, 60
+	raw := bytes.Repeat([]byte("a"), size)
+	copy(raw, "Message-ID: <bomb@example.org>\n\n")
+	digest := store.DigestOf(raw)
+	for _, enc := range []string{"gzip", "zstd"} {
+		t.Run(enc, func(t *testing.T) {
+			compress := func(p []byte) []byte {
+				var b bytes.Buffer
+				if enc == "gzip" {
+					zw := gzip.NewWriter(&b)
+					zw.Write(p)
+					zw.Close()
+					return b.Bytes()
+				}
+				zw, _ := zstd.NewWriter(nil)
+				defer zw.Close()
+				return zw.EncodeAll(p, nil)
+			}
+			body := compress(raw)
+			var sent atomic.Int64 // compressed bytes
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.Contains(r.Header.Get("Accept-Encoding"), enc) {
+					t.Errorf("the mirror asks for %q, not %s", r.Header.Get("Accept-Encoding"), enc)
+				}
+				w.Header().Set("Content-Type", changes.ContentType)
+				w.Header().Set("Content-Encoding", enc)
+				send := func(p []byte) error {
+					n, err := w.Write(p)
+					sent.Add(int64(n))
+					return err
+				}
+				// A record's line, as the feed's writer makes it.
+				var line bytes.Buffer
+				fw, err := changes.NewWriter(&line, auth.Binding())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fw.Lease(auth.Lease(1))
+				fw.Flush()
+				if send(compress(line.Bytes())) != nil {
+					return
+				}
+				for seq := 0; seq < 16384; seq++ {
+					line.Reset()
+					fw.Message(store.Stored{Number: auth.Number(t, 1, seq), Raw: raw, Digest: digest, List: "l"})
+					fw.Flush()
+					head := line.Bytes()[:line.Len()-size-1]
+					if send(compress(head)) != nil || send(body) != nil || send(compress([]byte("\n"))) != nil {
+						return // the mirror hung up
+					}
+				}
+			}))
+			defer srv.Close()
+			st := &discardStore{Store: openStore(t)}
+			m := newMirror(t, srv.URL, st, filepath.Join(t.TempDir(), "s.json"), func(o *mirror.Options) {
+				o.Limit = limit
+				o.BatchMessages = 0
+			})
+			var err error
+			grown := heapGrowth(func() { _, err = m.CatchUp(t.Context()) })
+			if !errors.Is(err, mirror.ErrOrigin) || !strings.Contains(err.Error(), fmt.Sprintf("more than the %d records asked for", limit)) {
+				t.Fatalf("CatchUp = %v, want ErrOrigin saying more than the %d records asked for", err, limit)
+			}
+			t.Logf("%s: the origin sent %d KiB; the store got %d messages, %d MiB; the heap grew by %d MiB at its peak",
+				enc, sent.Load()>>10, st.messages.Load(), st.bytes.Load()>>20, grown>>20)
+			if st.bytes.Load() < 200<<20 {
+				t.Errorf("the store got %d MiB, want over 200: the test shows nothing", st.bytes.Load()>>20)
+			}
+			if grown > 200<<20 {
+				t.Errorf("a compressed bomb grew the heap by %d MiB, want under 200", grown>>20)
+			}
+		})
 	}
 }
