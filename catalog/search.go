@@ -25,6 +25,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/chibrary/chibrary/mailview"
@@ -409,10 +410,17 @@ type wordSet struct {
 	ascii    bool
 }
 
+// A string that is not one word, as the index reads words, is left out:
+// the index matched no such thing, and a byte search would find it where
+// the words of the text do not.
 func newWordSet(words []string) wordSet {
 	ws := wordSet{whole: map[string]bool{}, ascii: true}
 	for _, w := range words {
-		if p, ok := strings.CutSuffix(w, "*"); ok {
+		p, prefix := strings.CutSuffix(w, "*")
+		if start, end, _ := nextWord(p, 0); start != 0 || end != len(p) {
+			continue
+		}
+		if prefix {
 			ws.prefixes = append(ws.prefixes, p)
 		} else {
 			ws.whole[w] = true
@@ -443,7 +451,7 @@ func (ws wordSet) has(w string) bool {
 // in a lower-cased copy; words beyond ASCII may match other forms (accents,
 // case), so then every line is tokenized.
 func firstMatch(text string, want wordSet) int {
-	if !want.ascii {
+	if !want.ascii || foldsToASCII(text) {
 		return firstMatchTokenized(text, want)
 	}
 	lower := []byte(text)
@@ -493,12 +501,19 @@ func wordBefore(lower []byte, at int) bool {
 		if c < utf8.RuneSelf {
 			return 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
 		}
-		// The start of the character: back over continuation bytes.
+		// The start of the character: back over continuation bytes to
+		// the byte that leads them (SQLite's decoding reads them all);
+		// without one, the last is a character of its own (decodeFTS).
 		i := at - 1
-		for i > 0 && at-i < utf8.UTFMax && lower[i]&0xc0 == 0x80 {
+		for i > 0 && lower[i]&0xc0 == 0x80 {
 			i--
 		}
-		r, _ := decodeFTS(string(lower[i:at]))
+		var r rune
+		if lower[i] >= 0xc0 {
+			r, _ = decodeFTS(string(lower[i:at]))
+		} else {
+			i, r = at-1, rune(lower[at-1])
+		}
 		if !isDiacritic(r) {
 			return isWordRune(r)
 		}
@@ -518,7 +533,7 @@ func wordGoesOn(lower []byte, i int) bool {
 	if c := lower[i]; c < utf8.RuneSelf {
 		return 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
 	}
-	r, _ := decodeFTS(string(lower[i:min(len(lower), i+16)]))
+	r, _ := decodeFTSBytes(lower[i:])
 	return isWordRune(r)
 }
 
@@ -526,13 +541,31 @@ func wordGoesOn(lower []byte, i int) bool {
 // or after i that is not a diacritic (isDiacritic), or len(lower).
 func pastDiacritics(lower []byte, i int) int {
 	for i < len(lower) && lower[i] >= utf8.RuneSelf {
-		r, n := decodeFTS(string(lower[i:min(len(lower), i+16)]))
+		r, n := decodeFTSBytes(lower[i:])
 		if !isDiacritic(r) {
 			break
 		}
 		i += n
 	}
 	return i
+}
+
+// seqLen returns the length of the character at the start of b (not
+// empty) as SQLite reads UTF-8: a lead byte and all the continuation
+// bytes after it (decodeFTS).
+func seqLen(b []byte) int {
+	n := 1
+	if b[0] >= 0xc0 {
+		for n < len(b) && b[n]&0xc0 == 0x80 {
+			n++
+		}
+	}
+	return n
+}
+
+// decodeFTSBytes is decodeFTS of the character at the start of b.
+func decodeFTSBytes(b []byte) (rune, int) {
+	return decodeFTS(string(b[:seqLen(b)]))
 }
 
 // nextMatch returns the offset of the first whole word w in lower (ASCII
@@ -603,10 +636,9 @@ func MatchSeen(words []string, after int) func(part []byte, added int) bool {
 				if at < 0 || at+len(w)+after > len(lower) {
 					return false // the next call sees it again
 				}
-				if p := pastDiacritics(lower, at+len(w)); p == len(lower) || lower[p] >= utf8.RuneSelf && p+16 > len(lower) {
+				if p := pastDiacritics(lower, at+len(w)); p == len(lower) || lower[p] >= utf8.RuneSelf && p+seqLen(lower[p:]) == len(lower) {
 					// And the whole character after its diacritics,
-					// which may go on the word (decodeFTS reads up
-					// to 16 bytes).
+					// which may go on the word.
 					return false
 				}
 				if !quoted {
@@ -631,7 +663,27 @@ func MatchSeen(words []string, after int) func(part []byte, added int) bool {
 	}
 }
 
-// firstMatchTokenized is firstMatch for words beyond ASCII.
+// foldsToASCII reports whether text has a character beyond ASCII that
+// the index folds to ASCII or drops: a Latin letter with an accent
+// ("café" is the word cafe), a diacritic. An ASCII word may match there
+// what a byte search does not see.
+func foldsToASCII(text string) bool {
+	for i := 0; i < len(text); {
+		if text[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := decodeFTS(text[i:])
+		if isDiacritic(r) || isWordRune(r) && r <= unicode.MaxRune && foldRune(r) < utf8.RuneSelf {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// firstMatchTokenized is firstMatch for words beyond ASCII, or text
+// where an ASCII word may be written with accents.
 func firstMatchTokenized(text string, want wordSet) int {
 	for _, quotedPass := range []bool{false, true} {
 		off := 0

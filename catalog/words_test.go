@@ -395,6 +395,11 @@ func TestExcerptWordsAsFTS5(t *testing.T) {
 		{"a word after a diacritic", filler + "x \u0301panic", "panic", []string{"panic"}},
 		{"a word ending in diacritics", filler + "panic\u0301\u0301 x", "panic", []string{"panic\u0301\u0301"}},
 		{"not inside a word", filler + "épanic", "panic", nil},
+		// FTS5 finds cafe in café; so does the excerpt, not only the
+		// words it marks in its window.
+		{"an ASCII word written with an accent", filler + "un café", "cafe", []string{"café"}},
+		{"an ASCII word written with a diacritic", filler + "un café", "cafe", []string{"café"}},
+		{"the first of two forms", filler + "un café, " + filler + "un cafe", "cafe", []string{"café"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			q, err := ParseQuery(tt.q)
