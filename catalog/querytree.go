@@ -498,9 +498,10 @@ func (pp *piParser) leaf(t *qtoken) (*node, error) {
 	return pp.add(&node{op: opText, term: Term{Text: t.text, Phrase: t.phrase, Field: field, Prefix: t.prefix}})
 }
 
-// quoteValue writes a prefix's value back, in quotes if it was or must be.
+// quoteValue writes a prefix's value back, in quotes if it was or must be
+// (a value that begins with ':' would make the prefix a word: "m::x").
 func quoteValue(v string, phrase bool) string {
-	if phrase || strings.ContainsAny(v, " \t") {
+	if phrase || strings.ContainsAny(v, " \t") || strings.HasPrefix(v, ":") {
 		return `"` + v + `"`
 	}
 	return v
