@@ -474,7 +474,7 @@ func (pp *piParser) leaf(t *qtoken) (*node, error) {
 		pp.words++
 		return pp.add(&node{op: opText, term: Term{Text: id, Field: t.field, Prefix: t.field != "patchid"}, piece: t.field + ":" + id})
 	}
-	if !hasWord(t.text) {
+	if !HasWord(t.text) {
 		if t.field != "" || t.phrase {
 			return nil, fmt.Errorf("%w: %s at character %d has no letter or digit to look for", ErrQuery, t.piece, at)
 		}

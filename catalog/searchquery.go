@@ -192,7 +192,7 @@ func parseArchive(s string, toks []qtoken) (*Query, error) {
 			}
 			continue
 		}
-		if !hasWord(text) {
+		if !HasWord(text) {
 			if field != "" || phrase {
 				return nil, fmt.Errorf("%w: %s at character %d has no letter or digit to look for", ErrQuery, piece, p.at(start))
 			}
@@ -234,7 +234,7 @@ func foreignSyntax(text string, standalone bool, piece string, at int) error {
 			return fmt.Errorf("%w: %s at character %d: NEAR(...) is not supported; put words in quotes to find them next to each other (\"a phrase\")", ErrQuery, piece, at)
 		}
 	}
-	if strings.HasPrefix(text, "^") && hasWord(text) {
+	if strings.HasPrefix(text, "^") && HasWord(text) {
 		return fmt.Errorf("%w: %s at character %d: ^ (a word at the start) is not supported; subject:word looks in the subject", ErrQuery, piece, at)
 	}
 	return nil
@@ -282,7 +282,7 @@ func (p *queryParser) value(depth int) (text string, phrase, prefix bool, err er
 		p.i++
 	}
 	text = p.s[start:p.i]
-	if trimmed := strings.TrimRight(text, "*"); trimmed != text && hasWord(trimmed) {
+	if trimmed := strings.TrimRight(text, "*"); trimmed != text && HasWord(trimmed) {
 		text, prefix = trimmed, true
 	}
 	return text, false, prefix, nil

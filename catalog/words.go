@@ -165,10 +165,7 @@ func countWords(s string) int {
 
 // HasWord reports whether s has a word, as the index reads words: a
 // search for a string without one cannot find anything.
-func HasWord(s string) bool { return hasWord(s) }
-
-// hasWord reports whether s has a word.
-func hasWord(s string) bool {
+func HasWord(s string) bool {
 	start, _, _ := nextWord(s, 0)
 	return start >= 0
 }

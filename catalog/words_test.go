@@ -249,8 +249,8 @@ func checkWords(t *testing.T, db *sql.DB, s string) {
 	if n := countWords(s); n != len(want) {
 		t.Errorf("countWords(%q) = %d, FTS5 reads %d", s, n, len(want))
 	}
-	if hasWord(s) != (len(want) > 0) {
-		t.Errorf("hasWord(%q) = %v, FTS5 reads %d words", s, hasWord(s), len(want))
+	if HasWord(s) != (len(want) > 0) {
+		t.Errorf("HasWord(%q) = %v, FTS5 reads %d words", s, HasWord(s), len(want))
 	}
 	n := 0
 	forEachWord(s, func(int) { n++ })
