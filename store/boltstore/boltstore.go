@@ -190,6 +190,9 @@ type Store struct {
 	log   *slog.Logger
 	comp  *compress.Compressor
 	packs *packs
+	// mapped says when a write transaction releases the file's mapped
+	// pages (mapped.go).
+	mapped mappedPages
 
 	// bound caches the binding once read: it never changes afterwards.
 	bound atomic.Pointer[bound]
@@ -233,9 +236,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
 	}
 	s := &Store{
-		path:  path,
-		log:   opts.Logger.With("store", path),
-		packs: newPacks(packDir(path), false),
+		path:   path,
+		log:    opts.Logger.With("store", path),
+		packs:  newPacks(packDir(path), false),
+		mapped: mappedPages{budget: defaultMappedBudget},
 	}
 	turn, err := openTurnstile(path + ".lock")
 	if err != nil {
@@ -355,7 +359,7 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	}
 	defer s.h.release(db)
 	return db.Update(func(tx *bolt.Tx) error {
-		releaseMapped(tx) // see mapped_unix.go
+		s.mapped.release(tx)
 		return fn(tx)
 	})
 }
@@ -643,6 +647,16 @@ func (l *txLookup) Raw(_ context.Context, n callnumber.Number) ([]byte, bool, er
 		return nil, false, fmt.Errorf("cannot read message %v: %w", n, err)
 	}
 	return m.Raw, true, nil
+}
+
+// NoRemovals implements batch.NoRemovals: no removal record in the file.
+func (l *txLookup) NoRemovals(context.Context) (bool, error) {
+	b := l.tx.Bucket(bucketRemoved)
+	if b == nil {
+		return true, nil
+	}
+	k, _ := b.Cursor().First()
+	return k == nil, nil
 }
 
 func (l *txLookup) Removal(_ context.Context, n callnumber.Number) (*store.Removal, error) {

@@ -30,6 +30,15 @@ type Lookup interface {
 	Removal(ctx context.Context, n callnumber.Number) (*store.Removal, error)
 }
 
+// NoRemovals may be implemented by a Lookup that can tell cheaply that its
+// store holds no removal record at all. Then Make does not look up each
+// new message's content (store.ContentOf): only a removal indexes one, so
+// none could be found, and the lookup is a second random read of the
+// digest index for every message, whose cost grows with the archive.
+type NoRemovals interface {
+	NoRemovals(ctx context.Context) (bool, error)
+}
+
 // Action is what Put does with one message.
 type Action uint8
 
@@ -98,6 +107,14 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 	byNumber := make(map[callnumber.Number]int, len(msgs)) // first index in batch
 	byDigest := make(map[store.Digest]callnumber.Number, len(msgs))
 	removed := make(map[callnumber.Number]bool) // of the numbers in byDigest
+	contents := true                            // look up new messages' contents
+	if nr, ok := look.(NoRemovals); ok {
+		none, err := nr.NoRemovals(ctx)
+		if err != nil {
+			return Plan{}, err
+		}
+		contents = !none
+	}
 	for i := range msgs {
 		m := &msgs[i]
 		f, err := codec.Decode(m.Number)
@@ -174,14 +191,17 @@ func Make(ctx context.Context, codec *callnumber.Codec, msgs []store.Message, lo
 			removed[n] = r != nil
 			continue
 		}
-		if n, ok, err := removedContent(ctx, m, look); err != nil {
-			return Plan{}, err
-		} else if ok {
-			p.Actions[i] = Duplicate
-			p.Results[i] = store.Result{Number: n, Duplicate: true, Removed: true}
-			byDigest[m.Digest] = n
-			removed[n] = true
-			continue
+		// Only a removal indexes a content: none to find if nothing was removed.
+		if contents {
+			if n, ok, err := removedContent(ctx, m, look); err != nil {
+				return Plan{}, err
+			} else if ok {
+				p.Actions[i] = Duplicate
+				p.Results[i] = store.Result{Number: n, Duplicate: true, Removed: true}
+				byDigest[m.Digest] = n
+				removed[n] = true
+				continue
+			}
 		}
 		p.Actions[i] = Write
 		byDigest[m.Digest] = m.Number
