@@ -376,12 +376,9 @@ CREATE TABLE messages (
 	joined      INTEGER NOT NULL,         -- JoinedBy
 	quotes      INTEGER NOT NULL,         -- messages.id it quotes, joined by subject; or 0
 	sketch      BLOB,                     -- subject.go; NULL for a message with references
-	label       INTEGER NOT NULL UNIQUE   -- its rowid in fts (labels.go); negative while a rebuild spools its text
+	label       INTEGER NOT NULL          -- its rowid in fts (labels.go), unique; negative while a rebuild spools its text
 );
--- The labelled messages in date order, without the late ones (labels.go).
-CREATE INDEX messages_date ON messages (date) WHERE label < 4611686018427387904;
 CREATE INDEX messages_list_date ON messages (list, date);
-CREATE INDEX messages_list_arrived ON messages (list, arrived);
 CREATE INDEX messages_thread ON messages (thread, date);
 CREATE INDEX messages_msgid ON messages (msgid_key, list);
 
@@ -406,7 +403,6 @@ CREATE TABLE threads (
 	first      INTEGER NOT NULL,  -- the earliest date
 	last       INTEGER NOT NULL   -- the last arrival
 );
-CREATE INDEX threads_list_last ON threads (list, last);
 CREATE INDEX threads_list_base ON threads (list, base_key, last);
 
 CREATE TABLE lists (
@@ -445,13 +441,31 @@ CREATE TABLE months (
 ) WITHOUT ROWID;
 `
 
+// lateIndexes are the indexes a rebuild makes once its rows are in
+// (recover.go), rather than keeping them up to date row by row: none is
+// read while it indexes the store, and each changes at every message
+// (a thread's last arrival, a label set in date order) or takes its rows
+// in an order of its own (dates, arrivals). The catalog's other writers
+// have them from the start (create).
+const lateIndexes = `
+CREATE UNIQUE INDEX messages_label ON messages (label);
+-- The labelled messages in date order, without the late ones (labels.go).
+CREATE INDEX messages_date ON messages (date) WHERE label < 4611686018427387904;
+CREATE INDEX messages_list_arrived ON messages (list, arrived);
+CREATE INDEX threads_list_last ON threads (list, last);
+`
+
+// lateIndexNames are lateIndexes' names, which a rebuild drops from its
+// new, empty catalog.
+var lateIndexNames = []string{"messages_label", "messages_date", "messages_list_arrived", "threads_list_last"}
+
 func (c *Catalog) create(ctx context.Context) error {
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema+searchSchema+numbersSchema+versionsSchema+postersSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+lateIndexes+searchSchema+numbersSchema+versionsSchema+postersSchema); err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	if err := initNumbers(ctx, tx); err != nil {

@@ -260,7 +260,8 @@ func (ix *indexer) add(d *doc) (bool, error) {
 	if ix.spool != nil {
 		return true, ix.spool.put(id, d)
 	}
-	if err := insertText(ix.ctx, ix.fts, ix.ftsAddr, label, ftsColumns(d)); err != nil {
+	cols := ftsColumns(d)
+	if err := insertText(ix.ctx, ix.fts, ix.ftsAddr, label, cols, pairsText(cols[:ftsMainCols])); err != nil {
 		return false, err
 	}
 	return true, nil

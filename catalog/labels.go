@@ -37,6 +37,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -183,14 +184,14 @@ const (
 )
 
 // insertText adds a message's text to the search index under its label,
-// and the pairs of common words of its fts columns (pairs.go).
-func insertText(ctx context.Context, main, addr *sql.Stmt, label int64, cols [ftsCols]string) error {
+// and pairs, the pairs of common words of its fts columns (pairsText).
+func insertText(ctx context.Context, main, addr *sql.Stmt, label int64, cols [ftsCols]string, pairs string) error {
 	args := make([]any, 0, ftsMainCols+2)
 	args = append(args, label)
 	for _, c := range cols[:ftsMainCols] {
 		args = append(args, c)
 	}
-	args = append(args, pairsText(cols[:ftsMainCols]))
+	args = append(args, pairs)
 	if _, err := main.ExecContext(ctx, args...); err != nil {
 		return err
 	}
@@ -253,18 +254,33 @@ func (s *textSpool) close() error {
 	return s.f.Close()
 }
 
-// placeBatch is how many messages placeText labels per transaction.
-const placeBatch = 1000
+// placeBatch is how many messages placeText gives the search index per
+// transaction. A rebuild writes without a journal (bulk): a commit costs
+// FTS5 a segment, and no memory waits on it.
+const placeBatch = 20000
+
+// placeQueue is how many messages' text placeText reads ahead.
+const placeQueue = 64
+
+// spooledText is a message's text read back from the spool, with its
+// pairs of common words.
+type spooledText struct {
+	cols  [ftsCols]string
+	pairs string
+	err   error
+}
 
 // placeText gives every message a rebuild indexed its label, in date
 // order, and its text in the search index, from the spool. Called with
-// wmu held, after the rebuild's Sync.
+// wmu held, after the rebuild's Sync. The text is read back and its
+// pairs of common words found on another goroutine, a few messages
+// ahead, while this one writes: the writer is the rebuild's bottleneck.
 func (c *Catalog) placeText(ctx context.Context, s *textSpool) error {
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("cannot spool the search index's text: %w", err)
 	}
 	var ids []int64
-	rows, err := c.w.QueryContext(ctx, `SELECT id FROM messages WHERE label < 0 ORDER BY date, id`)
+	rows, err := c.w.QueryContext(ctx, placeOrderSQL)
 	if err != nil {
 		return fmt.Errorf("cannot order the messages by date: %w", err)
 	}
@@ -280,32 +296,65 @@ func (c *Catalog) placeText(ctx context.Context, s *textSpool) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot order the messages by date: %w", err)
 	}
-	// A rebuild spools every message: the labels start afresh.
-	next := int64(labelBase)
-	for len(ids) > 0 {
+
+	var wg sync.WaitGroup
+	defer wg.Wait() // runs last: after cancel, the reader stops at its next send
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	texts := make(chan spooledText, placeQueue)
+	wg.Go(func() {
+		defer close(texts)
+		for _, id := range ids {
+			cols, err := s.get(id)
+			t := spooledText{cols: cols, err: err}
+			if err == nil {
+				t.pairs = pairsText(cols[:ftsMainCols])
+			}
+			select {
+			case texts <- t:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+
+	// A rebuild spools every message: the labels start afresh, labelGap
+	// apart in placeOrderSQL's order.
+	for at := 0; at < len(ids); at += placeBatch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		batch := ids[:min(len(ids), placeBatch)]
-		ids = ids[len(batch):]
-		if err := c.placeBatch(ctx, s, batch, next); err != nil {
+		if err := c.placeBatch(ctx, texts, ids[at:min(len(ids), at+placeBatch)], labelBase+int64(at)*labelGap); err != nil {
 			return err
 		}
-		next += int64(len(batch)) * labelGap
+	}
+	if _, err := c.w.ExecContext(ctx, setLabelsSQL, labelBase, labelGap); err != nil {
+		return fmt.Errorf("cannot label the messages: %w", err)
 	}
 	return nil
 }
 
-func (c *Catalog) placeBatch(ctx context.Context, s *textSpool, ids []int64, next int64) error {
+// placeOrderSQL is the order of a rebuild's labels, and setLabelsSQL
+// gives them (?1 + ?2 * the place in that order), both of the messages
+// whose text waits in the spool.
+const (
+	placeOrderSQL = `SELECT id FROM messages WHERE label < 0 ORDER BY date, id`
+	setLabelsSQL  = `UPDATE messages SET label = ?1 + ?2 * o.n
+		FROM (SELECT id, row_number() OVER (ORDER BY date, id) - 1 AS n FROM messages WHERE label < 0) AS o
+		WHERE messages.id = o.id`
+)
+
+// placeBatch gives the search index the texts of ids, which texts sends
+// in that order, under labels from next, labelGap apart.
+func (c *Catalog) placeBatch(ctx context.Context, texts <-chan spooledText, ids []int64, next int64) error {
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("cannot fill the search index: %w", err)
 	}
 	defer tx.Rollback()
-	setLabel, err := tx.PrepareContext(ctx, `UPDATE messages SET label=? WHERE id=?`)
-	if err != nil {
-		return fmt.Errorf("cannot fill the search index: %w", err)
-	}
 	insert, err := tx.PrepareContext(ctx, ftsInsertSQL)
 	if err != nil {
 		return fmt.Errorf("cannot fill the search index: %w", err)
@@ -314,16 +363,21 @@ func (c *Catalog) placeBatch(ctx context.Context, s *textSpool, ids []int64, nex
 	if err != nil {
 		return fmt.Errorf("cannot fill the search index: %w", err)
 	}
+	// The statements run under a context that cannot end: with one that
+	// can, the driver starts a goroutine per statement to watch it.
+	// Cancellation is checked between messages.
+	wctx := context.WithoutCancel(ctx)
 	for i, id := range ids {
-		label := next + int64(i)*labelGap
-		cols, err := s.get(id)
-		if err != nil {
-			return err
+		var t spooledText
+		select {
+		case t = <-texts:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if _, err := setLabel.ExecContext(ctx, label, id); err != nil {
-			return fmt.Errorf("cannot label message %d: %w", id, err)
+		if t.err != nil {
+			return t.err
 		}
-		if err := insertText(ctx, insert, insertAddr, label, cols); err != nil {
+		if err := insertText(wctx, insert, insertAddr, next+int64(i)*labelGap, t.cols, t.pairs); err != nil {
 			return fmt.Errorf("cannot index the text of message %d: %w", id, err)
 		}
 	}

@@ -57,6 +57,9 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	// is the connection's, and goes with it when the rebuild closes it.
 	_, err = nc.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size=-%d`, rebuildCache>>10))
 	if err == nil {
+		err = nc.bulk(ctx)
+	}
+	if err == nil {
 		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
 	}
 	if err == nil {
@@ -80,10 +83,16 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		n, err = nc.syncSpooled(ctx, st, opts, tmp+".text")
 	}
 	if err == nil {
+		err = nc.indexLate(ctx)
+	}
+	if err == nil {
 		err = nc.compact(ctx)
 	}
 	if err == nil {
 		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', ?)`, ftsAutomerge)
+	}
+	if err == nil {
+		err = nc.unbulk(ctx)
 	}
 	if cerr := nc.Close(); err == nil {
 		err = cerr
@@ -113,6 +122,54 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		os.Remove(tmp + suffix)
 	}
 	return n, nil
+}
+
+// bulk readies a new, empty catalog for a rebuild. Nobody reads the file
+// until it is renamed over the old one, and a rebuild stopped at any
+// point starts again from nothing, so it is written without a journal (no
+// page written twice, to the WAL and then to the file; no fsync) under an
+// exclusive lock (no lock taken and no header read again at each
+// transaction), and without lateIndexes, which indexLate makes at the end.
+func (c *Catalog) bulk(ctx context.Context) error {
+	ps := []string{
+		`PRAGMA journal_mode=OFF`,
+		`PRAGMA synchronous=OFF`,
+		`PRAGMA locking_mode=EXCLUSIVE`,
+	}
+	for _, name := range lateIndexNames {
+		ps = append(ps, `DROP INDEX `+name)
+	}
+	for _, p := range ps {
+		if _, err := c.w.ExecContext(ctx, p); err != nil {
+			return fmt.Errorf("cannot ready the catalog for a rebuild: %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// indexLate makes lateIndexes once a rebuild's rows are in: each a sort
+// of the rows, where keeping it up to date cost a search of the index
+// for each row written.
+func (c *Catalog) indexLate(ctx context.Context) error {
+	if _, err := c.w.ExecContext(ctx, lateIndexes); err != nil {
+		return fmt.Errorf("cannot index the rebuilt catalog: %w", err)
+	}
+	return nil
+}
+
+// unbulk makes the rebuilt catalog what Open makes: WAL, locked per
+// transaction.
+func (c *Catalog) unbulk(ctx context.Context) error {
+	for _, p := range []string{
+		`PRAGMA locking_mode=NORMAL`,
+		`PRAGMA synchronous=NORMAL`,
+		`PRAGMA journal_mode=WAL`,
+	} {
+		if _, err := c.w.ExecContext(ctx, p); err != nil {
+			return fmt.Errorf("cannot finish the rebuilt catalog: %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // syncSpooled is Sync for a rebuild: the search text waits in a spool at
