@@ -437,7 +437,7 @@ func TestSeenTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.wmu.Lock()
-	docs := parseAll(page.Messages, 2, mailview.Options{})
+	docs := parseAll(page.Messages, 2, mailview.Options{}, false)
 	n, err := c.apply(t.Context(), docs, nil, nil, page.Next, a.auth.ID)
 	c.wmu.Unlock()
 	if err != nil || n != 0 {

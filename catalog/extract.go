@@ -86,6 +86,8 @@ type doc struct {
 	// sketch and quotes are what subject threading compares (subject.go).
 	sketch []byte
 	quotes []uint64
+	// spooled, in a rebuild, is its text for the spool (spoolBlock).
+	spooled []byte
 }
 
 // extract reads what the catalog keeps from a stored message. It never

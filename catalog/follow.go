@@ -122,6 +122,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 	}
 	raws := make(chan raw, 1)
 	pages := make(chan page, 1)
+	spooling := c.spool != nil
 	wg.Go(func() {
 		defer close(raws)
 		cursor := ws.cursor
@@ -149,7 +150,7 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 		for r := range raws {
 			p := page{read: len(r.msgs), moves: r.moves, removals: r.removals, next: r.next, err: r.err}
 			if r.err == nil {
-				p.docs = parseAll(r.msgs, opts.Workers, opts.View)
+				p.docs = parseAll(r.msgs, opts.Workers, opts.View, spooling)
 			}
 			select {
 			case pages <- p:
@@ -181,8 +182,9 @@ func (c *Catalog) sync(ctx context.Context, st store.Store, opts SyncOptions) (i
 	return added, ctx.Err()
 }
 
-// parseAll extracts the documents of msgs on workers goroutines.
-func parseAll(msgs []store.Stored, workers int, view mailview.Options) []doc {
+// parseAll extracts the documents of msgs on workers goroutines, and
+// their spoolBlocks when spool is set (a rebuild).
+func parseAll(msgs []store.Stored, workers int, view mailview.Options, spool bool) []doc {
 	docs := make([]doc, len(msgs))
 	workers = min(workers, len(msgs))
 	var wg sync.WaitGroup
@@ -190,6 +192,9 @@ func parseAll(msgs []store.Stored, workers int, view mailview.Options) []doc {
 		wg.Go(func() {
 			for i := w; i < len(msgs); i += workers {
 				docs[i] = extract(msgs[i], view)
+				if spool {
+					docs[i].spooled = spoolBlock(&docs[i])
+				}
 			}
 		})
 	}

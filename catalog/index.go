@@ -60,6 +60,7 @@ type indexer struct {
 	wire                                         *sql.Stmt
 	newMailbox, numberFor, addNumber             *sql.Stmt
 	countNumber, dropCarried, takeNext           *sql.Stmt
+	addVersion                                   *sql.Stmt
 	// carried: numbers carried over from an old catalog wait (numbers.go).
 	carried bool
 	// moved: moves wait for their messages (move.go).
@@ -127,6 +128,7 @@ func (c *Catalog) newIndexer(ctx context.Context, tx *sql.Tx) (*indexer, error) 
 		{&ix.countNumber, countNumberSQL},
 		{&ix.dropCarried, dropCarriedSQL},
 		{&ix.takeNext, takeNextSQL},
+		{&ix.addVersion, `INSERT OR IGNORE INTO versions (key, msg, version, change, added, deleted, paths) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 	}
 	for _, s := range stmts {
 		st, err := tx.PrepareContext(ctx, s.sql)

@@ -199,17 +199,32 @@ func insertText(ctx context.Context, main, addr *sql.Stmt, label int64, cols [ft
 	return err
 }
 
-// put spools the search text of message id.
+// spoolBlock is what the spool keeps of d: its ftsColumns, each its
+// length (a uvarint) then its bytes, S2-compressed. The workers that
+// parse the messages make it (parseAll), not the writer.
+func spoolBlock(d *doc) []byte {
+	var n int
+	cols := ftsColumns(d)
+	for _, col := range cols {
+		n += binary.MaxVarintLen64 + len(col)
+	}
+	b := make([]byte, 0, n)
+	for _, col := range cols {
+		b = binary.AppendUvarint(b, uint64(len(col)))
+		b = append(b, col...)
+	}
+	return s2.Encode(nil, b)
+}
+
+// put spools the search text of message id, d's spoolBlock.
 func (s *textSpool) put(id int64, d *doc) error {
 	if id <= 0 || id > 1<<40 {
 		return fmt.Errorf("cannot spool the text of message %d: no such id", id)
 	}
-	s.buf = s.buf[:0]
-	for _, col := range ftsColumns(d) {
-		s.buf = binary.AppendUvarint(s.buf, uint64(len(col)))
-		s.buf = append(s.buf, col...)
+	block := d.spooled
+	if block == nil {
+		block = spoolBlock(d)
 	}
-	block := s2.Encode(nil, s.buf)
 	if int64(len(block)) > 1<<31-1 {
 		return fmt.Errorf("cannot spool the text of message %d: %d bytes", id, len(block))
 	}

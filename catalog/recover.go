@@ -135,6 +135,7 @@ func (c *Catalog) bulk(ctx context.Context) error {
 		`PRAGMA journal_mode=OFF`,
 		`PRAGMA synchronous=OFF`,
 		`PRAGMA locking_mode=EXCLUSIVE`,
+		`INSERT INTO fts(fts, rank) VALUES('crisismerge', 64)`,
 	}
 	for _, name := range lateIndexNames {
 		ps = append(ps, `DROP INDEX `+name)
@@ -161,6 +162,7 @@ func (c *Catalog) indexLate(ctx context.Context) error {
 // transaction.
 func (c *Catalog) unbulk(ctx context.Context) error {
 	for _, p := range []string{
+		`DELETE FROM fts_config WHERE k = 'crisismerge'`,
 		`PRAGMA locking_mode=NORMAL`,
 		`PRAGMA synchronous=NORMAL`,
 		`PRAGMA journal_mode=WAL`,

@@ -261,3 +261,117 @@ func TestRebuildRelativePath(t *testing.T) {
 		t.Errorf("UIDVALIDITY after a rebuild at %s = %d, want 12345 (kept)", path, after.Validity)
 	}
 }
+
+// rebuildQueries are searches of every kind, for TestRebuildAnswersAsSync:
+// words common and rare, phrases (of common words too: the pairs),
+// prefixes, fields, dates, the patch columns, NOT.
+var rebuildQueries = []string{
+	"cache", "kernel panic", "indy", "refill", `"the of and"`, `"this is a"`, `"cache flush"`,
+	"cpu*", "tlb*", "s:mips", "f:ralf", "f:ralf tlb", "subject:patch", "list:linux-mips patch",
+	"d:20100101..", "d:..20050101 cache", "dfn:setup.c", "dfn:arch/mips/Kconfig", "dfa:printk",
+	"cache AND indy", "NOT cache", "indy NOT cache", "tc:linux-mips", "écrit", "krčmář",
+}
+
+// answers is what c answers to rebuildQueries, newest first and by
+// relevance, and its lists, each list's threads and months.
+func answers(t *testing.T, c *Catalog) []string {
+	t.Helper()
+	var out []string
+	for _, s := range rebuildQueries {
+		q, err := ParseQuery(s)
+		if err != nil {
+			t.Fatalf("ParseQuery(%q) = %v", s, err)
+		}
+		for _, sort := range []SortOrder{Newest, Relevance} {
+			res, err := c.Search(t.Context(), q, SearchOptions{Sort: sort, Limit: 50, CountLimit: 100000})
+			if err != nil {
+				t.Fatalf("Search(%q) = %v", s, err)
+			}
+			a := fmt.Sprintf("%q sort %d: %d more=%v:", s, sort, res.Total, res.More)
+			for _, m := range res.Messages {
+				a += " " + m.CallNumber
+			}
+			out = append(out, a)
+		}
+	}
+	lists, err := c.Lists(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lists {
+		out = append(out, fmt.Sprintf("list %+v", l))
+		ths, total, err := c.Threads(t.Context(), l.Name, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := fmt.Sprintf("list %s: %d threads:", l.Name, total)
+		for _, th := range ths {
+			a += fmt.Sprintf(" %s/%d/%d/%d", th.Root.CallNumber, th.Messages, th.First.Unix(), th.Last.Unix())
+		}
+		out = append(out, a)
+		months, err := c.Months(t.Context(), l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("list %s months %v", l.Name, months))
+	}
+	s, err := c.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, fmt.Sprintf("stats: %d messages, %d threads, %d lists", s.Messages, s.Threads, s.Lists))
+}
+
+// TestRebuildAnswersAsSync: a catalog rebuilt from a store (a bulk load:
+// no journal, its late indexes made at the end, labels given at once)
+// answers searches, lists, threads and months as one that followed the
+// same store in pages.
+func TestRebuildAnswersAsSync(t *testing.T) {
+	check := func(t *testing.T, a *archive, synced *Catalog) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "rebuilt.db")
+		if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{PageSize: 97}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		rebuilt, err := Open(t.Context(), path, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rebuilt.Close()
+		want, got := answers(t, synced), answers(t, rebuilt)
+		if len(got) != len(want) {
+			t.Fatalf("the rebuilt catalog gave %d answers, the synced one %d", len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("rebuilt: %s\n   synced: %s", got[i], want[i])
+			}
+		}
+		// Both have every index of the schema.
+		var n [2]int
+		for i, c := range []*Catalog{synced, rebuilt} {
+			if err := c.r.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_schema WHERE type = 'index'`).Scan(&n[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n[0] != n[1] {
+			t.Errorf("the rebuilt catalog has %d indexes, the synced one %d", n[1], n[0])
+		}
+	}
+	t.Run("fixtures", func(t *testing.T) {
+		a := newArchive(t)
+		a.load(fixture("../search/search.mbox"), "")
+		for _, f := range []string{"reply-before-parent.mbox", "missing-parent.mbox", "loop.mbox", "pipermail.mbox"} {
+			a.load(fixture(f), "")
+		}
+		c := openCatalog(t)
+		if _, err := c.Sync(t.Context(), a.st, SyncOptions{PageSize: 3}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, a, c)
+	})
+	t.Run("corpus", func(t *testing.T) {
+		a, _, _ := loadCorpus(t)
+		check(t, a, corpusCatalog(t))
+	})
+}

@@ -117,8 +117,7 @@ func (ix *indexer) indexVersion(d *doc, id int64) error {
 	if !ok {
 		return nil
 	}
-	_, err := ix.tx.ExecContext(ix.ctx, `INSERT OR IGNORE INTO versions (key, msg, version, change, added, deleted, paths) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		versionKey(d.base), id, v, d.changeID, d.stat.added, d.stat.deleted, d.stat.paths)
+	_, err := ix.addVersion.ExecContext(ix.ctx, versionKey(d.base), id, v, d.changeID, d.stat.added, d.stat.deleted, d.stat.paths)
 	return err
 }
 
