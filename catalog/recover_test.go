@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chibrary/chibrary/store"
 	"github.com/chibrary/chibrary/store/boltstore"
@@ -333,11 +334,17 @@ func TestRebuildAnswersAsSync(t *testing.T) {
 		if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{PageSize: 97}, Options{}); err != nil {
 			t.Fatal(err)
 		}
-		rebuilt, err := Open(t.Context(), path, Options{ReadOnly: true})
+		// Room for a search of the sample under -race.
+		o := Options{ReadOnly: true, SearchTimeout: time.Minute}
+		rebuilt, err := Open(t.Context(), path, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rebuilt.Close()
+		if synced, err = Open(t.Context(), synced.Path(), o); err != nil {
+			t.Fatal(err)
+		}
+		defer synced.Close()
 		want, got := answers(t, synced), answers(t, rebuilt)
 		if len(got) != len(want) {
 			t.Fatalf("the rebuilt catalog gave %d answers, the synced one %d", len(got), len(want))
