@@ -57,9 +57,6 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	// is the connection's, and goes with it when the rebuild closes it.
 	_, err = nc.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size=-%d`, rebuildCache>>10))
 	if err == nil {
-		err = nc.bulk(ctx)
-	}
-	if err == nil {
 		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
 	}
 	if err == nil {
@@ -77,6 +74,11 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		if _, rerr := carryRemoved(ctx, nc, path); rerr != nil {
 			nc.log.Warn("cannot read the removals of the old catalog: removed messages' placeholders sort by their replies", "catalog", path, "err", rerr)
 		}
+	}
+	// After the carries, whose failures are let go: a transaction rolled
+	// back without a journal could leave anything in the file.
+	if err == nil {
+		err = nc.bulk(ctx)
 	}
 	var n int
 	if err == nil {
@@ -124,7 +126,8 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	return n, nil
 }
 
-// bulk readies a new, empty catalog for a rebuild. Nobody reads the file
+// bulk readies a new catalog for a rebuild, empty but for what it carries
+// over from the old one (numbers, removals). Nobody reads the file
 // until it is renamed over the old one, and a rebuild stopped at any
 // point starts again from nothing, so it is written without a journal (no
 // page written twice, to the WAL and then to the file; no fsync) under an
