@@ -11,8 +11,13 @@ import (
 
 // defaultMappedBudget is how many bytes of files a process may map
 // beyond what it mapped after its last release before a write
-// transaction releases the file's pages (mappedPages).
-const defaultMappedBudget = 32 << 20
+// transaction releases the file's pages (mappedPages): about what two
+// batches in flight map anyway on a large archive (each of their digests
+// and Message-IDs on a page of its own, mapped with its neighbours,
+// docs/performance.md), as releasing less often than that does not lower
+// the peak, and releasing more often makes every batch fault its pages
+// in again.
+const defaultMappedBudget = 128 << 20
 
 // mappedPages decides when a write transaction releases the file's
 // mapped pages (releaseMapped). Releasing at every transaction bounds the
