@@ -8,9 +8,13 @@
 //   - one v2 epoch, or a v1 repository: a bare git directory (HEAD,
 //     objects/, refs/).
 //
-// It runs the git binary: "git log --raw" for what each commit adds and
-// removes, "git cat-file --batch" for the messages, both streamed, so
-// memory stays bounded by the set of removed messages and one message.
+// It runs the git binary, "git log --raw", for what each commit adds and
+// removes, streamed, and builds the messages from the epoch's packs
+// itself (pack.go: each inflated once, where git cat-file inflates most
+// of public-inbox's twice), asking "git cat-file --batch" for what is not
+// in a pack it reads (loose objects, alternates). Memory stays bounded by
+// the set of removed messages, the objects kept to build the next ones
+// (8 MiB) and one message.
 //
 // A Reader given a state directory remembers, per epoch, the last commit
 // it read (Checkpoint, called once every message it returned is stored),
@@ -38,6 +42,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chibrary/chibrary/mbox"
 )
@@ -88,7 +93,7 @@ type Options struct {
 
 // Message is one message of the repository.
 type Message struct {
-	Raw   []byte // nil when Err is set
+	Raw   []byte // nil when Err is set; read only (the Reader may build the next message from it)
 	Where string // "EPOCH@COMMIT"
 	Err   error  // the message could not be read (too large, missing)
 }
@@ -122,8 +127,8 @@ type Reader struct {
 	addedRead map[string]bool
 	skipped   int64  // messages read by earlier runs, skipped
 	state     string // the state file, "" for none
-	// git cat-file has --batch-command (git 2.36 and later)
-	batchCommand bool
+	// noPacks: every message from git cat-file (tests of that path)
+	noPacks      bool
 	removalsRead bool // into removed, by the first Next
 	// fresh are the blobs removed, without an add before in this run,
 	// by commits after an earlier run's (blob to "EPOCH@COMMIT").
@@ -135,12 +140,17 @@ type Reader struct {
 	done atomic.Int64
 }
 
-// stream is the reading of one epoch: git log feeding git cat-file.
+// stream is the reading of one epoch: git log lists the messages, read
+// from the epoch's packs, or by git cat-file (started when first needed).
 type stream struct {
 	e       *epoch
+	ctx     context.Context
+	packs   *packs
 	cat     *exec.Cmd
+	catIn   *bufio.Writer
+	catInC  io.Closer
 	catOut  *bufio.Reader
-	pending chan event // the blobs asked of cat-file, in order
+	pending chan event // the messages to read, in order
 	wg      sync.WaitGroup
 	feedErr error // of the feeding goroutine, once pending is closed
 	stop    context.CancelFunc
@@ -165,9 +175,6 @@ func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	if v, err := r.git(".", "version"); err == nil {
-		r.batchCommand = gitAtLeast(v, 2, 36)
-	}
 	if err := r.open(); err != nil {
 		r.cancel()
 		return nil, fmt.Errorf("cannot read %s: %w", path, err)
@@ -267,24 +274,6 @@ func (r *Reader) git(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w", args[0], err)
 	}
 	return string(out), nil
-}
-
-// gitAtLeast reads "git version 2.39.5" (and vendors' suffixes).
-func gitAtLeast(version string, major, minor int) bool {
-	f := strings.Fields(version)
-	if len(f) < 3 {
-		return false
-	}
-	parts := strings.SplitN(f[2], ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	ma, err1 := strconv.Atoi(parts[0])
-	mi, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 func firstLine(s string) string {
@@ -416,68 +405,44 @@ func (r *Reader) Next() (Message, error) {
 	}
 }
 
-// Reading ahead: the reader has up to ahead messages asked of git
-// cat-file and not read yet, and the requests go to cat-file (whose
-// answers are flushed) flushEvery at a time. flushEvery < ahead, or the
-// reader could wait for a message whose request waits in a buffer.
-const (
-	ahead      = 256
-	flushEvery = 64
-)
+// ahead is how many messages git log lists ahead of the reader.
+const ahead = 256
 
-// deltaBaseCache is git cat-file's cache of delta bases. public-inbox's
-// importer (git fast-import) stores each message as a delta against the
-// one before, in chains of up to 50 (and git repack leaves most messages
-// whole): reading in order needs only the last few bases. git's default,
-// 96 MiB, keeps every base of a smaller epoch, each in memory touched
-// for the first time (a page fault per 4 KiB), and is never read again.
-// 8 MiB holds a chain of 50 messages of 160 KB.
+// cacheBytes bounds the objects the reader keeps to build the next from
+// (see packs). public-inbox's importer (git fast-import) stores each
+// message as a delta on the one before, in chains of up to 50; git
+// repack leaves most messages whole. 8 MiB holds a chain of 50 messages
+// of 160 KB.
+const cacheBytes = 8 << 20
+
+// deltaBaseCache is git cat-file's cache of delta bases, for the
+// messages read through it: git's default, 96 MiB, fills memory touched
+// for the first time with bases never read again.
 const deltaBaseCache = "core.deltaBaseCacheLimit=8m"
 
 // start starts reading e: git log lists what its commits add, in order,
-// and asks git cat-file for the messages.
+// and the reader builds each message from e's packs (or asks git
+// cat-file, for what is not in them).
 func (r *Reader) start(e *epoch) (*stream, error) {
 	ctx, stop := context.WithCancel(r.ctx)
-	s := &stream{e: e, pending: make(chan event, ahead), stop: stop, stderr: new(stderrBuf)}
-	// --batch-command --buffer (git 2.36) writes its answers in large
-	// chunks, flushed when asked, rather than a write per message: a
-	// third of the reader's system calls and wake-ups.
-	catArgs, request := []string{"cat-file", "--batch"}, ""
-	if r.batchCommand {
-		catArgs, request = []string{"cat-file", "--batch-command", "--buffer"}, "contents "
-	}
-	catArgs = append([]string{"-c", deltaBaseCache}, catArgs...)
-	s.cat = exec.CommandContext(ctx, r.opts.Git, append([]string{"--git-dir=" + e.dir}, catArgs...)...)
-	s.cat.Stderr = s.stderr
-	catIn, err := s.cat.StdinPipe()
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	catOut, err := s.cat.StdoutPipe()
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	if err := s.cat.Start(); err != nil {
-		stop()
-		return nil, err
-	}
-	growPipe(catOut)
-	s.catOut = bufio.NewReaderSize(catOut, 256<<10)
+	s := &stream{e: e, pending: make(chan event, ahead), stop: stop, stderr: new(stderrBuf), ctx: ctx}
 	rng := e.tip
 	if e.from != "" {
 		rng = e.from + ".." + e.tip
 	}
+	s.packs = &packs{}
+	if !r.noPacks {
+		ps, err := openPacks(e.dir, len(e.tip)/2, r.opts.MaxMessageSize, cacheBytes)
+		if err != nil {
+			r.log.Warn("some packs of the epoch are read by git cat-file instead", "epoch", e.name, "err", err)
+		}
+		s.packs = ps
+	}
 	args := append(slices.Clone(logArgs), "--reverse", rng)
 	s.wg.Go(func() {
 		defer close(s.pending)
-		defer catIn.Close()
-		w := bufio.NewWriterSize(catIn, 8<<10)
-		var werr error
-		unflushed := 0 // requests since the last flush
-		err := r.runLogCtx(ctx, e.dir, args, func(ev event) {
-			if werr != nil {
+		s.feedErr = r.runLogCtx(ctx, e.dir, args, func(ev event) {
+			if ctx.Err() != nil {
 				return
 			}
 			if ev.removed != "" {
@@ -495,46 +460,41 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 					return // removed later
 				}
 			}
-			if _, werr = w.WriteString(request + ev.added + "\n"); werr != nil {
-				return
-			}
-			unflushed++
-			select {
-			case s.pending <- ev:
-				return
-			default:
-			}
-			// The reader has ahead messages to read. Flush w and
-			// cat-file's buffer once flushEvery requests wait in them,
-			// not for each message the reader takes: at least
-			// ahead-flushEvery of its messages are flushed while this
-			// waits for it, and git wakes up once a batch.
-			if unflushed >= flushEvery {
-				if r.batchCommand {
-					if _, werr = w.WriteString("flush\n"); werr != nil {
-						return
-					}
-				}
-				if werr = w.Flush(); werr != nil {
-					return
-				}
-				unflushed = 0
-			}
 			select {
 			case s.pending <- ev:
 			case <-ctx.Done():
-				werr = ctx.Err()
 			}
 		})
-		if err == nil {
-			err = werr
+		if s.feedErr == nil {
+			s.feedErr = ctx.Err()
 		}
-		if err == nil {
-			err = w.Flush()
-		}
-		s.feedErr = err
 	})
 	return s, nil
+}
+
+// catFile starts git cat-file --batch, for the messages not in a pack
+// the reader reads (loose objects, alternates).
+func (s *stream) catFile(r *Reader) error {
+	s.cat = exec.CommandContext(s.ctx, r.opts.Git, "--git-dir="+s.e.dir, "-c", deltaBaseCache, "cat-file", "--batch")
+	s.cat.Stderr = s.stderr
+	s.cat.WaitDelay = 5 * time.Second // a child of git holding its stderr
+	catIn, err := s.cat.StdinPipe()
+	if err != nil {
+		return err
+	}
+	catOut, err := s.cat.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := s.cat.Start(); err != nil {
+		s.cat = nil
+		return err
+	}
+	growPipe(catOut)
+	s.catIn = bufio.NewWriter(catIn)
+	s.catInC = catIn
+	s.catOut = bufio.NewReaderSize(catOut, 256<<10)
+	return nil
 }
 
 // runLogCtx is runLog under ctx.
@@ -578,7 +538,40 @@ func (s *stream) next(r *Reader) (Message, error) {
 		return Message{}, io.EOF
 	}
 	where := s.e.name + "@" + ev.commit
+	raw, err := s.packs.blob(ev.added)
+	switch {
+	case err == nil:
+		r.done.Add(int64(len(raw)))
+		if len(raw) == 0 {
+			return Message{}, nil
+		}
+		return Message{Raw: raw, Where: where}, nil
+	case errors.Is(err, errNotHere):
+		return s.fromGit(r, ev, where)
+	default:
+		// What git makes of it decides: it reads what it wrote.
+		r.log.Warn("cannot read a message from its pack, asking git cat-file", "where", where, "blob", ev.added, "err", err)
+		return s.fromGit(r, ev, where)
+	}
+}
+
+// fromGit asks git cat-file for the message of ev.
+func (s *stream) fromGit(r *Reader, ev event, where string) (Message, error) {
+	if s.cat == nil {
+		if err := s.catFile(r); err != nil {
+			return Message{}, fmt.Errorf("git cat-file: %w", err)
+		}
+	}
+	if _, err := s.catIn.WriteString(ev.added + "\n"); err != nil {
+		return Message{}, fmt.Errorf("git cat-file: %w%s", err, s.tail())
+	}
+	if err := s.catIn.Flush(); err != nil {
+		return Message{}, fmt.Errorf("git cat-file: %w%s", err, s.tail())
+	}
 	hdr, err := s.catOut.ReadString('\n')
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF // not the end of the messages
+	}
 	if err != nil {
 		return Message{}, fmt.Errorf("git cat-file: %w%s", err, s.tail())
 	}
@@ -649,6 +642,14 @@ func (s *stream) close() error {
 	for range s.pending {
 	}
 	s.wg.Wait()
+	s.packs.close()
+	if s.cat == nil {
+		if s.feedErr != nil && !errors.Is(s.feedErr, context.Canceled) {
+			return s.feedErr
+		}
+		return nil
+	}
+	s.catInC.Close()
 	err := s.cat.Wait()
 	if s.feedErr != nil && !errors.Is(s.feedErr, context.Canceled) {
 		return s.feedErr

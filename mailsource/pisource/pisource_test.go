@@ -306,22 +306,22 @@ func manyMessages(t *testing.T, n int) (*pitest.Inbox, []string) {
 	return ib, ids
 }
 
-// TestReadAhead reads more messages than the reader asks git for ahead,
-// with a reader slow at first (git waits for it, then is asked for the
-// next ones a batch at a time) and then fast (it waits for git), with
-// both forms of git cat-file: every message, in order, whole.
+// TestReadAhead reads more messages than git log lists ahead, with a
+// reader slow at first (git waits for it) and then fast (it waits for
+// git), from the packs and from git cat-file: every message, in order,
+// whole.
 func TestReadAhead(t *testing.T) {
 	const n = 700 // more than twice pisource's read-ahead
 	ib, want := manyMessages(t, n)
-	for _, batch := range []bool{false, true} {
-		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+	for _, catFile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cat-file=%v", catFile), func(t *testing.T) {
 			r, err := pisource.Open(context.Background(), ib.Dir, pisource.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			if batch {
-				pisource.UseBatch(r)
+			if catFile {
+				pisource.NoPacks(r)
 			}
 			var got []string
 			for {
@@ -357,6 +357,184 @@ func TestReadAhead(t *testing.T) {
 	}
 }
 
+// rawAll reads every message of path, from its packs or with git
+// cat-file alone, and returns their bytes in order.
+func rawAll(t *testing.T, path string, catFile bool) [][]byte {
+	t.Helper()
+	r, err := pisource.Open(context.Background(), path, pisource.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if catFile {
+		pisource.NoPacks(r)
+	}
+	var raws [][]byte
+	for {
+		m, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Err != nil {
+			t.Fatalf("%s: %v", m.Where, m.Err)
+		}
+		raws = append(raws, bytes.Clone(m.Raw))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return raws
+}
+
+// TestPacksAsGit: the messages built from the packs are git cat-file's,
+// byte for byte, in the packs public-inbox writes (each message a delta
+// on the one before), in the same repacked as lore's mirrors serve them
+// (git repack -adf, deltas the other way), and with every object loose
+// (none in a pack: all from git cat-file).
+func TestPacksAsGit(t *testing.T) {
+	ib, want := manyMessages(t, 300)
+	for _, layout := range []struct {
+		name string
+		make func(t *testing.T, epoch string)
+	}{
+		{"fast-import", func(*testing.T, string) {}},
+		{"repacked", func(t *testing.T, epoch string) {
+			gitIn(t, epoch, nil, "repack", "-adfq", "--window=250", "--depth=50")
+		}},
+		{"loose", func(t *testing.T, epoch string) {
+			packs, err := filepath.Glob(filepath.Join(epoch, "objects", "pack", "pack-*.pack"))
+			if err != nil || len(packs) == 0 {
+				t.Fatalf("no packs in %s: %v", epoch, err)
+			}
+			for _, p := range packs {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range []string{p, strings.TrimSuffix(p, ".pack") + ".idx"} {
+					if err := os.Remove(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+				gitIn(t, epoch, b, "unpack-objects", "-q")
+			}
+		}},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			layout.make(t, ib.Epoch(0))
+			fromPacks, fromGit := rawAll(t, ib.Dir, false), rawAll(t, ib.Dir, true)
+			if len(fromPacks) != len(want) || len(fromGit) != len(want) {
+				t.Fatalf("read %d messages from the packs, %d from git cat-file; want %d", len(fromPacks), len(fromGit), len(want))
+			}
+			for i := range fromPacks {
+				if !bytes.Equal(fromPacks[i], fromGit[i]) {
+					t.Fatalf("message %d: %d bytes from the packs, %d from git cat-file, not the same", i, len(fromPacks[i]), len(fromGit[i]))
+				}
+			}
+		})
+	}
+}
+
+// TestCorruptPack: a pack whose bytes changed after the first messages is
+// not read wrong: the reader asks git cat-file for what it cannot build,
+// and git's answer (here an error) decides.
+func TestCorruptPack(t *testing.T) {
+	ib, _ := manyMessages(t, 100)
+	good := rawAll(t, ib.Dir, true)
+	packs, _ := filepath.Glob(filepath.Join(ib.Epoch(0), "objects", "pack", "pack-*.pack"))
+	if len(packs) != 1 {
+		t.Fatalf("%d packs, want 1", len(packs))
+	}
+	b, err := os.ReadFile(packs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The 50th message's blob: its entry's offset, from the index.
+	log, err := exec.Command("git", "--git-dir="+ib.Epoch(0), "log", "--reverse", "--format=", "--raw", "--no-abbrev").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs []string
+	for _, l := range strings.Split(string(log), "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[5] == "m" {
+			blobs = append(blobs, f[3])
+		}
+	}
+	idx, err := os.Open(strings.TrimSuffix(packs[0], ".pack") + ".idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	cmd := exec.Command("git", "show-index")
+	cmd.Stdin = idx
+	index, err := cmd.Output()
+	if err != nil || len(blobs) != 100 {
+		t.Fatalf("git show-index: %v; %d blobs", err, len(blobs))
+	}
+	off := -1
+	for _, l := range strings.Split(string(index), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[1] == blobs[50] {
+			fmt.Sscan(f[0], &off)
+		}
+	}
+	if off < 0 {
+		t.Fatalf("blob %s not in the index", blobs[50])
+	}
+	for i := off + 8; i < off+24; i++ {
+		b[i] ^= 0x5a
+	}
+	os.Chmod(packs[0], 0o644)
+	if err := os.WriteFile(packs[0], b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	r, err := pisource.Open(context.Background(), ib.Dir, pisource.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Messages 0-49 are read whole; the 50th fails (git cannot read it
+	// either); any message read after it is read right.
+	i, whole := 0, 0
+	for {
+		m, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			break // git cat-file died of it
+		}
+		if m.Err == nil {
+			if !bytes.Equal(m.Raw, good[i]) {
+				t.Fatalf("message %d read wrong (%d bytes, want %d)", i, len(m.Raw), len(good[i]))
+			}
+			if i == whole {
+				whole++
+			}
+		}
+		i++
+	}
+	if whole != 50 {
+		t.Errorf("read %d messages whole before the first failure, want 50", whole)
+	}
+	if !strings.Contains(logged.String(), "asking git cat-file") {
+		t.Errorf("log %q, want a warning that git cat-file was asked", logged.String())
+	}
+}
+
+// gitIn runs git in the git directory dir, with stdin.
+func gitIn(t *testing.T, dir string, stdin []byte, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"--git-dir=" + dir}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
 func firstDiff(a, b []string) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
@@ -366,58 +544,53 @@ func firstDiff(a, b []string) int {
 	return min(len(a), len(b))
 }
 
-// TestGitCutOff: git cat-file's output ends in the middle of a message
-// (the process killed, a disk error): Next says so, without hanging, and
-// Close returns.
+// TestGitCutOff: git cat-file stops answering (the process killed, a disk
+// error), for the messages it reads (here all: no packs): Next says so,
+// without hanging, and Close returns.
 func TestGitCutOff(t *testing.T) {
 	ib, _ := manyMessages(t, 300)
 	real, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("no git")
 	}
-	// A git that runs the real one, but cuts cat-file's answers short.
+	// A git that runs the real one, but whose cat-file stops after 40
+	// requests, as if killed.
 	wrapper := filepath.Join(t.TempDir(), "git")
-	script := "#!/bin/sh\nfor a; do\n  if [ \"$a\" = cat-file ]; then \"" + real + "\" \"$@\" | head -c 100000; exit 0; fi\ndone\nexec \"" + real + "\" \"$@\"\n"
+	script := "#!/bin/sh\nfor a; do\n  if [ \"$a\" = cat-file ]; then sed -u 40q | \"" + real + "\" \"$@\"; exit 0; fi\ndone\nexec \"" + real + "\" \"$@\"\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, batch := range []bool{false, true} {
-		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			r, err := pisource.Open(ctx, ib.Dir, pisource.Options{Git: wrapper})
-			if err != nil {
-				t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := pisource.Open(ctx, ib.Dir, pisource.Options{Git: wrapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pisource.NoPacks(r)
+	n := 0
+	for {
+		m, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("Next = io.EOF after %d messages, want an error: git's answers were cut off", n)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("Next: %v: it waited for git until the test's deadline", err)
 			}
-			if batch {
-				pisource.UseBatch(r)
+			if !strings.Contains(err.Error(), "git cat-file") || !strings.Contains(err.Error(), ib.Epoch(0)) {
+				t.Errorf("Next: %v, want an error naming git cat-file and the epoch", err)
 			}
-			n := 0
-			for {
-				m, err := r.Next()
-				if errors.Is(err, io.EOF) {
-					t.Fatalf("Next = io.EOF after %d messages, want an error: git's answers were cut off", n)
-				}
-				if err != nil {
-					if ctx.Err() != nil {
-						t.Fatalf("Next: %v: it waited for git until the test's deadline", err)
-					}
-					if !strings.Contains(err.Error(), "git cat-file") || !strings.Contains(err.Error(), ib.Epoch(0)) {
-						t.Errorf("Next: %v, want an error naming git cat-file and the epoch", err)
-					}
-					break
-				}
-				if m.Err != nil {
-					t.Fatalf("%s: %v", m.Where, m.Err)
-				}
-				n++
-			}
-			if n == 0 || n >= 300 {
-				t.Errorf("read %d messages before the cut, want some but not all", n)
-			}
-			if err := r.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
+			break
+		}
+		if m.Err != nil {
+			t.Fatalf("%s: %v", m.Where, m.Err)
+		}
+		n++
+	}
+	if n != 40 {
+		t.Errorf("read %d messages before the cut, want 40", n)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
