@@ -378,6 +378,9 @@ func TestRebuildAnswersAsSync(t *testing.T) {
 		check(t, a, c)
 	})
 	t.Run("corpus", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: skipping the corpus")
+		}
 		a, _, _ := loadCorpus(t)
 		check(t, a, corpusCatalog(t))
 	})
