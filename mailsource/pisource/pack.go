@@ -237,7 +237,9 @@ type packs struct {
 	limit int64 // no object larger is built here
 	cache baseCache
 	zr    io.ReadCloser // reused: zlib.Resetter
-	br    bytes.Reader
+	// scratch holds the delta being applied (not kept)
+	scratch []byte
+	br      bytes.Reader
 }
 
 // openPacks maps every pack of dir that has a version 2 index; a pack
@@ -355,7 +357,7 @@ func (ps *packs) object(p *packFile, off int64) (int, []byte, error) {
 			return 0, nil, errNotHere // git says how large, or reads it
 		}
 		if h.typ != objOfsDelta && h.typ != objRefDelta {
-			b, err := ps.inflate(p, h)
+			b, err := ps.inflate(p, h, nil)
 			if err != nil {
 				return 0, nil, err
 			}
@@ -379,7 +381,16 @@ func (ps *packs) object(p *packFile, off int64) (int, []byte, error) {
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		l := chain[i]
-		delta, err := ps.inflate(l.p, l.h)
+		// A delta is not kept: it is inflated into the same buffer each
+		// time (unless large: the buffer would stay large).
+		var buf []byte
+		if l.h.size <= maxScratch {
+			if int64(cap(ps.scratch)) < l.h.size {
+				ps.scratch = make([]byte, maxScratch)
+			}
+			buf = ps.scratch[:l.h.size]
+		}
+		delta, err := ps.inflate(l.p, l.h, buf)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -395,8 +406,12 @@ func (ps *packs) object(p *packFile, off int64) (int, []byte, error) {
 	return typ, base, nil
 }
 
-// inflate reads the zlib data of the entry h: exactly h.size bytes.
-func (ps *packs) inflate(p *packFile, h entryHeader) ([]byte, error) {
+// maxScratch is the largest delta inflated into packs.scratch.
+const maxScratch = 1 << 20
+
+// inflate reads the zlib data of the entry h, exactly h.size bytes,
+// into out (h.size long), or a new slice if out is nil.
+func (ps *packs) inflate(p *packFile, h entryHeader, out []byte) ([]byte, error) {
 	ps.br.Reset(p.pack[h.data : len(p.pack)-p.hashLen])
 	if ps.zr == nil {
 		zr, err := zlib.NewReader(&ps.br)
@@ -407,7 +422,9 @@ func (ps *packs) inflate(p *packFile, h entryHeader) ([]byte, error) {
 	} else if err := ps.zr.(zlib.Resetter).Reset(&ps.br, nil); err != nil {
 		return nil, fmt.Errorf("%w: entry at %d: %v", ErrBadPack, h.data, err)
 	}
-	out := make([]byte, h.size)
+	if out == nil {
+		out = make([]byte, h.size)
+	}
 	if _, err := io.ReadFull(ps.zr, out); err != nil {
 		return nil, fmt.Errorf("%w: entry at %d: %v", ErrBadPack, h.data, err)
 	}
