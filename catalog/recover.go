@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/chibrary/chibrary/store"
 )
@@ -106,6 +107,13 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		}
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
+	// Written without a journal, the new file's pages may still be in the
+	// kernel's cache only: they reach the disk before the file takes the
+	// old one's name, so that a crash after the rename finds it whole.
+	if err := syncFile(tmp); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
+	}
 	o.at(stepBuilt)
 	// The old catalog's WAL must not be applied to the new file; stopped
 	// here, the old file is as at its last checkpoint, or damaged.
@@ -117,6 +125,11 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	o.at(stepCleared)
 	if err := os.Rename(tmp, path); err != nil {
 		return 0, fmt.Errorf("cannot replace catalog %s: %w", path, err)
+	}
+	// The rename itself is made durable: best effort, as it has happened.
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
 	}
 	o.at(stepRenamed)
 	// What Close left of the new catalog's WAL (empty) goes too.
@@ -268,4 +281,17 @@ func (c *Catalog) Replaced() bool {
 		return errors.Is(err, os.ErrNotExist)
 	}
 	return c.file != nil && !os.SameFile(c.file, fi)
+}
+
+// syncFile flushes the file at path to the disk.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
