@@ -135,14 +135,34 @@ const messageColumns = `m.id, m.thread, m.cn, m.list, m.date, m.date_source, m.f
 type scanner interface{ Scan(...any) error }
 
 func scanMessage(s scanner, extra ...any) (Message, error) {
-	var m Message
-	var date, added, arrived int64
-	dest := append([]any{&m.id, &m.thread, &m.CallNumber, &m.List, &date, &m.DateSource, &m.FromName, &m.FromAddr, &m.Subject, &m.MessageID, &m.Size, &m.Attachments, &added,
-		&arrived, &m.Via, &m.Joined, &m.quotes}, extra...)
-	if err := s.Scan(dest...); err != nil {
+	return newMessageScan(extra...).scan(s)
+}
+
+// messageScan reads rows of messageColumns, then extra columns, into one
+// set of destinations made once for all the rows of a statement: a
+// thread's rows would otherwise pay a score of allocations each.
+type messageScan struct {
+	m                    Message
+	date, added, arrived int64
+	dest                 []any
+}
+
+func newMessageScan(extra ...any) *messageScan {
+	ms := &messageScan{}
+	m := &ms.m
+	ms.dest = append([]any{&m.id, &m.thread, &m.CallNumber, &m.List, &ms.date, &m.DateSource, &m.FromName, &m.FromAddr, &m.Subject, &m.MessageID, &m.Size, &m.Attachments, &ms.added,
+		&ms.arrived, &m.Via, &m.Joined, &m.quotes}, extra...)
+	return ms
+}
+
+// scan reads the next row of s; every column is written at each row, so
+// nothing of the row before remains.
+func (ms *messageScan) scan(s scanner) (Message, error) {
+	if err := s.Scan(ms.dest...); err != nil {
 		return Message{}, err
 	}
-	m.Date, m.Archived, m.Arrived = unix(date), unix(added), unix(arrived)
+	m := ms.m
+	m.Date, m.Archived, m.Arrived = unix(ms.date), unix(ms.added), unix(ms.arrived)
 	return m, nil
 }
 
@@ -543,19 +563,20 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 	var first, last int64
 	var removals, copies bool
 	type inThread struct {
-		m    *Message
+		m    Message
 		refs []string
 	}
 	var thread []inThread
+	var kind int
+	var rs string
+	var h struct {
+		messages, first, last, removals, copies int64
+		list, subject, address                  string
+	}
+	ms := newMessageScan(&kind, orZero[string]{&rs}, orZero[string]{&h.list}, orZero[int64]{&h.messages}, orZero[int64]{&h.first}, orZero[int64]{&h.last},
+		orZero[string]{&h.subject}, orZero[int64]{&h.removals}, orZero[string]{&h.address}, orZero[int64]{&h.copies})
 	for rows.Next() {
-		var kind int
-		var rs string
-		var h struct {
-			messages, first, last, removals, copies int64
-			list, subject, address                  string
-		}
-		m, err := scanMessage(rows, &kind, orZero[string]{&rs}, orZero[string]{&h.list}, orZero[int64]{&h.messages}, orZero[int64]{&h.first}, orZero[int64]{&h.last},
-			orZero[string]{&h.subject}, orZero[int64]{&h.removals}, orZero[string]{&h.address}, orZero[int64]{&h.copies})
+		m, err := ms.scan(rows)
 		if err != nil {
 			rows.Close()
 			return nil, c.readErr(what, err)
@@ -566,7 +587,7 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 			if rs != "" {
 				refs = strings.Split(rs, refSeparator)
 			}
-			thread = append(thread, inThread{&m, refs})
+			thread = append(thread, inThread{m, refs})
 		case rowSelf:
 			self = &m
 			first, last = h.first, h.last
@@ -595,8 +616,8 @@ func (c *Catalog) read(ctx context.Context, cn string, place bool) (*Place, erro
 		return cmp.Or(a.m.Date.Compare(b.m.Date), cmp.Compare(a.m.id, b.m.id))
 	})
 	msgs, refs := make([]*Message, len(thread)), make([][]string, len(thread))
-	for i, r := range thread {
-		msgs[i], refs[i] = r.m, r.refs
+	for i := range thread {
+		msgs[i], refs[i] = &thread[i].m, thread[i].refs
 	}
 	// What follows reads after the statement: a removal or a copy made
 	// in between shows, as it would on the next reading.
