@@ -180,11 +180,14 @@ const (
 
 // Versions returns the other versions of patch m, a message of a Place or
 // a Thread (see the top of this file), the lowest version first, the first
-// posting of each; and the patch's own version (0 and none for a message
-// that is not a patch).
-func (c *Catalog) Versions(ctx context.Context, m *Message) (int, []Version, error) {
+// posting of each; the patch's own version (0 and none for a message that
+// is not a patch); and, when it has other versions, what it changes
+// itself, as VersionStat says (nil when the archive has no diff of it):
+// a patch's comes with the row Versions reads, a cover letter's series is
+// read then.
+func (c *Catalog) Versions(ctx context.Context, m *Message) (int, []Version, *Diffstat, error) {
 	if !mayHaveVersions(m.Subject) {
-		return 0, nil, nil // every other page saves the statements
+		return 0, nil, nil, nil // every other page saves the statements
 	}
 	what := "the versions of " + m.CallNumber
 	date, window := m.Date.Unix(), int64(versionWindow/time.Second)
@@ -195,11 +198,11 @@ func (c *Catalog) Versions(ctx context.Context, m *Message) (int, []Version, err
 		WHERE v.key = me.key AND m.list = ? AND m.date BETWEEN ? AND ? AND (v.version != me.version OR m.id = ?) ORDER BY v.version, m.date, m.id LIMIT ?`,
 		m.id, m.List, date-window, date+window, m.id, maxVersionRows+1)
 	if err != nil {
-		return 0, nil, c.readErr(what, err)
+		return 0, nil, nil, c.readErr(what, err)
 	}
 	near, err := scanVersions(rows)
 	if err != nil {
-		return 0, nil, c.readErr(what, err)
+		return 0, nil, nil, c.readErr(what, err)
 	}
 	self := slices.IndexFunc(near, func(r versionRow) bool { return r.id == m.id })
 	if self < 0 {
@@ -242,11 +245,11 @@ func scanVersions(rows *sql.Rows) ([]versionRow, error) {
 
 // versionsOf is Versions of the message under call number cn, in list,
 // from its own row of the versions table first.
-func (c *Catalog) versionsOf(ctx context.Context, cn, list string) (int, []Version, error) {
+func (c *Catalog) versionsOf(ctx context.Context, cn, list string) (int, []Version, *Diffstat, error) {
 	what := "the versions of " + cn
 	rows, err := c.query(ctx, `SELECT `+versionColumns+`, v.key FROM messages m JOIN versions v ON v.msg = m.id WHERE m.cn = ?`, cn)
 	if err != nil {
-		return 0, nil, c.readErr(what, err)
+		return 0, nil, nil, c.readErr(what, err)
 	}
 	var me versionRow
 	var key int64
@@ -254,33 +257,33 @@ func (c *Catalog) versionsOf(ctx context.Context, cn, list string) (int, []Versi
 	for rows.Next() {
 		if err := rows.Scan(&me.id, &me.cn, &me.version, &me.subject, &me.date, &me.change, &me.addr, &me.name, &me.added, &me.deleted, &me.paths, &key); err != nil {
 			rows.Close()
-			return 0, nil, c.readErr(what, err)
+			return 0, nil, nil, c.readErr(what, err)
 		}
 		found = true
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, nil, c.readErr(what, err)
+		return 0, nil, nil, c.readErr(what, err)
 	}
 	if !found {
-		return 0, nil, nil
+		return 0, nil, nil, nil
 	}
 	window := int64(versionWindow / time.Second)
 	rows, err = c.query(ctx, `SELECT `+versionColumns+` FROM versions v CROSS JOIN messages m ON m.id = v.msg
 		WHERE v.key = ? AND v.version != ? AND m.list = ? AND m.date BETWEEN ? AND ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 		key, me.version, list, me.date-window, me.date+window, maxVersionRows)
 	if err != nil {
-		return 0, nil, c.readErr(what, err)
+		return 0, nil, nil, c.readErr(what, err)
 	}
 	near, err := scanVersions(rows)
 	if err != nil {
-		return 0, nil, c.readErr(what, err)
+		return 0, nil, nil, c.readErr(what, err)
 	}
 	return c.versionsNear(ctx, what, list, me, near)
 }
 
 // versionsNear is Versions of the patch of row me in list, given the rows
 // of the versions table under its key near it, other than its version's.
-func (c *Catalog) versionsNear(ctx context.Context, what, list string, me versionRow, near []versionRow) (int, []Version, error) {
+func (c *Catalog) versionsNear(ctx context.Context, what, list string, me versionRow, near []versionRow) (int, []Version, *Diffstat, error) {
 	var found []Version
 	seen := map[string]bool{}
 	// A patch's diffstat comes with its row; a cover letter's is its
@@ -298,11 +301,11 @@ func (c *Catalog) versionsNear(ctx context.Context, what, list string, me versio
 			WHERE v.change = ? AND v.version != ? AND m.list = ? ORDER BY v.version, m.date, m.id LIMIT ?`,
 			me.change, me.version, list, maxVersionRows)
 		if err != nil {
-			return 0, nil, c.readErr(what, err)
+			return 0, nil, nil, c.readErr(what, err)
 		}
 		same, err := scanVersions(rows)
 		if err != nil {
-			return 0, nil, c.readErr(what, err)
+			return 0, nil, nil, c.readErr(what, err)
 		}
 		for _, r := range same {
 			add(r)
@@ -330,10 +333,20 @@ func (c *Catalog) versionsNear(ctx context.Context, what, list string, me versio
 		}
 		var err error
 		if found[i].Stat, err = c.VersionStat(ctx, found[i].CallNumber); err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 	}
-	return me.version, found, nil
+	if len(found) == 0 {
+		return me.version, found, nil, nil
+	}
+	if !CoverLetter(me.subject) {
+		return me.version, found, diffstatOf(me.subject, me.added, me.deleted, me.paths), nil
+	}
+	own, err := c.VersionStat(ctx, me.cn)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return me.version, found, own, nil
 }
 
 // diffstatOf is the diffstat of a patch that is not a cover letter, from

@@ -349,13 +349,23 @@ func TestVersionsStats(t *testing.T) {
 func versionsOfCN(t testing.TB, c *Catalog, cn string) (int, []Version, error) {
 	t.Helper()
 	m := mustMessage(t, c, cn)
-	v, vs, err := c.Versions(t.Context(), &m)
+	v, vs, stat, err := c.Versions(t.Context(), &m)
 	if err != nil {
 		return v, vs, err
 	}
-	v2, vs2, err := c.versionsOf(t.Context(), cn, m.List)
+	v2, vs2, stat2, err := c.versionsOf(t.Context(), cn, m.List)
 	if err != nil {
 		t.Fatalf("versionsOf(%s) = %v", cn, err)
+	}
+	// The patch's own diffstat, read beside its versions, is VersionStat's.
+	var want *Diffstat
+	if len(vs) > 0 {
+		if want, err = c.VersionStat(t.Context(), cn); err != nil {
+			t.Fatalf("VersionStat(%s) = %v", cn, err)
+		}
+	}
+	if !reflect.DeepEqual(stat, want) || !reflect.DeepEqual(stat2, want) {
+		t.Errorf("Versions(%s) and versionsOf say its own diffstat is %+v and %+v, VersionStat %+v", cn, stat, stat2, want)
 	}
 	if v2 != v || !reflect.DeepEqual(vs, vs2) {
 		t.Errorf("Versions(%s) = %d, %+v; from its own row first %d, %+v", cn, v, vs, v2, vs2)

@@ -816,15 +816,9 @@ func (s *Server) navigate(ctx context.Context, cn string) *navigation {
 	nav.Why = why(node.Message)
 	nav.PrevByDate, nav.NextByDate = linkOf(place.Prev), linkOf(place.Next)
 	nav.ListAddress, nav.Copies = place.ListAddress, place.Copies
-	if v, vs, err := c.Versions(ctx, node.Message); err == nil {
-		nav.PatchVersion, nav.Versions = v, vs
+	if v, vs, stat, err := c.Versions(ctx, node.Message); err == nil {
+		nav.PatchVersion, nav.Versions, nav.Stat = v, vs, stat
 		nav.Series = v > 0 && catalog.CoverLetter(node.Message.Subject)
-		if len(vs) > 0 {
-			if nav.Stat, err = c.VersionStat(ctx, cn); err != nil && !errors.Is(err, context.Canceled) {
-				s.noticeDamage(c, err)
-				s.log.Warn("cannot read the diffstat of a patch", "callnumber", cn, "err", err)
-			}
-		}
 	} else if !errors.Is(err, context.Canceled) {
 		s.noticeDamage(c, err)
 		s.log.Warn("cannot read the versions of a patch", "callnumber", cn, "err", err)
