@@ -189,6 +189,10 @@ func (c *Catalog) Versions(ctx context.Context, m *Message) (int, []Version, *Di
 	if !mayHaveVersions(m.Subject) {
 		return 0, nil, nil, nil // every other page saves the statements
 	}
+	ctx, err := bounded(ctx)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	what := "the versions of " + m.CallNumber
 	date, window := m.Date.Unix(), int64(versionWindow/time.Second)
 	// One statement for the patch's own row (its version and change-id)
