@@ -28,8 +28,22 @@ func readAll(t *testing.T, path string, opts pisource.Options) ([]string, *pisou
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
 	var ids []string
+	for _, raw := range drain(t, r) {
+		msg, err := mail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, strings.Trim(msg.Header.Get("Message-ID"), "<>"))
+	}
+	return ids, r
+}
+
+// drain reads every message of r, in order, and closes it.
+func drain(t *testing.T, r *pisource.Reader) [][]byte {
+	t.Helper()
+	defer r.Close()
+	var raws [][]byte
 	for {
 		m, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -41,16 +55,12 @@ func readAll(t *testing.T, path string, opts pisource.Options) ([]string, *pisou
 		if m.Err != nil {
 			t.Fatalf("%s: %v", m.Where, m.Err)
 		}
-		msg, err := mail.ReadMessage(bytes.NewReader(m.Raw))
-		if err != nil {
-			t.Fatalf("%s: %v", m.Where, err)
-		}
-		ids = append(ids, strings.Trim(msg.Header.Get("Message-ID"), "<>"))
+		raws = append(raws, bytes.Clone(m.Raw))
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return ids, r
+	return raws
 }
 
 func sorted(s []string) []string {
@@ -365,28 +375,10 @@ func rawAll(t *testing.T, path string, catFile bool) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
 	if catFile {
 		pisource.NoPacks(r)
 	}
-	var raws [][]byte
-	for {
-		m, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Err != nil {
-			t.Fatalf("%s: %v", m.Where, m.Err)
-		}
-		raws = append(raws, bytes.Clone(m.Raw))
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return raws
+	return drain(t, r)
 }
 
 // TestPacksAsGit: the messages built from the packs are git cat-file's,
