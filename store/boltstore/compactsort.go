@@ -168,11 +168,15 @@ func readDigestEntry(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
 }
 
 func readMsgIDEntry(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
-	n, err := binary.ReadUvarint(r)
-	if err == io.EOF { // at an entry's start: the end
+	n, err := binary.ReadUvarint(ioErrs{r})
+	var ioErr readErr
+	switch {
+	case err == io.EOF: // at an entry's start: the end
 		return nil, nil, err
-	} else if err != nil {
-		// Cut short, a length of more than 64 bits, or the run unreadable.
+	case errors.As(err, &ioErr):
+		return nil, nil, ioErr.err // the run unreadable: not a format error
+	case err != nil:
+		// Cut short, or a length of more than 64 bits.
 		return nil, nil, fmt.Errorf("%w: a run's Message-ID entry: %w", ErrFormat, err)
 	}
 	if n == 0 || n > maxMsgIDKey {
@@ -187,6 +191,25 @@ func readMsgIDEntry(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
 	}
 	return buf, nil, nil
 }
+
+// ioErrs tells the errors of reading a run apart from binary.ReadUvarint's
+// own: it passes io.EOF through, which ReadUvarint needs to see, and
+// wraps any other in a readErr.
+type ioErrs struct{ r *bufio.Reader }
+
+func (e ioErrs) ReadByte() (byte, error) {
+	b, err := e.r.ReadByte()
+	if err != nil && err != io.EOF {
+		err = readErr{err}
+	}
+	return b, err
+}
+
+// readErr is an error of the reader under binary.ReadUvarint.
+type readErr struct{ err error }
+
+func (e readErr) Error() string { return e.err.Error() }
+func (e readErr) Unwrap() error { return e.err }
 
 // runHead is a run being merged and its next entry.
 type runHead struct {

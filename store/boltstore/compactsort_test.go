@@ -192,3 +192,47 @@ func FuzzMergeRuns(f *testing.F) {
 		}
 	})
 }
+
+// failingReader gives its bytes, then err.
+type failingReader struct {
+	b   []byte
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+// TestReadEntryIOError: a run that cannot be read is an I/O error, not a
+// store in the wrong format, wherever in an entry the reading fails.
+func TestReadEntryIOError(t *testing.T) {
+	eio := errors.New("input/output error")
+	for _, c := range []struct {
+		name   string
+		before []byte
+		read   readEntry
+	}{
+		{"msgid, at the start", nil, readMsgIDEntry},
+		{"msgid, within the length", []byte{0x80}, readMsgIDEntry},
+		{"msgid, within the key", append(binary.AppendUvarint(nil, 3), 'm'), readMsgIDEntry},
+		{"digest, at the start", nil, readDigestEntry},
+		{"digest, within", bytes.Repeat([]byte{1}, 10), readDigestEntry},
+	} {
+		r := bufio.NewReaderSize(&failingReader{c.before, eio}, 16)
+		_, _, err := c.read(r, nil)
+		if !errors.Is(err, eio) || errors.Is(err, ErrFormat) {
+			t.Errorf("%s: %v, want the reader's error and not %v", c.name, err, ErrFormat)
+		}
+	}
+	// The same bytes cut short by the end of the file are a format error.
+	for _, b := range [][]byte{{0x80}, append(binary.AppendUvarint(nil, 3), 'm')} {
+		if _, _, err := readMsgIDEntry(bufio.NewReader(bytes.NewReader(b)), nil); !errors.Is(err, ErrFormat) {
+			t.Errorf("%x cut short: %v, want %v", b, err, ErrFormat)
+		}
+	}
+}
