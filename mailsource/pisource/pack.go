@@ -320,7 +320,7 @@ func (ps *packs) blob(oid string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	typ, data, err := ps.object(p, off)
+	typ, data, err := ps.object(p, off, true)
 	if err != nil {
 		return nil, err
 	}
@@ -339,8 +339,8 @@ type link struct {
 
 // object builds the object at off of p: it follows the deltas down to a
 // cached object or a whole one, then applies them back up, caching each
-// object it builds (the result too: it is read only).
-func (ps *packs) object(p *packFile, off int64) (int, []byte, error) {
+// object it builds (the result too, if keep: it is read only).
+func (ps *packs) object(p *packFile, off int64, keep bool) (int, []byte, error) {
 	var chain []link
 	var typ int
 	var base []byte
@@ -362,7 +362,9 @@ func (ps *packs) object(p *packFile, off int64) (int, []byte, error) {
 				return 0, nil, err
 			}
 			typ, base = h.typ, b
-			ps.cache.put(p, off, typ, b)
+			if keep || len(chain) > 0 {
+				ps.cache.put(p, off, typ, b)
+			}
 			break
 		}
 		if len(chain) >= maxChain {
@@ -398,7 +400,9 @@ func (ps *packs) object(p *packFile, off int64) (int, []byte, error) {
 		if err != nil {
 			return 0, nil, fmt.Errorf("%s, entry at %d: %w", l.p.name, l.off, err)
 		}
-		ps.cache.put(l.p, l.off, typ, out)
+		if keep || i > 0 {
+			ps.cache.put(l.p, l.off, typ, out)
+		}
 		base = out
 	}
 	// The cache keeps base too: the next message of public-inbox's packs

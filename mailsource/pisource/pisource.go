@@ -8,13 +8,16 @@
 //   - one v2 epoch, or a v1 repository: a bare git directory (HEAD,
 //     objects/, refs/).
 //
-// It runs the git binary, "git log --raw", for what each commit adds and
-// removes, streamed, and builds the messages from the epoch's packs
-// itself (pack.go: each inflated once, where git cat-file inflates most
-// of public-inbox's twice), asking "git cat-file --batch" for what is not
-// in a pack it reads (loose objects, alternates). Memory stays bounded by
-// the set of removed messages, the objects kept to build the next ones
-// (8 MiB) and one message.
+// It reads a v2 epoch's history, what each commit adds and removes, from
+// the epoch's packs itself (walk.go), and git's "git log --raw" where
+// that history is not one it reads (a v1 repository, merges, loose
+// objects, ...); and it builds the messages from the packs too (pack.go:
+// each inflated once, where git cat-file inflates most of public-inbox's
+// twice), asking "git cat-file --batch" for what is not in a pack it
+// reads (loose objects, alternates). Memory stays bounded by the set of
+// removed messages, the list of an epoch's events (about 41 bytes a
+// commit, as git log --reverse held in git's process), the objects kept
+// to build the next ones (8 MiB) and one message.
 //
 // A Reader given a state directory remembers, per epoch, the last commit
 // it read (Checkpoint, called once every message it returned is stored),
@@ -108,6 +111,11 @@ type epoch struct {
 	prior int64  // messages read up to from
 	read  int64  // messages read after from in this run
 	done  bool   // read to tip in this run
+	// hist is the epoch's events, walked in reading the removals,
+	// until its stream takes them.
+	hist *history
+	// gitLog: the walk cannot read the epoch's history: git log does.
+	gitLog bool
 }
 
 // Reader reads one repository. Only Progress is safe for concurrent use.
@@ -127,8 +135,11 @@ type Reader struct {
 	addedRead map[string]bool
 	skipped   int64  // messages read by earlier runs, skipped
 	state     string // the state file, "" for none
-	// noPacks: every message from git cat-file (tests of that path)
-	noPacks      bool
+	// noPacks: every message from git cat-file, every history from
+	// git log (tests of that path)
+	noPacks bool
+	// noWalk: every history from git log (tests of that path)
+	noWalk       bool
 	removalsRead bool // into removed, by the first Next
 	// fresh are the blobs removed, without an add before in this run,
 	// by commits after an earlier run's (blob to "EPOCH@COMMIT").
@@ -140,10 +151,12 @@ type Reader struct {
 	done atomic.Int64
 }
 
-// stream is the reading of one epoch: git log lists the messages, read
-// from the epoch's packs, or by git cat-file (started when first needed).
+// stream is the reading of one epoch: its history (walked, or git log's)
+// lists the messages, read from the epoch's packs, or by git cat-file
+// (started when first needed).
 type stream struct {
 	e       *epoch
+	hist    *history // the walked history; nil: git log's, on pending
 	ctx     context.Context
 	packs   *packs
 	cat     *exec.Cmd
@@ -249,16 +262,51 @@ func (r *Reader) readAllRemovals() error {
 	if r.removalsRead {
 		return nil
 	}
+	first := true
 	for _, e := range r.epochs {
 		if e.tip == "" || e.tip == e.from {
 			continue
 		}
-		if err := r.readRemovals(e); err != nil {
+		if h := r.walk(e, nil); h != nil {
+			h.removals(func(blob string) { r.removals[blob]++ })
+			if first {
+				e.hist = h // read first: its stream takes it
+			}
+		} else if err := r.readRemovals(e); err != nil {
 			return fmt.Errorf("cannot read %s: %w", e.dir, err)
 		}
+		first = false
 	}
 	r.removalsRead = true
 	return nil
+}
+
+// walk reads the history of e from its packs (ps, or e's opened for it),
+// or returns nil when git log must read it (logged, once an epoch).
+func (r *Reader) walk(e *epoch, ps *packs) *history {
+	if !e.v2 || r.noWalk || r.noPacks || e.gitLog {
+		return nil
+	}
+	var err error
+	var h *history
+	if why := rewritesHistory(e.dir); why != "" {
+		err = fmt.Errorf("%w: git rewrites it (%s)", errOddHistory, why)
+	} else {
+		if ps == nil {
+			// A pack it cannot open leaves objects out: the walk
+			// says so if it needs them.
+			ps, _ = openPacks(e.dir, len(e.tip)/2, r.opts.MaxMessageSize, cacheBytes)
+			defer ps.close()
+		}
+		h, err = ps.walk(e.tip, e.from)
+		ps.cache.clear() // the commits' and trees' objects: not the messages' bases
+	}
+	if err != nil {
+		r.log.Info("reading the epoch's history with git log", "epoch", e.name, "why", err)
+		e.gitLog = true
+		return nil
+	}
+	return h
 }
 
 // git runs a short git command in dir and returns its output.
@@ -282,7 +330,8 @@ func firstLine(s string) string {
 }
 
 // logArgs are git log's arguments for the output readLog reads.
-var logArgs = []string{"log", "--format=commit %H", "--raw", "--no-abbrev", "--no-renames", "--no-color"}
+// (--root: the first commit's message too, whatever log.showRoot says).
+var logArgs = []string{"log", "--format=commit %H", "--raw", "--root", "--no-abbrev", "--no-renames", "--no-color"}
 
 // readRemovals counts the removals in the commits of e this run reads
 // (the ones after an earlier run's, or all): a removal before them
@@ -438,27 +487,21 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 		}
 		s.packs = ps
 	}
+	if e.hist == nil {
+		e.hist = r.walk(e, s.packs)
+	}
+	if e.hist != nil {
+		s.hist, e.hist = e.hist, nil
+		s.pending = make(chan event)
+		close(s.pending) // for close
+		return s, nil
+	}
 	args := append(slices.Clone(logArgs), "--reverse", rng)
 	s.wg.Go(func() {
 		defer close(s.pending)
 		s.feedErr = r.runLogCtx(ctx, e.dir, args, func(ev event) {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || !r.admit(e, ev) {
 				return
-			}
-			if ev.removed != "" {
-				if r.removals[ev.removed] > 0 {
-					r.removals[ev.removed]--
-				}
-				if !r.addedRead[ev.removed] && r.skipped > 0 {
-					r.fresh[ev.removed] = e.name + "@" + ev.commit
-				}
-				return
-			}
-			if n, ok := r.removals[ev.added]; ok {
-				r.addedRead[ev.added] = true
-				if n > 0 {
-					return // removed later
-				}
 			}
 			select {
 			case s.pending <- ev:
@@ -470,6 +513,28 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 		}
 	})
 	return s, nil
+}
+
+// admit keeps count of the removals ahead as ev of e is read, and says
+// whether ev is a message to read: an add whose blob no later commit
+// removes.
+func (r *Reader) admit(e *epoch, ev event) bool {
+	if ev.removed != "" {
+		if r.removals[ev.removed] > 0 {
+			r.removals[ev.removed]--
+		}
+		if !r.addedRead[ev.removed] && r.skipped > 0 {
+			r.fresh[ev.removed] = e.name + "@" + ev.commit
+		}
+		return false
+	}
+	if n, ok := r.removals[ev.added]; ok {
+		r.addedRead[ev.added] = true
+		if n > 0 {
+			return false // removed later
+		}
+	}
+	return true
 }
 
 // catFile starts git cat-file --batch, for the messages not in a pack
@@ -526,16 +591,12 @@ func (r *Reader) runLogCtx(ctx context.Context, dir string, args []string, emit 
 	return nil
 }
 
-// next reads the next message from cat-file; a Message without Raw and
-// Err is an empty blob.
+// next reads the next message; a Message without Raw and Err is an
+// empty blob.
 func (s *stream) next(r *Reader) (Message, error) {
-	ev, ok := <-s.pending
-	if !ok {
-		s.wg.Wait()
-		if s.feedErr != nil {
-			return Message{}, s.feedErr
-		}
-		return Message{}, io.EOF
+	ev, err := s.event(r)
+	if err != nil {
+		return Message{}, err
 	}
 	where := s.e.name + "@" + ev.commit
 	raw, err := s.packs.blob(ev.added)
@@ -553,6 +614,31 @@ func (s *stream) next(r *Reader) (Message, error) {
 		r.log.Warn("cannot read a message from its pack, asking git cat-file", "where", where, "blob", ev.added, "err", err)
 		return s.fromGit(r, ev, where)
 	}
+}
+
+// event is the next message's event, from the walked history or git
+// log's; io.EOF after the last.
+func (s *stream) event(r *Reader) (event, error) {
+	if s.hist != nil {
+		for {
+			ev, ok := s.hist.next()
+			if !ok {
+				return event{}, io.EOF
+			}
+			if r.admit(s.e, ev) {
+				return ev, nil
+			}
+		}
+	}
+	ev, ok := <-s.pending
+	if !ok {
+		s.wg.Wait()
+		if s.feedErr != nil {
+			return event{}, s.feedErr
+		}
+		return event{}, io.EOF
+	}
+	return ev, nil
 }
 
 // fromGit asks git cat-file for the message of ev.
