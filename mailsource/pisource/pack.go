@@ -233,6 +233,7 @@ func (p *packFile) header(off int64) (entryHeader, error) {
 
 // packs reads objects from the packs of one git directory.
 type packs struct {
+	dir   string // the git directory, for its loose objects
 	files []*packFile
 	limit int64 // no object larger is built here
 	cache baseCache
@@ -246,7 +247,7 @@ type packs struct {
 // that cannot be read is left to git (logged by the caller: err lists
 // them). limit bounds each object built here, cacheBytes the cache.
 func openPacks(dir string, hashLen int, limit, cacheBytes int64) (*packs, error) {
-	ps := &packs{limit: limit, cache: baseCache{max: cacheBytes}}
+	ps := &packs{dir: dir, limit: limit, cache: baseCache{max: cacheBytes}}
 	idxs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.idx"))
 	if err != nil {
 		return ps, err

@@ -2,11 +2,17 @@ package pisource
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/klauspost/compress/zlib"
 )
 
 // Reading a v2 epoch's history from its packs, in this process, where
@@ -21,12 +27,13 @@ import (
 // (none for a commit whose file is its parent's), oldest commit first,
 // "d" before "m" within a commit.
 //
-// Anything else is read by git log, as before, for the whole epoch: a
-// merge, a tree with any other entry or mode (a v1 repository's fan-out,
-// a symbolic link, a directory), an object not in a pack read here (a
-// loose one, an alternate's), a malformed object, or a repository whose
-// history git rewrites as it reads it (info/grafts, replace refs, a
-// shallow clone).
+// The commits and trees are read from the packs, or loose (-mda's
+// fast-import leaves small batches loose). Anything else is read by git
+// log, as before, for the whole epoch: a merge, a tree with any other
+// entry or mode (a v1 repository's fan-out, a symbolic link, a
+// directory), an object neither in a pack read here nor loose (an
+// alternate's), a malformed object, or a repository whose history git
+// rewrites as it reads it (info/grafts, replace refs, a shallow clone).
 //
 // The formats (git's Documentation/gitformat-commit? there is none: the
 // objects are as "git cat-file commit" shows them, written by
@@ -263,9 +270,10 @@ func (ps *packs) walk(tip, stop string) (*history, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q", errOddHistory, stop)
 	}
-	// A history longer than the objects of the packs loops (a pack that
-	// lies about its names).
-	limit := 0
+	// A history with more commits from the packs than they hold loops
+	// (a pack that lies about its names; a loose object's name is
+	// checked).
+	limit, packed := 0, 0
 	for _, p := range ps.files {
 		limit += p.n
 	}
@@ -273,13 +281,15 @@ func (ps *packs) walk(tip, stop string) (*history, error) {
 	var childName []byte
 	parentName := make([]byte, hashLen)
 	treeName := make([]byte, hashLen)
-	for n := 0; ; n++ {
-		if n > limit {
-			return nil, fmt.Errorf("%w: a history longer than its packs' objects", errOddHistory)
-		}
-		data, err := ps.objectNamed(cur, objCommit, false)
+	for {
+		data, loose, err := ps.objectNamed(cur, objCommit, false)
 		if err != nil {
 			return nil, fmt.Errorf("commit %x: %w", cur, err)
+		}
+		if !loose {
+			if packed++; packed > limit {
+				return nil, fmt.Errorf("%w: a history longer than its packs' objects", errOddHistory)
+			}
 		}
 		treeHex, parents, np, err := parseCommit(data, hashLen)
 		if err != nil {
@@ -342,25 +352,30 @@ func isZeroName(b []byte) bool {
 // type; it is kept in the cache if keep (a tree is the base of the next
 // in public-inbox's packs, and of the one before once repacked; a commit
 // is read once).
-func (ps *packs) objectNamed(name []byte, typ int, keep bool) ([]byte, error) {
+func (ps *packs) objectNamed(name []byte, typ int, keep bool) (data []byte, loose bool, err error) {
+	var t int
 	p, off, err := ps.find(name)
-	if err != nil {
-		return nil, err
+	if errors.Is(err, errNotHere) {
+		// public-inbox-mda's fast-import leaves what it wrote loose
+		// (fewer than fastimport.unpackLimit objects), until a gc.
+		loose = true
+		t, data, err = ps.loose(name)
+	} else if err == nil {
+		t, data, err = ps.object(p, off, keep)
 	}
-	t, data, err := ps.object(p, off, keep)
 	if err != nil {
-		return nil, err
+		return nil, loose, err
 	}
 	if t != typ {
-		return nil, fmt.Errorf("%w: object %x is of type %d, want %d", errOddHistory, name, t, typ)
+		return nil, loose, fmt.Errorf("%w: object %x is of type %d, want %d", errOddHistory, name, t, typ)
 	}
-	return data, nil
+	return data, loose, nil
 }
 
 // v2Tree reads the tree name (raw): "m" or "d" or both, regular files,
 // nothing else (errOddHistory).
 func (ps *packs) v2Tree(name []byte) (v2Tree, error) {
-	data, err := ps.objectNamed(name, objTree, true)
+	data, _, err := ps.objectNamed(name, objTree, true)
 	if err != nil {
 		return v2Tree{}, fmt.Errorf("tree %x: %w", name, err)
 	}
@@ -384,3 +399,130 @@ func (ps *packs) v2Tree(name []byte) (v2Tree, error) {
 	}
 	return t, nil
 }
+
+// maxLooseObject bounds a commit or tree read loose: a v2 commit and
+// tree are small (public-inbox's commit holds a subject line).
+const maxLooseObject = 1 << 20
+
+// loose reads the loose object name (raw): objects/XX/REST of the git
+// directory, zlib-compressed "TYPE SIZE\0" and the object (git's
+// object-file.c: unpack_loose_header, parse_loose_header). errNotHere
+// if there is none (an alternate's, or missing: git says).
+func (ps *packs) loose(name []byte) (int, []byte, error) {
+	if ps.dir == "" || len(name) == 0 {
+		return 0, nil, errNotHere
+	}
+	h := hex.EncodeToString(name)
+	f, err := os.Open(filepath.Join(ps.dir, "objects", h[:2], h[2:]))
+	if err != nil {
+		return 0, nil, errNotHere
+	}
+	defer f.Close()
+	// The compressed object is not larger than the object by much.
+	b, err := io.ReadAll(io.LimitReader(f, maxLooseObject+1))
+	if err != nil {
+		return 0, nil, fmt.Errorf("loose object %s: %w", h, err)
+	}
+	typ, data, err := ps.inflateLoose(b, maxLooseObject)
+	if err != nil {
+		return 0, nil, fmt.Errorf("loose object %s: %w", h, err)
+	}
+	if !bytes.Equal(objectName(typ, data, len(name)), name) {
+		return 0, nil, fmt.Errorf("loose object %s: %w: its bytes are not of its name", h, ErrBadLoose)
+	}
+	return typ, data, nil
+}
+
+// ErrBadLoose: a loose object that is not as git writes it.
+var ErrBadLoose = errors.New("pisource: malformed loose object")
+
+// inflateLoose inflates a loose object's file and reads its header: the
+// object's type (objCommit, objTree, objBlob, objTag) and bytes, at most
+// limit.
+func (ps *packs) inflateLoose(file []byte, limit int64) (int, []byte, error) {
+	ps.br.Reset(file)
+	if ps.zr == nil {
+		zr, err := zlib.NewReader(&ps.br)
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: %v", ErrBadLoose, err)
+		}
+		ps.zr = zr
+	} else if err := ps.zr.(zlib.Resetter).Reset(&ps.br, nil); err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", ErrBadLoose, err)
+	}
+	// The header: "commit 123\0", at most a type and 20 digits.
+	var hdr [32]byte
+	n := 0
+	for {
+		if n == len(hdr) {
+			return 0, nil, fmt.Errorf("%w: no header", ErrBadLoose)
+		}
+		if _, err := io.ReadFull(ps.zr, hdr[n:n+1]); err != nil {
+			return 0, nil, fmt.Errorf("%w: header: %v", ErrBadLoose, err)
+		}
+		if hdr[n] == 0 {
+			break
+		}
+		n++
+	}
+	typ, size, err := parseLooseHeader(hdr[:n])
+	if err != nil {
+		return 0, nil, err
+	}
+	if size > limit {
+		return 0, nil, errNotHere
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(ps.zr, data); err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", ErrBadLoose, err)
+	}
+	var one [1]byte
+	if n, err := ps.zr.Read(one[:]); n != 0 || !errors.Is(err, io.EOF) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("longer than its header says")
+		}
+		return 0, nil, fmt.Errorf("%w: %v", ErrBadLoose, err)
+	}
+	return typ, data, nil
+}
+
+// parseLooseHeader reads "TYPE SIZE" (without its NUL): a type git
+// names, a size in decimal without a leading zero.
+func parseLooseHeader(h []byte) (int, int64, error) {
+	name, num, ok := bytes.Cut(h, []byte(" "))
+	if !ok || len(num) == 0 || len(num) > 18 || num[0] == '0' && len(num) > 1 {
+		return 0, 0, fmt.Errorf("%w: header %q", ErrBadLoose, h)
+	}
+	var size int64
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, 0, fmt.Errorf("%w: header %q", ErrBadLoose, h)
+		}
+		size = size*10 + int64(c-'0')
+	}
+	switch string(name) {
+	case "commit":
+		return objCommit, size, nil
+	case "tree":
+		return objTree, size, nil
+	case "blob":
+		return objBlob, size, nil
+	case "tag":
+		return objTag, size, nil
+	}
+	return 0, 0, fmt.Errorf("%w: header %q", ErrBadLoose, h)
+}
+
+// objectName is git's name of an object: the SHA-1 (or SHA-256, for
+// names of 32 bytes) of "TYPE SIZE\0" and its bytes.
+func objectName(typ int, data []byte, hashLen int) []byte {
+	var h hash.Hash = sha1.New()
+	if hashLen == sha256.Size {
+		h = sha256.New()
+	}
+	fmt.Fprintf(h, "%s %d\x00", typeNames[typ], len(data))
+	h.Write(data)
+	return h.Sum(nil)
+}
+
+var typeNames = map[int]string{objCommit: "commit", objTree: "tree", objBlob: "blob", objTag: "tag"}
