@@ -51,11 +51,15 @@ type Inbox struct {
 }
 
 // New makes an empty inbox of the given version (1 or 2) under
-// t.TempDir(), or skips t when the tools are missing; init are more
+// t.TempDir(), or skips t when the tools are missing (fails it with
+// CI=true: scripts/install-test-deps.sh installs them); init are more
 // arguments of public-inbox-init (e.g. "-L", "basic": no Xapian index).
 func New(t T, version int, init ...string) *Inbox {
 	t.Helper()
 	if why := Available(); why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s, but CI=true: CI must install it", why)
+		}
 		t.Skip(why)
 	}
 	home := t.TempDir()
