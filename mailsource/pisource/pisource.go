@@ -171,8 +171,8 @@ type stream struct {
 }
 
 // Open opens the repository at path (see Detect); ctx bounds the reading.
-// The first Next reads the whole history's removals first (a line of
-// output per removal, from "git log -- d").
+// The first Next reads the removals of the commits to read first, in
+// every epoch (walking its history, or with "git log -- d").
 func Open(ctx context.Context, path string, opts Options) (*Reader, error) {
 	if opts.Git == "" {
 		opts.Git = "git"
