@@ -267,7 +267,11 @@ func (r *Reader) readAllRemovals() error {
 		if e.tip == "" || e.tip == e.from {
 			continue
 		}
-		if h := r.walk(e, nil); h != nil {
+		h, err := r.walk(e, nil)
+		if err != nil {
+			return err
+		}
+		if h != nil {
 			h.removals(func(blob string) { r.removals[blob]++ })
 			if first {
 				e.hist = h // read first: its stream takes it
@@ -282,10 +286,11 @@ func (r *Reader) readAllRemovals() error {
 }
 
 // walk reads the history of e from its packs (ps, or e's opened for it),
-// or returns nil when git log must read it (logged, once an epoch).
-func (r *Reader) walk(e *epoch, ps *packs) *history {
+// or returns nil when git log must read it (logged, once an epoch); an
+// error only when r's context ended.
+func (r *Reader) walk(e *epoch, ps *packs) (*history, error) {
 	if !e.v2 || r.noWalk || r.noPacks || e.gitLog {
-		return nil
+		return nil, nil
 	}
 	var err error
 	var h *history
@@ -298,15 +303,18 @@ func (r *Reader) walk(e *epoch, ps *packs) *history {
 			ps, _ = openPacks(e.dir, len(e.tip)/2, r.opts.MaxMessageSize, cacheBytes)
 			defer ps.close()
 		}
-		h, err = ps.walk(e.tip, e.from)
+		h, err = ps.walk(r.ctx, e.tip, e.from)
+		if cerr := r.ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
 		ps.cache.clear() // the commits' and trees' objects: not the messages' bases
 	}
 	if err != nil {
 		r.log.Info("reading the epoch's history with git log", "epoch", e.name, "why", err)
 		e.gitLog = true
-		return nil
+		return nil, nil
 	}
-	return h
+	return h, nil
 }
 
 // git runs a short git command in dir and returns its output.
@@ -488,7 +496,13 @@ func (r *Reader) start(e *epoch) (*stream, error) {
 		s.packs = ps
 	}
 	if e.hist == nil {
-		e.hist = r.walk(e, s.packs)
+		h, err := r.walk(e, s.packs)
+		if err != nil {
+			s.packs.close()
+			stop()
+			return nil, err
+		}
+		e.hist = h
 	}
 	if e.hist != nil {
 		s.hist, e.hist = e.hist, nil

@@ -2,6 +2,7 @@ package pisource
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
@@ -259,7 +260,7 @@ func rewritesHistory(dir string) string {
 // not included; "" for the root) from ps, and returns its events (see
 // above). errOddHistory, errNotHere, ErrBadPack, ErrBadDelta,
 // ErrBadObject: git log reads it.
-func (ps *packs) walk(tip, stop string) (*history, error) {
+func (ps *packs) walk(ctx context.Context, tip, stop string) (*history, error) {
 	hashLen := len(tip) / 2
 	h := &history{hashLen: hashLen}
 	cur, err := hex.DecodeString(tip)
@@ -282,6 +283,9 @@ func (ps *packs) walk(tip, stop string) (*history, error) {
 	parentName := make([]byte, hashLen)
 	treeName := make([]byte, hashLen)
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // a long history: stop when told
+		}
 		data, loose, err := ps.objectNamed(cur, objCommit, false)
 		if err != nil {
 			return nil, fmt.Errorf("commit %x: %w", cur, err)

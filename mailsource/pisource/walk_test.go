@@ -48,7 +48,7 @@ func walkEvents(t *testing.T, dir, tip, from string) (events []event, removals [
 	t.Helper()
 	ps, _ := openPacks(dir, len(tip)/2, 64<<20, cacheBytes)
 	defer ps.close()
-	h, err := ps.walk(tip, from)
+	h, err := ps.walk(context.Background(), tip, from)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,6 +225,34 @@ func TestWalkAsGitLog(t *testing.T) {
 	ib.Purge(t, msgs[5])
 	sameAsGit(t, dir, "")
 	sameMessages(t, ib.Dir, true, Options{})
+}
+
+// TestWalkCanceled: a walk stops when its context ends, and the reader
+// says so (it does not read the history with git log instead).
+func TestWalkCanceled(t *testing.T) {
+	ib := pitest.New(t, 2, "-L", "basic")
+	ib.Deliver(t, ib.Message("c@x", 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ps, _ := openPacks(ib.Epoch(0), 20, 1<<20, cacheBytes)
+	defer ps.close()
+	if _, err := ps.walk(ctx, headOf(t, ib.Epoch(0)), ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("walk under a canceled context = %v, want context.Canceled", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	var logged bytes.Buffer
+	r, err := Open(ctx, ib.Dir, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cancel()
+	if _, err := r.Next(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Next under a canceled context = %v, want context.Canceled", err)
+	}
+	if strings.Contains(logged.String(), "git log") {
+		t.Errorf("log %q: a canceled walk is not read again by git log", logged.String())
+	}
 }
 
 // TestWalkImported: an inbox of public-inbox's importer (one fast-import
