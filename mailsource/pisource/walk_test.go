@@ -146,6 +146,9 @@ func sameMessages(t *testing.T, path string, walked bool, opts Options) {
 	t.Helper()
 	want, _ := readWith(t, path, true, opts)
 	got, logged := readWith(t, path, false, opts)
+	if len(want) == 0 && opts.StateDir == "" {
+		t.Errorf("read no message of %s", path)
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("read %d messages walking the history, %d with git log; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
@@ -294,7 +297,8 @@ func TestWalkImported(t *testing.T) {
 
 // TestWalkFallsBack: every object loose, the walk reads them; histories
 // the walk does not read are read by git log, the same messages, and the
-// log says so: a merge, grafts, a file other than m and d.
+// log says so: every object in an alternate, a merge, grafts, a file
+// other than m and d.
 func TestWalkFallsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -321,6 +325,20 @@ func TestWalkFallsBack(t *testing.T) {
 			tree := gitOut(t, dir, "rev-parse", "HEAD^{tree}")
 			c := gitOut(t, dir, "commit-tree", tree, "-p", "HEAD", "-p", "HEAD~2", "-m", "merge")
 			gitRun(t, dir, "update-ref", "HEAD", c)
+		}},
+		{"alternate", false, func(t *testing.T, dir string) {
+			// Every object in an alternate: neither the walk nor the
+			// packs read it, git does.
+			alt := filepath.Join(t.TempDir(), "objects")
+			if err := os.Rename(filepath.Join(dir, "objects"), alt); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{"info", "pack"} {
+				os.MkdirAll(filepath.Join(dir, "objects", d), 0o755)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "objects", "info", "alternates"), []byte(alt+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}},
 		{"grafts", false, func(t *testing.T, dir string) {
 			os.MkdirAll(filepath.Join(dir, "info"), 0o755)
