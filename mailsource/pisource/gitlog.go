@@ -10,7 +10,7 @@ import (
 
 // The output of
 //
-//	git log --format='commit %H' --raw --no-abbrev --no-renames
+//	git log --format='commit %H' --raw --root --no-abbrev --no-renames
 //
 // (git-log(1), "RAW OUTPUT FORMAT"): a line "commit OID" per commit, then,
 // after a blank line, one line per changed file:

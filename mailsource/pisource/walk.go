@@ -36,9 +36,10 @@ import (
 // alternate's), a malformed object, or a repository whose history git
 // rewrites as it reads it (info/grafts, replace refs, a shallow clone).
 //
-// The formats (git's Documentation/gitformat-commit? there is none: the
-// objects are as "git cat-file commit" shows them, written by
-// commit.c:commit_tree_extended and read by parse_commit_buffer):
+// The formats (git documents no commit or tree format of its own: these
+// are the objects as "git cat-file" shows them, written by git's
+// commit.c:commit_tree_extended and read by parse_commit_buffer; loose
+// objects as in gitformat-loose(5)):
 //
 //	commit:  "tree " HEX "\n", then ("parent " HEX "\n")*, then the
 //	         author, committer, other headers and the message, unread
