@@ -145,6 +145,7 @@ type textSpool struct {
 	w       *bufio.Writer
 	size    int64
 	at      []spoolEntry // by messages.id
+	buf     []byte
 	spooled int64
 }
 
@@ -238,9 +239,8 @@ func (s *textSpool) put(id int64, d *doc) error {
 	return nil
 }
 
-// get returns the columns spooled for message id, decoded into *buf
-// (kept for the next call): one buf for each goroutine that reads.
-func (s *textSpool) get(id int64, buf *[]byte) ([ftsCols]string, error) {
+// get returns the columns spooled for message id.
+func (s *textSpool) get(id int64) ([ftsCols]string, error) {
 	var cols [ftsCols]string
 	if id <= 0 || id >= int64(len(s.at)) || s.at[id].off < 0 {
 		return cols, fmt.Errorf("the text of message %d was not spooled", id)
@@ -250,11 +250,11 @@ func (s *textSpool) get(id int64, buf *[]byte) ([ftsCols]string, error) {
 	if _, err := s.f.ReadAt(block, e.off); err != nil {
 		return cols, fmt.Errorf("cannot read the spooled text of message %d: %w", id, err)
 	}
-	b, err := s2.Decode((*buf)[:0], block)
+	b, err := s2.Decode(s.buf[:0], block)
 	if err != nil {
 		return cols, fmt.Errorf("cannot read the spooled text of message %d: %w", id, err)
 	}
-	*buf = b
+	s.buf = b
 	for i := range cols {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
@@ -269,8 +269,8 @@ func (s *textSpool) close() error {
 	return s.f.Close()
 }
 
-// placeBatch is how many messages a part of a rebuild's search index
-// takes per transaction (fillFTS). A rebuild writes without a journal (bulk): a commit costs
+// placeBatch is how many messages placeText gives the search index per
+// transaction. A rebuild writes without a journal (bulk): a commit costs
 // FTS5 a segment, and no memory waits on it.
 const placeBatch = 20000
 
@@ -287,11 +287,10 @@ type spooledText struct {
 
 // placeText gives every message a rebuild indexed its label, in date
 // order, and its text in the search index, from the spool. Called with
-// wmu held, after the rebuild's Sync; tmp is the new catalog's path. The
-// search index is filled in two parts at once, one in a file beside tmp,
-// the other in the catalog's after this connection gives the messages
-// their labels and makes lateIndexes, then joined (ftsparts.go).
-func (c *Catalog) placeText(ctx context.Context, s *textSpool, tmp string, o Options) (err error) {
+// wmu held, after the rebuild's Sync. The text is read back and its
+// pairs of common words found on another goroutine, a few messages
+// ahead, while this one writes: the writer is the rebuild's bottleneck.
+func (c *Catalog) placeText(ctx context.Context, s *textSpool) error {
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("cannot spool the search index's text: %w", err)
 	}
@@ -313,72 +312,6 @@ func (c *Catalog) placeText(ctx context.Context, s *textSpool, tmp string, o Opt
 		return fmt.Errorf("cannot order the messages by date: %w", err)
 	}
 
-	defer func() {
-		if rerr := removeFTSPart(tmp); err == nil && rerr != nil {
-			err = fmt.Errorf("cannot remove the part of the search index: %w", rerr)
-		}
-	}()
-	if err := removeFTSPart(tmp); err != nil {
-		return fmt.Errorf("cannot remove the part of the search index: %w", err)
-	}
-	// A rebuild spools every message: the labels start afresh, labelGap
-	// apart in placeOrderSQL's order. The older half goes into the part
-	// filled beside, the newer into the catalog's own index.
-	half := len(ids) / 2
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var partErr error
-	wg.Go(func() {
-		if partErr = fillPart(fctx, s, tmp+ftsPartSuffix, ids[:half], labelBase); partErr != nil {
-			cancel()
-		}
-	})
-	err = func() error {
-		if _, err := c.w.ExecContext(fctx, setLabelsSQL, labelBase, labelGap); err != nil {
-			return fmt.Errorf("cannot label the messages: %w", err)
-		}
-		if err := c.indexLate(fctx); err != nil {
-			return err
-		}
-		return fillFTS(fctx, c.w, s, ids[half:], labelBase+int64(half)*labelGap)
-	}()
-	if err != nil {
-		cancel()
-	}
-	wg.Wait()
-	if err := errors.Join(partErr, err); err != nil {
-		return err
-	}
-	o.at(stepFilled)
-	if err := c.placeFTS(ctx, tmp); err != nil {
-		return fmt.Errorf("cannot join the parts of the search index: %w", err)
-	}
-	return nil
-}
-
-// fillPart fills a new search index at path with the texts of ids, as
-// fillFTS does.
-func fillPart(ctx context.Context, s *textSpool, path string, ids []int64, next int64) error {
-	db, err := openFTSPart(ctx, path, true)
-	if err != nil {
-		return fmt.Errorf("cannot begin a part of the search index: %w", err)
-	}
-	defer db.Close()
-	if err := fillFTS(ctx, db, s, ids, next); err != nil {
-		return err
-	}
-	if err := db.Close(); err != nil {
-		return fmt.Errorf("cannot write a part of the search index: %w", err)
-	}
-	return nil
-}
-
-// fillFTS gives the search index of db the texts of ids, under labels
-// from next, labelGap apart. The text is read back and its pairs of
-// common words found on another goroutine, a few messages ahead, while
-// this one writes.
-func fillFTS(ctx context.Context, db *sql.DB, s *textSpool, ids []int64, next int64) error {
 	var wg sync.WaitGroup
 	defer wg.Wait() // runs last: after cancel, the reader stops at its next send
 	ctx, cancel := context.WithCancel(ctx)
@@ -386,9 +319,8 @@ func fillFTS(ctx context.Context, db *sql.DB, s *textSpool, ids []int64, next in
 	texts := make(chan spooledText, placeQueue)
 	wg.Go(func() {
 		defer close(texts)
-		var buf []byte
 		for _, id := range ids {
-			cols, err := s.get(id, &buf)
+			cols, err := s.get(id)
 			t := spooledText{cols: cols, err: err}
 			if err == nil {
 				t.pairs = pairsText(cols[:ftsMainCols])
@@ -403,13 +335,19 @@ func fillFTS(ctx context.Context, db *sql.DB, s *textSpool, ids []int64, next in
 			}
 		}
 	})
+
+	// A rebuild spools every message: the labels start afresh, labelGap
+	// apart in placeOrderSQL's order.
 	for at := 0; at < len(ids); at += placeBatch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := fillBatch(ctx, db, texts, ids[at:min(len(ids), at+placeBatch)], next+int64(at)*labelGap); err != nil {
+		if err := c.placeBatch(ctx, texts, ids[at:min(len(ids), at+placeBatch)], labelBase+int64(at)*labelGap); err != nil {
 			return err
 		}
+	}
+	if _, err := c.w.ExecContext(ctx, setLabelsSQL, labelBase, labelGap); err != nil {
+		return fmt.Errorf("cannot label the messages: %w", err)
 	}
 	return nil
 }
@@ -424,10 +362,10 @@ const (
 		WHERE messages.id = o.id`
 )
 
-// fillBatch gives the search index of db the texts of ids, which texts
-// sends in that order, under labels from next, labelGap apart.
-func fillBatch(ctx context.Context, db *sql.DB, texts <-chan spooledText, ids []int64, next int64) error {
-	tx, err := db.BeginTx(ctx, nil)
+// placeBatch gives the search index the texts of ids, which texts sends
+// in that order, under labels from next, labelGap apart.
+func (c *Catalog) placeBatch(ctx context.Context, texts <-chan spooledText, ids []int64, next int64) error {
+	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("cannot fill the search index: %w", err)
 	}

@@ -21,7 +21,6 @@ import (
 // Steps of a rebuild, as Options.step hears them.
 const (
 	stepStarted = "started"  // the new catalog is begun beside the old
-	stepFilled  = "filled"   // the parts of its search index are filled beside it
 	stepBuilt   = "built"    // the new catalog is complete beside the old
 	stepCleared = "cleared"  // the old catalog's WAL is removed
 	stepRenamed = "renamed"  // the new catalog is in place
@@ -41,27 +40,22 @@ const rebuildCache = 64 << 20
 // path; the caller holds path's lock.
 func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOptions, o Options) (int, error) {
 	tmp := path + ".rebuild"
-	// What a rebuild killed before left: its new file, spool and parts of
-	// the search index.
 	for _, suffix := range []string{"", "-wal", "-shm", ".text"} {
 		if err := os.Remove(tmp + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 		}
 	}
-	if err := removeFTSPart(tmp); err != nil {
-		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
-	}
 	nc, err := Open(ctx, tmp, Options{Logger: o.Logger, SearchTimeout: o.SearchTimeout})
 	if err != nil {
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
+	// FTS5 merges its index's segments as it goes; a rebuild merges them
+	// all once at the end instead (compact), which costs less CPU.
 	o.at(stepStarted)
 	// A rebuild inserts into every index of the catalog at once, through
 	// the one writer connection: with SQLite's 2 MB page cache it read
 	// the same index pages back from the file over and over. The cache
 	// is the connection's, and goes with it when the rebuild closes it.
-	// FTS5 merges its index's segments as it goes; a rebuild merges them
-	// all once at the end instead (placeFTS), which costs less CPU.
 	_, err = nc.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size=-%d`, rebuildCache>>10))
 	if err == nil {
 		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', 0)`)
@@ -89,13 +83,16 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 	}
 	var n int
 	if err == nil {
-		n, err = nc.syncSpooled(ctx, st, opts, tmp, o)
+		n, err = nc.syncSpooled(ctx, st, opts, tmp+".text")
 	}
 	if err == nil {
-		// The pages the merge of the search index freed.
-		if _, err = nc.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
-			err = fmt.Errorf("cannot give back the pages of the rebuilt catalog: %w", err)
-		}
+		err = nc.indexLate(ctx)
+	}
+	if err == nil {
+		err = nc.compact(ctx)
+	}
+	if err == nil {
+		_, err = nc.w.ExecContext(ctx, `INSERT INTO fts(fts, rank) VALUES('automerge', ?)`, ftsAutomerge)
 	}
 	if err == nil {
 		err = nc.unbulk(ctx)
@@ -108,7 +105,6 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 		for _, suffix := range []string{"", "-wal", "-shm", ".text"} {
 			os.Remove(tmp + suffix)
 		}
-		removeFTSPart(tmp)
 		return 0, fmt.Errorf("cannot rebuild catalog %s: %w", path, err)
 	}
 	// Written without a journal, the new file's pages may still be in the
@@ -150,7 +146,6 @@ func rebuildLocked(ctx context.Context, path string, st store.Store, opts SyncOp
 // page written twice, to the WAL and then to the file; no fsync) under an
 // exclusive lock (no lock taken and no header read again at each
 // transaction), and without lateIndexes, which indexLate makes at the end.
-// Its search index is filled in two parts and joined (placeText).
 func (c *Catalog) bulk(ctx context.Context) error {
 	ps := []string{
 		`PRAGMA journal_mode=OFF`,
@@ -195,12 +190,10 @@ func (c *Catalog) unbulk(ctx context.Context) error {
 	return nil
 }
 
-// syncSpooled is Sync for a rebuild of the new catalog at tmp: the search
-// text waits in a spool (tmp.text) until every message is indexed, then
-// goes into the search index under labels in date order (labels.go),
-// whatever the store's order.
-func (c *Catalog) syncSpooled(ctx context.Context, st store.Store, opts SyncOptions, tmp string, o Options) (int, error) {
-	path := tmp + ".text"
+// syncSpooled is Sync for a rebuild: the search text waits in a spool at
+// path until every message is indexed, then goes into the search index
+// under labels in date order (labels.go), whatever the store's order.
+func (c *Catalog) syncSpooled(ctx context.Context, st store.Store, opts SyncOptions, path string) (int, error) {
 	s, err := newTextSpool(path)
 	if err != nil {
 		return 0, err
@@ -217,7 +210,7 @@ func (c *Catalog) syncSpooled(ctx context.Context, st store.Store, opts SyncOpti
 	if err != nil {
 		return 0, err
 	}
-	if err := c.placeText(ctx, s, tmp, o); err != nil {
+	if err := c.placeText(ctx, s); err != nil {
 		return 0, fmt.Errorf("cannot build the search index: %w", err)
 	}
 	return n, nil

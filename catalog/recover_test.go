@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -158,7 +157,7 @@ func TestRebuildKilled(t *testing.T) {
 		rebuildAndDie(t, dir, os.Getenv("CHIBRARY_REBUILD_KILL_AT"))
 		return
 	}
-	for _, at := range []string{stepStarted, stepFilled, stepBuilt, stepCleared, stepRenamed, stepOpened} {
+	for _, at := range []string{stepStarted, stepBuilt, stepCleared, stepRenamed, stepOpened} {
 		t.Run(at, func(t *testing.T) {
 			dir := t.TempDir()
 			a := newArchiveIn(t, filepath.Join(dir, "messages.db"))
@@ -199,9 +198,6 @@ func TestRebuildKilled(t *testing.T) {
 			}
 			if err := use(t, c, cn); err != nil {
 				t.Errorf("after a rebuild killed at %s: %v", at, err)
-			}
-			if left := ftsPartsLeft(t, path); len(left) > 0 {
-				t.Errorf("after a rebuild killed at %s, the next writer left %q", at, left)
 			}
 		})
 	}
@@ -388,52 +384,4 @@ func TestRebuildAnswersAsSync(t *testing.T) {
 		a, _, _ := loadCorpus(t)
 		check(t, a, corpusCatalog(t))
 	})
-}
-
-// ftsPartsLeft returns the files of the part of a rebuild's search index
-// (ftsparts.go) beside the catalog at path.
-func ftsPartsLeft(t testing.TB, path string) []string {
-	t.Helper()
-	var left []string
-	for _, j := range []string{"", "-journal"} {
-		p := path + ".rebuild" + ftsPartSuffix + j
-		if _, err := os.Stat(p); err == nil {
-			left = append(left, filepath.Base(p))
-		} else if !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
-		}
-	}
-	return left
-}
-
-// A rebuild removes the part of its search index filled beside the new
-// catalog, whether it succeeds or fails after filling it.
-func TestRebuildRemovesParts(t *testing.T) {
-	a := newArchive(t)
-	a.load(fixture("../search/search.mbox"), "")
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	if _, err := Rebuild(t.Context(), path, a.st, SyncOptions{}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if left := ftsPartsLeft(t, path); len(left) > 0 {
-		t.Errorf("a rebuild left %q", left)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	filled := false
-	o := Options{step: func(step string) {
-		if step == stepFilled {
-			filled = len(ftsPartsLeft(t, path)) == 1
-			cancel()
-		}
-	}}
-	if _, err := Rebuild(ctx, path, a.st, SyncOptions{}, o); !errors.Is(err, context.Canceled) {
-		t.Errorf("a rebuild canceled once its parts are filled = %v, want context.Canceled", err)
-	}
-	if !filled {
-		t.Errorf("the part of the search index was not beside the catalog once filled")
-	}
-	if left := ftsPartsLeft(t, path); len(left) > 0 {
-		t.Errorf("a failed rebuild left %q", left)
-	}
 }
