@@ -358,7 +358,7 @@ func TestReadAhead(t *testing.T) {
 				got = append(got, id)
 			}
 			if !slices.Equal(got, want) {
-				t.Fatalf("read %d messages, want the %d in order; first difference at %d", len(got), len(want), firstDiff(got, want))
+				t.Fatalf("read %d messages, want the %d in order; first difference at %d", len(got), len(want), pisource.FirstDiff(got, want))
 			}
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
@@ -525,15 +525,6 @@ func gitIn(t *testing.T, dir string, stdin []byte, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-}
-
-func firstDiff(a, b []string) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
 }
 
 // TestGitCutOff: git cat-file stops answering (the process killed, a disk

@@ -86,7 +86,7 @@ func sameAsGit(t *testing.T, dir, from string) int {
 		t.Fatalf("walk(%s): %v", rng, err)
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("walk(%s): %d events, git log %d; first difference at %d", rng, len(got), len(want), firstDiffEvent(got, want))
+		t.Errorf("walk(%s): %d events, git log %d; first difference at %d", rng, len(got), len(want), firstDiff(got, want))
 	}
 	var wantBlobs []string
 	for _, ev := range wantRm {
@@ -98,7 +98,9 @@ func sameAsGit(t *testing.T, dir, from string) int {
 	return len(want)
 }
 
-func firstDiffEvent(a, b []event) int {
+// firstDiff is the index of the first element where a and b differ,
+// or the shorter one's length.
+func firstDiff[T comparable](a, b []T) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
 			return i
@@ -155,15 +157,6 @@ func sameMessages(t *testing.T, path string, walked bool, opts Options) {
 	if fell := strings.Contains(logged, "reading the epoch's history with git log"); fell == walked {
 		t.Errorf("walked %v, want %v; log:\n%s", !fell, walked, logged)
 	}
-}
-
-func firstDiff(a, b []string) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
 }
 
 // TestWalkAsGitLog: on inboxes written by public-inbox's own tools, the
