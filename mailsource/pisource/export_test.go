@@ -9,3 +9,6 @@ func NoWalk(r *Reader) { r.noWalk = true }
 // FirstDiff is the index of the first string where a and b differ, or
 // the shorter one's length.
 func FirstDiff(a, b []string) int { return firstDiff(a, b) }
+
+// ReadAll reads every message of r (see readAll).
+var ReadAll = readAll

@@ -42,23 +42,9 @@ func readAll(t *testing.T, path string, opts pisource.Options) ([]string, *pisou
 // drain reads every message of r, in order, and closes it.
 func drain(t *testing.T, r *pisource.Reader) [][]byte {
 	t.Helper()
-	defer r.Close()
 	var raws [][]byte
-	for {
-		m, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Err != nil {
-			t.Fatalf("%s: %v", m.Where, m.Err)
-		}
-		raws = append(raws, bytes.Clone(m.Raw))
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
+	for _, m := range pisource.ReadAll(t, r) {
+		raws = append(raws, m.Raw)
 	}
 	return raws
 }

@@ -119,9 +119,20 @@ func readWith(t *testing.T, path string, gitLog bool, opts Options) ([]string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
 	r.noWalk = gitLog
 	var got []string
+	for _, m := range readAll(t, r) {
+		got = append(got, fmt.Sprintf("%s %x", m.Where, sha1.Sum(m.Raw)))
+	}
+	return got, logged.String()
+}
+
+// readAll reads every message of r, in order, each with its own copy of
+// its bytes, and closes r; a message that cannot be read fails t.
+func readAll(t testing.TB, r *Reader) []Message {
+	t.Helper()
+	defer r.Close()
+	var msgs []Message
 	for {
 		m, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -133,12 +144,13 @@ func readWith(t *testing.T, path string, gitLog bool, opts Options) ([]string, s
 		if m.Err != nil {
 			t.Fatalf("%s: %v", m.Where, m.Err)
 		}
-		got = append(got, fmt.Sprintf("%s %x", m.Where, sha1.Sum(m.Raw)))
+		m.Raw = bytes.Clone(m.Raw)
+		msgs = append(msgs, m)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return got, logged.String()
+	return msgs
 }
 
 // sameMessages: the reader gives the same messages, from the same
