@@ -648,6 +648,15 @@ func TestImmutable(t *testing.T) {
 	if l, err := ro.List(t.Context(), "x"); err != nil || l.Messages != 8 {
 		t.Errorf("List of an immutable catalog = %+v, %v; want 8 messages", l, err)
 	}
+	// A prefix search makes its words table in the temp schema, which
+	// a read-only file does not hold.
+	q, err := ParseQuery("buil*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := ro.Search(t.Context(), q, SearchOptions{Limit: 10}); err != nil || res.Total == 0 {
+		t.Errorf("Search(buil*) of an immutable catalog = %d, %v; want some", res.Total, err)
+	}
 }
 
 // TestConcurrentFirstThreads: many first Thread reads at once on a catalog

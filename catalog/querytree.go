@@ -583,7 +583,7 @@ func treeOfTerms(terms []Term) *node {
 	var and []*node
 	for i := 0; i < len(terms); i++ {
 		t := terms[i]
-		leaf := &node{op: opText, term: Term{Text: t.Text, Phrase: t.Phrase, Field: t.Field, Prefix: t.Prefix}}
+		leaf := &node{op: opText, term: Term{Text: t.Text, Phrase: t.Phrase, Field: t.Field, Prefix: t.Prefix, words: t.words}}
 		if t.Negated {
 			and = append(and, &node{op: opNot, kids: []*node{leaf}})
 			continue

@@ -217,11 +217,23 @@ func (c *Catalog) Search(ctx context.Context, q *Query, opts SearchOptions) (Sea
 		}
 		return SearchResult{}, c.readErr(what, err)
 	}
+	prefix := q.hasPrefix()
+	if prefix {
+		if err := ensureWordsTable(qctx, conn); err != nil {
+			return fail(err)
+		}
+	}
 	tx, err := conn.BeginTx(qctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fail(err)
 	}
 	defer tx.Rollback()
+	if prefix {
+		// The words of the index, read in the transaction that searches.
+		if q, err = withPrefixWords(qctx, tx, q); err != nil {
+			return fail(err)
+		}
+	}
 	count, countArgs, page, pageArgs, err := searchSQL(qctx, tx, q, opts)
 	if err != nil {
 		return fail(err)

@@ -35,6 +35,11 @@ type Term struct {
 	// Or: this term or the one before it (typed "a OR b"); terms joined
 	// by OR make one alternative, which must match as a word does.
 	Or bool
+
+	// words, for a prefix, is the FTS5 expression of the indexed words
+	// that start with it (their OR, prefix.go), as Search read them: the
+	// term in the fts table. "": FTS5's own prefix query.
+	words string
 }
 
 // Query is a parsed search (ParseQuery).
@@ -343,7 +348,7 @@ func (t Term) fts() string {
 // words, those pairs too, so that FTS5 checks the phrase only where they
 // all are (pairs.go).
 func (t Term) ftsMain(cols string) string {
-	e := t.ftsIn(cols)
+	e := t.ftsWith(cols, t.words)
 	if t.Field == "dfn" {
 		return e
 	}
@@ -359,14 +364,21 @@ func (t Term) ftsMain(cols string) string {
 
 // ftsIn returns the FTS5 expression of t in the columns cols ("" for all),
 // of the fts or the fts_addr table.
-func (t Term) ftsIn(cols string) string {
+func (t Term) ftsIn(cols string) string { return t.ftsWith(cols, "") }
+
+// ftsWith is ftsIn, a prefix read as words (the OR of the words of the
+// fts table it starts, prefix.go) unless words is "".
+func (t Term) ftsWith(cols string, words string) string {
 	if cols == "" && strings.Contains(t.Text, pairSep) {
 		// Words with pairSep are what the pairs column holds
 		// (pairs.go), not what a reader typed: not looked for there.
 		cols = "- {pairs}"
 	}
 	e := ftsPhrase(t.Text)
-	if t.Prefix {
+	switch {
+	case t.Prefix && words != "":
+		e = words
+	case t.Prefix:
 		// https://sqlite.org/fts5.html#fts5_prefix_queries: the last
 		// word of the string is a prefix.
 		e += " *"
