@@ -121,7 +121,7 @@ func TestPrefixWordsUsed(t *testing.T) {
 	}
 	tests := []struct{ q, want string }{
 		{"cpuf*", `"cpufreq"`},
-		{"cpus*", `"cpus"`},  // Cpus folds to cpus
+		{"cpus*", `"cpus"`}, // Cpus folds to cpus
 		{"cpü*", `("cpu" OR "cpu0" OR "cpu1" OR "cpu2" OR "cpu3" OR "cpu4" OR "cpu5" OR "cpu6" OR "cpu7" OR "cpufreq" OR "cpuidle" OR "cpumask" OR "cpus")`},
 		{"subject:cpui*", `subject : "cpuidle"`},
 		{`"linux cpum"*`, `"linux cpumask"`},
