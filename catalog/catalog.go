@@ -245,6 +245,13 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 			c.w.Close()
 			return err
 		}
+	default:
+		// Indexes added since SchemaVersion was set, which need no
+		// rebuild: made once, in a second at a million messages.
+		if _, err := c.w.ExecContext(ctx, labelListIndex); err != nil {
+			c.w.Close()
+			return fmt.Errorf("cannot add an index to the catalog: %w", markDamaged(err))
+		}
 	}
 	if c.r, err = openDB(c.path, true, 0); err != nil {
 		c.w.Close()
@@ -449,6 +456,7 @@ CREATE TABLE months (
 // have them from the start (create).
 const lateIndexes = `
 CREATE UNIQUE INDEX messages_label ON messages (label);
+` + labelListIndex + `;
 -- The labelled messages in date order, without the late ones (labels.go).
 CREATE INDEX messages_date ON messages (date) WHERE label < 4611686018427387904;
 CREATE INDEX messages_list_arrived ON messages (list, arrived);
@@ -457,7 +465,15 @@ CREATE INDEX threads_list_last ON threads (list, last);
 
 // lateIndexNames are lateIndexes' names, which a rebuild drops from its
 // new, empty catalog.
-var lateIndexNames = []string{"messages_label", "messages_date", "messages_list_arrived", "threads_list_last"}
+var lateIndexNames = []string{"messages_label", "messages_label_list", "messages_date", "messages_list_arrived", "threads_list_last"}
+
+// labelListIndex has each label's list: a search with list: reads the
+// index's matches in label order and keeps those of its lists, one
+// look-up of this small index each, where messages_label's led to the
+// message's row (of 27 columns) for its list: a third of the time of
+// `list:linux-kernel patch`'s count at 108,117 messages. The writer adds
+// it to a catalog made before it (openWritable), once.
+const labelListIndex = `CREATE UNIQUE INDEX IF NOT EXISTS messages_label_list ON messages (label, list)`
 
 func (c *Catalog) create(ctx context.Context) error {
 	tx, err := c.w.BeginTx(ctx, nil)

@@ -872,3 +872,61 @@ func TestClosedCatalog(t *testing.T) {
 		t.Error("Sync on a closed catalog succeeded")
 	}
 }
+
+// TestLabelListIndexAdded: a catalog of this schema made before
+// messages_label_list gets it when the writer opens it; a rebuild makes
+// it with the other late indexes.
+func TestLabelListIndexAdded(t *testing.T) {
+	a := newArchive(t)
+	a.load(fixture("pipermail.mbox"), "x")
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	has := func(c *Catalog) bool {
+		t.Helper()
+		var n int
+		if err := c.r.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'messages_label_list'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	c, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, c, a.st)
+	if !has(c) {
+		t.Fatal("a new catalog has no messages_label_list")
+	}
+	if _, err := c.w.ExecContext(t.Context(), `DROP INDEX messages_label_list`); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ro, err := Open(t.Context(), path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ParseQuery("kernel list:x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read without it, as a reader of an older catalog does.
+	if res, err := ro.Search(t.Context(), q, SearchOptions{Limit: 10}); err != nil || res.Total == 0 {
+		t.Errorf("Search without messages_label_list = %d, %v; want some", res.Total, err)
+	}
+	ro.Close()
+	c, err = Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !has(c) {
+		t.Error("the writer did not add messages_label_list to a catalog without it")
+	}
+	nc, _, err := c.RebuildFrom(t.Context(), a.st, SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if !has(nc) {
+		t.Error("a rebuilt catalog has no messages_label_list")
+	}
+}
