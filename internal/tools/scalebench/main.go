@@ -94,6 +94,7 @@ type config struct {
 	seed               uint64
 	coldRounds, warm   int
 	keep, importOnly   bool
+	serveOnly          bool
 	riak               string // --riak: "", "kit" or addresses
 	riakNodes          int
 }
@@ -102,7 +103,7 @@ func main() {
 	fs := flag.NewFlagSet("scalebench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: scalebench [--bin DIR] [--size N] [--small N] [--lists L] [--dir DIR] [--keep]
-                  [--riak kit|HOST:PORT,...] [--riak-nodes N] [--import-only]
+                  [--riak kit|HOST:PORT,...] [--riak-nodes N] [--import-only | --serve-only]
 
 Generates N messages in L lists from the shared sample (scalegen), imports
 them list by list into one archive with the importer, reindexes and
@@ -123,6 +124,7 @@ Examples:
   scalebench --bin bin --size 1000000 --dir /var/tmp/scale --keep
   scalebench --bin bin --size 100000 --riak kit --riak-nodes 3
   scalebench --bin bin --size 100000 --dir /var/tmp/scale --import-only
+  scalebench --bin bin --size 1000000 --dir /var/tmp/scale --serve-only
 
 Flags:
 `)
@@ -143,6 +145,7 @@ Flags:
 	fs.IntVar(&c.riakNodes, "riak-nodes", 3, "nodes of the cluster --riak kit starts")
 	fs.BoolVar(&c.keep, "keep", false, "keep the archives in --dir too (the generated mboxes stay there in any case)")
 	fs.BoolVar(&c.importOnly, "import-only", false, "measure the import into bbolt only: no reindex, compact, searches, pages or Riak stage")
+	fs.BoolVar(&c.serveOnly, "serve-only", false, "measure the searches and pages only, of the archives an earlier run with --dir and --keep left there (with --bin's resolver: a new one against the old)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -151,6 +154,10 @@ Flags:
 	}
 	if fs.NArg() > 0 || c.size < 1 || c.lists < 1 || c.coldRounds < 1 || c.warm < 1 || c.riakNodes < 1 {
 		fmt.Fprintln(os.Stderr, "scalebench: --size, --lists, --cold-rounds, --warm and --riak-nodes must be at least 1, and there are no arguments (see --help)")
+		os.Exit(2)
+	}
+	if c.serveOnly && (c.dir == "" || c.importOnly || c.riak != "") {
+		fmt.Fprintln(os.Stderr, "scalebench: --serve-only needs --dir (the archives of an earlier run with --keep), and neither --import-only nor --riak")
 		os.Exit(2)
 	}
 	if _, _, err := parseRiak(c.riak); err != nil {
@@ -274,6 +281,17 @@ func measureSize(ctx context.Context, c config, rc *riakCluster, dir string, siz
 	var fig figures
 	gen := filepath.Join(dir, fmt.Sprintf("gen-%d", size))
 	res, err := scalecorpus.ReadManifest(gen)
+	if c.serveOnly {
+		data := filepath.Join(dir, fmt.Sprintf("archive-%d", size))
+		if err != nil {
+			return nil, fmt.Errorf("--serve-only: %w", err)
+		}
+		if _, err := os.Stat(filepath.Join(data, "catalog.db")); err != nil {
+			return nil, fmt.Errorf("--serve-only: no archive of %d messages kept in %s (run with --keep first): %w", size, dir, err)
+		}
+		fmt.Printf("\n== %d messages: the archive kept in %s (%d messages in %d lists, %.1f MB)\n", size, data, res.Written, len(res.Lists), float64(res.Bytes)/1e6)
+		return fig, measureServe(ctx, c, filepath.Join(c.bin, "resolver"), data, res, &fig)
+	}
 	if err != nil || res.Options.Messages != size || res.Options.Lists != c.lists || res.Options.Seed != c.seed || res.Options.Gzip ||
 		res.Options.CrossPost != scalecorpus.DefaultCrossPost || !filesPresent(res) {
 		os.RemoveAll(gen)
