@@ -483,8 +483,21 @@ func TestThreadPages(t *testing.T) {
 // TestThreadPagesDeep: a list of more threads than a page index's stride
 // reads the same page by page, for pages that cross the index's
 // stretches, as at once; and a page read after the list changed shows
-// the change (the index is read anew).
+// the change (the index is read anew). Pages near the start are read by
+// OFFSET, further ones from the index: both, and the page between, with
+// directThreads anywhere.
 func TestThreadPagesDeep(t *testing.T) {
+	for _, direct := range []int{0, 2*pageStride + 3, directThreads} {
+		t.Run(fmt.Sprint(direct), func(t *testing.T) {
+			old := directThreads
+			directThreads = direct
+			defer func() { directThreads = old }()
+			testThreadPagesDeep(t)
+		})
+	}
+}
+
+func testThreadPagesDeep(t *testing.T) {
 	a := newArchive(t)
 	c := openCatalog(t)
 	start := time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -928,5 +941,42 @@ func TestLabelListIndexAdded(t *testing.T) {
 	defer nc.Close()
 	if !has(nc) {
 		t.Error("a rebuilt catalog has no messages_label_list")
+	}
+}
+
+// TestPageIndexKeys: the first page of a list and the first deep page
+// asked in a generation read no keys (a count, then OFFSET); the second
+// deep page reads them, and a change of the catalog lets them go.
+func TestPageIndexKeys(t *testing.T) {
+	old := directThreads
+	directThreads = pageStride
+	defer func() { directThreads = old }()
+	a := newArchive(t)
+	c := openCatalog(t)
+	for i := range 3 * pageStride {
+		a.put(fmt.Appendf(nil, "From: p%d@example.org\nSubject: topic %d\nDate: Mon, 1 Jan 2024 10:%02d:%02d +0000\nMessage-ID: <k%d@example.org>\n\nbody\n", i, i, i/60, i%60, i), "l")
+	}
+	mustSync(t, c, a.st)
+	keyed := func() bool {
+		c.pagesMu.Lock()
+		defer c.pagesMu.Unlock()
+		return c.pages["l"] != nil && c.pages["l"].keyed
+	}
+	for i, step := range []struct {
+		offset int
+		keyed  bool
+	}{{0, false}, {0, false}, {2 * pageStride, false}, {pageStride, true}, {0, true}} {
+		page, total, err := c.Threads(t.Context(), "l", step.offset, 10)
+		if err != nil || total != 3*pageStride || len(page) != 10 {
+			t.Fatalf("step %d: Threads(%d) = %d of %d, %v", i, step.offset, len(page), total, err)
+		}
+		if keyed() != step.keyed {
+			t.Errorf("step %d: Threads(%d): the index keyed %v, want %v", i, step.offset, keyed(), step.keyed)
+		}
+	}
+	a.put([]byte("From: late@example.org\nSubject: new\nDate: Tue, 2 Jan 2024 10:00:00 +0000\nMessage-ID: <late@example.org>\n\nbody\n"), "l")
+	mustSync(t, c, a.st)
+	if _, total, err := c.Threads(t.Context(), "l", 2*pageStride, 10); err != nil || total != 3*pageStride+1 || keyed() {
+		t.Errorf("after a change: a deep page = total %d, %v, keyed %v; want %d, not keyed", total, err, keyed(), 3*pageStride+1)
 	}
 }
