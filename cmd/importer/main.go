@@ -67,6 +67,11 @@ and exits 0 when every message was stored, 1 when some failed, nothing
 was found to import or the run could not start. Bad usage (exit 2) ends
 with the usage hint instead.
 
+Memory: the importer asks Go's garbage collector to keep its heap under
+150 MiB, a soft limit ($GOMEMLIMIT, e.g. GOMEMLIMIT=512MiB, sets another);
+the store's file pages it maps come on top, and the kernel takes them
+back when it needs them.
+
 Examples:
   importer fixtures/mbox/demo.mbox
   importer --data /srv/archive --list linux-mips --manifest out.jsonl 2019-*.txt.gz
