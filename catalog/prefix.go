@@ -15,8 +15,8 @@ package catalog
 // in its temp schema: the catalog is not changed), and writes the term
 // as their OR. The OR matches the same messages as the prefix: those
 // are the words FTS5's prefix query merges, in the same columns. Where
-// there are more than maxPrefixWords (a short, common start), or none,
-// the term stays FTS5's prefix query.
+// there are more than maxPrefixWords (a short, common start), the term
+// stays FTS5's prefix query.
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func expandable(t Term) bool {
 
 // withPrefixWords returns q with each of its prefix terms written as the
 // OR of its words (Term.words), read from wordsTable in tx, where they
-// are at least one and at most maxPrefixWords; q itself is not changed.
+// are at most maxPrefixWords; q itself is not changed.
 func withPrefixWords(ctx context.Context, tx *sql.Tx, q *Query) (*Query, error) {
 	out := *q
 	if q.pi {
@@ -138,20 +138,29 @@ func withPrefixWords(ctx context.Context, tx *sql.Tx, q *Query) (*Query, error) 
 }
 
 // prefixWords returns the words of the fts table that start with prefix
-// (folded, as tokens returns it), in order; nil if there are none or
-// more than maxPrefixWords.
+// (folded, as tokens returns it), in order, prefix itself first whether
+// or not the index has it (an absent word matches nothing); nil if there
+// are more than maxPrefixWords.
+//
+// The others are read from the word after prefix on: fts5vocab reads
+// each word's matches to count them, and prefix is often the commonest
+// of its words (cpu: 270,000 of the matches at a million messages, half
+// the time of listing cpu*'s 98 words). No word has a character below
+// 0x01 after prefix (words.go), so that bound leaves out prefix alone.
 func prefixWords(ctx context.Context, tx *sql.Tx, prefix string) ([]string, error) {
-	cond, args := `term >= ?`, []any{prefix}
+	cond, args := `term >= ?`, []any{prefix + "\x01"}
 	if end, ok := prefixEnd(prefix); ok {
 		cond, args = cond+` AND term < ?`, append(args, end)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT term FROM `+wordsTable+` WHERE `+cond+` LIMIT ?`, append(args, maxPrefixWords+1)...)
+	rows, err := tx.QueryContext(ctx, `SELECT term FROM `+wordsTable+` WHERE `+cond+` LIMIT ?`, append(args, maxPrefixWords)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var words []string
+	words := []string{prefix}
+	read := 0
 	for rows.Next() {
+		read++
 		var w string
 		if err := rows.Scan(&w); err != nil {
 			return nil, err
@@ -161,7 +170,8 @@ func prefixWords(ctx context.Context, tx *sql.Tx, prefix string) ([]string, erro
 		}
 		if strings.Contains(w, pairSep) {
 			// A pair of common words (pairs.go) starts with a word of
-			// the same message's text: the OR has that one.
+			// the same message's text: the OR has that one. It still
+			// counts against the LIMIT: words may follow it.
 			continue
 		}
 		words = append(words, w)
@@ -169,7 +179,8 @@ func prefixWords(ctx context.Context, tx *sql.Tx, prefix string) ([]string, erro
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(words) == 0 || len(words) > maxPrefixWords {
+	if read >= maxPrefixWords {
+		// The LIMIT was reached: there may be more.
 		return nil, nil
 	}
 	return words, nil

@@ -30,6 +30,11 @@ func prefixFixture(t *testing.T) (*archive, *Catalog) {
 			i%3, i%3, subject, 1+i%28, i, body)
 		a.put([]byte(raw), "lkml")
 	}
+	// Pair words (pairs.go) start with "the" too, and sort after the
+	// ASCII words that do but before "theｑ" (U+FF51): a limit reached on
+	// pair words is reached.
+	a.put([]byte("From: p@example.org\nSubject: pairs\nDate: Mon, 1 Jan 2024 11:00:00 +0000\nMessage-ID: <pairs@example.org>\n\nthe of the and the is\n"), "lkml")
+	a.put([]byte("From: p@example.org\nSubject: wide\nDate: Mon, 1 Jan 2024 12:00:00 +0000\nMessage-ID: <wide@example.org>\n\ntheｑ only\n"), "lkml")
 	c := openCatalog(t)
 	mustSync(t, c, a.st)
 	return a, c
@@ -39,7 +44,7 @@ var prefixQueries = []string{
 	"cpu*", "CPU*", "cpus*", "cpuf*", "cpü*", "subject:cpu*", "-cpu* text", "cpu* -cpus",
 	`"linux cpu"*`, `"text with cpu"*`, "cpu* OR zzq*", "zzq*", "zzq00*", "xyzzy*",
 	"s:cpu*", "b:cpu*", "q:cpu*", "bs:cpu* AND zzq01*", "NOT cpu*", "a:cpu*", "from:dev*",
-	"cpu* list:lkml", "cpu* after:2024-01-10",
+	"cpu* list:lkml", "cpu* after:2024-01-10", "the*",
 }
 
 // TestPrefixAsWords: a prefix read as the OR of its words finds what
@@ -120,14 +125,15 @@ func TestPrefixWordsUsed(t *testing.T) {
 		return pq.plan().match
 	}
 	tests := []struct{ q, want string }{
-		{"cpuf*", `"cpufreq"`},
-		{"cpus*", `"cpus"`}, // Cpus folds to cpus
+		{"cpuf*", `("cpuf" OR "cpufreq")`}, // the prefix itself, whether a word or not
+		{"cpus*", `"cpus"`},                // Cpus folds to cpus
 		{"cpü*", `("cpu" OR "cpu0" OR "cpu1" OR "cpu2" OR "cpu3" OR "cpu4" OR "cpu5" OR "cpu6" OR "cpu7" OR "cpufreq" OR "cpuidle" OR "cpumask" OR "cpus")`},
-		{"subject:cpui*", `subject : "cpuidle"`},
-		{`"linux cpum"*`, `"linux cpumask"`},
-		{"s:cpu* OR zzq03*", `(subject : ("cpu" OR "cpu0" OR "cpu1" OR "cpu2" OR "cpu3" OR "cpu4" OR "cpu5" OR "cpu6" OR "cpu7" OR "cpufreq" OR "cpuidle" OR "cpumask" OR "cpus") OR ("zzq030" OR "zzq031" OR "zzq032" OR "zzq033" OR "zzq034" OR "zzq035" OR "zzq036" OR "zzq037" OR "zzq038" OR "zzq039"))`},
-		{"xyzzy*", `"xyzzy" *`},
-		{"zzq*", `"zzq" *`}, // 40 words, more than 30
+		{"subject:cpui*", `subject : ("cpui" OR "cpuidle")`},
+		{`"linux cpum"*`, `("linux cpum" OR "linux cpumask")`},
+		{"s:cpu* OR zzq03*", `(subject : ("cpu" OR "cpu0" OR "cpu1" OR "cpu2" OR "cpu3" OR "cpu4" OR "cpu5" OR "cpu6" OR "cpu7" OR "cpufreq" OR "cpuidle" OR "cpumask" OR "cpus") OR ("zzq03" OR "zzq030" OR "zzq031" OR "zzq032" OR "zzq033" OR "zzq034" OR "zzq035" OR "zzq036" OR "zzq037" OR "zzq038" OR "zzq039"))`},
+		{"xyzzy*", `"xyzzy"`},         // no word: one that matches nothing
+		{"the*", `("the" OR "theｑ")`}, // not the pairs
+		{"zzq*", `"zzq" *`},           // 40 words, more than 30
 	}
 	old := maxPrefixWords
 	maxPrefixWords = 30
