@@ -593,3 +593,81 @@ func dictionaryFor(t *testing.T) *record.Dictionary {
 	}
 	return d
 }
+
+// TestDictLoadedOnce: records decoded at once that need one dictionary not
+// yet cached (a page of search results just after start) read and check
+// it once between them; a caller whose load fails does not fail the
+// others, which read it for themselves.
+func TestDictLoadedOnce(t *testing.T) {
+	m := newMem()
+	d := dictionaryFor(t)
+	if err := m.SaveDict(t.Context(), d.ID, record.StoredDict(d.Bytes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetCurrentDict(t.Context(), record.Current{ID: d.ID}); err != nil {
+		t.Fatal(err)
+	}
+	w := New(m, store.Compression{TrainAt: -1}, nil)
+	defer w.Close()
+	msgs := batch(5000, 16)
+	recs := m.put(t, w, msgs)
+
+	// The first load is held until a second one starts, or for 300 ms:
+	// reading each on its own, the 16 would load it up to 16 times.
+	r := New(m, store.Compression{TrainAt: -1}, nil)
+	defer r.Close()
+	var loads atomic.Int64
+	second := make(chan struct{})
+	load := func(id record.DictID) ([]byte, error) {
+		switch loads.Add(1) {
+		case 1:
+			select {
+			case <-second:
+			case <-time.After(300 * time.Millisecond):
+			}
+		case 2:
+			close(second)
+		}
+		return m.LoadDict(t.Context(), id)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(recs))
+	for i, rec := range recs {
+		wg.Go(func() {
+			got, err := r.Decode(rec, load)
+			if err == nil && !bytes.Equal(got.Raw, msgs[i].Raw) {
+				err = errors.New("decoded another message")
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := loads.Load(); n != 1 {
+		t.Errorf("the dictionary read %d times for %d records decoded at once; want once", n, len(recs))
+	}
+
+	// A load that fails is that caller's: one waiting on it reads the
+	// dictionary itself.
+	r2 := New(m, store.Compression{TrainAt: -1}, nil)
+	defer r2.Close()
+	started := make(chan struct{})
+	failing := func(record.DictID) ([]byte, error) {
+		close(started)
+		time.Sleep(100 * time.Millisecond)
+		return nil, context.Canceled
+	}
+	var failErr error
+	wg.Go(func() { _, failErr = r2.Decode(recs[0], failing) })
+	<-started
+	got, err := r2.Decode(recs[1], func(id record.DictID) ([]byte, error) { return m.LoadDict(t.Context(), id) })
+	wg.Wait()
+	if !errors.Is(failErr, context.Canceled) {
+		t.Errorf("the failing load's caller got %v; want its own error", failErr)
+	}
+	if err != nil || !bytes.Equal(got.Raw, msgs[1].Raw) {
+		t.Errorf("a caller beside a failing load got %v; want its message", err)
+	}
+}

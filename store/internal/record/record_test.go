@@ -574,3 +574,35 @@ func TestLeaseAndBinding(t *testing.T) {
 		}
 	}
 }
+
+// TestNewDictionaryRefuses: bytes that are not a whole zstd dictionary
+// with this package's zstd ID are refused as corrupt, whichever part is
+// wrong (the header is checked here, the tables by the decoder).
+func TestNewDictionaryRefuses(t *testing.T) {
+	good := dictionary(t).Bytes
+	otherID := bytes.Clone(good)
+	otherID[4]++
+	badMagic := bytes.Clone(good)
+	badMagic[0] ^= 0xff
+	badTables := bytes.Clone(good)
+	for i := 8; i < 40; i++ {
+		badTables[i] = 0xff
+	}
+	for name, b := range map[string][]byte{
+		"empty":              nil,
+		"short":              good[:6],
+		"header only":        good[:8],
+		"truncated tables":   good[:60],
+		"not a dictionary":   []byte(strings.Repeat("From: someone\n", 100)),
+		"another zstd ID":    otherID,
+		"magic damaged":      badMagic,
+		"entropy tables bad": badTables,
+	} {
+		if d, err := NewDictionary(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("NewDictionary(%s) = %v, %v; want ErrCorrupt", name, d, err)
+		}
+	}
+	if _, err := NewDictionary(good); err != nil {
+		t.Errorf("NewDictionary(a trained dictionary) = %v", err)
+	}
+}
