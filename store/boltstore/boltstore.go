@@ -5,12 +5,13 @@
 // # Sharing the file
 //
 // The watcher, importers and the resolver share one data directory, and
-// bbolt flocks its file while it is open, so a Store holds a handle only
-// for one transaction (shared within the process, handles.go). flock is
-// not fair and bbolt polls for it, so a reading loop could starve a
-// writer: a process waiting to open the file holds the turnstile PATH.lock,
-// and a process that sees it taken stops reusing its handle and closes it
-// once its running operations end.
+// bbolt flocks its file while it is open, so a Store holds a handle while
+// it reads or writes (shared within the process, handles.go), and idle
+// only while no other process waits for the file: at most KeepIdle, and
+// it looks every few Lingers. flock is not fair and bbolt polls for it, so a
+// reading loop could starve a writer: a process waiting to open the file
+// holds the turnstile PATH.lock, and a process that sees it taken stops
+// reusing its handle and closes it once its running operations end.
 //
 // Opening stays cheap as the archive grows: the freelist is persisted, as
 // otherwise every writable open would scan the file to rebuild it.
@@ -141,6 +142,9 @@ const appendFill = 1.0
 // the operating system's, as the file holds only small values.
 const DefaultPageSize = 4 << 10
 
+// DefaultKeepIdle is Options.KeepIdle's default.
+const DefaultKeepIdle = time.Second
+
 // maxInlineID is the longest Message-ID used as its own index key.
 const maxInlineID = 512
 
@@ -149,9 +153,19 @@ type Options struct {
 	// LockTimeout is how long an operation waits for another process's
 	// lock on the file. Zero means one minute; negative means not at all.
 	LockTimeout time.Duration
-	// Linger is how long an idle handle stays open for the next operation,
-	// holding other processes off. Zero means 5ms; negative, close at once.
+	// Linger is how long an idle handle may hold off another process that
+	// waits for the file: an idle handle looks after Linger whether one
+	// waits, and closes if so, then looks again as often as it has been
+	// idle, at most 4 Linger apart. Zero means 5ms; negative, close at
+	// once.
 	Linger time.Duration
+	// KeepIdle is how long an idle handle stays open while no other
+	// process waits for the file, for the operations that follow: opening
+	// the file maps it anew and faults its index pages in again, which
+	// for a resolver answering now and then costs more than most reads.
+	// Zero means one second; negative, Linger alone. Where flock is
+	// missing (a waiting process cannot be seen), Linger alone.
+	KeepIdle time.Duration
 	// Logger receives warnings (a long wait for a lock). Nil discards them.
 	Logger *slog.Logger
 	// ReadOnly opens an existing store for reading only, without the
@@ -220,6 +234,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	case opts.Linger < 0:
 		opts.Linger = 0
 	}
+	switch {
+	case opts.KeepIdle == 0:
+		opts.KeepIdle = DefaultKeepIdle
+	case opts.KeepIdle < 0:
+		opts.KeepIdle = 0
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -246,6 +266,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.h = newHandles(path, turn, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
+	s.h.keepIdle = opts.KeepIdle
 	s.h.opened = s.packs.generation
 	s.comp = compress.New(dicts{s}, compression(opts.Compression), s.log)
 	if err := s.init(ctx); err != nil {

@@ -23,8 +23,9 @@ const (
 )
 
 // handles shares one bbolt handle among the operations of a process and
-// closes it once none uses it (after Linger), so that the file lock is
-// held only while this process reads or writes.
+// closes it once none uses it and another process waits for the file
+// (seen within Linger), or after KeepIdle with none, so that the file
+// lock holds nobody off for longer than Linger.
 //
 // flock belongs to the open file description, so two handles of one
 // process conflict like two processes would. Hence one handle at a time:
@@ -36,7 +37,8 @@ type handles struct {
 	turn        *turnstile
 	lockTimeout time.Duration
 	linger      time.Duration
-	pageSize    int // of a file created now
+	keepIdle    time.Duration // <= 0: close after linger
+	pageSize    int           // of a file created now
 	log         *slog.Logger
 	readOnly    bool // never open the file writable (Options.ReadOnly)
 	// opened, if set, is told the compaction ID of each file opened, so
@@ -52,7 +54,9 @@ type handles struct {
 	excl     bool          // an exclusive operation holds db: share it with no one
 	exclMu   sync.Mutex    // one exclusive operation at a time
 	changed  chan struct{} // closed and replaced when any of the above changes
-	timer    *time.Timer   // closes db after linger
+	timer    *time.Timer   // looks after the idle db every linger
+	idle     time.Time     // when db was last let go by its last user
+	idleGen  uint64        // counts the releases: an older timer's look is stale
 	closed   bool
 }
 
@@ -188,21 +192,41 @@ func (h *handles) release(db *bolt.DB) {
 		case h.closed || h.linger <= 0 || (h.wantRW > 0 && !h.writable) || h.turn.othersWaiting():
 			h.closeDB()
 		default:
+			h.idle = time.Now()
+			h.idleGen++
+			gen := h.idleGen
 			h.stopTimer()
-			h.timer = time.AfterFunc(h.linger, func() { h.expire(db) })
+			h.timer = time.AfterFunc(h.linger, func() { h.expire(db, gen) })
 		}
 	}
 	h.notify()
 }
 
-// expire closes db if it is still the idle handle.
-func (h *handles) expire(db *bolt.DB) {
+// idleLooks bounds the time between two looks at an idle handle, in
+// lingers.
+const idleLooks = 4
+
+// expire closes db if it is still the idle handle and another process
+// waits for the file, or it has been idle for keepIdle (or linger where
+// a waiting process cannot be seen); otherwise it looks again after
+// linger.
+func (h *handles) expire(db *bolt.DB, gen uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.db == db && h.users == 0 && !h.busy {
-		h.closeDB()
-		h.notify()
+	if h.db != db || h.users > 0 || h.busy || gen != h.idleGen {
+		return // used since, or closed: a later release looks after it
 	}
+	if idle := time.Since(h.idle); h.keepIdle > 0 && h.turn.seesWaiting() && !h.closed && h.wantRW == 0 &&
+		idle < h.keepIdle && !h.turn.othersWaiting() {
+		// Each look wakes the process: look as often as the idle time so
+		// far, from linger to idleLooks linger apart (a waiting process
+		// polls about as often: minPoll to maxPoll).
+		next := min(max(idle, h.linger), idleLooks*h.linger)
+		h.timer = time.AfterFunc(next, func() { h.expire(db, gen) })
+		return
+	}
+	h.closeDB()
+	h.notify()
 }
 
 func (h *handles) stopTimer() {
@@ -318,7 +342,7 @@ func (h *handles) open(ctx context.Context, write bool) (*bolt.DB, error) {
 			return nil, fmt.Errorf("cannot open %s while another process holds its lock: %w", h.path, err)
 		}
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("cannot open %s: %w: another process has held its lock for %v (a chibrary importer, watcher or resolver holds it only for one batch or read, so one may be hung: see `fuser %s %s.lock`; Options.LockTimeout sets the wait)",
+			return nil, fmt.Errorf("cannot open %s: %w: another process has held its lock for %v (a chibrary importer, watcher or resolver holds it for one batch or read, and lets it go within milliseconds when another waits, so one may be hung: see `fuser %s %s.lock`; Options.LockTimeout sets the wait)",
 				h.path, ErrLocked, h.lockTimeout, h.path, h.path)
 		}
 		if !warned && time.Since(start) > time.Second {

@@ -29,6 +29,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	s := &Store{path: path, log: opts.Logger.With("store", path), packs: newPacks(packDir(path), true)}
 	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
 	s.h.readOnly = true
+	s.h.keepIdle = opts.KeepIdle // nobody writes, nobody waits
 	s.h.opened = s.packs.generation
 	s.comp = compress.New(dicts{s}, compression(opts.Compression), s.log)
 	// A format 1 file stays as it is: its change feed is read in key

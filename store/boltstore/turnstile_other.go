@@ -10,4 +10,5 @@ func openTurnstile(string) (*turnstile, error) { return &turnstile{}, nil }
 func (*turnstile) tryEnter() (bool, error)     { return true, nil }
 func (*turnstile) leave()                      {}
 func (*turnstile) othersWaiting() bool         { return false }
+func (*turnstile) seesWaiting() bool           { return false }
 func (*turnstile) close() error                { return nil }
