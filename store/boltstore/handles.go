@@ -54,7 +54,7 @@ type handles struct {
 	excl     bool          // an exclusive operation holds db: share it with no one
 	exclMu   sync.Mutex    // one exclusive operation at a time
 	changed  chan struct{} // closed and replaced when any of the above changes
-	timer    *time.Timer   // looks after the idle db every linger
+	timer    *time.Timer   // looks after the idle db (expire)
 	idle     time.Time     // when db was last let go by its last user
 	idleGen  uint64        // counts the releases: an older timer's look is stale
 	closed   bool
@@ -208,8 +208,7 @@ const idleLooks = 4
 
 // expire closes db if it is still the idle handle and another process
 // waits for the file, or it has been idle for keepIdle (or linger where
-// a waiting process cannot be seen); otherwise it looks again after
-// linger.
+// a waiting process cannot be seen); otherwise it looks again later.
 func (h *handles) expire(db *bolt.DB, gen uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
