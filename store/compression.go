@@ -21,6 +21,13 @@ type Compression struct {
 	SampleBytes int64
 	// Level is how hard records are compressed as they are written.
 	Level CompressionLevel
+	// CachedDicts is how many dictionaries besides the current one are
+	// kept ready to decode, the least recently used let go first; zero or
+	// less means 8. Each costs a few hundred KiB; a store has one for
+	// every era a compaction wrote, so a reader of random old messages
+	// (a resolver serving a large archive) keeps more than a writer, which
+	// needs one or two.
+	CachedDicts int
 }
 
 // CompressionLevel is how much CPU a store spends compressing the records

@@ -152,7 +152,7 @@ func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, e
 			return nil, err
 		}
 	}
-	return openURL(ctx, u, log)
+	return openURL(ctx, u, log, store.Compression{})
 }
 
 // checkDir says in one plain line when the folder of the bolt store at path
@@ -194,8 +194,8 @@ func fileOnPath(dir string) string {
 	}
 }
 
-// OpenReader opens the selected store for a program that only reads it.
-// With mustExist, a missing bolt store is an error rather than an empty
+// OpenReader opens the selected store for a program that only reads it,
+// keeping ReaderCachedDicts compression dictionaries. With mustExist, a missing bolt store is an error rather than an empty
 // archive made by mistake. A bolt store this process cannot write (a
 // snapshot) is opened read-only, which needs no lock file.
 func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist bool) (store.Store, error) {
@@ -207,7 +207,7 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 		return nil, err
 	}
 	if u.Bolt == "" {
-		return openURL(ctx, u, log)
+		return openURL(ctx, u, log, reading)
 	}
 	if err := f.checkDir(u.Bolt); err != nil {
 		return nil, err
@@ -225,10 +225,10 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 	case err == nil:
 		if why := boltstore.CannotWrite(u.Bolt); why != nil {
 			log.Info("the archive cannot be written here: reading it read-only, without the lock file", "path", u.Bolt, "reason", why)
-			return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, ReadOnly: true})
+			return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, ReadOnly: true, Compression: reading})
 		}
 	}
-	return openURL(ctx, u, log)
+	return openURL(ctx, u, log, reading)
 }
 
 // StoreURL is a parsed store URL.
@@ -318,14 +318,27 @@ func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, 
 	if err != nil {
 		return nil, err
 	}
-	return openURL(ctx, u, log)
+	return openURL(ctx, u, log, store.Compression{})
 }
 
-func openURL(ctx context.Context, u StoreURL, log *slog.Logger) (store.Store, error) {
+// ReaderCachedDicts is how many compression dictionaries a store opened by
+// OpenReader keeps ready (store.Compression.CachedDicts), a writer keeping
+// 8: a compacted store has one for each era, 233 at a million messages,
+// and a reader of random old messages read one again for most of them
+// (docs/performance.md, A million: a fifth of a message page's CPU there).
+// Each costs about half a MB, so at most about 16 MB.
+const ReaderCachedDicts = 32
+
+// reading is the compression of a store opened by OpenReader.
+var reading = store.Compression{CachedDicts: ReaderCachedDicts}
+
+// openURL opens the store u; comp's zero fields take the backend's
+// defaults.
+func openURL(ctx context.Context, u StoreURL, log *slog.Logger, comp store.Compression) (store.Store, error) {
 	if u.Bolt != "" {
-		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log})
+		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, Compression: comp})
 	}
-	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Archive: u.Archive, Logger: log})
+	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Archive: u.Archive, Logger: log, Compression: comp})
 }
 
 // RunFlags select the run authority: a coordinator, an authority taken

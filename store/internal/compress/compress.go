@@ -12,6 +12,7 @@
 package compress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Compressor{
 		dicts: d, off: opts.Off, trainAt: trainAt, retrain: max(retrain, 2), sample: sample, level: recordLevel(opts.Level), log: log,
-		cache: dictCache{max: MaxCachedDicts},
+		cache: dictCache{max: cmp.Or(max(opts.CachedDicts, 0), DefaultCachedDicts)},
 		ctx:   ctx, cancel: cancel,
 	}
 }
@@ -416,13 +417,14 @@ func (c *Compressor) trainSave(ctx context.Context, count, sampleBytes int64) (*
 	return d, len(samples), nil
 }
 
-// MaxCachedDicts is how many dictionaries a Compressor keeps besides the
-// current one, the least recently used let go first: each holds its
-// decoder's tables and buffers, a few hundred KiB, and a store gets a new
-// dictionary every RetrainEvery messages, so that keeping every one
-// read would grow with the archive (an importer that trains as it goes,
-// a reader or a compaction that reads old records).
-const MaxCachedDicts = 8
+// DefaultCachedDicts is how many dictionaries a Compressor keeps besides
+// the current one unless store.Compression.CachedDicts says otherwise,
+// the least recently used let go first: each holds its decoder's tables
+// and buffers, a few hundred KiB, and a store gets a new dictionary
+// every RetrainEvery messages and a compaction one for each era, so that
+// keeping every one read would grow with the archive (an importer that
+// trains as it goes, a reader or a compaction that reads old records).
+const DefaultCachedDicts = 8
 
 // dictCache is the dictionaries last used, at most max of them. Its
 // users hold the Compressor's lock.

@@ -484,17 +484,44 @@ func TestLevel(t *testing.T) {
 	}
 }
 
-// TestDictCacheBounded: a Compressor keeps at most MaxCachedDicts
+// TestDictCacheBounded: a Compressor keeps at most DefaultCachedDicts
 // dictionaries besides the current one, however many its records name,
 // and a record of one let go still reads (the dictionary read again).
 func TestDictCacheBounded(t *testing.T) {
 	m := newMem()
 	c := New(m, store.Compression{TrainAt: -1}, nil)
 	defer c.Close()
-	const dicts = MaxCachedDicts + 3
+	const dicts = DefaultCachedDicts + 3
+	msgs, recs := eras(t, m, c, dicts)
+	// Read them all, twice over, oldest first: each a dictionary let go.
+	loads := m.loads.Load()
+	for range 2 {
+		decodeAll(t, c, m, msgs, recs)
+		if n := c.cache.len(); n > DefaultCachedDicts {
+			t.Fatalf("%d dictionaries cached after reading records of %d; want at most %d", n, dicts, DefaultCachedDicts)
+		}
+	}
+	if got := m.loads.Load() - loads; got < 2*(dicts-DefaultCachedDicts-1) {
+		t.Errorf("%d dictionaries read again for records of %d, with %d cached; want those let go read again", got, dicts, DefaultCachedDicts)
+	}
+	// The current one is never read again, cached or not.
+	loads = m.loads.Load()
+	for range 3 {
+		m.put(t, c, batch(100000, 2))
+	}
+	if got := m.loads.Load() - loads; got != 0 {
+		t.Errorf("the current dictionary read %d times more to encode; want 0", got)
+	}
+}
+
+// eras stores two messages through c in each of n eras, each era with a
+// dictionary of its own made current before it, and returns the messages
+// and their records. c's cache stays within its bound throughout.
+func eras(t *testing.T, m *memDicts, c *Compressor, n int) ([]store.Message, [][]byte) {
+	t.Helper()
 	var msgs []store.Message
 	var recs [][]byte
-	for k := range dicts {
+	for k := range n {
 		var samples [][]byte
 		for _, msg := range batch(1000*k, 150) {
 			samples = append(samples, msg.Raw)
@@ -517,31 +544,47 @@ func TestDictCacheBounded(t *testing.T) {
 			t.Fatalf("record names dictionary %v, want the current %v", h.Dict, id)
 		}
 		msgs, recs = append(msgs, b1...), append(recs, r...)
-		if n := c.cache.len(); n > MaxCachedDicts {
-			t.Fatalf("%d dictionaries cached after %d made current; want at most %d", n, k+1, MaxCachedDicts)
+		if got := c.cache.len(); got > c.cache.max {
+			t.Fatalf("%d dictionaries cached after %d made current; want at most %d", got, k+1, c.cache.max)
 		}
 	}
-	if len(m.dicts) != dicts {
-		t.Fatalf("%d distinct dictionaries trained, want %d", len(m.dicts), dicts)
+	if len(m.dicts) != n {
+		t.Fatalf("%d distinct dictionaries trained, want %d", len(m.dicts), n)
 	}
-	// Read them all, twice over, oldest first: each a dictionary let go.
-	loads := m.loads.Load()
-	for range 2 {
-		decodeAll(t, c, m, msgs, recs)
-		if n := c.cache.len(); n > MaxCachedDicts {
-			t.Fatalf("%d dictionaries cached after reading records of %d; want at most %d", n, dicts, MaxCachedDicts)
+	return msgs, recs
+}
+
+// TestCachedDicts: store.Compression.CachedDicts sets how many
+// dictionaries a Compressor keeps, so that a reader keeping as many as the
+// records it reads name reads each once, and one keeping fewer reads
+// them again; zero or less keeps DefaultCachedDicts.
+func TestCachedDicts(t *testing.T) {
+	m := newMem()
+	w := New(m, store.Compression{TrainAt: -1}, nil)
+	const dicts = DefaultCachedDicts + 4
+	msgs, recs := eras(t, m, w, dicts)
+	w.Close()
+	for _, tc := range []struct {
+		cached, want int // want: the cache's bound
+	}{{0, DefaultCachedDicts}, {-3, DefaultCachedDicts}, {3, 3}, {dicts, dicts}} {
+		r := New(m, store.Compression{TrainAt: -1, CachedDicts: tc.cached}, nil)
+		loads := m.loads.Load()
+		for range 3 {
+			decodeAll(t, r, m, msgs, recs)
+			if n := r.cache.len(); n > tc.want {
+				t.Errorf("CachedDicts %d: %d dictionaries cached; want at most %d", tc.cached, n, tc.want)
+			}
 		}
-	}
-	if got := m.loads.Load() - loads; got < 2*(dicts-MaxCachedDicts-1) {
-		t.Errorf("%d dictionaries read again for records of %d, with %d cached; want those let go read again", got, dicts, MaxCachedDicts)
-	}
-	// The current one is never read again, cached or not.
-	loads = m.loads.Load()
-	for range 3 {
-		m.put(t, c, batch(100000, 2))
-	}
-	if got := m.loads.Load() - loads; got != 0 {
-		t.Errorf("the current dictionary read %d times more to encode; want 0", got)
+		// Each pass reads its eras oldest first, so that a cache of fewer
+		// than all of them has let go of each before it is read again.
+		got := int(m.loads.Load() - loads)
+		switch {
+		case tc.want >= dicts && got > dicts:
+			t.Errorf("CachedDicts %d: %d dictionaries read for three passes over %d; want each once", tc.cached, got, dicts)
+		case tc.want < dicts && got < 3*(dicts-tc.want-1):
+			t.Errorf("CachedDicts %d: %d dictionaries read for three passes over %d; want at least %d", tc.cached, got, dicts, 3*(dicts-tc.want-1))
+		}
+		r.Close()
 	}
 }
 
