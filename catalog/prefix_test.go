@@ -95,6 +95,31 @@ func TestPrefixAsWords(t *testing.T) {
 	}
 }
 
+// expandPrefixes returns pq with its prefixes replaced by the words of c's
+// catalog they stand for, as a search reads them on a connection of its
+// own.
+func expandPrefixes(t *testing.T, c *Catalog, pq *Query) *Query {
+	t.Helper()
+	conn, err := c.s.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := ensureWordsTable(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	wq, err := withPrefixWords(t.Context(), tx, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wq
+}
+
 // TestPrefixWordsUsed: a prefix of few words is read as their OR, one of
 // more than maxPrefixWords as FTS5's prefix, one of no word too.
 func TestPrefixWordsUsed(t *testing.T) {
@@ -105,24 +130,7 @@ func TestPrefixWordsUsed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := c.s.Conn(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if err := ensureWordsTable(t.Context(), conn); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := conn.BeginTx(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		pq, err = withPrefixWords(t.Context(), tx, pq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pq.plan().match
+		return expandPrefixes(t, c, pq).plan().match
 	}
 	tests := []struct{ q, want string }{
 		{"cpuf*", `("cpuf" OR "cpufreq")`}, // the prefix itself, whether a word or not
@@ -211,24 +219,7 @@ func TestPrefixCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := c.s.Conn(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ensureWordsTable(t.Context(), conn); err != nil {
-			t.Fatal(err)
-		}
-		tx, err := conn.BeginTx(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wq, err := withPrefixWords(t.Context(), tx, pq)
-		tx.Rollback()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if wq.plan().match != pq.plan().match {
+		if expandPrefixes(t, c, pq).plan().match != pq.plan().match {
 			expanded++
 		}
 		opts := SearchOptions{Limit: 50}
