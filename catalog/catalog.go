@@ -83,6 +83,10 @@ type Catalog struct {
 	w    *sql.DB // the one writer connection; nil when read-only
 	lock *lockFile
 
+	// threadCounts is set when the catalog keeps its lists' thread
+	// counts (threadCountsSchema): always once a writer opened it.
+	threadCounts bool
+
 	wmu sync.Mutex // serializes writes and guards st
 	st  *writeState
 	// spool, while a rebuild indexes the store, holds the search text
@@ -153,6 +157,11 @@ func Open(ctx context.Context, path string, opts Options) (*Catalog, error) {
 			return nil, fmt.Errorf("cannot open catalog %s: %w", path, err)
 		}
 		if err := c.checkVersion(ctx); err != nil {
+			c.r.Close()
+			c.s.Close()
+			return nil, err
+		}
+		if c.threadCounts, err = hasTable(ctx, c.r, "list_threads"); err != nil {
 			c.r.Close()
 			c.s.Close()
 			return nil, err
@@ -252,7 +261,13 @@ func (c *Catalog) openWritable(ctx context.Context) error {
 			c.w.Close()
 			return fmt.Errorf("cannot add an index to the catalog: %w", markDamaged(err))
 		}
+		// Likewise the lists' thread counts, in a second at a million.
+		if err := addThreadCounts(ctx, c.w); err != nil {
+			c.w.Close()
+			return fmt.Errorf("cannot add the lists' thread counts to the catalog: %w", markDamaged(err))
+		}
 	}
+	c.threadCounts = true
 	if c.r, err = openDB(c.path, true, 0); err != nil {
 		c.w.Close()
 		return err
@@ -481,7 +496,7 @@ func (c *Catalog) create(ctx context.Context) error {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema+lateIndexes+searchSchema+numbersSchema+versionsSchema+postersSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+lateIndexes+searchSchema+numbersSchema+versionsSchema+postersSchema+threadCountsSchema); err != nil {
 		return fmt.Errorf("cannot create catalog: %w", err)
 	}
 	if err := initNumbers(ctx, tx); err != nil {

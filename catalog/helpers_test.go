@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"bytes"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -131,8 +133,45 @@ func openCatalog(t testing.TB) *Catalog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() {
+		checkThreadCounts(t, c)
+		c.Close()
+	})
 	return c
+}
+
+// checkThreadCounts fails t unless the lists' thread counts (list_threads)
+// are those of the threads table, when c is still open: openCatalog checks
+// them after every test that uses it, whatever it wrote.
+func checkThreadCounts(t testing.TB, c *Catalog) {
+	t.Helper()
+	if c.r == nil {
+		return
+	}
+	rows, err := c.r.Query(`SELECT coalesce(k.list, t.list), coalesce(k.threads, 0), coalesce(t.n, 0)
+		FROM list_threads k FULL JOIN (SELECT list, count(*) n FROM threads GROUP BY list) t ON t.list = k.list`)
+	if errors.Is(err, sql.ErrConnDone) || err != nil && strings.Contains(err.Error(), "database is closed") {
+		return // the test closed it
+	}
+	if err != nil {
+		t.Errorf("cannot read the thread counts: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var list string
+		var kept, counted int
+		if err := rows.Scan(&list, &kept, &counted); err != nil {
+			t.Error(err)
+			return
+		}
+		if kept != counted {
+			t.Errorf("list %q: list_threads says %d threads, the threads table has %d", list, kept, counted)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Error(err)
+	}
 }
 
 func mustSync(t testing.TB, c *Catalog, st store.Store) int {

@@ -354,8 +354,7 @@ func (c *Catalog) pageIndex(ctx context.Context, list string, deep bool) (*pageI
 		return nil, err
 	}
 	if !keyed {
-		// Counted in SQLite, on threads_list_last: 2.5 ms for 64,643.
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM threads WHERE list=?`, list).Scan(&idx.total); err != nil {
+		if idx.total, err = c.countThreads(ctx, tx, list); err != nil {
 			return nil, err
 		}
 		if deep {
