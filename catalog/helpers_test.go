@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,43 +135,57 @@ func openCatalog(t testing.TB) *Catalog {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		checkThreadCounts(t, c)
+		checkKeptCounts(t, c)
 		c.Close()
 	})
 	return c
 }
 
-// checkThreadCounts fails t unless the lists' thread counts (list_threads)
-// are those of the threads table, when c is still open: openCatalog checks
-// them after every test that uses it, whatever it wrote.
-func checkThreadCounts(t testing.TB, c *Catalog) {
+// rawWritten holds the catalogs a test wrote with execSQL.
+var rawWritten sync.Map
+
+// checkKeptCounts fails t unless the counts the catalog keeps are those
+// of its rows, when c is still open: each list's threads (list_threads)
+// and messages (lists.messages), which Stats and a list's pages read
+// rather than count. openCatalog checks them after every test that uses
+// it, whatever it wrote.
+func checkKeptCounts(t testing.TB, c *Catalog) {
 	t.Helper()
 	if c.r == nil {
 		return
 	}
-	rows, err := c.r.Query(`SELECT coalesce(k.list, t.list), coalesce(k.threads, 0), coalesce(t.n, 0)
-		FROM list_threads k FULL JOIN (SELECT list, count(*) n FROM threads GROUP BY list) t ON t.list = k.list`)
-	if errors.Is(err, sql.ErrConnDone) || err != nil && strings.Contains(err.Error(), "database is closed") {
-		return // the test closed it
-	}
-	if err != nil {
-		t.Errorf("cannot read the thread counts: %v", err)
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var list string
-		var kept, counted int
-		if err := rows.Scan(&list, &kept, &counted); err != nil {
-			t.Error(err)
+	for _, q := range []struct{ what, sql string }{
+		{"threads", `SELECT coalesce(k.list, t.list), coalesce(k.threads, 0), coalesce(t.n, 0)
+			FROM list_threads k FULL JOIN (SELECT list, count(*) n FROM threads GROUP BY list) t ON t.list = k.list`},
+		{"messages", `SELECT coalesce(l.name, m.list), coalesce(l.messages, 0), coalesce(m.n, 0)
+			FROM lists l FULL JOIN (SELECT list, count(*) n FROM messages GROUP BY list) m ON m.list = l.name`},
+	} {
+		if _, raw := rawWritten.Load(c); raw && q.what == "messages" {
+			continue
+		}
+		rows, err := c.r.Query(q.sql)
+		if errors.Is(err, sql.ErrConnDone) || err != nil && strings.Contains(err.Error(), "database is closed") {
+			return // the test closed it
+		}
+		if err != nil {
+			t.Errorf("cannot read the counts of %s: %v", q.what, err)
 			return
 		}
-		if kept != counted {
-			t.Errorf("list %q: list_threads says %d threads, the threads table has %d", list, kept, counted)
+		for rows.Next() {
+			var list string
+			var kept, counted int
+			if err := rows.Scan(&list, &kept, &counted); err != nil {
+				t.Error(err)
+				break
+			}
+			if kept != counted {
+				t.Errorf("list %q: %d %s kept, %d in the catalog", list, kept, q.what, counted)
+			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Error(err)
+		if err := rows.Err(); err != nil {
+			t.Error(err)
+		}
+		rows.Close()
 	}
 }
 

@@ -807,10 +807,16 @@ type Stats struct {
 	Status   Status `json:"follower"`
 }
 
-// Stats returns the catalog's totals.
+// Stats returns the catalog's totals, summed from the counts each list
+// keeps: counting the rows read every entry of an index of each table
+// (at a million messages 19 ms, 149 ms cold, for each monitoring poll).
 func (c *Catalog) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
-	err := c.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM threads), (SELECT count(*) FROM lists)`).
+	threads := `(SELECT coalesce(sum(threads), 0) FROM list_threads)`
+	if !c.threadCounts {
+		threads = `(SELECT count(*) FROM threads)` // a catalog made before list_threads, read-only
+	}
+	err := c.r.QueryRowContext(ctx, `SELECT (SELECT coalesce(sum(messages), 0) FROM lists), `+threads+`, (SELECT count(*) FROM lists)`).
 		Scan(&s.Messages, &s.Threads, &s.Lists)
 	if err != nil {
 		return Stats{}, c.readErr("the totals", err)
