@@ -195,9 +195,10 @@ func fileOnPath(dir string) string {
 }
 
 // OpenReader opens the selected store for a program that only reads it,
-// keeping ReaderCachedDicts compression dictionaries. With mustExist, a missing bolt store is an error rather than an empty
-// archive made by mistake. A bolt store this process cannot write (a
-// snapshot) is opened read-only, which needs no lock file.
+// keeping ReaderCachedDicts compression dictionaries. With mustExist, a
+// missing bolt store is an error rather than an empty archive made by
+// mistake. A bolt store this process cannot write (a snapshot) is opened
+// read-only, which needs no lock file.
 func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist bool) (store.Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
