@@ -68,9 +68,11 @@ was found to import or the run could not start. Bad usage (exit 2) ends
 with the usage hint instead.
 
 Memory: the importer asks Go's garbage collector to keep its heap under
-150 MiB, a soft limit ($GOMEMLIMIT, e.g. GOMEMLIMIT=512MiB, sets another);
-the store's file pages it maps come on top, and the kernel takes them
-back when it needs them.
+150 MiB, a soft limit ($GOMEMLIMIT, e.g. GOMEMLIMIT=512MiB, sets another).
+The pages of a bolt store's file it maps come on top, up to a quarter of
+the memory available as it starts (at least 128 MiB): about 300 MB at a
+million messages. They are the kernel's page cache, clean, which it takes
+back when it needs them; mapped, each batch need not fault them in again.
 
 Examples:
   importer fixtures/mbox/demo.mbox
@@ -235,7 +237,7 @@ func importAll(ctx context.Context, paths []string, manifest string, st setup.St
 		defer out.Close() // on an early return; closed and checked below otherwise
 		opts.Import.Manifest = out
 	}
-	db, err := st.Open(ctx, log)
+	db, err := st.OpenImport(ctx, log)
 	if err != nil {
 		return ingest.Stats{}, err
 	}

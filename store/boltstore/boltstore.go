@@ -181,6 +181,15 @@ type Options struct {
 	// PageSize is the bbolt page size of a file created now; an existing
 	// file keeps its own. Zero means DefaultPageSize.
 	PageSize int
+	// MappedBudget is how many bytes of the file's pages a writer maps
+	// before a write transaction lets go of them (the kernel keeps them
+	// in its page cache, clean, and takes them back when it needs the
+	// memory). Zero or less means DefaultMappedBudget, which bounds the
+	// resident size of a long-running writer; a bulk import on a
+	// machine with memory to spare gives more, as every batch looks up
+	// and inserts keys all over the indexes, and once these outgrow the
+	// budget each batch faults their pages in again (mapped.go).
+	MappedBudget int64
 }
 
 // compression fills in the bolt store's defaults (Options.Compression):
@@ -246,6 +255,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
 	}
+	if opts.MappedBudget <= 0 {
+		opts.MappedBudget = DefaultMappedBudget
+	}
 	if opts.PageSize < 1024 || opts.PageSize > 1<<20 || opts.PageSize&(opts.PageSize-1) != 0 {
 		return nil, fmt.Errorf("cannot open %s: page size %d is not a power of two between 1 KiB and 1 MiB", path, opts.PageSize)
 	}
@@ -259,7 +271,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		path:   path,
 		log:    opts.Logger.With("store", path),
 		packs:  newPacks(packDir(path), false),
-		mapped: mappedPages{budget: defaultMappedBudget},
+		mapped: mappedPages{budget: opts.MappedBudget},
 	}
 	turn, err := openTurnstile(path + ".lock")
 	if err != nil {
@@ -360,6 +372,9 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 	}
 	return version, nil
 }
+
+// MappedBudget returns the store's Options.MappedBudget, its default filled in.
+func (s *Store) MappedBudget() int64 { return s.mapped.budget }
 
 // Path returns the file's path.
 func (s *Store) Path() string { return s.path }

@@ -110,3 +110,29 @@ func TestNotAStore(t *testing.T) {
 		t.Errorf("Open(foreign bbolt file) = %v, %v; want %v", s, err, boltstore.ErrFormat)
 	}
 }
+
+// Options.MappedBudget is the store's, writable or read-only; zero or
+// less is the default.
+func TestMappedBudgetOption(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "messages.db")
+	for _, tc := range []struct {
+		opts boltstore.Options
+		want int64
+	}{
+		{boltstore.Options{MappedBudget: 1 << 30}, 1 << 30},
+		{boltstore.Options{}, boltstore.DefaultMappedBudget},
+		{boltstore.Options{MappedBudget: -1}, boltstore.DefaultMappedBudget},
+		{boltstore.Options{MappedBudget: 1 << 30, ReadOnly: true}, 1 << 30},
+		{boltstore.Options{ReadOnly: true}, boltstore.DefaultMappedBudget},
+	} {
+		s, err := boltstore.Open(ctx, path, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.MappedBudget(); got != tc.want {
+			t.Errorf("Open(%+v).MappedBudget() = %d, want %d", tc.opts, got, tc.want)
+		}
+		s.Close()
+	}
+}

@@ -9,15 +9,18 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// defaultMappedBudget is how many bytes of files a process may map
+// DefaultMappedBudget is how many bytes of files a process may map
 // beyond what it mapped after its last release before a write
-// transaction releases the file's pages (mappedPages): about what two
-// batches in flight map anyway on a large archive (each of their digests
-// and Message-IDs on a page of its own, mapped with its neighbours,
-// docs/performance.md), as releasing less often than that does not lower
-// the peak, and releasing more often makes every batch fault its pages
-// in again.
-const defaultMappedBudget = 128 << 20
+// transaction releases the file's pages (mappedPages), unless
+// Options.MappedBudget sets another: about what two batches in flight
+// map anyway on a large archive (each of their digests and Message-IDs
+// on a page of its own, mapped with its neighbours, docs/performance.md),
+// as releasing less often than that does not lower the peak, and
+// releasing more often makes every batch fault its pages in again. An
+// archive whose indexes outgrow it (about half a million messages) pays
+// for that in CPU: a bulk import on a machine with memory to spare does
+// better with a budget the size of the file.
+const DefaultMappedBudget = 128 << 20
 
 // mappedPages decides when a write transaction releases the file's
 // mapped pages (releaseMapped). Releasing at every transaction bounds the

@@ -26,7 +26,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	if !fi.Mode().IsRegular() || fi.Size() == 0 {
 		return nil, fmt.Errorf("%w: %s is empty or not a regular file", ErrFormat, path)
 	}
-	s := &Store{path: path, log: opts.Logger.With("store", path), packs: newPacks(packDir(path), true)}
+	s := &Store{path: path, log: opts.Logger.With("store", path), packs: newPacks(packDir(path), true), mapped: mappedPages{budget: opts.MappedBudget}}
 	s.h = newHandles(path, &turnstile{}, opts.LockTimeout, opts.Linger, opts.PageSize, s.log)
 	s.h.readOnly = true
 	s.h.keepIdle = opts.KeepIdle // nobody writes, nobody waits

@@ -3,11 +3,13 @@
 package setup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -143,6 +145,16 @@ func (f *StoreFlags) Parse() (StoreURL, error) {
 
 // Open opens the selected store, creating a bolt store if missing.
 func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, error) {
+	return f.open(ctx, log, 0)
+}
+
+// OpenImport opens the selected store as Open does, for a bulk import: a
+// bolt store keeps up to ImportMappedBudget of its file mapped.
+func (f *StoreFlags) OpenImport(ctx context.Context, log *slog.Logger) (store.Store, error) {
+	return f.open(ctx, log, importMappedBudget())
+}
+
+func (f *StoreFlags) open(ctx context.Context, log *slog.Logger, mapped int64) (store.Store, error) {
 	u, err := f.Parse()
 	if err != nil {
 		return nil, err
@@ -152,7 +164,49 @@ func (f *StoreFlags) Open(ctx context.Context, log *slog.Logger) (store.Store, e
 			return nil, err
 		}
 	}
-	return openURL(ctx, u, log, store.Compression{})
+	return openURL(ctx, u, log, store.Compression{}, mapped)
+}
+
+// ImportMappedBudget is how many bytes of a bolt store's file an import
+// keeps mapped (boltstore.Options.MappedBudget): a quarter of the memory
+// the machine has available as it starts (MemAvailable, /proc/meminfo), at
+// least boltstore.DefaultMappedBudget, which it is where that cannot be
+// read. Every batch looks up and inserts digests and Message-IDs all over
+// the store's indexes, about 280 MB of file at a million messages; with
+// only the default mapped, each batch faulted their pages in again, a
+// third of the importer's CPU there (docs/performance.md). Those pages are
+// the kernel's page cache, clean, which it takes back when it needs the
+// memory; the long-running writers (the watcher, a mirror) keep the
+// default.
+func ImportMappedBudget() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return boltstore.DefaultMappedBudget
+	}
+	return importBudget(b)
+}
+
+// importMappedBudget is ImportMappedBudget, or a test's fixed figure.
+var importMappedBudget = ImportMappedBudget
+
+// importBudget is ImportMappedBudget for the text of /proc/meminfo.
+func importBudget(meminfo []byte) int64 {
+	for line := range bytes.Lines(meminfo) {
+		rest, ok := bytes.CutPrefix(line, []byte("MemAvailable:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			break
+		}
+		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil || kb < 0 || kb > math.MaxInt64/1024 {
+			break
+		}
+		return max(kb*1024/4, boltstore.DefaultMappedBudget)
+	}
+	return boltstore.DefaultMappedBudget
 }
 
 // checkDir says in one plain line when the folder of the bolt store at path
@@ -208,7 +262,7 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 		return nil, err
 	}
 	if u.Bolt == "" {
-		return openURL(ctx, u, log, reading)
+		return openURL(ctx, u, log, reading, 0)
 	}
 	if err := f.checkDir(u.Bolt); err != nil {
 		return nil, err
@@ -229,7 +283,7 @@ func (f *StoreFlags) OpenReader(ctx context.Context, log *slog.Logger, mustExist
 			return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, ReadOnly: true, Compression: reading})
 		}
 	}
-	return openURL(ctx, u, log, reading)
+	return openURL(ctx, u, log, reading, 0)
 }
 
 // StoreURL is a parsed store URL.
@@ -319,7 +373,7 @@ func OpenStore(ctx context.Context, url string, log *slog.Logger) (store.Store, 
 	if err != nil {
 		return nil, err
 	}
-	return openURL(ctx, u, log, store.Compression{})
+	return openURL(ctx, u, log, store.Compression{}, 0)
 }
 
 // ReaderCachedDicts is how many compression dictionaries a store opened by
@@ -334,10 +388,11 @@ const ReaderCachedDicts = 32
 var reading = store.Compression{CachedDicts: ReaderCachedDicts}
 
 // openURL opens the store u; comp's zero fields take the backend's
-// defaults.
-func openURL(ctx context.Context, u StoreURL, log *slog.Logger, comp store.Compression) (store.Store, error) {
+// defaults, and a bolt store keeps up to mapped bytes of its file mapped
+// (zero: boltstore's default).
+func openURL(ctx context.Context, u StoreURL, log *slog.Logger, comp store.Compression, mapped int64) (store.Store, error) {
 	if u.Bolt != "" {
-		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, Compression: comp})
+		return boltstore.Open(ctx, u.Bolt, boltstore.Options{Logger: log, Compression: comp, MappedBudget: mapped})
 	}
 	return riakstore.Open(ctx, riakstore.Options{Nodes: u.Riak, Archive: u.Archive, Logger: log, Compression: comp})
 }

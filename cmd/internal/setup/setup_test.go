@@ -310,3 +310,57 @@ func FuzzParseStoreURL(f *testing.F) {
 		}
 	})
 }
+
+// The importer's store keeps ImportMappedBudget of its file mapped; the
+// other programs', boltstore's default.
+func TestOpenImportMappedBudget(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := StoreFlags{Data: dir}
+	defer func(b func() int64) { importMappedBudget = b }(importMappedBudget)
+	importMappedBudget = func() int64 { return 3 << 30 }
+	for _, tc := range []struct {
+		name string
+		open func() (store.Store, error)
+		want int64
+	}{
+		{"OpenImport", func() (store.Store, error) { return f.OpenImport(ctx, nil) }, 3 << 30},
+		{"Open", func() (store.Store, error) { return f.Open(ctx, nil) }, boltstore.DefaultMappedBudget},
+		{"OpenReader", func() (store.Store, error) { return f.OpenReader(ctx, nil, true) }, boltstore.DefaultMappedBudget},
+	} {
+		st, err := tc.open()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := st.(*boltstore.Store).MappedBudget(); got != tc.want {
+			t.Errorf("%s: the store's mapped budget is %d, want %d", tc.name, got, tc.want)
+		}
+		st.Close()
+	}
+	if b := ImportMappedBudget(); b < boltstore.DefaultMappedBudget {
+		t.Errorf("ImportMappedBudget() = %d, less than the default %d", b, int64(boltstore.DefaultMappedBudget))
+	}
+}
+
+func TestImportBudget(t *testing.T) {
+	const min = boltstore.DefaultMappedBudget
+	for _, tc := range []struct {
+		meminfo string
+		want    int64
+	}{
+		{"MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n", 20000000 * 1024 / 4},
+		{"MemAvailable:   20000000 kB", 20000000 * 1024 / 4},          // no newline at the end
+		{"MemTotal:  1000000 kB\nMemAvailable:     400000 kB\n", min}, // a quarter is less than the default
+		{"MemTotal:  1000000 kB\nMemFree: 400000 kB\n", min},          // no MemAvailable (Linux before 3.14)
+		{"MemAvailable:   20000000 MB\n", min},                        // not in kB
+		{"MemAvailable:   -5 kB\n", min},
+		{"MemAvailable:   99999999999999999999 kB\n", min},
+		{"MemAvailable:   9007199254740993 kB\n", min}, // overflows in bytes
+		{"MemAvailable:\n", min},
+		{"", min},
+	} {
+		if got := importBudget([]byte(tc.meminfo)); got != tc.want {
+			t.Errorf("importBudget(%q) = %d, want %d", tc.meminfo, got, tc.want)
+		}
+	}
+}
