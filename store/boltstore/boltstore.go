@@ -376,6 +376,11 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 // MappedBudget returns the store's Options.MappedBudget, its default filled in.
 func (s *Store) MappedBudget() int64 { return s.mapped.budget }
 
+// CachedDicts returns how many compression dictionaries the store keeps
+// ready besides the current one: Options.Compression.CachedDicts, its
+// default filled in.
+func (s *Store) CachedDicts() int { return s.comp.CachedDicts() }
+
 // Path returns the file's path.
 func (s *Store) Path() string { return s.path }
 

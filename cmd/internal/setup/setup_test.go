@@ -311,29 +311,44 @@ func FuzzParseStoreURL(f *testing.F) {
 	})
 }
 
-// The importer's store keeps ImportMappedBudget of its file mapped; the
-// other programs', boltstore's default.
-func TestOpenImportMappedBudget(t *testing.T) {
+// The importer's store keeps ImportMappedBudget of its file mapped, the
+// others boltstore's default; a reader's keeps ReaderCachedDicts
+// dictionaries, the others the default.
+func TestOpenStoreOptions(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := StoreFlags{Data: dir}
 	defer func(b func() int64) { importMappedBudget = b }(importMappedBudget)
 	importMappedBudget = func() int64 { return 3 << 30 }
+	plain, err := boltstore.Open(ctx, filepath.Join(t.TempDir(), "messages.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dicts := plain.CachedDicts()
+	plain.Close()
+	if dicts >= ReaderCachedDicts {
+		t.Fatalf("a store opened with no options keeps %d dictionaries, ReaderCachedDicts %d: the test cannot tell them apart", dicts, ReaderCachedDicts)
+	}
 	for _, tc := range []struct {
-		name string
-		open func() (store.Store, error)
-		want int64
+		name   string
+		open   func() (store.Store, error)
+		mapped int64
+		dicts  int
 	}{
-		{"OpenImport", func() (store.Store, error) { return f.OpenImport(ctx, nil) }, 3 << 30},
-		{"Open", func() (store.Store, error) { return f.Open(ctx, nil) }, boltstore.DefaultMappedBudget},
-		{"OpenReader", func() (store.Store, error) { return f.OpenReader(ctx, nil, true) }, boltstore.DefaultMappedBudget},
+		{"OpenImport", func() (store.Store, error) { return f.OpenImport(ctx, nil) }, 3 << 30, dicts},
+		{"Open", func() (store.Store, error) { return f.Open(ctx, nil) }, boltstore.DefaultMappedBudget, dicts},
+		{"OpenReader", func() (store.Store, error) { return f.OpenReader(ctx, nil, true) }, boltstore.DefaultMappedBudget, ReaderCachedDicts},
 	} {
 		st, err := tc.open()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := st.(*boltstore.Store).MappedBudget(); got != tc.want {
-			t.Errorf("%s: the store's mapped budget is %d, want %d", tc.name, got, tc.want)
+		bs := st.(*boltstore.Store)
+		if got := bs.MappedBudget(); got != tc.mapped {
+			t.Errorf("%s: the store's mapped budget is %d, want %d", tc.name, got, tc.mapped)
+		}
+		if got := bs.CachedDicts(); got != tc.dicts {
+			t.Errorf("%s: the store keeps %d dictionaries, want %d", tc.name, got, tc.dicts)
 		}
 		st.Close()
 	}

@@ -113,6 +113,10 @@ func New(d Dictionaries, opts store.Compression, log *slog.Logger) *Compressor {
 // Off reports whether records are written uncompressed.
 func (c *Compressor) Off() bool { return c.off }
 
+// CachedDicts is how many dictionaries c keeps besides the current one
+// (store.Compression.CachedDicts, its default filled in).
+func (c *Compressor) CachedDicts() int { return c.cache.max }
+
 // Close stops a background training (a later Put retries it) and waits.
 func (c *Compressor) Close() error {
 	c.cancel()
