@@ -352,9 +352,6 @@ func TestOpenStoreOptions(t *testing.T) {
 		}
 		st.Close()
 	}
-	if b := ImportMappedBudget(); b < boltstore.DefaultMappedBudget {
-		t.Errorf("ImportMappedBudget() = %d, less than the default %d", b, int64(boltstore.DefaultMappedBudget))
-	}
 }
 
 func TestImportBudget(t *testing.T) {
