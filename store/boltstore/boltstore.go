@@ -213,6 +213,9 @@ type Store struct {
 	log   *slog.Logger
 	comp  *compress.Compressor
 	packs *packs
+	// own is the pack of the Store's own that large batches write to
+	// before they take the write lock (ownpack.go).
+	own ownPack
 	// mapped says when a write transaction releases the file's mapped
 	// pages (mapped.go).
 	mapped mappedPages
@@ -546,9 +549,24 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	if err != nil {
 		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
 	}
+	// Outside the lock, what can be: the records, to the Store's own pack
+	// (only those the read plan writes: a removed message's bytes are
+	// never written again).
+	var pre *prewritten
+	if skip != nil {
+		pre, err = s.own.write(recs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
+	}
+	defer pre.done()
+	if pre != nil && afterPrewrite != nil {
+		afterPrewrite()
+	}
 	var (
 		results []store.Result
 		count   uint64
+		started *startedPack
 	)
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
@@ -564,10 +582,21 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 			return err
 		}
 		results = plan.Results
-		count, err = s.write(ctx, tx, bd.codec, msgs, recs, now, plan)
+		if pre != nil && !pre.listed(tx) {
+			// A compaction replaced the file: what pre wrote is gone.
+			pre = nil
+		}
+		count, err = s.write(ctx, tx, bd.codec, msgs, recs, now, plan, pre)
+		if err != nil || pre != nil || recordBytes(recs) < ownPackMin {
+			return err
+		}
+		// A large batch written to the shared pack: the next ones go to
+		// a pack of the Store's own.
+		started, err = s.own.start(tx, s.packs)
 		return err
 	})
 	if err != nil {
+		started.cleanup()
 		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
 	}
 	if count > 0 {
@@ -576,17 +605,30 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	return results, nil
 }
 
-// known reports, for each message, whether its digest is stored already,
-// so need not be compressed. A single message is left to Put's transaction.
+// known reports, for each message, whether it need not be compressed: by
+// a plan of the batch made in a read transaction, what a write would not
+// write (a digest stored already, a retry, a removed message). The plan
+// may change by the time the batch's write transaction makes it again;
+// that one decides. A single message, or a batch the read plan refuses,
+// is left to the write transaction: then known returns nil.
 func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error) {
 	if len(msgs) < 2 {
 		return nil, nil
 	}
-	skip := make([]bool, len(msgs))
+	var skip []bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		digests := tx.Bucket(bucketDigests)
-		for i := range msgs {
-			skip[i] = digests.Get(msgs[i].Digest[:]) != nil
+		bd, err := s.binding(tx)
+		if err != nil || bd == nil {
+			return err
+		}
+		look := &txLookup{s: s, tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns)}
+		plan, err := batch.Make(ctx, bd.codec, msgs, look)
+		if err != nil {
+			return nil // the write transaction says why
+		}
+		skip = make([]bool, len(msgs))
+		for i, a := range plan.Actions {
+			skip[i] = a != batch.Write
 		}
 		return nil
 	})
@@ -595,7 +637,7 @@ func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error)
 
 // write writes what plan says, and returns the store's message count after
 // it (0 if nothing was written).
-func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, recs [][]byte, now time.Time, plan batch.Plan) (uint64, error) {
+func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, recs [][]byte, now time.Time, plan batch.Plan, pre *prewritten) (uint64, error) {
 	messages := tx.Bucket(bucketMessages)
 	messages.FillPercent = appendFill
 	digests := tx.Bucket(bucketDigests)
@@ -622,16 +664,21 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 		m := &msgs[i]
 		key := packedKey(codec.Packed(m.Number))
 		rec := recs[i]
-		if rec == nil {
-			// Its digest was stored when Put looked: this cannot happen.
-			var err error
-			if rec, err = s.comp.EncodeOne(ctx, m, now); err != nil {
-				return 0, err
+		var loc []byte
+		if rec != nil && pre != nil {
+			loc = pre.locator(i, len(rec))
+		} else {
+			if rec == nil {
+				// Its digest was stored when Put looked: this cannot happen.
+				var err error
+				if rec, err = s.comp.EncodeOne(ctx, m, now); err != nil {
+					return 0, err
+				}
 			}
-		}
-		loc, err := pw.add(rec)
-		if err != nil {
-			return 0, fmt.Errorf("cannot write message %v: %w", m.Number, err)
+			var err error
+			if loc, err = pw.add(rec); err != nil {
+				return 0, fmt.Errorf("cannot write message %v: %w", m.Number, err)
+			}
 		}
 		// bbolt keeps a reference to the value until the commit.
 		if err := messages.Put(key[:], loc); err != nil {
@@ -656,6 +703,11 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 	// The records are durable before the transaction that names them.
 	if err := pw.commit(); err != nil {
 		return 0, err
+	}
+	if pre != nil {
+		if err := pre.commit(tx); err != nil {
+			return 0, err
+		}
 	}
 	c := meta.Get(keyCount)
 	if len(c) != 8 {
@@ -835,6 +887,8 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 
 // Close implements store.Store; it waits for running operations.
 func (s *Store) Close() error {
+	s.releaseOwnPack()
+	s.own.close()
 	cerr := s.comp.Close()
 	if err := s.h.close(); err != nil {
 		return err
@@ -843,6 +897,33 @@ func (s *Store) Close() error {
 		cerr = err
 	}
 	return cerr
+}
+
+// releaseOwnPack lists the Store's pack of its own as free for the next
+// Store, waiting a few seconds at most for the file; if it cannot, the
+// pack is only left as a crashed writer's would be.
+func (s *Store) releaseOwnPack() {
+	if !s.own.has() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.update(ctx, s.own.release); err != nil {
+		s.log.Debug("cannot list the store's own pack as free", "err", err)
+	}
+}
+
+// afterPrewrite, if set, is called by Put between writing a batch's
+// records to its own pack and taking the write lock (for tests).
+var afterPrewrite func()
+
+// recordBytes is what a batch's records add up to.
+func recordBytes(recs [][]byte) int {
+	n := 0
+	for _, r := range recs {
+		n += len(r)
+	}
+	return n
 }
 
 func packedKey(v uint64) [8]byte {
