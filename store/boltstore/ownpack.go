@@ -255,13 +255,21 @@ func (o *ownPack) reuse(tx *bolt.Tx, p *packs) (*startedPack, error) {
 	return nil, nil
 }
 
-// release lists the Store's pack of its own as free in tx, for the next
-// Store (Store.Close): the Store writes to it no more.
+// release lets go of the Store's pack of its own and lists it as free in
+// tx, for the next Store (Store.Close). A pack that a batch of the Store
+// is still writing to is only let go: the next Store would write over
+// what that batch commits.
 func (o *ownPack) release(tx *bolt.Tx) error {
 	o.mu.Lock()
 	cur := o.cur
-	o.mu.Unlock()
 	if cur == nil {
+		o.mu.Unlock()
+		return nil
+	}
+	busy := cur.refs > 0
+	o.letGoLocked(cur)
+	o.mu.Unlock()
+	if busy {
 		return nil
 	}
 	if at, ok := packLength(tx, cur.id); !ok || at+uint64(ownPackMin) > maxPackSize {
