@@ -587,11 +587,12 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 			pre = nil
 		}
 		count, err = s.write(ctx, tx, bd.codec, msgs, recs, now, plan, pre)
-		if err != nil || pre != nil || recordBytes(recs) < ownPackMin {
+		if err != nil || pre != nil || skip == nil || recordBytes(recs) < ownPackMin {
 			return err
 		}
 		// A large batch written to the shared pack: the next ones go to
-		// a pack of the Store's own.
+		// a pack of the Store's own. (Not for one large message, which a
+		// process that stores a message at a time may be given.)
 		started, err = s.own.start(tx, s.packs)
 		return err
 	})

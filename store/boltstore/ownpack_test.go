@@ -524,3 +524,27 @@ func TestOwnPackReleasedBusy(t *testing.T) {
 	}
 	checkAll(t, s, append(append(append([]store.Message{}, bs[0]...), bs[1]...), bs[2]...))
 }
+
+// Messages stored one at a time never start a pack of the Store's own,
+// however large each is.
+func TestOwnPackSingleMessages(t *testing.T) {
+	withOwnPackMin(t, 1)
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s, err := Open(t.Context(), path, Options{Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
+		t.Fatal(err)
+	}
+	b := batches(t, a, 1, 1, 5)[0]
+	for _, m := range b {
+		putAll(t, s, []store.Message{m})
+	}
+	if files := packFiles(t, path); len(files) != 1 {
+		t.Errorf("packs %v after single messages, want the shared one", files)
+	}
+	checkAll(t, s, b)
+}
