@@ -26,8 +26,10 @@ dictionary of the messages before them; compact compresses them harder,
 each era of the archive (1,500 messages or more, at most 16 eras) with a
 dictionary trained on that era's own messages, about a tenth smaller
 again. It also converts an archive written before compression or before
-packs, and gives back the space bbolt keeps inside its file (bbolt
-reuses freed pages but never shrinks the file). Run it after a large
+packs, gathers the packs that writers of large batches left (one for
+each importer that ran beside another, or was killed) into its own, and
+gives back the space bbolt keeps inside its file (bbolt reuses freed
+pages but never shrinks the file). Run it after a large
 import, and now and then as the archive grows.
 
 Without --to, in place: the copy replaces messages.db. Importers, the
