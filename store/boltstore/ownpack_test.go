@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -22,6 +21,32 @@ func withOwnPackMin(t *testing.T, n int) {
 	old := ownPackMin
 	ownPackMin = n
 	t.Cleanup(func() { ownPackMin = old })
+}
+
+// openLeased opens the store at path, closed when the test ends, with
+// the lease of run recorded.
+func openLeased(t *testing.T, path string, a *storetest.Authority, run uint32, opts Options) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.RecordLease(t.Context(), a.Lease(run)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkReopened checks msgs in the store at path opened anew.
+func checkReopened(t *testing.T, path string, msgs []store.Message) {
+	t.Helper()
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAll(t, s, msgs)
 }
 
 // packState reads the shared pack (meta "pack") and every listed pack's
@@ -105,14 +130,7 @@ func TestOwnPack(t *testing.T) {
 	withOwnPackMin(t, 1)
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	s, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
 	bs := batches(t, a, 1, 4, 40)
 
 	// The first batch goes to the shared pack, and lists the Store's own.
@@ -164,13 +182,7 @@ func TestOwnPack(t *testing.T) {
 	}
 
 	// Another process: a pack of its own beside the first one's.
-	s2, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.RecordLease(t.Context(), a.Lease(2)); err != nil {
-		t.Fatal(err)
-	}
+	s2 := openLeased(t, path, a, 2, Options{Linger: -1})
 	bs2 := batches(t, a, 2, 2, 40)
 	for _, b := range bs2 {
 		putAll(t, s2, b)
@@ -196,11 +208,7 @@ func TestOwnPack(t *testing.T) {
 		t.Errorf("packs after compaction %v, want one", files)
 	}
 	s.Close()
-	s, err = Open(t.Context(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAll(t, s, all)
+	checkReopened(t, path, all)
 }
 
 // A compaction that replaces the file between a batch's writing to its
@@ -211,14 +219,7 @@ func TestOwnPackCompactedMeanwhile(t *testing.T) {
 	withOwnPackMin(t, 1)
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	s, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
 	bs := batches(t, a, 1, 4, 30)
 	putAll(t, s, bs[0])
 	putAll(t, s, bs[1])
@@ -267,12 +268,7 @@ func TestOwnPackCompactedMeanwhile(t *testing.T) {
 		all = append(all, b...)
 	}
 	checkAll(t, s, all)
-	s2, err := Open(t.Context(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	checkAll(t, s2, all)
+	checkReopened(t, path, all)
 }
 
 // A batch whose transaction fails after it wrote to its Store's own pack
@@ -282,14 +278,7 @@ func TestOwnPackFailedBatch(t *testing.T) {
 	withOwnPackMin(t, 1)
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	s, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
 	bs := batches(t, a, 1, 4, 30)
 	putAll(t, s, bs[0])
 	putAll(t, s, bs[1])
@@ -379,19 +368,7 @@ func TestOwnPackRemovedMessage(t *testing.T) {
 		t.Fatal("the batch with the removed message went to the shared pack, not the Store's own")
 	}
 	s.Close()
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(b, secret) {
-			t.Errorf("%s holds the removed message's bytes", p)
-		}
-		return nil
-	})
+	checkNoFileHolds(t, dir, secret)
 }
 
 // A batch too small, or a single message, never starts a pack of the
@@ -399,14 +376,7 @@ func TestOwnPackRemovedMessage(t *testing.T) {
 func TestOwnPackSmallBatches(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	s, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
 	for _, b := range batches(t, a, 1, 5, 20) {
 		putAll(t, s, b)
 	}
@@ -422,18 +392,7 @@ func TestOwnPackReused(t *testing.T) {
 	withOwnPackMin(t, 1)
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	open := func(run uint32) *Store {
-		t.Helper()
-		s, err := Open(t.Context(), path, Options{Linger: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if err := s.RecordLease(t.Context(), a.Lease(run)); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := func(run uint32) *Store { return openLeased(t, path, a, run, Options{Linger: -1}) }
 	var all []store.Message
 	// run puts two batches and returns the pack of its own the second went to.
 	run := func(s *Store, r uint32) packID {
@@ -495,14 +454,7 @@ func TestOwnPackReleasedBusy(t *testing.T) {
 	withOwnPackMin(t, 1)
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	s, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
 	bs := batches(t, a, 1, 3, 20)
 	putAll(t, s, bs[0])
 	afterPrewrite = func() {
@@ -531,14 +483,7 @@ func TestOwnPackSingleMessages(t *testing.T) {
 	withOwnPackMin(t, 1)
 	path := filepath.Join(t.TempDir(), "messages.db")
 	a := storetest.NewAuthority(t, shuffle.Mix)
-	s, err := Open(t.Context(), path, Options{Linger: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.RecordLease(t.Context(), a.Lease(1)); err != nil {
-		t.Fatal(err)
-	}
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
 	b := batches(t, a, 1, 1, 5)[0]
 	for _, m := range b {
 		putAll(t, s, []store.Message{m})
