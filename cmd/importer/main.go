@@ -70,8 +70,9 @@ with the usage hint instead.
 Memory: the importer asks Go's garbage collector to keep its heap under
 150 MiB, a soft limit ($GOMEMLIMIT, e.g. GOMEMLIMIT=512MiB, sets another).
 The pages of a bolt store's file it maps come on top, up to a quarter of
-the memory available as it starts (at least 128 MiB): about 300 MB at a
-million messages. They are the kernel's page cache, clean, which it takes
+the memory available as it starts, or of its container's memory limit
+(cgroup) if that is less, at least 128 MiB: about 300 MB at a million
+messages. They are the kernel's page cache, clean, which it takes
 back when it needs them; mapped, each batch need not fault them in again.
 
 Examples:

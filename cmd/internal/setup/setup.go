@@ -169,8 +169,9 @@ func (f *StoreFlags) open(ctx context.Context, log *slog.Logger, mapped int64) (
 
 // ImportMappedBudget is how many bytes of a bolt store's file an import
 // keeps mapped (boltstore.Options.MappedBudget): a quarter of the memory
-// the machine has available as it starts (MemAvailable, /proc/meminfo), at
-// least boltstore.DefaultMappedBudget, which it is where that cannot be
+// the machine has available as it starts (MemAvailable, /proc/meminfo), or
+// of its control group's limit if that is less (a container's: cgroup.go),
+// at least boltstore.DefaultMappedBudget, which it is where neither can be
 // read. Every batch looks up and inserts digests and Message-IDs all over
 // the store's indexes, about 280 MB of file at a million messages; with
 // only the default mapped, each batch faulted their pages in again, a
@@ -179,18 +180,29 @@ func (f *StoreFlags) open(ctx context.Context, log *slog.Logger, mapped int64) (
 // memory; the long-running writers (the watcher, a mirror) keep the
 // default.
 func ImportMappedBudget() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return boltstore.DefaultMappedBudget
-	}
-	return importBudget(b)
+	meminfo, _ := os.ReadFile("/proc/meminfo")
+	cgroup, _ := os.ReadFile("/proc/self/cgroup")
+	return importBudget(meminfo, "/sys/fs/cgroup", cgroup)
 }
 
 // importMappedBudget is ImportMappedBudget, or a test's fixed figure.
 var importMappedBudget = ImportMappedBudget
 
-// importBudget is ImportMappedBudget for the text of /proc/meminfo.
-func importBudget(meminfo []byte) int64 {
+// importBudget is ImportMappedBudget for the text of /proc/meminfo, the
+// cgroup file systems at cgroupRoot and the text of /proc/self/cgroup.
+func importBudget(meminfo []byte, cgroupRoot string, cgroup []byte) int64 {
+	avail, ok := memAvailable(meminfo)
+	if limit, found := cgroupLimit(cgroupRoot, cgroup); found && (!ok || limit < avail) {
+		avail, ok = limit, true
+	}
+	if !ok {
+		return boltstore.DefaultMappedBudget
+	}
+	return max(avail/4, boltstore.DefaultMappedBudget)
+}
+
+// memAvailable reads MemAvailable, in bytes, from /proc/meminfo's text.
+func memAvailable(meminfo []byte) (int64, bool) {
 	for line := range bytes.Lines(meminfo) {
 		rest, ok := bytes.CutPrefix(line, []byte("MemAvailable:"))
 		if !ok {
@@ -204,9 +216,9 @@ func importBudget(meminfo []byte) int64 {
 		if err != nil || kb < 0 || kb > math.MaxInt64/1024 {
 			break
 		}
-		return max(kb*1024/4, boltstore.DefaultMappedBudget)
+		return kb * 1024, true
 	}
-	return boltstore.DefaultMappedBudget
+	return 0, false
 }
 
 // checkDir says in one plain line when the folder of the bolt store at path

@@ -371,8 +371,105 @@ func TestImportBudget(t *testing.T) {
 		{"MemAvailable:\n", min},
 		{"", min},
 	} {
-		if got := importBudget([]byte(tc.meminfo)); got != tc.want {
+		if got := importBudget([]byte(tc.meminfo), t.TempDir(), nil); got != tc.want {
 			t.Errorf("importBudget(%q) = %d, want %d", tc.meminfo, got, tc.want)
 		}
 	}
+	// A container's limit, when less than what the host has available.
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"memory.max": "2147483648\n"})
+	inCgroup := []byte("0::/\n")
+	for _, tc := range []struct {
+		meminfo string
+		want    int64
+	}{
+		{"MemAvailable:   20000000 kB\n", 2147483648 / 4},
+		{"MemAvailable:   1000000 kB\n", 1000000 * 1024 / 4},
+		{"", 2147483648 / 4}, // no /proc/meminfo: the limit alone
+	} {
+		if got := importBudget([]byte(tc.meminfo), root, inCgroup); got != tc.want {
+			t.Errorf("importBudget(%q) in a cgroup of 2 GiB = %d, want %d", tc.meminfo, got, tc.want)
+		}
+	}
+}
+
+func writeFiles(t testing.TB, root string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCgroupLimit(t *testing.T) {
+	const unlimitedV1 = "9223372036854771712\n"
+	for _, tc := range []struct {
+		name   string
+		cgroup string
+		files  map[string]string
+		want   int64 // 0: none
+	}{
+		{"v2, an ancestor's limit", "0::/user.slice/app.scope\n", map[string]string{
+			"user.slice/memory.max":           "1073741824\n",
+			"user.slice/app.scope/memory.max": "max\n",
+		}, 1 << 30},
+		{"v2, the smallest on the way up", "0::/a/b\n", map[string]string{
+			"a/memory.max":   "1073741824\n",
+			"a/b/memory.max": "536870912\n",
+			"memory.max":     "max\n",
+		}, 512 << 20},
+		{"v2, in its own namespace", "0::/\n", map[string]string{"memory.max": "536870912"}, 512 << 20},
+		{"v2, no limit", "0::/a\n", map[string]string{"a/memory.max": "max\n", "memory.max": "max\n"}, 0},
+		{"v1", "12:pids:/docker/abc\n4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n", map[string]string{
+			"memory/docker/abc/memory.limit_in_bytes": "2147483648\n",
+			"memory/memory.limit_in_bytes":            unlimitedV1,
+		}, 2 << 30},
+		{"v1, controllers mounted together", "5:cpuacct,memory:/x\n", map[string]string{
+			"memory/x/memory.limit_in_bytes": "268435456\n",
+		}, 256 << 20},
+		{"v1, no limit", "4:memory:/\n", map[string]string{"memory/memory.limit_in_bytes": unlimitedV1}, 0},
+		{"v1 and v2 both", "4:memory:/x\n0::/y\n", map[string]string{
+			"memory/x/memory.limit_in_bytes": "2147483648\n",
+			"y/memory.max":                   "1073741824\n",
+		}, 1 << 30},
+		{"not memory's", "3:cpu:/x\n", map[string]string{"memory/x/memory.limit_in_bytes": "1073741824\n"}, 0},
+		{"no files", "0::/a/b\n4:memory:/a\n", nil, 0},
+		{"garbage", "0::/a\n", map[string]string{"a/memory.max": "lots\n", "memory.max": "-5\n"}, 0},
+		{"zero", "0::/\n", map[string]string{"memory.max": "0\n"}, 0},
+		{"a relative path", "0::a\n", map[string]string{"a/memory.max": "1073741824\n"}, 0},
+		{"no path", "0::\n", map[string]string{"memory.max": "1073741824\n"}, 0},
+		{"a path out of the root", "0::/../../x\n", map[string]string{"x/memory.max": "1073741824\n"}, 1 << 30},
+		{"empty", "", map[string]string{"memory.max": "1073741824\n"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeFiles(t, root, tc.files)
+			got, found := cgroupLimit(root, []byte(tc.cgroup))
+			if tc.want == 0 && found || tc.want != 0 && (!found || got != tc.want) {
+				t.Errorf("cgroupLimit(%q) = %d, %v; want %d", tc.cgroup, got, found, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzCgroupLimit: any /proc/self/cgroup text, beside a cgroup tree with
+// limits at its roots, finds one of them or none; never a panic.
+func FuzzCgroupLimit(f *testing.F) {
+	f.Add([]byte("0::/\n"))
+	f.Add([]byte("4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/user.slice\n"))
+	f.Add([]byte("0::/../..\n"))
+	f.Add([]byte("::\n:memory:\n"))
+	root := f.TempDir()
+	writeFiles(f, root, map[string]string{"memory.max": "1073741824\n", "memory/memory.limit_in_bytes": "2147483648\n"})
+	f.Fuzz(func(t *testing.T, cgroup []byte) {
+		n, found := cgroupLimit(root, cgroup)
+		if found && n != 1<<30 && n != 2<<30 {
+			t.Fatalf("cgroupLimit(%q) = %d, want a limit of the tree or none", cgroup, n)
+		}
+	})
 }
