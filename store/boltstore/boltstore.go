@@ -554,10 +554,11 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	// never written again).
 	var pre *prewritten
 	if skip != nil {
-		pre, err = s.own.write(recs)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
+		if pre, err = s.own.write(recs); err != nil {
+			// The pack is let go; the shared one says whether the
+			// disk takes the records at all.
+			s.log.Warn("cannot write to the store's own pack: the batch goes to the shared pack", "err", err)
+		}
 	}
 	defer pre.done()
 	if pre != nil && afterPrewrite != nil {
@@ -592,9 +593,13 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 		}
 		// A large batch written to the shared pack: the next ones go to
 		// a pack of the Store's own. (Not for one large message, which a
-		// process that stores a message at a time may be given.)
-		started, err = s.own.start(tx, s.packs)
-		return err
+		// process that stores a message at a time may be given.) That is
+		// for speed only: if it fails, the batch is stored all the same.
+		if started, err = s.own.start(tx, s.packs); err != nil {
+			s.log.Warn("cannot start a pack of the store's own: batches go to the shared pack", "err", err)
+			started = nil
+		}
+		return nil
 	})
 	if err != nil {
 		started.cleanup()

@@ -199,7 +199,7 @@ func (o *ownPack) start(tx *bolt.Tx, p *packs) (*startedPack, error) {
 		return nil, fmt.Errorf("cannot create a pack: %w", err)
 	}
 	path := p.path(id)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := createPack(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a pack: %w", err)
 	}
@@ -280,6 +280,11 @@ func (o *ownPack) release(tx *bolt.Tx) error {
 		return err
 	}
 	return b.Put(cur.id[:], []byte{})
+}
+
+// createPack creates a new pack's file (a variable for tests).
+var createPack = func(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 }
 
 // startedPack is a pack of a Store's own, new or reused, listed in a

@@ -493,3 +493,50 @@ func TestOwnPackSingleMessages(t *testing.T) {
 	}
 	checkAll(t, s, b)
 }
+
+// A pack of the Store's own is for speed only: a batch that cannot write
+// to it, or cannot start one, is stored in the shared pack all the same.
+func TestOwnPackFailures(t *testing.T) {
+	withOwnPackMin(t, 1)
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s := openLeased(t, path, a, 1, Options{Linger: -1})
+	bs := batches(t, a, 1, 6, 20)
+
+	// No pack can be created: the batch goes to the shared pack.
+	create := createPack
+	createPack = func(string) (*os.File, error) { return nil, errors.New("too many open files") }
+	putAll(t, s, bs[0])
+	putAll(t, s, bs[1])
+	createPack = create
+	shared, lengths := packState(t, s)
+	if len(lengths) != 1 || packOf(t, s, bs[1][0]) != shared {
+		t.Fatalf("packs %v, batch in %v; want the shared %v alone", lengths, packOf(t, s, bs[1][0]), shared)
+	}
+	putAll(t, s, bs[2]) // starts one
+	putAll(t, s, bs[3])
+	own := packOf(t, s, bs[3][0])
+	if own == shared {
+		t.Fatal("no pack of the Store's own once packs can be created again")
+	}
+
+	// Its file fails: the batch goes to the shared pack, and the next
+	// one to a new pack of the Store's own.
+	s.own.mu.Lock()
+	s.own.cur.f.Close()
+	s.own.mu.Unlock()
+	putAll(t, s, bs[4])
+	if got := packOf(t, s, bs[4][0]); got != shared {
+		t.Errorf("the batch whose pack failed is in %v, want the shared %v", got, shared)
+	}
+	putAll(t, s, bs[5])
+	if got := packOf(t, s, bs[5][0]); got == shared || got == own {
+		t.Errorf("the next batch is in %v, want a new pack of the Store's own", got)
+	}
+	var all []store.Message
+	for _, b := range bs {
+		all = append(all, b...)
+	}
+	checkAll(t, s, all)
+	checkReopened(t, path, all)
+}
