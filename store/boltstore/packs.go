@@ -18,8 +18,9 @@ package boltstore
 // out), writes its records at the pack's committed length, syncs the pack,
 // and puts the locators and the new length in the transaction, which
 // commits. (A Store that puts large batches writes them to a pack of its
-// own before the transaction instead: ownpack.go.) A crash before the commit leaves bytes past the committed
-// length, which nothing references and the next batch writes over. Bytes
+// own before the transaction instead: ownpack.go.) A crash before the
+// commit leaves bytes past the committed length, which nothing references
+// and the next batch writes over. Bytes
 // below it never change, so readers need no lock of their own; they read
 // within a read transaction of the file, whose shared lock keeps a
 // compaction from deleting the pack meanwhile.
