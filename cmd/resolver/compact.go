@@ -29,8 +29,8 @@ again. It also converts an archive written before compression or before
 packs, gathers the packs that writers of large batches left (one for
 each importer that ran beside another, or was killed) into its own, and
 gives back the space bbolt keeps inside its file (bbolt reuses freed
-pages but never shrinks the file). Run it after a large
-import, and now and then as the archive grows.
+pages but never shrinks the file). Run it after a large import, and now
+and then as the archive grows.
 
 Without --to, in place: the copy replaces messages.db. Importers, the
 watcher and the resolver may keep running: they wait only for the last

@@ -20,10 +20,10 @@ package boltstore
 // commits. (A Store that puts large batches writes them to a pack of its
 // own before the transaction instead: ownpack.go.) A crash before the
 // commit leaves bytes past the committed length, which nothing references
-// and the next batch writes over. Bytes
-// below it never change, so readers need no lock of their own; they read
-// within a read transaction of the file, whose shared lock keeps a
-// compaction from deleting the pack meanwhile.
+// and the next batch writes over. Bytes below it never change, so readers
+// need no lock of their own; they read within a read transaction of the
+// file, whose shared lock keeps a compaction from deleting the pack
+// meanwhile.
 
 import (
 	"bytes"
