@@ -218,8 +218,9 @@ func (o *ownPack) start(tx *bolt.Tx, p *packs) (*startedPack, error) {
 	return sp, nil
 }
 
-// reuse takes on a free pack in tx, if one has room for a large batch;
-// it takes the others, and any that a compaction deleted, off the list.
+// reuse takes on a free pack in tx, the first with room for a large
+// batch, and takes those it passes over (full, or deleted by a
+// compaction) off the list.
 func (o *ownPack) reuse(tx *bolt.Tx, p *packs) (*startedPack, error) {
 	b := tx.Bucket(bucketFreePacks)
 	if b == nil {
