@@ -43,16 +43,23 @@ func TestConformance(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		opts boltstore.Options
+		// ownPacks writes every batch of two or more, after the first,
+		// to a pack of its Store's own, before the write lock.
+		ownPacks bool
 	}{
-		{"default", boltstore.Options{}},
-		{"no linger", boltstore.Options{Linger: -1}},
-		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}},
+		{"default", boltstore.Options{}, false},
+		{"no linger", boltstore.Options{Linger: -1}, false},
+		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}, false},
 		// Dictionaries trained as messages are written, as a large
 		// import's are: with S2 (the default level) and with zstd.
-		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}},
-		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}},
+		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}, false},
+		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}, false},
+		{"packs of their own", boltstore.Options{Linger: -1}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.ownPacks {
+				defer boltstore.SetOwnPackMin(1)()
+			}
 			storetest.Run(t, func(t *testing.T) storetest.Opener {
 				path := filepath.Join(t.TempDir(), "data", "messages.db")
 				return func(ctx context.Context) (store.Store, error) {

@@ -18,6 +18,14 @@ var DiskBytes = blocks
 // CompressionOf returns the compression a store opened with opts uses.
 func CompressionOf(opts Options) store.Compression { return compression(opts.Compression) }
 
+// SetOwnPackMin makes batches of at least n bytes of records write to a
+// pack of their Store's own (ownpack.go), until the returned func is called.
+func SetOwnPackMin(n int) (restore func()) {
+	old := ownPackMin
+	ownPackMin = n
+	return func() { ownPackMin = old }
+}
+
 // Test hooks beneath the Store interface, for storetest.Tamperer.
 
 // TestRecord returns the value stored for n.
