@@ -45,6 +45,8 @@
 //	          Nothing is ever deleted.
 //	removed   removal records (removals.go)
 //	moves     the latest move of each moved message (moves.go)
+//	recent    the index entries of the latest messages, in commit
+//	          order, not merged into digests and msgids yet (recent.go)
 //	meta      "format": see format; "binding": the authority, scheme
 //	          and key as JSON; "count": the number of messages, 8 bytes
 //	          big-endian, so Count is O(1); "backfilled": the last
@@ -52,7 +54,7 @@
 //	          (changes.go); "dict": the current dictionary
 //	          (record.Current as JSON); "pack": the pack new records go
 //	          to; "compaction": the ID of the compaction that wrote the
-//	          file (compact.go)
+//	          file (compact.go); "recent": the recent bucket's ID
 //
 // The first writable open upgrades an older file; its records stay where
 // they are until resolver compact (Compact) rewrites them. A reader
@@ -74,6 +76,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -102,12 +105,14 @@ var ErrInterrupted = fmt.Errorf("boltstore: a compaction stopped half-way, after
 // this process or another (Compact, Recover, Remove).
 var ErrMaintenance = errors.New("boltstore: a compaction or removal of this store is running")
 
-// format is the layout written today; the first writable open upgrades
+// format is the layout of a new file; the first writable open upgrades
 // formatV1 (no change feed) and formatV2 (no packs). The first Remove sets
 // formatRemovals, and the first Move formatMoves, so that a program that
 // does not know them refuses the file rather than compact the records
-// (and with them the refusal of removed bytes) away. formatRetired marks a
-// file Compact has replaced.
+// (and with them the refusal of removed bytes) away; the first Put sets
+// formatRecent (recent.go). Each is later than the one before, and a
+// file's format is never lowered. formatRetired marks a file Compact has
+// replaced.
 const (
 	format         = "chibrary-messages/3"
 	formatRemovals = "chibrary-messages/4"
@@ -219,6 +224,9 @@ type Store struct {
 	// mapped says when a write transaction releases the file's mapped
 	// pages (mapped.go).
 	mapped mappedPages
+	// recent holds the index entries not merged into the indexes yet
+	// (recent.go).
+	recent recentKeys
 
 	// bound caches the binding once read: it never changes afterwards.
 	bound atomic.Pointer[bound]
@@ -334,7 +342,7 @@ func (s *Store) init(ctx context.Context) error {
 }
 
 // checkFormat checks that tx's file is a message store this program reads,
-// and returns its format's version: 1 to 5.
+// and returns its format's version: 1 to 6.
 func checkFormat(tx *bolt.Tx) (version int, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
@@ -352,8 +360,10 @@ func checkFormat(tx *bolt.Tx) (version int, err error) {
 		version = 4
 	case formatMoves:
 		version = 5
+	case formatRecent:
+		version = 6
 	default:
-		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q, %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, formatMoves, formatRemovals, format, formatV2, formatV1)
+		return 0, fmt.Errorf("%w: %s has format %q, this program reads %q, %q, %q, %q, %q and %q (was it written by a newer chibrary?)", ErrFormat, tx.DB().Path(), f, formatRecent, formatMoves, formatRemovals, format, formatV2, formatV1)
 	}
 	buckets := [][]byte{bucketMessages, bucketDigests, bucketMsgIDs, bucketRuns}
 	if version >= 2 {
@@ -568,6 +578,7 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 		results []store.Result
 		count   uint64
 		started *startedPack
+		recent  uint64 // the recent keys' sequence after the batch
 	)
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
@@ -577,7 +588,10 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 		if bd == nil {
 			return fmt.Errorf("%w: this store has no lease recorded at all (it is not bound to a run authority yet): record the run's lease before putting messages under it", store.ErrUnknownRun)
 		}
-		look := &txLookup{s: s, tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns)}
+		look, err := s.lookup(tx, bd)
+		if err != nil {
+			return err
+		}
 		plan, err := batch.Make(ctx, bd.codec, msgs, look)
 		if err != nil {
 			return err
@@ -588,6 +602,9 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 			pre = nil
 		}
 		count, err = s.write(ctx, tx, bd.codec, msgs, recs, now, plan, pre)
+		if b := tx.Bucket(bucketRecent); b != nil {
+			recent = b.Sequence()
+		}
 		if err != nil || pre != nil || skip == nil || recordBytes(recs) < ownPackMin {
 			return err
 		}
@@ -608,6 +625,13 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	if count > 0 {
 		s.comp.Stored(ctx, int64(count))
 	}
+	if recent >= recentMergeAt {
+		// The batch is stored: a merge that fails is tried again by
+		// the next batch.
+		if err := s.mergeRecent(ctx, 0); err != nil {
+			s.log.Warn("cannot merge the recent keys into the indexes", "err", err)
+		}
+	}
 	return results, nil
 }
 
@@ -627,7 +651,10 @@ func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error)
 		if err != nil || bd == nil {
 			return err
 		}
-		look := &txLookup{s: s, tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns)}
+		look, err := s.lookup(tx, bd)
+		if err != nil {
+			return err
+		}
 		plan, err := batch.Make(ctx, bd.codec, msgs, look)
 		if err != nil {
 			return nil // the write transaction says why
@@ -646,8 +673,7 @@ func (s *Store) known(ctx context.Context, msgs []store.Message) ([]bool, error)
 func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec, msgs []store.Message, recs [][]byte, now time.Time, plan batch.Plan, pre *prewritten) (uint64, error) {
 	messages := tx.Bucket(bucketMessages)
 	messages.FillPercent = appendFill
-	digests := tx.Bucket(bucketDigests)
-	msgids := tx.Bucket(bucketMsgIDs)
+	recent := recentWriter{tx: tx}
 	meta := tx.Bucket(bucketMeta)
 	changes := tx.Bucket(bucketChanges)
 	if changes == nil {
@@ -690,13 +716,8 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 		if err := messages.Put(key[:], loc); err != nil {
 			return 0, fmt.Errorf("cannot write message %v: %w", m.Number, err)
 		}
-		if err := digests.Put(m.Digest[:], key[:]); err != nil {
-			return 0, fmt.Errorf("cannot index the digest of %v: %w", m.Number, err)
-		}
-		if m.MessageID != "" {
-			if err := msgids.Put(msgIDKey(m.MessageID, key[:]), nil); err != nil {
-				return 0, fmt.Errorf("cannot index the Message-ID of %v: %w", m.Number, err)
-			}
+		if err := recent.add(key, m.Digest, m.MessageID); err != nil {
+			return 0, fmt.Errorf("cannot index %v: %w", m.Number, err)
 		}
 		if err := appendChange(changes, key); err != nil {
 			return 0, fmt.Errorf("cannot add %v to the change feed: %w", m.Number, err)
@@ -723,12 +744,22 @@ func (s *Store) write(ctx context.Context, tx *bolt.Tx, codec *callnumber.Codec,
 	return count, meta.Put(keyCount, binary.BigEndian.AppendUint64(nil, count))
 }
 
-// txLookup answers batch.Make's questions inside the Put transaction.
+// txLookup answers batch.Make's questions inside a transaction.
 type txLookup struct {
 	s                       *Store
 	tx                      *bolt.Tx
 	codec                   *callnumber.Codec
 	messages, digests, runs *bolt.Bucket
+	recent                  recentView
+}
+
+// lookup returns a txLookup of tx.
+func (s *Store) lookup(tx *bolt.Tx, bd *bound) (*txLookup, error) {
+	recent, err := s.recent.view(tx)
+	if err != nil {
+		return nil, err
+	}
+	return &txLookup{s: s, tx: tx, codec: bd.codec, messages: tx.Bucket(bucketMessages), digests: tx.Bucket(bucketDigests), runs: tx.Bucket(bucketRuns), recent: recent}, nil
 }
 
 func (l *txLookup) HasLease(_ context.Context, run uint32) (bool, error) {
@@ -763,6 +794,9 @@ func (l *txLookup) Removal(_ context.Context, n callnumber.Number) (*store.Remov
 }
 
 func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number, bool, error) {
+	if key, ok := l.recent.digest(d); ok {
+		return l.codec.Number(binary.BigEndian.Uint64(key[:])), true, nil
+	}
 	v := l.digests.Get(d[:])
 	if v == nil {
 		return 0, false, nil
@@ -834,13 +868,23 @@ func (s *Store) ByMessageID(ctx context.Context, id string) ([]callnumber.Number
 		if err != nil || bd == nil {
 			return err
 		}
+		recent, err := s.recent.view(tx)
+		if err != nil {
+			return err
+		}
+		keys := recent.msgIDs(prefix, nil)
 		c := tx.Bucket(bucketMsgIDs).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			// The length check skips longer Message-IDs that have this one
 			// and a NUL byte as a prefix.
 			if len(k) == len(prefix)+8 {
-				out = append(out, bd.codec.Number(binary.BigEndian.Uint64(k[len(prefix):])))
+				keys = append(keys, [8]byte(k[len(prefix):]))
 			}
+		}
+		// A key a merge has put into the index may still be recent.
+		slices.SortFunc(keys, func(a, b [8]byte) int { return bytes.Compare(a[:], b[:]) })
+		for _, k := range slices.Compact(keys) {
+			out = append(out, bd.codec.Number(binary.BigEndian.Uint64(k[:])))
 		}
 		return nil
 	})
@@ -861,7 +905,10 @@ func (s *Store) ByDigest(ctx context.Context, d store.Digest) (callnumber.Number
 		if bd == nil {
 			return store.ErrNotFound
 		}
-		look := txLookup{codec: bd.codec, digests: tx.Bucket(bucketDigests)}
+		look, err := s.lookup(tx, bd)
+		if err != nil {
+			return err
+		}
 		var ok bool
 		if n, ok, err = look.Digest(ctx, d); err == nil && !ok {
 			err = store.ErrNotFound

@@ -46,19 +46,31 @@ func TestConformance(t *testing.T) {
 		// ownPacks writes every batch of two or more, after the first,
 		// to a pack of its Store's own, before the write lock.
 		ownPacks bool
+		// mergeAt and chunk, if set, say when a Put merges the recent
+		// keys into the indexes and how many a transaction puts.
+		mergeAt uint64
+		chunk   int
 	}{
-		{"default", boltstore.Options{}, false},
-		{"no linger", boltstore.Options{Linger: -1}, false},
-		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}, false},
+		{"default", boltstore.Options{}, false, 0, 0},
+		{"no linger", boltstore.Options{Linger: -1}, false, 0, 0},
+		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}, false, 0, 0},
 		// Dictionaries trained as messages are written, as a large
 		// import's are: with S2 (the default level) and with zstd.
-		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}, false},
-		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}, false},
-		{"packs of their own", boltstore.Options{Linger: -1}, true},
+		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}, false, 0, 0},
+		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}, false, 0, 0},
+		{"packs of their own", boltstore.Options{Linger: -1}, true, 0, 0},
+		// Every batch's index entries merged after it, a transaction for
+		// each (then every lookup reads both places at once, in turn);
+		// and merged every few batches, in one.
+		{"recent keys merged by every batch", boltstore.Options{Linger: -1}, false, 1, 1},
+		{"recent keys merged now and then", boltstore.Options{}, false, 7, 1000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.ownPacks {
 				defer boltstore.SetOwnPackMin(1)()
+			}
+			if tt.mergeAt > 0 {
+				defer boltstore.SetRecentMerge(tt.mergeAt, tt.chunk)()
 			}
 			storetest.Run(t, func(t *testing.T) storetest.Opener {
 				path := filepath.Join(t.TempDir(), "data", "messages.db")

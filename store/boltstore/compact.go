@@ -519,7 +519,7 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 			if err != nil {
 				return err
 			}
-			if err := meta.Put(keyFormat, []byte(formatRemovals)); err != nil {
+			if err := raiseFormat(dtx, formatRemovals); err != nil {
 				return err
 			}
 		}
@@ -532,7 +532,7 @@ func (c *copier) tail(tx *bolt.Tx, seq uint64) error {
 			if err := mb.ForEach(func(k, v []byte) error { return dmb.Put(bytes.Clone(k), bytes.Clone(v)) }); err != nil {
 				return err
 			}
-			if err := meta.Put(keyFormat, []byte(formatMoves)); err != nil {
+			if err := raiseFormat(dtx, formatMoves); err != nil {
 				return err
 			}
 		}

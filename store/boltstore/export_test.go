@@ -90,3 +90,35 @@ func (s *Store) TestSaveDict(ctx context.Context, id record.DictID, b []byte) er
 		return bk.Put(id[:], bytes.Clone(b))
 	})
 }
+
+// SetRecentMerge makes a Put that leaves at least at recent keys merge
+// them, chunk in a transaction (recent.go), until the returned func is
+// called.
+func SetRecentMerge(at uint64, chunk int) (restore func()) {
+	oldAt, oldChunk := recentMergeAt, recentChunk
+	recentMergeAt, recentChunk = at, chunk
+	return func() { recentMergeAt, recentChunk = oldAt, oldChunk }
+}
+
+// SetAfterRecentChunk sets the hook a merge calls after each transaction
+// that puts a chunk of recent keys into the indexes.
+func SetAfterRecentChunk(f func(chunk int) error) (restore func()) {
+	old := afterRecentChunk
+	afterRecentChunk = f
+	return func() { afterRecentChunk = old }
+}
+
+// MergeRecent merges every recent key into the indexes.
+func (s *Store) MergeRecent(ctx context.Context) error { return s.mergeRecent(ctx, 0) }
+
+// RecentKeys returns how many recent keys the file holds.
+func (s *Store) RecentKeys(ctx context.Context) (int, error) {
+	n := 0
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketRecent); b != nil {
+			n = b.Stats().KeyN
+		}
+		return nil
+	})
+	return n, err
+}

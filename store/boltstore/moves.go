@@ -154,7 +154,7 @@ func (s *Store) move(ctx context.Context, want store.Move, given bool) (store.Mo
 		if err := changes.Put(seqKey(seq), moveEntry(key, out)); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatMoves))
+		return raiseFormat(tx, formatMoves)
 	})
 	return out, err
 }

@@ -1,10 +1,12 @@
 package boltstore_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +22,7 @@ import (
 )
 
 // childEnv selects a child role when the test binary re-executes itself:
-// "writer RUN PATH", "reader PATH".
+// "writer RUN PATH", "reader PATH", "merge PATH STOP".
 const childEnv = "CHIBRARY_BOLTSTORE_CHILD"
 
 const (
@@ -57,6 +59,9 @@ func child(role string) error {
 		if _, err := fmt.Sscan(role, &kind, &run, &path); err != nil {
 			return err
 		}
+		// Recent keys merged every few batches, by whichever writer
+		// leaves enough, while the others write and find theirs.
+		defer boltstore.SetRecentMerge(120, 16)()
 		s, err := boltstore.Open(ctx, path, boltstore.Options{})
 		if err != nil {
 			return err
@@ -110,6 +115,7 @@ func child(role string) error {
 		}
 		stop := filepath.Join(filepath.Dir(path), "stop")
 		last := int64(-1)
+		seen := map[string]int{}
 		for i := 0; ; i++ {
 			if _, err := os.Stat(stop); err == nil {
 				return s.Close()
@@ -131,7 +137,46 @@ func child(role string) error {
 			if err == nil && !bytes.Equal(got.Raw, mpMail(run, seq)) {
 				return fmt.Errorf("Get(run %d seq %d) returned other bytes", run, seq)
 			}
+			// A Message-ID's numbers: in packed order, once each, never
+			// fewer than before, whether recent keys or merged ones.
+			id := fmt.Sprintf("mp-%d@example.org", i%10)
+			ns, err := s.ByMessageID(ctx, id)
+			if err != nil {
+				return err
+			}
+			for j := 1; j < len(ns); j++ {
+				if codec.Packed(ns[j-1]) >= codec.Packed(ns[j]) {
+					return fmt.Errorf("ByMessageID(%s) = %v: out of order or twice", id, ns)
+				}
+			}
+			if len(ns) < seen[id] {
+				return fmt.Errorf("ByMessageID(%s) went down from %d numbers to %d", id, seen[id], len(ns))
+			}
+			seen[id] = len(ns)
 		}
+	case "merge":
+		// Merges the recent keys, a chunk of 16 a transaction, and exits
+		// with status 3 after chunk stop (unless it is negative).
+		var stop int
+		if _, err := fmt.Sscan(role, &kind, &path, &stop); err != nil {
+			return err
+		}
+		defer boltstore.SetRecentMerge(1<<20, 16)()
+		defer boltstore.SetAfterRecentChunk(func(c int) error {
+			if c == stop {
+				os.Exit(3)
+			}
+			if c == 0 {
+				fmt.Println("merging")
+			}
+			return nil
+		})()
+		s, err := boltstore.Open(ctx, path, boltstore.Options{})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.MergeRecent(ctx)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -211,8 +256,113 @@ func TestMultiProcess(t *testing.T) {
 			}
 		}
 	}
-	ids, err := s.ByMessageID(t.Context(), "mp-3@example.org")
-	if err != nil || len(ids) != 3*mpBatches*mpBatchSize/10 {
-		t.Errorf("ByMessageID(mp-3) = %d numbers, %v; want %d", len(ids), err, 3*mpBatches*mpBatchSize/10)
+	for i := range 10 {
+		id := fmt.Sprintf("mp-%d@example.org", i)
+		ids, err := s.ByMessageID(t.Context(), id)
+		if err != nil || len(ids) != 3*mpBatches*mpBatchSize/10 {
+			t.Errorf("ByMessageID(%s) = %d numbers, %v; want %d", id, len(ids), err, 3*mpBatches*mpBatchSize/10)
+		}
 	}
+}
+
+// TestRecentMergeKilled kills merges of the recent keys: a process that
+// exits after each of a merge's transactions in turn, then one killed at
+// a random moment; after each, every message is found by its digest and
+// its Message-ID, once, and a merge finishes what they left.
+func TestRecentMergeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the multi-process test")
+	}
+	path := filepath.Join(t.TempDir(), "messages.db")
+	auth := storetest.NewAuthority(t, shuffle.Mix)
+	s, err := boltstore.Open(t.Context(), path, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordLease(t.Context(), auth.Lease(1)); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []store.Message
+	put := func(n int) {
+		t.Helper()
+		var batch []store.Message
+		for range n {
+			seq := len(msgs) + len(batch)
+			batch = append(batch, storetest.Message(auth.Number(t, 1, seq), mpMail(1, seq), fmt.Sprintf("mp-%d@example.org", seq%10), ""))
+		}
+		if _, err := s.Put(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, batch...)
+	}
+	check := func(when string) {
+		t.Helper()
+		r, err := boltstore.Open(t.Context(), path, boltstore.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		defer r.Close()
+		for _, m := range msgs {
+			if n, err := r.ByDigest(t.Context(), m.Digest); err != nil || n != m.Number {
+				t.Fatalf("%s: ByDigest(the digest of %v) = %v, %v", when, m.Number, n, err)
+			}
+		}
+		for i := range 10 {
+			id := fmt.Sprintf("mp-%d@example.org", i)
+			want := 0
+			for _, m := range msgs {
+				if m.MessageID == id {
+					want++
+				}
+			}
+			if ns, err := r.ByMessageID(t.Context(), id); err != nil || len(ns) != want {
+				t.Fatalf("%s: ByMessageID(%s) = %d numbers, %v; want %d", when, id, len(ns), err, want)
+			}
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge := func(stop int) *exec.Cmd {
+		cmd := exec.CommandContext(t.Context(), exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=merge "+path+" "+strconv.Itoa(stop))
+		return cmd
+	}
+	put(100) // seven chunks
+	for stop := range 7 {
+		out, err := merge(stop).CombinedOutput()
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Fatalf("merge stopped after chunk %d: %v\n%s", stop, err, out)
+		}
+		check(fmt.Sprint("killed after chunk ", stop))
+		put(3) // recent keys the next merge moves to a new bucket
+	}
+	put(3000)
+	cmd := merge(-1)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "merging\n" {
+		t.Fatalf("the merge said %q, %v; want it merging", line, err)
+	}
+	time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if n, err := s.RecentKeys(t.Context()); err != nil || n == 0 {
+		t.Logf("the merge was not killed before it ended: %d recent keys, %v", n, err)
+	}
+	check("killed at a random moment")
+	if out, err := merge(-1).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	check("merged")
+	if n, err := s.RecentKeys(t.Context()); err != nil || n != 0 {
+		t.Errorf("RecentKeys() = %d, %v after a merge; want 0", n, err)
+	}
+	s.Close()
 }

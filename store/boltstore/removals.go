@@ -104,10 +104,18 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 		return store.Removal{}, err
 	}
 	defer lock.Release()
+	// A removal changes the indexes: first every recent key goes into
+	// them, most in transactions of their own, the rest in the removal's.
+	if err := s.mergeRecent(ctx, recentChunk); err != nil {
+		return store.Removal{}, err
+	}
 	var r store.Removal
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
+			return err
+		}
+		if err := mergeAllRecent(tx); err != nil {
 			return err
 		}
 		if bd == nil || uint64(n)>>callnumber.Bits != 0 {
@@ -191,10 +199,7 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 				return err
 			}
 		}
-		if string(meta.Get(keyFormat)) == formatMoves {
-			return nil
-		}
-		return meta.Put(keyFormat, []byte(formatRemovals))
+		return raiseFormat(tx, formatRemovals)
 	})
 	return r, err
 }

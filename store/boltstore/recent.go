@@ -1,0 +1,464 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/store"
+)
+
+// Recent keys (formatRecent). A batch's digests and Message-IDs arrive in
+// random order: put straight into the digests and msgids buckets, each
+// dirties a leaf page of its own once the indexes outgrow a batch, and at
+// a million messages those pages, written and synced by every commit, are
+// what an import waits for. So Put appends a written message's index
+// entries to the bucket "recent", in commit order, and a Put that leaves
+// recentMergeAt of them there merges them into the two indexes, sorted,
+// many to a page.
+//
+//	recent  key: a sequence number (NextSequence), 8 bytes big-endian;
+//	        value: the packed number (8 bytes), the digest (32) and the
+//	        message's msgids key (msgIDKey), if it has a Message-ID
+//	meta    "recent": the recent bucket's ID, 8 random bytes, new each
+//	        time the bucket is created
+//
+// Every reader of the two indexes reads the recent keys too, from maps
+// each Store keeps in memory (recentKeys): a transaction reads the
+// entries past the last one the maps hold. The ID tells the maps apart:
+// entries leave the recent bucket only all at once, when it is deleted,
+// and a new bucket has a new ID, so maps of an older bucket are never
+// taken for the current one, whatever happened to the file meanwhile (a
+// merge, a removal, a compaction's copy).
+//
+// A merge puts the entries into the indexes recentChunk at a time, in key
+// order, each chunk a transaction of its own (the dirty pages of one
+// transaction are held in memory until it commits), then deletes the
+// recent bucket; entries added meanwhile go to a new one. Until then the
+// entries already merged are in both places, which readers allow for. A
+// merge that finds the bucket's ID changed stops: someone else merged.
+// Remove merges every recent key in its own transaction before it
+// changes the indexes, so that a removal never leaves an entry behind in
+// a recent bucket or in anyone's maps.
+var (
+	bucketRecent = []byte("recent")
+	keyRecent    = []byte("recent")
+)
+
+// formatRecent marks a file that may hold recent keys: a program that
+// does not read them would miss messages by digest and Message-ID.
+const formatRecent = "chibrary-messages/6"
+
+// recentMergeAt is how many recent keys a Put leaves before it merges
+// them (a variable for tests). Each merge rewrites, at worst, a leaf page
+// of each index for every key; at 65,536 keys into the indexes of a
+// million messages it rewrites fewer than a third of a page a key.
+var recentMergeAt uint64 = 1 << 16
+
+// recentChunk is how many recent keys a merge puts in one transaction:
+// it bounds the dirty pages a merge holds in memory (two leaf pages a
+// key, at most, and their branches).
+var recentChunk = 1 << 13
+
+// recentEntry is where a recent key is: the message's packed number and
+// the entry's sequence number in the recent bucket.
+type recentEntry struct {
+	key [8]byte
+	seq uint64
+}
+
+// recentKeys are a Store's maps of the recent keys, one for the recent
+// bucket's current ID and one for the ID before it (a transaction that
+// began before a merge still reads the older bucket).
+type recentKeys struct {
+	mu        sync.Mutex
+	cur, prev *recentMaps
+	// merging is set while this Store merges.
+	merging atomic.Bool
+}
+
+// recentMaps hold the entries of one recent bucket, up to last.
+type recentMaps struct {
+	id      uint64
+	mu      sync.RWMutex
+	last    uint64
+	digests map[store.Digest]recentEntry
+	// msgids: by a msgids key's prefix, msgIDKey(id, nil).
+	msgids map[string][]recentEntry
+}
+
+// recentView is the recent keys as one transaction sees them: those of
+// m up to upto. The zero value has none.
+type recentView struct {
+	m    *recentMaps
+	upto uint64
+}
+
+// view returns the recent keys that tx sees, reading into the maps those
+// they do not hold yet.
+func (r *recentKeys) view(tx *bolt.Tx) (recentView, error) {
+	b := tx.Bucket(bucketRecent)
+	if b == nil {
+		return recentView{}, nil
+	}
+	id, err := recentID(tx)
+	if err != nil {
+		return recentView{}, err
+	}
+	upto := b.Sequence()
+	m := r.maps(id)
+	if err := m.load(b, upto); err != nil {
+		return recentView{}, err
+	}
+	return recentView{m: m, upto: upto}, nil
+}
+
+// recentID returns the ID of tx's recent bucket.
+func recentID(tx *bolt.Tx) (uint64, error) {
+	v := tx.Bucket(bucketMeta).Get(keyRecent)
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s has recent keys with an ID of %d bytes", ErrFormat, tx.DB().Path(), len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func (r *recentKeys) maps(id uint64) *recentMaps {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.cur != nil && r.cur.id == id:
+		return r.cur
+	case r.prev != nil && r.prev.id == id:
+		return r.prev
+	}
+	m := &recentMaps{id: id, digests: map[store.Digest]recentEntry{}, msgids: map[string][]recentEntry{}}
+	r.prev, r.cur = r.cur, m
+	return m
+}
+
+// load reads b's entries past m.last, up to upto.
+func (m *recentMaps) load(b *bolt.Bucket, upto uint64) error {
+	m.mu.RLock()
+	done := m.last >= upto
+	m.mu.RUnlock()
+	if done {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := b.Cursor()
+	for k, v := c.Seek(seqKey(m.last + 1)); k != nil; k, v = c.Next() {
+		if len(k) != 8 {
+			return fmt.Errorf("%w: recent key entry of %d bytes", ErrFormat, len(k))
+		}
+		seq := binary.BigEndian.Uint64(k)
+		if seq > upto {
+			break
+		}
+		e, err := parseRecent(v)
+		if err != nil {
+			return err
+		}
+		m.digests[e.digest] = recentEntry{key: e.key, seq: seq}
+		if e.msgid != nil {
+			p := string(e.msgid[:len(e.msgid)-8])
+			m.msgids[p] = append(m.msgids[p], recentEntry{key: e.key, seq: seq})
+		}
+	}
+	m.last = max(m.last, upto)
+	return nil
+}
+
+// digest returns the packed number of the message with digest d, if it
+// is a recent key.
+func (v recentView) digest(d store.Digest) ([8]byte, bool) {
+	if v.m == nil {
+		return [8]byte{}, false
+	}
+	v.m.mu.RLock()
+	e, ok := v.m.digests[d]
+	v.m.mu.RUnlock()
+	return e.key, ok && e.seq <= v.upto
+}
+
+// msgIDs appends to out the packed numbers of the recent keys with the
+// msgids key prefix p (msgIDKey(id, nil)).
+func (v recentView) msgIDs(p []byte, out [][8]byte) [][8]byte {
+	if v.m == nil {
+		return out
+	}
+	v.m.mu.RLock()
+	defer v.m.mu.RUnlock()
+	for _, e := range v.m.msgids[string(p)] {
+		if e.seq <= v.upto {
+			out = append(out, e.key)
+		}
+	}
+	return out
+}
+
+// recentValue is a recent bucket entry, parsed.
+type recentValue struct {
+	key    [8]byte
+	digest store.Digest
+	msgid  []byte // the msgids key, or nil
+}
+
+func parseRecent(v []byte) (recentValue, error) {
+	if len(v) < 8+32 || (len(v) > 8+32 && len(v) < 8+32+1+8) {
+		return recentValue{}, fmt.Errorf("%w: recent key of %d bytes", ErrFormat, len(v))
+	}
+	e := recentValue{key: [8]byte(v[:8]), digest: store.Digest(v[8:40])}
+	if len(v) > 40 {
+		e.msgid = v[40:]
+		if !bytes.Equal(e.msgid[len(e.msgid)-8:], e.key[:]) || e.msgid[len(e.msgid)-9] != 0 {
+			return recentValue{}, fmt.Errorf("%w: recent key's Message-ID entry does not end in its number", ErrFormat)
+		}
+	}
+	return e, nil
+}
+
+// recentWriter appends a write transaction's index entries to the recent
+// bucket, creating it (and raising the file's format) on the first.
+type recentWriter struct {
+	tx *bolt.Tx
+	b  *bolt.Bucket
+}
+
+func (w *recentWriter) add(key [8]byte, d store.Digest, messageID string) error {
+	if w.b == nil {
+		if err := w.open(); err != nil {
+			return err
+		}
+	}
+	seq, err := w.b.NextSequence()
+	if err != nil {
+		return err
+	}
+	v := make([]byte, 0, 8+32+len(messageID)+1+8)
+	v = append(append(v, key[:]...), d[:]...)
+	if messageID != "" {
+		v = append(v, msgIDKey(messageID, key[:])...)
+	}
+	return w.b.Put(seqKey(seq), v)
+}
+
+func (w *recentWriter) open() error {
+	if w.b = w.tx.Bucket(bucketRecent); w.b != nil {
+		w.b.FillPercent = appendFill
+		return nil
+	}
+	if err := raiseFormat(w.tx, formatRecent); err != nil {
+		return err
+	}
+	b, err := w.tx.CreateBucket(bucketRecent)
+	if err != nil {
+		return fmt.Errorf("cannot create the recent keys' bucket: %w", err)
+	}
+	b.FillPercent = appendFill
+	w.b = b
+	return w.tx.Bucket(bucketMeta).Put(keyRecent, binary.BigEndian.AppendUint64(nil, rand.Uint64()))
+}
+
+// formatOrder lists the formats a writer may raise a file to, in order.
+var formatOrder = []string{format, formatRemovals, formatMoves, formatRecent}
+
+// raiseFormat sets tx's file's format to f unless it is f or later
+// already; a file raised past formatRemovals gets the moves bucket that
+// checkFormat asks of it.
+func raiseFormat(tx *bolt.Tx, f string) error {
+	meta := tx.Bucket(bucketMeta)
+	if slices.Index(formatOrder, string(meta.Get(keyFormat))) >= slices.Index(formatOrder, f) {
+		return nil
+	}
+	if f == formatMoves || f == formatRecent {
+		if _, err := tx.CreateBucketIfNotExists(bucketMoves); err != nil {
+			return err
+		}
+	}
+	return meta.Put(keyFormat, []byte(f))
+}
+
+// recentState is a recent bucket's ID and its entries up to upto, copied.
+type recentState struct {
+	id      uint64
+	upto    uint64
+	entries []recentValue
+}
+
+// readRecent copies tx's recent keys; ok is false if there are none.
+func readRecent(tx *bolt.Tx) (st recentState, ok bool, err error) {
+	b := tx.Bucket(bucketRecent)
+	if b == nil {
+		return st, false, nil
+	}
+	if st.id, err = recentID(tx); err != nil {
+		return st, false, err
+	}
+	st.upto = b.Sequence()
+	err = b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("%w: recent key entry of %d bytes", ErrFormat, len(k))
+		}
+		if binary.BigEndian.Uint64(k) > st.upto {
+			return nil
+		}
+		e, err := parseRecent(v)
+		if err != nil {
+			return err
+		}
+		e.msgid = bytes.Clone(e.msgid)
+		st.entries = append(st.entries, e)
+		return nil
+	})
+	return st, err == nil, err
+}
+
+// putIndexed puts entries, sorted by digest, into the digests and msgids
+// buckets, each in key order. An entry put there already is put again,
+// unchanged. bbolt keeps references to entries until the commit.
+func putIndexed(tx *bolt.Tx, entries []recentValue) error {
+	digests := tx.Bucket(bucketDigests)
+	ids := make([][]byte, 0, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		if err := digests.Put(e.digest[:], e.key[:]); err != nil {
+			return fmt.Errorf("cannot merge a recent digest: %w", err)
+		}
+		if e.msgid != nil {
+			ids = append(ids, e.msgid)
+		}
+	}
+	slices.SortFunc(ids, bytes.Compare)
+	msgids := tx.Bucket(bucketMsgIDs)
+	for _, k := range ids {
+		if err := msgids.Put(k, nil); err != nil {
+			return fmt.Errorf("cannot merge a recent Message-ID: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropRecent deletes tx's recent bucket, whose keys up to upto are
+// merged; any past it go to a new bucket with a new ID.
+func dropRecent(tx *bolt.Tx, upto uint64) error {
+	b := tx.Bucket(bucketRecent)
+	var rest [][]byte
+	c := b.Cursor()
+	for k, v := c.Seek(seqKey(upto + 1)); k != nil; k, v = c.Next() {
+		rest = append(rest, bytes.Clone(v))
+	}
+	if err := tx.DeleteBucket(bucketRecent); err != nil {
+		return fmt.Errorf("cannot delete the merged recent keys: %w", err)
+	}
+	if err := tx.Bucket(bucketMeta).Delete(keyRecent); err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	w := recentWriter{tx: tx}
+	if err := w.open(); err != nil {
+		return err
+	}
+	for _, v := range rest {
+		seq, err := w.b.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := w.b.Put(seqKey(seq), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeAllRecent merges every recent key of tx in tx (Remove's first step).
+func mergeAllRecent(tx *bolt.Tx) error {
+	st, ok, err := readRecent(tx)
+	if err != nil || !ok {
+		return err
+	}
+	slices.SortFunc(st.entries, func(a, b recentValue) int { return bytes.Compare(a.digest[:], b.digest[:]) })
+	if err := putIndexed(tx, st.entries); err != nil {
+		return err
+	}
+	return dropRecent(tx, st.upto)
+}
+
+// errRecentMoved stops a merge whose recent bucket someone else merged.
+var errRecentMoved = errors.New("the recent keys were merged meanwhile")
+
+// afterRecentChunk, if set, is called by a merge after each transaction
+// of it that puts a chunk (for tests).
+var afterRecentChunk func(chunk int) error
+
+// mergeRecent merges the store's recent keys if there are at least least,
+// recentChunk in a transaction, and deletes them. A merge of this Store's
+// that is running already is left to finish alone.
+func (s *Store) mergeRecent(ctx context.Context, least int) error {
+	if !s.recent.merging.CompareAndSwap(false, true) {
+		return nil
+	}
+	defer s.recent.merging.Store(false)
+	var (
+		st recentState
+		ok bool
+	)
+	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+		st, ok, err = readRecent(tx)
+		return err
+	})
+	if err != nil || !ok || len(st.entries) < least {
+		return err
+	}
+	// By digest, so that each chunk's digests share pages (its
+	// Message-IDs fall all over theirs anyway).
+	slices.SortFunc(st.entries, func(a, b recentValue) int { return bytes.Compare(a.digest[:], b.digest[:]) })
+	same := func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRecent) == nil {
+			return errRecentMoved
+		}
+		id, err := recentID(tx)
+		if err == nil && id != st.id {
+			err = errRecentMoved
+		}
+		return err
+	}
+	for i, n := 0, 0; i < len(st.entries); i, n = i+recentChunk, n+1 {
+		chunk := st.entries[i:min(i+recentChunk, len(st.entries))]
+		err := s.update(ctx, func(tx *bolt.Tx) error {
+			if err := same(tx); err != nil {
+				return err
+			}
+			return putIndexed(tx, chunk)
+		})
+		if err == nil && afterRecentChunk != nil {
+			err = afterRecentChunk(n)
+		}
+		if errors.Is(err, errRecentMoved) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cannot merge the recent keys into the indexes of %s: %w", s.path, err)
+		}
+	}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		if err := same(tx); err != nil {
+			return err
+		}
+		return dropRecent(tx, st.upto)
+	})
+	if err != nil && !errors.Is(err, errRecentMoved) {
+		return fmt.Errorf("cannot delete the merged recent keys of %s: %w", s.path, err)
+	}
+	return nil
+}

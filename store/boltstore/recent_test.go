@@ -1,0 +1,397 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/chibrary/chibrary/callnumber"
+	"github.com/chibrary/chibrary/shuffle"
+	"github.com/chibrary/chibrary/store"
+	"github.com/chibrary/chibrary/store/storetest"
+)
+
+func withRecentMerge(t *testing.T, at uint64, chunk int) {
+	oldAt, oldChunk := recentMergeAt, recentChunk
+	recentMergeAt, recentChunk = at, chunk
+	t.Cleanup(func() { recentMergeAt, recentChunk = oldAt, oldChunk })
+}
+
+// openAgain opens another Store of the file at path (with maps of its
+// own), closed when the test ends.
+func openAgain(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// recentBatches returns count batches of n messages of run under a; the
+// messages share seven Message-IDs (as cross-posts and resends do),
+// and every tenth has none.
+func recentBatches(t *testing.T, a *storetest.Authority, run uint32, count, n int) [][]store.Message {
+	var out [][]store.Message
+	for b := range count {
+		var batch []store.Message
+		for i := range n {
+			seq := b*n + i
+			id := fmt.Sprintf("r%d@example.org", seq%7)
+			if seq%10 == 9 {
+				id = ""
+			}
+			batch = append(batch, storetest.Message(a.Number(t, run, seq), listMail(int(run)*10000+seq), id, ""))
+		}
+		out = append(out, batch)
+	}
+	return out
+}
+
+// checkIndexed checks that s finds each of msgs by its digest, and that
+// each Message-ID of msgs lists exactly its messages' numbers, in packed
+// order, once each.
+func checkIndexed(t *testing.T, s *Store, msgs []store.Message) {
+	t.Helper()
+	want := map[string][]callnumber.Number{}
+	for _, m := range msgs {
+		if n, err := s.ByDigest(t.Context(), m.Digest); err != nil || n != m.Number {
+			t.Fatalf("ByDigest(the digest of %v) = %v, %v", m.Number, n, err)
+		}
+		if m.MessageID != "" {
+			want[m.MessageID] = append(want[m.MessageID], m.Number)
+		}
+	}
+	b, err := s.Binding(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := b.Codec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, ns := range want {
+		slices.SortFunc(ns, func(a, b callnumber.Number) int { return int(codec.Packed(a)) - int(codec.Packed(b)) })
+		got, err := s.ByMessageID(t.Context(), id)
+		if err != nil || !slices.Equal(got, ns) {
+			t.Fatalf("ByMessageID(%q) = %v, %v; want %v", id, got, err, ns)
+		}
+	}
+}
+
+// indexState counts the recent keys and the two indexes' entries, and
+// returns the recent bucket's ID (0 if none).
+func indexState(t *testing.T, s *Store) (recent, digests, msgids int, id uint64) {
+	t.Helper()
+	err := s.view(t.Context(), func(tx *bolt.Tx) (err error) {
+		if b := tx.Bucket(bucketRecent); b != nil {
+			recent = b.Stats().KeyN
+			if id, err = recentID(tx); err != nil {
+				return err
+			}
+		} else if tx.Bucket(bucketMeta).Get(keyRecent) != nil {
+			return errors.New("a recent keys' ID without the bucket")
+		}
+		digests = tx.Bucket(bucketDigests).Stats().KeyN
+		msgids = tx.Bucket(bucketMsgIDs).Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recent, digests, msgids, id
+}
+
+func withID(msgs []store.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.MessageID != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// A batch's index entries go to the recent keys, found there by every
+// Store, and a merge moves them into the indexes, where Stores whose maps
+// hold them find them too; a duplicate is caught in either place.
+func TestRecentKeys(t *testing.T) {
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s1 := openLeased(t, path, a, 1, Options{})
+	bs := recentBatches(t, a, 1, 4, 40)
+	var all []store.Message
+	for _, b := range bs[:3] {
+		putAll(t, s1, b)
+		all = append(all, b...)
+	}
+	if r, d, m, _ := indexState(t, s1); r != 120 || d != 0 || m != 0 {
+		t.Fatalf("after three batches: %d recent keys, %d digests, %d Message-IDs indexed; want 120, 0, 0", r, d, m)
+	}
+	checkIndexed(t, s1, all)
+	s2 := openLeased(t, path, a, 2, Options{})
+	checkIndexed(t, s2, all)
+	// A resend of a message, under another number, while its digest is
+	// a recent key.
+	dup := all[5]
+	dup.Number = a.Number(t, 2, 0)
+	checkDuplicate := func() {
+		t.Helper()
+		res, err := s2.Put(t.Context(), []store.Message{dup})
+		if err != nil || len(res) != 1 || !res[0].Duplicate || res[0].Number != all[5].Number {
+			t.Fatalf("Put(a resend of %v) = %+v, %v; want a duplicate of it", all[5].Number, res, err)
+		}
+	}
+	checkDuplicate()
+
+	_, _, _, old := indexState(t, s1)
+	if err := s1.mergeRecent(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, d, m, id := indexState(t, s1); r != 0 || d != 120 || m != withID(all) || id != 0 {
+		t.Fatalf("after a merge: %d recent keys (ID %x), %d digests, %d Message-IDs indexed; want 0, 120, %d", r, id, d, m, withID(all))
+	}
+	checkIndexed(t, s1, all)
+	checkIndexed(t, s2, all)
+	checkDuplicate()
+
+	// The next batch starts a recent bucket with a new ID.
+	putAll(t, s2, bs[3])
+	all = append(all, bs[3]...)
+	if r, _, _, id := indexState(t, s1); r != 40 || id == old || id == 0 {
+		t.Fatalf("after the next batch: %d recent keys under ID %x (the merged one's %x); want 40 under a new ID", r, id, old)
+	}
+	checkIndexed(t, s1, all)
+	checkIndexed(t, s2, all)
+	checkReopened(t, path, all)
+	var f string
+	s1.view(t.Context(), func(tx *bolt.Tx) error { f = string(tx.Bucket(bucketMeta).Get(keyFormat)); return nil })
+	if f != formatRecent {
+		t.Errorf("format = %q, want %q", f, formatRecent)
+	}
+}
+
+// A Put that leaves recentMergeAt recent keys merges them.
+func TestRecentMergedByPut(t *testing.T) {
+	withRecentMerge(t, 100, 16)
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s := openLeased(t, path, a, 1, Options{})
+	var all []store.Message
+	for i, b := range recentBatches(t, a, 1, 4, 40) {
+		putAll(t, s, b)
+		all = append(all, b...)
+		want := []int{40, 80, 0, 40}[i]
+		if r, d, _, _ := indexState(t, s); r != want || d != len(all)-want {
+			t.Fatalf("after batch %d: %d recent keys, %d digests indexed; want %d, %d", i, r, d, want, len(all)-want)
+		}
+		checkIndexed(t, s, all)
+	}
+}
+
+// A merge stopped after any of its transactions (a failure, or a kill,
+// which bbolt makes the same) leaves every message found, once; a removal
+// then, and the next merge, finish it.
+func TestRecentMergeStopped(t *testing.T) {
+	withRecentMerge(t, 1<<20, 16)
+	const n = 100
+	chunks := (n + 15) / 16
+	for stop := range chunks {
+		t.Run(fmt.Sprint("after chunk ", stop), func(t *testing.T) {
+			path := t.TempDir() + "/messages.db"
+			a := storetest.NewAuthority(t, shuffle.Mix)
+			s := openLeased(t, path, a, 1, Options{})
+			msgs := recentBatches(t, a, 1, 1, n)[0]
+			putAll(t, s, msgs)
+			checkIndexed(t, s, msgs) // s's maps hold every key
+			stopped := errors.New("stopped")
+			afterRecentChunk = func(c int) error {
+				if c == stop {
+					return stopped
+				}
+				return nil
+			}
+			err := s.mergeRecent(t.Context(), 0)
+			afterRecentChunk = nil
+			if !errors.Is(err, stopped) {
+				t.Fatalf("mergeRecent = %v, want it stopped", err)
+			}
+			if r, d, _, _ := indexState(t, s); r != n || d != min(n, 16*(stop+1)) {
+				t.Fatalf("stopped: %d recent keys, %d digests indexed; want %d, %d", r, d, n, min(n, 16*(stop+1)))
+			}
+			checkIndexed(t, s, msgs)
+			checkReopened(t, path, msgs)
+
+			// A removal merges the rest first, in its transaction.
+			other := openAgain(t, path)
+			checkIndexed(t, other, msgs)
+			gone := msgs[3]
+			if _, err := s.Remove(t.Context(), gone.Number, "test"); err != nil {
+				t.Fatal(err)
+			}
+			rest := slices.Delete(slices.Clone(msgs), 3, 4)
+			if r, _, m, _ := indexState(t, s); r != 0 || m != withID(rest) {
+				t.Fatalf("after a removal: %d recent keys, %d Message-IDs indexed; want 0, %d", r, m, withID(rest))
+			}
+			checkIndexed(t, s, rest)
+			checkIndexed(t, other, rest) // its maps held the removed message
+			if err := s.mergeRecent(t.Context(), 0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A Store whose maps hold a removed message's keys does not find it by its
+// Message-ID once another Store removed it.
+func TestRecentRemovedElsewhere(t *testing.T) {
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s1 := openLeased(t, path, a, 1, Options{})
+	msgs := recentBatches(t, a, 1, 1, 30)[0]
+	putAll(t, s1, msgs)
+	checkIndexed(t, s1, msgs)
+	s2 := openAgain(t, path)
+	if _, err := s2.Remove(t.Context(), msgs[0].Number, "test"); err != nil {
+		t.Fatal(err)
+	}
+	checkIndexed(t, s1, msgs[1:])
+	// Its digest stays taken: a resend is refused as before.
+	if n, err := s1.ByDigest(t.Context(), msgs[0].Digest); err != nil || n != msgs[0].Number {
+		t.Errorf("ByDigest(the removed message's digest) = %v, %v; want %v", n, err, msgs[0].Number)
+	}
+	// More batches after it: recent keys again, under a new ID.
+	more := recentBatches(t, a, 2, 2, 30)
+	s3 := openLeased(t, path, a, 2, Options{})
+	for _, b := range more {
+		putAll(t, s3, b)
+	}
+	checkIndexed(t, s1, append(slices.Clone(msgs[1:]), slices.Concat(more...)...))
+}
+
+// A compaction's copy has no recent keys; a Store whose maps hold the
+// replaced file's goes on writing and finding into the copy.
+func TestRecentCompacted(t *testing.T) {
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s1 := openLeased(t, path, a, 1, Options{})
+	bs := recentBatches(t, a, 1, 3, 40)
+	putAll(t, s1, bs[0])
+	checkIndexed(t, s1, bs[0])
+	s2 := openAgain(t, path)
+	if _, err := s2.Compact(t.Context(), CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, d, _, _ := indexState(t, s2); r != 0 || d != 40 {
+		t.Fatalf("the copy: %d recent keys, %d digests indexed; want 0, 40", r, d)
+	}
+	putAll(t, s1, bs[1])
+	putAll(t, s2, bs[2])
+	all := slices.Concat(bs...)
+	checkIndexed(t, s1, all)
+	checkIndexed(t, s2, all)
+	checkReopened(t, path, all)
+}
+
+// A transaction sees only the recent keys of its own snapshot, though
+// the maps it reads hold later ones; maps of the bucket before the
+// current one are kept for transactions that began before a merge.
+func TestRecentView(t *testing.T) {
+	var r recentKeys
+	m := r.maps(1)
+	d1, d2 := store.Digest{1}, store.Digest{2}
+	m.digests[d1] = recentEntry{key: [8]byte{0, 0, 0, 0, 0, 0, 0, 1}, seq: 1}
+	m.digests[d2] = recentEntry{key: [8]byte{0, 0, 0, 0, 0, 0, 0, 2}, seq: 2}
+	m.msgids["a\x00"] = []recentEntry{{key: [8]byte{0, 0, 0, 0, 0, 0, 0, 1}, seq: 1}, {key: [8]byte{0, 0, 0, 0, 0, 0, 0, 2}, seq: 2}}
+	m.last = 2
+	v := recentView{m: m, upto: 1}
+	if _, ok := v.digest(d1); !ok {
+		t.Error("digest 1 not seen at sequence 1")
+	}
+	if _, ok := v.digest(d2); ok {
+		t.Error("digest 2, added at sequence 2, seen by a view at 1")
+	}
+	if got := v.msgIDs([]byte("a\x00"), nil); len(got) != 1 || got[0][7] != 1 {
+		t.Errorf("msgIDs at sequence 1 = %v, want the first key alone", got)
+	}
+	if (recentView{}).msgIDs([]byte("a\x00"), nil) != nil {
+		t.Error("the zero view has Message-IDs")
+	}
+	if r.maps(2) == m || r.maps(1) != m || r.maps(2) == nil {
+		t.Error("the maps of the current and the previous bucket are not kept apart")
+	}
+	r.maps(3)
+	if r.maps(1) == m {
+		t.Error("the maps of a bucket two merges old are kept")
+	}
+}
+
+// A file raised to formatRecent has what checkFormat asks of it, and a
+// removal or a move never lowers its format.
+func TestRecentFormat(t *testing.T) {
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s := openLeased(t, path, a, 1, Options{})
+	msgs := recentBatches(t, a, 1, 1, 10)[0]
+	// An archive written by an older program: format 4, no moves bucket.
+	err := s.update(t.Context(), func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucket(bucketRemoved); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatRemovals))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFormatIs := func(want int) {
+		t.Helper()
+		err := s.view(t.Context(), func(tx *bolt.Tx) error {
+			v, err := checkFormat(tx)
+			if err == nil && v != want {
+				err = fmt.Errorf("version %d", v)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("checkFormat: %v; want version %d", err, want)
+		}
+	}
+	checkFormatIs(4)
+	putAll(t, s, msgs)
+	checkFormatIs(6)
+	if _, err := s.Move(t.Context(), msgs[0].Number, "other"); err != nil {
+		t.Fatal(err)
+	}
+	checkFormatIs(6)
+	if _, err := s.Remove(t.Context(), msgs[1].Number, "test"); err != nil {
+		t.Fatal(err)
+	}
+	checkFormatIs(6)
+}
+
+func FuzzParseRecent(f *testing.F) {
+	key := [8]byte{0, 0, 0, 1, 0, 0, 0, 2}
+	d := store.Digest{9}
+	f.Add(append(key[:], d[:]...))
+	f.Add(append(append(key[:], d[:]...), msgIDKey("a@b", key[:])...))
+	f.Add(append(append(key[:], d[:]...), msgIDKey("a@b", []byte{1, 2, 3, 4, 5, 6, 7, 8})...))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		e, err := parseRecent(v)
+		if err != nil {
+			return
+		}
+		// What parses is what recentWriter.add writes.
+		back := append(append(e.key[:], e.digest[:]...), e.msgid...)
+		if string(back) != string(v) {
+			t.Fatalf("parseRecent(%x) = %+v, which is %x", v, e, back)
+		}
+		if e.msgid != nil && string(e.msgid[len(e.msgid)-8:]) != string(e.key[:]) {
+			t.Fatalf("parseRecent(%x): Message-ID entry %x of another number than %x", v, e.msgid, e.key)
+		}
+	})
+}
