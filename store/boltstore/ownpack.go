@@ -56,6 +56,10 @@ type ownPack struct {
 	mu   sync.Mutex
 	cur  *ownFile // nil: none yet, or the last one was let go
 	next uint64   // where the next batch's records go in cur
+	// starting: a transaction started one, not installed yet (bbolt
+	// runs OnCommit after it lets go of the write lock, so the next
+	// transaction may come first).
+	starting bool
 }
 
 // ownFile is an open pack of a Store's own, closed once it is let go and
@@ -184,13 +188,21 @@ var bucketFreePacks = []byte("freepacks")
 // free one (bucketFreePacks), or a new one, listed in tx. The caller holds
 // the write lock. The Store writes to it once tx commits; if tx does not,
 // started's cleanup deletes a new file, which nothing lists.
-func (o *ownPack) start(tx *bolt.Tx, p *packs) (*startedPack, error) {
+func (o *ownPack) start(tx *bolt.Tx, p *packs) (sp *startedPack, err error) {
 	o.mu.Lock()
-	has := o.cur != nil
+	busy := o.cur != nil || o.starting
+	o.starting = !busy
 	o.mu.Unlock()
-	if has {
+	if busy {
 		return nil, nil
 	}
+	defer func() {
+		if sp == nil {
+			o.mu.Lock()
+			o.starting = false
+			o.mu.Unlock()
+		}
+	}()
 	if sp, err := o.reuse(tx, p); sp != nil || err != nil {
 		return sp, err
 	}
@@ -203,7 +215,7 @@ func (o *ownPack) start(tx *bolt.Tx, p *packs) (*startedPack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a pack: %w", err)
 	}
-	sp := &startedPack{o: o, file: &ownFile{id: id, f: f}, path: path}
+	sp = &startedPack{o: o, file: &ownFile{id: id, f: f}, path: path}
 	// The directory is synced so that the file is there after a crash
 	// once the commit lists it.
 	if err := syncDir(p.dir); err != nil {
@@ -304,6 +316,7 @@ func (sp *startedPack) install() {
 	sp.installed = true
 	sp.o.mu.Lock()
 	defer sp.o.mu.Unlock()
+	sp.o.starting = false
 	if sp.o.cur != nil {
 		sp.o.letGoLocked(sp.o.cur)
 	}
@@ -316,6 +329,9 @@ func (sp *startedPack) cleanup() {
 	if sp == nil || sp.installed {
 		return
 	}
+	sp.o.mu.Lock()
+	sp.o.starting = false
+	sp.o.mu.Unlock()
 	sp.file.f.Close()
 	if !sp.reused {
 		os.Remove(sp.path)

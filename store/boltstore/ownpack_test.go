@@ -540,3 +540,47 @@ func TestOwnPackFailures(t *testing.T) {
 	checkAll(t, s, all)
 	checkReopened(t, path, all)
 }
+
+// A transaction that starts a pack of the Store's own while another's is
+// not installed yet (bbolt runs OnCommit after it lets go of the write
+// lock) starts none: one pack is listed, and it is the Store's.
+func TestOwnPackStartedTwice(t *testing.T) {
+	withOwnPackMin(t, 1)
+	path := filepath.Join(t.TempDir(), "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s := openLeased(t, path, a, 1, Options{})
+	var first *startedPack
+	err := s.update(t.Context(), func(tx *bolt.Tx) (err error) {
+		first, err = s.own.start(tx, s.packs)
+		return err
+	})
+	if err != nil || first == nil {
+		t.Fatalf("start = %v, %v; want a pack", first, err)
+	}
+	// As if the first transaction's OnCommit had not run yet.
+	first.installed = false
+	s.own.mu.Lock()
+	s.own.cur, s.own.starting = nil, true
+	s.own.mu.Unlock()
+	err = s.update(t.Context(), func(tx *bolt.Tx) error {
+		second, err := s.own.start(tx, s.packs)
+		if second != nil {
+			t.Error("a second pack started while the first was being installed")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.install()
+	// Nothing is written yet: the shared pack is not listed.
+	if _, lengths := packState(t, s); len(lengths) != 1 || !s.own.has() {
+		t.Errorf("%d packs listed, own pack %v; want the Store's own alone", len(lengths), s.own.has())
+	}
+	batch := batches(t, a, 1, 1, 3)[0]
+	putAll(t, s, batch)
+	if got := packOf(t, s, batch[0]); got != s.own.cur.id {
+		t.Errorf("the batch went to pack %v, not the Store's own %v", got, s.own.cur.id)
+	}
+	checkReopened(t, path, batch)
+}
