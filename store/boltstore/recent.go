@@ -322,22 +322,32 @@ func readRecent(tx *bolt.Tx) (st recentState, ok bool, err error) {
 	return st, err == nil, err
 }
 
-// putIndexed puts entries, sorted by digest, into the digests and msgids
-// buckets, each in key order. An entry put there already is put again,
-// unchanged. bbolt keeps references to entries until the commit.
-func putIndexed(tx *bolt.Tx, entries []recentValue) error {
-	digests := tx.Bucket(bucketDigests)
+// sortedKeys returns entries sorted by digest, and their msgids keys
+// sorted.
+func sortedKeys(entries []recentValue) ([]recentValue, [][]byte) {
+	slices.SortFunc(entries, func(a, b recentValue) int { return bytes.Compare(a.digest[:], b.digest[:]) })
 	ids := make([][]byte, 0, len(entries))
-	for i := range entries {
-		e := &entries[i]
-		if err := digests.Put(e.digest[:], e.key[:]); err != nil {
-			return fmt.Errorf("cannot merge a recent digest: %w", err)
-		}
+	for _, e := range entries {
 		if e.msgid != nil {
 			ids = append(ids, e.msgid)
 		}
 	}
 	slices.SortFunc(ids, bytes.Compare)
+	return entries, ids
+}
+
+// putIndexed puts entries' digests, and the msgids keys ids, into the
+// digests and msgids buckets (each sorted: the pages they share are
+// written once). An entry put there already is put again, unchanged.
+// bbolt keeps references to entries and ids until the commit.
+func putIndexed(tx *bolt.Tx, entries []recentValue, ids [][]byte) error {
+	digests := tx.Bucket(bucketDigests)
+	for i := range entries {
+		e := &entries[i]
+		if err := digests.Put(e.digest[:], e.key[:]); err != nil {
+			return fmt.Errorf("cannot merge a recent digest: %w", err)
+		}
+	}
 	msgids := tx.Bucket(bucketMsgIDs)
 	for _, k := range ids {
 		if err := msgids.Put(k, nil); err != nil {
@@ -387,8 +397,8 @@ func mergeAllRecent(tx *bolt.Tx) error {
 	if err != nil || !ok {
 		return err
 	}
-	slices.SortFunc(st.entries, func(a, b recentValue) int { return bytes.Compare(a.digest[:], b.digest[:]) })
-	if err := putIndexed(tx, st.entries); err != nil {
+	entries, ids := sortedKeys(st.entries)
+	if err := putIndexed(tx, entries, ids); err != nil {
 		return err
 	}
 	return dropRecent(tx, st.upto)
@@ -420,9 +430,9 @@ func (s *Store) mergeRecent(ctx context.Context, least int) error {
 	if err != nil || !ok || len(st.entries) < least {
 		return err
 	}
-	// By digest, so that each chunk's digests share pages (its
-	// Message-IDs fall all over theirs anyway).
-	slices.SortFunc(st.entries, func(a, b recentValue) int { return bytes.Compare(a.digest[:], b.digest[:]) })
+	// Each chunk a slice of each index's key space, so that its keys
+	// share pages.
+	entries, ids := sortedKeys(st.entries)
 	same := func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketRecent) == nil {
 			return errRecentMoved
@@ -433,13 +443,14 @@ func (s *Store) mergeRecent(ctx context.Context, least int) error {
 		}
 		return err
 	}
-	for i, n := 0, 0; i < len(st.entries); i, n = i+recentChunk, n+1 {
-		chunk := st.entries[i:min(i+recentChunk, len(st.entries))]
+	for i, n := 0, 0; i < len(entries); i, n = i+recentChunk, n+1 {
+		chunk := entries[i:min(i+recentChunk, len(entries))]
+		idChunk := ids[min(i, len(ids)):min(i+recentChunk, len(ids))]
 		err := s.update(ctx, func(tx *bolt.Tx) error {
 			if err := same(tx); err != nil {
 				return err
 			}
-			return putIndexed(tx, chunk)
+			return putIndexed(tx, chunk, idChunk)
 		})
 		if err == nil && afterRecentChunk != nil {
 			err = afterRecentChunk(n)
