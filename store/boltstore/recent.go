@@ -276,7 +276,13 @@ var formatOrder = []string{format, formatRemovals, formatMoves, formatRecent}
 // checkFormat asks of it.
 func raiseFormat(tx *bolt.Tx, f string) error {
 	meta := tx.Bucket(bucketMeta)
-	if slices.Index(formatOrder, string(meta.Get(keyFormat))) >= slices.Index(formatOrder, f) {
+	cur := slices.Index(formatOrder, string(meta.Get(keyFormat)))
+	switch {
+	case cur < 0:
+		// Not upgraded at open, or retired by a compaction: not a file
+		// to write to.
+		return fmt.Errorf("%w: %s has format %q, which a writer does not raise", ErrFormat, tx.DB().Path(), meta.Get(keyFormat))
+	case cur >= slices.Index(formatOrder, f):
 		return nil
 	}
 	if f == formatMoves || f == formatRecent {

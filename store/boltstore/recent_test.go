@@ -371,6 +371,16 @@ func TestRecentFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFormatIs(6)
+	// A file a compaction retired is never raised (nor written to).
+	err = s.update(t.Context(), func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(keyFormat, []byte(formatRetired)); err != nil {
+			return err
+		}
+		return raiseFormat(tx, formatRecent)
+	})
+	if !errors.Is(err, ErrFormat) {
+		t.Errorf("raiseFormat on a retired file = %v, want ErrFormat", err)
+	}
 }
 
 func FuzzParseRecent(f *testing.F) {
