@@ -154,6 +154,13 @@ func (m *recentMaps) load(b *bolt.Bucket, upto uint64) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.digests) == 0 && upto > m.last {
+		// Sized at once: a Store's first read of a bucket reads up to
+		// recentMergeAt entries.
+		n := int(min(upto-m.last, recentMergeAt))
+		m.digests = make(map[store.Digest]recentEntry, n)
+		m.msgids = make(map[string][]recentEntry, n)
+	}
 	c := b.Cursor()
 	for k, v := c.Seek(seqKey(m.last + 1)); k != nil; k, v = c.Next() {
 		if len(k) != 8 {
