@@ -36,20 +36,15 @@ func openAgain(t *testing.T, path string) *Store {
 // messages share seven Message-IDs (as cross-posts and resends do),
 // and every tenth has none.
 func recentBatches(t *testing.T, a *storetest.Authority, run uint32, count, n int) [][]store.Message {
-	var out [][]store.Message
-	for b := range count {
-		var batch []store.Message
-		for i := range n {
-			seq := b*n + i
-			id := fmt.Sprintf("r%d@example.org", seq%7)
-			if seq%10 == 9 {
-				id = ""
+	bs := batches(t, a, run, count, n)
+	for b := range bs {
+		for i := range bs[b] {
+			if seq := b*n + i; seq%10 != 9 {
+				bs[b][i].MessageID = fmt.Sprintf("r%d@example.org", seq%7)
 			}
-			batch = append(batch, storetest.Message(a.Number(t, run, seq), listMail(int(run)*10000+seq), id, ""))
 		}
-		out = append(out, batch)
 	}
-	return out
+	return bs
 }
 
 // checkIndexed checks that s finds each of msgs by its digest, and that
