@@ -58,9 +58,10 @@ var (
 const formatRecent = "chibrary-messages/6"
 
 // recentMergeAt is how many recent keys a Put leaves before it merges
-// them (a variable for tests). Each merge rewrites, at worst, a leaf page
-// of each index for every key; at 65,536 keys into the indexes of a
-// million messages it rewrites fewer than a third of a page a key.
+// them (a variable for tests). A merge rewrites each leaf page its keys
+// fall on once, however many fall on it: the more keys a merge, the
+// fewer pages a key, and the larger every reader's maps
+// (docs/performance.md, "Recent keys").
 var recentMergeAt uint64 = 1 << 16
 
 // recentChunk is how many recent keys a merge puts in one transaction:
