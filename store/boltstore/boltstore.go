@@ -195,7 +195,16 @@ type Options struct {
 	// and inserts keys all over the indexes, and once these outgrow the
 	// budget each batch faults their pages in again (mapped.go).
 	MappedBudget int64
+	// RecentKeys is how many of the latest messages' index entries a
+	// writer leaves apart, in the file and in the memory of every Store
+	// that reads them (about 250 bytes each), before it merges them into
+	// the indexes (recent.go): more merge fewer times, each page for
+	// more keys. Zero or less means DefaultRecentKeys.
+	RecentKeys int
 }
+
+// DefaultRecentKeys is Options.RecentKeys's default.
+const DefaultRecentKeys = 1 << 16
 
 // compression fills in the bolt store's defaults (Options.Compression):
 // records are written fast as messages arrive, and a compaction rewrites
@@ -227,6 +236,8 @@ type Store struct {
 	// recent holds the index entries not merged into the indexes yet
 	// (recent.go).
 	recent recentKeys
+	// mergeAt is Options.RecentKeys.
+	mergeAt uint64
 
 	// bound caches the binding once read: it never changes afterwards.
 	bound atomic.Pointer[bound]
@@ -279,10 +290,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cannot create the directory of %s: %w", path, err)
 	}
 	s := &Store{
-		path:   path,
-		log:    opts.Logger.With("store", path),
-		packs:  newPacks(packDir(path), false),
-		mapped: mappedPages{budget: opts.MappedBudget},
+		path:    path,
+		log:     opts.Logger.With("store", path),
+		packs:   newPacks(packDir(path), false),
+		mapped:  mappedPages{budget: opts.MappedBudget},
+		mergeAt: recentMergeAt,
+	}
+	if opts.RecentKeys > 0 {
+		s.mergeAt = uint64(opts.RecentKeys)
 	}
 	turn, err := openTurnstile(path + ".lock")
 	if err != nil {
@@ -625,7 +640,7 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	if count > 0 {
 		s.comp.Stored(ctx, int64(count))
 	}
-	if recent >= recentMergeAt {
+	if recent >= s.mergeAt {
 		// The batch is stored: a merge that fails is tried again by
 		// the next batch.
 		if err := s.mergeRecent(ctx, 0); err != nil {

@@ -58,11 +58,11 @@ var (
 const formatRecent = "chibrary-messages/6"
 
 // recentMergeAt is how many recent keys a Put leaves before it merges
-// them (a variable for tests). A merge rewrites each leaf page its keys
+// them, unless Options.RecentKeys says (a variable for tests). A merge rewrites each leaf page its keys
 // fall on once, however many fall on it: the more keys a merge, the
 // fewer pages a key, and the larger every reader's maps
 // (docs/performance.md, "Recent keys").
-var recentMergeAt uint64 = 1 << 16
+var recentMergeAt uint64 = DefaultRecentKeys
 
 // recentChunk is how many recent keys a merge puts in one transaction:
 // it bounds the dirty pages a merge holds in memory (two leaf pages a

@@ -400,3 +400,21 @@ func FuzzParseRecent(f *testing.F) {
 		}
 	})
 }
+
+// Options.RecentKeys sets how many recent keys a Put leaves before it
+// merges them.
+func TestRecentKeysOption(t *testing.T) {
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s := openLeased(t, path, a, 1, Options{RecentKeys: 50})
+	bs := recentBatches(t, a, 1, 2, 30)
+	putAll(t, s, bs[0])
+	if r, _, _, _ := indexState(t, s); r != 30 {
+		t.Fatalf("after 30 messages: %d recent keys, want 30", r)
+	}
+	putAll(t, s, bs[1])
+	if r, d, _, _ := indexState(t, s); r != 0 || d != 60 {
+		t.Fatalf("after 60 messages: %d recent keys, %d digests indexed; want 0, 60", r, d)
+	}
+	checkIndexed(t, s, slices.Concat(bs...))
+}
