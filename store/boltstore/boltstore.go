@@ -809,8 +809,8 @@ func (l *txLookup) Removal(_ context.Context, n callnumber.Number) (*store.Remov
 }
 
 func (l *txLookup) Digest(_ context.Context, d store.Digest) (callnumber.Number, bool, error) {
-	if key, ok := l.recent.digest(d); ok {
-		return l.codec.Number(binary.BigEndian.Uint64(key[:])), true, nil
+	if key, ok, err := l.recent.digest(d); err != nil || ok {
+		return l.codec.Number(binary.BigEndian.Uint64(key[:])), ok, err
 	}
 	v := l.digests.Get(d[:])
 	if v == nil {
@@ -887,7 +887,10 @@ func (s *Store) ByMessageID(ctx context.Context, id string) ([]callnumber.Number
 		if err != nil {
 			return err
 		}
-		keys := recent.msgIDs(prefix, nil)
+		keys, err := recent.msgIDs(prefix, nil)
+		if err != nil {
+			return err
+		}
 		c := tx.Bucket(bucketMsgIDs).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			// The length check skips longer Message-IDs that have this one

@@ -50,20 +50,25 @@ func TestConformance(t *testing.T) {
 		// keys into the indexes and how many a transaction puts.
 		mergeAt uint64
 		chunk   int
+		// collide gives every recent key the same hash in the maps.
+		collide bool
 	}{
-		{"default", boltstore.Options{}, false, 0, 0},
-		{"no linger", boltstore.Options{Linger: -1}, false, 0, 0},
-		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}, false, 0, 0},
+		{"default", boltstore.Options{}, false, 0, 0, false},
+		{"no linger", boltstore.Options{Linger: -1}, false, 0, 0, false},
+		{"uncompressed, 4 KiB pages", boltstore.Options{Compression: store.Compression{Off: true}, PageSize: 4096}, false, 0, 0, false},
 		// Dictionaries trained as messages are written, as a large
 		// import's are: with S2 (the default level) and with zstd.
-		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}, false, 0, 0},
-		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}, false, 0, 0},
-		{"packs of their own", boltstore.Options{Linger: -1}, true, 0, 0},
+		{"s2, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000}}, false, 0, 0, false},
+		{"zstd, dictionaries from 1,000", boltstore.Options{Compression: store.Compression{TrainAt: 1000, Level: store.LevelStrong}}, false, 0, 0, false},
+		{"packs of their own", boltstore.Options{Linger: -1}, true, 0, 0, false},
 		// Every batch's index entries merged after it, a transaction for
 		// each (then every lookup reads both places at once, in turn);
 		// and merged every few batches, in one.
-		{"recent keys merged by every batch", boltstore.Options{Linger: -1}, false, 1, 1},
-		{"recent keys merged now and then", boltstore.Options{}, false, 7, 1000},
+		{"recent keys merged by every batch", boltstore.Options{Linger: -1}, false, 1, 1, false},
+		{"recent keys merged now and then", boltstore.Options{}, false, 7, 1000, false},
+		// Every lookup of a recent key reads every recent entry and
+		// compares its own.
+		{"recent keys of one hash", boltstore.Options{}, false, 1 << 20, 1000, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.ownPacks {
@@ -71,6 +76,9 @@ func TestConformance(t *testing.T) {
 			}
 			if tt.mergeAt > 0 {
 				defer boltstore.SetRecentMerge(tt.mergeAt, tt.chunk)()
+			}
+			if tt.collide {
+				defer boltstore.SetRecentHashCollide()()
 			}
 			storetest.Run(t, func(t *testing.T) storetest.Opener {
 				path := filepath.Join(t.TempDir(), "data", "messages.db")

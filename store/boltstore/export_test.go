@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/maphash"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -98,6 +99,14 @@ func SetRecentMerge(at uint64, chunk int) (restore func()) {
 	oldAt, oldChunk := recentMergeAt, recentChunk
 	recentMergeAt, recentChunk = at, chunk
 	return func() { recentMergeAt, recentChunk = oldAt, oldChunk }
+}
+
+// SetRecentHashCollide gives every recent key the same hash in the
+// Stores' maps of them until the returned func is called.
+func SetRecentHashCollide() (restore func()) {
+	old := recentHash
+	recentHash = func(maphash.Seed, []byte) uint64 { return 1 }
+	return func() { recentHash = old }
 }
 
 // SetAfterRecentChunk sets the hook a merge calls after each transaction

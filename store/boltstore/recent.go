@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -69,13 +71,6 @@ var recentMergeAt uint64 = DefaultRecentKeys
 // key, at most, and their branches).
 var recentChunk = 1 << 13
 
-// recentEntry is where a recent key is: the message's packed number and
-// the entry's sequence number in the recent bucket.
-type recentEntry struct {
-	key [8]byte
-	seq uint64
-}
-
 // recentKeys are a Store's maps of the recent keys, one for the recent
 // bucket's current ID and one for the ID before it (a transaction that
 // began before a merge still reads the older bucket).
@@ -86,20 +81,45 @@ type recentKeys struct {
 	merging atomic.Bool
 }
 
-// recentMaps hold the entries of one recent bucket, up to last.
+// recentMaps hold the entries of one recent bucket, up to last, in
+// memory without a pointer the garbage collector scans: each entry's
+// packed number and sequence number in slots, found by a hash of its
+// digest and one of its Message-ID (a seeded maphash, which a sender
+// cannot aim at), and chained with the older entries of the same hash. A
+// hash is a candidate, not an answer: the entry itself, read from the
+// bucket by its sequence number, says whether its digest or Message-ID
+// is the one looked up. So the maps hold 24 bytes an entry and the
+// hashes' two map slots (docs/performance.md, "Recent keys"), where a
+// map of digests and one of Message-ID strings held about 250.
 type recentMaps struct {
-	id      uint64
-	mu      sync.RWMutex
-	last    uint64
-	digests map[store.Digest]recentEntry
-	// msgids: by a msgids key's prefix, msgIDKey(id, nil).
-	msgids map[string][]recentEntry
+	id   uint64
+	seed maphash.Seed
+	mu   sync.RWMutex
+	last uint64
+	// slots: the entries read, in sequence order.
+	slots []recentSlot
+	// digests and msgids: by hash, the index of the newest slot with it.
+	digests, msgids map[uint64]int32
+}
+
+// recentHash hashes a digest or a msgids key prefix for the maps (a
+// variable for tests, which make every key collide).
+var recentHash = maphash.Bytes
+
+// recentSlot is where a recent key is: the message's packed number, the
+// entry's sequence number in the recent bucket, and the next older slots
+// of the same digest and Message-ID hash (-1: none).
+type recentSlot struct {
+	seq                uint64
+	key                [8]byte
+	nextDigest, nextID int32
 }
 
 // recentView is the recent keys as one transaction sees them: those of
-// m up to upto. The zero value has none.
+// m up to upto, in the transaction's bucket b. The zero value has none.
 type recentView struct {
 	m    *recentMaps
+	b    *bolt.Bucket
 	upto uint64
 }
 
@@ -119,7 +139,7 @@ func (r *recentKeys) view(tx *bolt.Tx) (recentView, error) {
 	if err := m.load(b, upto); err != nil {
 		return recentView{}, err
 	}
-	return recentView{m: m, upto: upto}, nil
+	return recentView{m: m, b: b, upto: upto}, nil
 }
 
 // recentID returns the ID of tx's recent bucket.
@@ -140,7 +160,7 @@ func (r *recentKeys) maps(id uint64) *recentMaps {
 	case r.prev != nil && r.prev.id == id:
 		return r.prev
 	}
-	m := &recentMaps{id: id, digests: map[store.Digest]recentEntry{}, msgids: map[string][]recentEntry{}}
+	m := &recentMaps{id: id, seed: maphash.MakeSeed(), digests: map[uint64]int32{}, msgids: map[uint64]int32{}}
 	r.prev, r.cur = r.cur, m
 	return m
 }
@@ -155,12 +175,13 @@ func (m *recentMaps) load(b *bolt.Bucket, upto uint64) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.digests) == 0 && upto > m.last {
+	if len(m.slots) == 0 && upto > m.last {
 		// Sized at once: a Store's first read of a bucket reads up to
 		// recentMergeAt entries.
 		n := int(min(upto-m.last, recentMergeAt))
-		m.digests = make(map[store.Digest]recentEntry, n)
-		m.msgids = make(map[string][]recentEntry, n)
+		m.slots = make([]recentSlot, 0, n)
+		m.digests = make(map[uint64]int32, n)
+		m.msgids = make(map[uint64]int32, n)
 	}
 	c := b.Cursor()
 	for k, v := c.Seek(seqKey(m.last + 1)); k != nil; k, v = c.Next() {
@@ -175,42 +196,86 @@ func (m *recentMaps) load(b *bolt.Bucket, upto uint64) error {
 		if err != nil {
 			return err
 		}
-		m.digests[e.digest] = recentEntry{key: e.key, seq: seq}
-		if e.msgid != nil {
-			p := string(e.msgid[:len(e.msgid)-8])
-			m.msgids[p] = append(m.msgids[p], recentEntry{key: e.key, seq: seq})
+		if len(m.slots) == math.MaxInt32 {
+			return fmt.Errorf("%w: more than %d recent keys", ErrFormat, math.MaxInt32)
 		}
+		i := int32(len(m.slots))
+		s := recentSlot{seq: seq, key: e.key, nextDigest: -1, nextID: -1}
+		h := recentHash(m.seed, e.digest[:])
+		if j, ok := m.digests[h]; ok {
+			s.nextDigest = j
+		}
+		m.digests[h] = i
+		if e.msgid != nil {
+			h := recentHash(m.seed, e.msgid[:len(e.msgid)-8])
+			if j, ok := m.msgids[h]; ok {
+				s.nextID = j
+			}
+			m.msgids[h] = i
+		}
+		m.slots = append(m.slots, s)
 	}
 	m.last = max(m.last, upto)
 	return nil
 }
 
+// entry reads the recent bucket's entry seq, which the maps hold.
+func (v recentView) entry(seq uint64) (recentValue, error) {
+	e := v.b.Get(seqKey(seq))
+	if e == nil {
+		return recentValue{}, fmt.Errorf("%w: recent key %d is gone from its bucket", ErrFormat, seq)
+	}
+	return parseRecent(e)
+}
+
 // digest returns the packed number of the message with digest d, if it
 // is a recent key.
-func (v recentView) digest(d store.Digest) ([8]byte, bool) {
+func (v recentView) digest(d store.Digest) ([8]byte, bool, error) {
 	if v.m == nil {
-		return [8]byte{}, false
+		return [8]byte{}, false, nil
 	}
 	v.m.mu.RLock()
-	e, ok := v.m.digests[d]
-	v.m.mu.RUnlock()
-	return e.key, ok && e.seq <= v.upto
+	defer v.m.mu.RUnlock()
+	i, ok := v.m.digests[recentHash(v.m.seed, d[:])]
+	for ; ok && i >= 0; i = v.m.slots[i].nextDigest {
+		s := v.m.slots[i]
+		if s.seq > v.upto {
+			continue
+		}
+		e, err := v.entry(s.seq)
+		if err != nil {
+			return [8]byte{}, false, err
+		}
+		if e.digest == d {
+			return s.key, true, nil
+		}
+	}
+	return [8]byte{}, false, nil
 }
 
 // msgIDs appends to out the packed numbers of the recent keys with the
 // msgids key prefix p (msgIDKey(id, nil)).
-func (v recentView) msgIDs(p []byte, out [][8]byte) [][8]byte {
+func (v recentView) msgIDs(p []byte, out [][8]byte) ([][8]byte, error) {
 	if v.m == nil {
-		return out
+		return out, nil
 	}
 	v.m.mu.RLock()
 	defer v.m.mu.RUnlock()
-	for _, e := range v.m.msgids[string(p)] {
-		if e.seq <= v.upto {
-			out = append(out, e.key)
+	i, ok := v.m.msgids[recentHash(v.m.seed, p)]
+	for ; ok && i >= 0; i = v.m.slots[i].nextID {
+		s := v.m.slots[i]
+		if s.seq > v.upto {
+			continue
+		}
+		e, err := v.entry(s.seq)
+		if err != nil {
+			return out, err
+		}
+		if e.msgid != nil && bytes.Equal(e.msgid[:len(e.msgid)-8], p) {
+			out = append(out, s.key)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // recentValue is a recent bucket entry, parsed.

@@ -1,8 +1,12 @@
 package boltstore
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -293,35 +297,91 @@ func TestRecentCompacted(t *testing.T) {
 }
 
 // A transaction sees only the recent keys of its own snapshot, though
-// the maps it reads hold later ones; maps of the bucket before the
-// current one are kept for transactions that began before a merge.
+// the maps it reads hold later ones; a key is found by its digest or
+// Message-ID, never by another's of the same hash; maps of the bucket
+// before the current one are kept for transactions that began before a
+// merge.
 func TestRecentView(t *testing.T) {
-	var r recentKeys
-	m := r.maps(1)
-	d1, d2 := store.Digest{1}, store.Digest{2}
-	m.digests[d1] = recentEntry{key: [8]byte{0, 0, 0, 0, 0, 0, 0, 1}, seq: 1}
-	m.digests[d2] = recentEntry{key: [8]byte{0, 0, 0, 0, 0, 0, 0, 2}, seq: 2}
-	m.msgids["a\x00"] = []recentEntry{{key: [8]byte{0, 0, 0, 0, 0, 0, 0, 1}, seq: 1}, {key: [8]byte{0, 0, 0, 0, 0, 0, 0, 2}, seq: 2}}
-	m.last = 2
-	v := recentView{m: m, upto: 1}
-	if _, ok := v.digest(d1); !ok {
-		t.Error("digest 1 not seen at sequence 1")
-	}
-	if _, ok := v.digest(d2); ok {
-		t.Error("digest 2, added at sequence 2, seen by a view at 1")
-	}
-	if got := v.msgIDs([]byte("a\x00"), nil); len(got) != 1 || got[0][7] != 1 {
-		t.Errorf("msgIDs at sequence 1 = %v, want the first key alone", got)
-	}
-	if (recentView{}).msgIDs([]byte("a\x00"), nil) != nil {
-		t.Error("the zero view has Message-IDs")
-	}
-	if r.maps(2) == m || r.maps(1) != m || r.maps(2) == nil {
-		t.Error("the maps of the current and the previous bucket are not kept apart")
-	}
-	r.maps(3)
-	if r.maps(1) == m {
-		t.Error("the maps of a bucket two merges old are kept")
+	for _, collide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("every hash the same %v", collide), func(t *testing.T) {
+			if collide {
+				defer func(h func(maphash.Seed, []byte) uint64) { recentHash = h }(recentHash)
+				recentHash = func(maphash.Seed, []byte) uint64 { return 7 }
+			}
+			db, err := bolt.Open(filepath.Join(t.TempDir(), "recent.db"), 0o644, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			k1, k2, k3 := [8]byte{7: 1}, [8]byte{7: 2}, [8]byte{7: 3}
+			d1, d2, d3 := store.Digest{1}, store.Digest{2}, store.Digest{3}
+			err = db.Update(func(tx *bolt.Tx) error {
+				b, err := tx.CreateBucket(bucketRecent)
+				if err != nil {
+					return err
+				}
+				for i, e := range []struct {
+					key [8]byte
+					d   store.Digest
+					id  string
+				}{{k1, d1, "a"}, {k2, d2, "a"}, {k3, d3, "b"}} {
+					v := append(append(append([]byte{}, e.key[:]...), e.d[:]...), msgIDKey(e.id, e.key[:])...)
+					if err := b.Put(seqKey(uint64(i+1)), v); err != nil {
+						return err
+					}
+				}
+				return b.SetSequence(3)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r recentKeys
+			m := r.maps(1)
+			err = db.View(func(tx *bolt.Tx) error {
+				b := tx.Bucket(bucketRecent)
+				if err := m.load(b, 3); err != nil {
+					return err
+				}
+				v := recentView{m: m, b: b, upto: 1}
+				if k, ok, err := v.digest(d1); err != nil || !ok || k != k1 {
+					t.Errorf("digest 1 at sequence 1 = %v, %v, %v; want %v", k, ok, err, k1)
+				}
+				for _, d := range []store.Digest{d2, d3, {4}} {
+					if k, ok, err := v.digest(d); err != nil || ok {
+						t.Errorf("digest %v at sequence 1 = %v, %v, %v; want none", d[0], k, ok, err)
+					}
+				}
+				if got, err := v.msgIDs(msgIDKey("a", nil), nil); err != nil || !slices.Equal(got, [][8]byte{k1}) {
+					t.Errorf("msgIDs a at sequence 1 = %v, %v; want the first key alone", got, err)
+				}
+				v.upto = 3
+				if k, ok, err := v.digest(d3); err != nil || !ok || k != k3 {
+					t.Errorf("digest 3 at sequence 3 = %v, %v, %v; want %v", k, ok, err, k3)
+				}
+				for id, want := range map[string][][8]byte{"a": {k2, k1}, "b": {k3}, "c": nil} {
+					if got, err := v.msgIDs(msgIDKey(id, nil), nil); err != nil || !slices.Equal(got, want) {
+						t.Errorf("msgIDs %q at sequence 3 = %v, %v; want %v", id, got, err, want)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := (recentView{}).digest(d1); ok || err != nil {
+				t.Error("the zero view has digests")
+			}
+			if got, err := (recentView{}).msgIDs(msgIDKey("a", nil), nil); got != nil || err != nil {
+				t.Error("the zero view has Message-IDs")
+			}
+			if r.maps(2) == m || r.maps(1) != m || r.maps(2) == nil {
+				t.Error("the maps of the current and the previous bucket are not kept apart")
+			}
+			r.maps(3)
+			if r.maps(1) == m {
+				t.Error("the maps of a bucket two merges old are kept")
+			}
+		})
 	}
 }
 
@@ -417,4 +477,56 @@ func TestRecentKeysOption(t *testing.T) {
 		t.Fatalf("after 60 messages: %d recent keys, %d digests indexed; want 0, 60", r, d)
 	}
 	checkIndexed(t, s, slices.Concat(bs...))
+}
+
+// BenchmarkRecentLoad reads 65,536 recent keys into a Store's maps, as
+// its first lookup after a merge does, and reports what the maps keep on
+// the heap a key.
+func BenchmarkRecentLoad(b *testing.B) {
+	const n = 1 << 16
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "recent.db"), 0o644, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucket(bucketRecent)
+		if err != nil {
+			return err
+		}
+		bk.FillPercent = appendFill
+		for i := range n {
+			key := packedKey(uint64(i))
+			d := store.Digest(sha256.Sum256(key[:]))
+			v := append(append(append([]byte{}, key[:]...), d[:]...), msgIDKey(fmt.Sprintf("<%d.%x@example.org>", i, d[:8]), key[:])...)
+			if err := bk.Put(seqKey(uint64(i+1)), v); err != nil {
+				return err
+			}
+		}
+		return bk.SetSequence(n)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	var keep *recentMaps
+	b.ResetTimer()
+	for b.Loop() {
+		keep = nil
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		var r recentKeys
+		keep = r.maps(1)
+		if err := db.View(func(tx *bolt.Tx) error { return keep.load(tx.Bucket(bucketRecent), n) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-bytes/key")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/key")
+	runtime.KeepAlive(keep)
 }
