@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -71,12 +72,14 @@ var recentMergeAt uint64 = DefaultRecentKeys
 // key, at most, and their branches).
 var recentChunk = 1 << 13
 
-// recentKeys are a Store's maps of the recent keys, one for the recent
-// bucket's current ID and one for the ID before it (a transaction that
-// began before a merge still reads the older bucket).
+// recentKeys are a Store's maps of the recent keys, those of the recent
+// bucket's current ID, and those of the ID before it while a transaction
+// that began before a merge still reads the older bucket (a view holds
+// them; once none does, the garbage collector frees them).
 type recentKeys struct {
-	mu        sync.Mutex
-	cur, prev *recentMaps
+	mu   sync.Mutex
+	cur  *recentMaps
+	prev weak.Pointer[recentMaps]
 	// merging is set while this Store merges.
 	merging atomic.Bool
 }
@@ -154,14 +157,17 @@ func recentID(tx *bolt.Tx) (uint64, error) {
 func (r *recentKeys) maps(id uint64) *recentMaps {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case r.cur != nil && r.cur.id == id:
+	if r.cur != nil && r.cur.id == id {
 		return r.cur
-	case r.prev != nil && r.prev.id == id:
-		return r.prev
+	}
+	if p := r.prev.Value(); p != nil && p.id == id {
+		return p
 	}
 	m := &recentMaps{id: id, seed: maphash.MakeSeed(), digests: map[uint64]int32{}, msgids: map[uint64]int32{}}
-	r.prev, r.cur = r.cur, m
+	if r.cur != nil {
+		r.prev = weak.Make(r.cur)
+	}
+	r.cur = m
 	return m
 }
 

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"weak"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -380,6 +381,14 @@ func TestRecentView(t *testing.T) {
 			r.maps(3)
 			if r.maps(1) == m {
 				t.Error("the maps of a bucket two merges old are kept")
+			}
+			// The previous bucket's maps are kept only while a view
+			// holds them.
+			w := weak.Make(r.maps(4))
+			r.maps(5)
+			runtime.GC()
+			if w.Value() != nil {
+				t.Error("the previous bucket's maps are kept with no view holding them")
 			}
 		})
 	}
