@@ -3,11 +3,13 @@ package catalog
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chibrary/chibrary/mailview"
+	"github.com/chibrary/chibrary/store"
 )
 
 func TestChangeID(t *testing.T) {
@@ -45,14 +47,35 @@ func TestChangeID(t *testing.T) {
 	}
 }
 
+// changeIDLineRE is a change-id line as b4 reads it (get_series_by_change_id),
+// the oracle of changeIDLine.
+var changeIDLineRE = regexp.MustCompile(`(?im)^[ \t]*change-id:[ \t]*(\S+)[ \t\r]*$`)
+
+// changeIDByRE is ChangeID's reading of a text, by changeIDLineRE.
+func changeIDByRE(text string) string {
+	for _, m := range changeIDLineRE.FindAllStringSubmatch(text, changeIDLines) {
+		if id := changeID(m[1]); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
 // FuzzChangeID: what ChangeID returns is a change-id, in lower case, no
-// longer than MaxChangeID, and written in the text, case aside.
+// longer than MaxChangeID, and written in the text, case aside; and it is
+// what b4's regular expression finds.
 func FuzzChangeID(f *testing.F) {
 	f.Add("---\nbase-commit: 9852d85ec9d4\nchange-id: 20240913-mgtime-20c98bcda88e\n")
 	f.Add("Change-ID: 20231018-Strncpy-drivers-nvdimm-btt-c-15f93879989e \r\n")
 	f.Add("> change-id: 20240913-mgtime-20c98bcda88e\nchange-id: 20240320-x-0123456789ab:v1\n")
+	f.Add("\fchange-id: 20240913-a-20c98bcda88e\nchange-id:\v20240913-b-20c98bcda88e\nCHANGE-ID:20240913-c-20c98bcda88e\f\n")
+	f.Add("change-id: 20240913-a-20c98bcda88e\r\r \t")
+	f.Add(strings.Repeat("change-id: bad\n", 4) + "change-id: 20240913-a-20c98bcda88e\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		got := ChangeID(nil, text)
+		if want := changeIDByRE(text); got != want {
+			t.Fatalf("ChangeID(%q) = %q, b4's regular expression finds %q", text, got, want)
+		}
 		if got == "" {
 			return
 		}
@@ -144,4 +167,32 @@ func TestVersionStat(t *testing.T) {
 	if len(vs) != 1 || vs[0].Stat == nil || *vs[0].Stat != (Diffstat{Patches: 2, Files: 2, Added: 8, Deleted: 2}) {
 		t.Errorf("Versions(ralink-v1-0) = %+v, want v2 with 2 patches, 2 files, +8 -2", vs)
 	}
+}
+
+// TestChangeIDCorpus: over the shared corpus, each message's text as the
+// search index keeps it gives the change-id b4's regular expression finds
+// in it (the sample has one such line).
+func TestChangeIDCorpus(t *testing.T) {
+	a, _, _ := loadCorpus(t)
+	var cursor store.Cursor
+	n, lines := 0, 0
+	for {
+		p, err := a.st.Changes(t.Context(), cursor, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Messages) == 0 {
+			break
+		}
+		for _, m := range p.Messages {
+			d := extract(m, mailview.Options{})
+			if got, want := ChangeID(nil, d.body), changeIDByRE(d.body); got != want {
+				t.Errorf("message %d: ChangeID = %q, b4's regular expression finds %q", n, got, want)
+			}
+			lines += len(changeIDLineRE.FindAllString(d.body, -1))
+			n++
+		}
+		cursor = p.Next
+	}
+	t.Logf("%d messages, %d lines of change-id form", n, lines)
 }
