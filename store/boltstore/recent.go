@@ -86,14 +86,15 @@ type recentKeys struct {
 
 // recentMaps hold the entries of one recent bucket, up to last, in
 // memory without a pointer the garbage collector scans: each entry's
-// packed number and sequence number in slots, found by a hash of its
-// digest and one of its Message-ID (a seeded maphash, which a sender
-// cannot aim at), and chained with the older entries of the same hash. A
-// hash is a candidate, not an answer: the entry itself, read from the
-// bucket by its sequence number, says whether its digest or Message-ID
-// is the one looked up. So the maps hold 24 bytes an entry and the
-// hashes' two map slots (docs/performance.md, "Recent keys"), where a
-// map of digests and one of Message-ID strings held about 250.
+// sequence number in slots, found by a hash of its digest and one of its
+// Message-ID (a seeded maphash, which a sender cannot aim at), and
+// chained with the older entries of the same hash. A hash is a
+// candidate, not an answer: the entry itself, read from the bucket by
+// its sequence number, says whether its digest or Message-ID is the one
+// looked up, and gives its packed number. So the maps hold 16 bytes an
+// entry and the hashes' two map slots (docs/performance.md, "Recent
+// keys"), where a map of digests and one of Message-ID strings held
+// about 270.
 type recentMaps struct {
 	id   uint64
 	seed maphash.Seed
@@ -109,12 +110,11 @@ type recentMaps struct {
 // variable for tests, which make every key collide).
 var recentHash = maphash.Bytes
 
-// recentSlot is where a recent key is: the message's packed number, the
-// entry's sequence number in the recent bucket, and the next older slots
-// of the same digest and Message-ID hash (-1: none).
+// recentSlot is where a recent key is: the entry's sequence number in
+// the recent bucket, and the next older slots of the same digest and
+// Message-ID hash (-1: none).
 type recentSlot struct {
 	seq                uint64
-	key                [8]byte
 	nextDigest, nextID int32
 }
 
@@ -206,7 +206,7 @@ func (m *recentMaps) load(b *bolt.Bucket, upto uint64) error {
 			return fmt.Errorf("%w: more than %d recent keys", ErrFormat, math.MaxInt32)
 		}
 		i := int32(len(m.slots))
-		s := recentSlot{seq: seq, key: e.key, nextDigest: -1, nextID: -1}
+		s := recentSlot{seq: seq, nextDigest: -1, nextID: -1}
 		h := recentHash(m.seed, e.digest[:])
 		if j, ok := m.digests[h]; ok {
 			s.nextDigest = j
@@ -253,7 +253,7 @@ func (v recentView) digest(d store.Digest) ([8]byte, bool, error) {
 			return [8]byte{}, false, err
 		}
 		if e.digest == d {
-			return s.key, true, nil
+			return e.key, true, nil
 		}
 	}
 	return [8]byte{}, false, nil
@@ -278,7 +278,7 @@ func (v recentView) msgIDs(p []byte, out [][8]byte) ([][8]byte, error) {
 			return out, err
 		}
 		if e.msgid != nil && bytes.Equal(e.msgid[:len(e.msgid)-8], p) {
-			out = append(out, s.key)
+			out = append(out, e.key)
 		}
 	}
 	return out, nil
