@@ -173,26 +173,13 @@ func TestVersionStat(t *testing.T) {
 // search index keeps it gives the change-id b4's regular expression finds
 // in it (the sample has one such line).
 func TestChangeIDCorpus(t *testing.T) {
-	a, _, _ := loadCorpus(t)
-	var cursor store.Cursor
-	n, lines := 0, 0
-	for {
-		p, err := a.st.Changes(t.Context(), cursor, 500)
-		if err != nil {
-			t.Fatal(err)
+	lines := 0
+	n := eachCorpusMessage(t, func(m store.Stored) {
+		d := extract(m, mailview.Options{})
+		if got, want := ChangeID(nil, d.body), changeIDByRE(d.body); got != want {
+			t.Errorf("message %v: ChangeID = %q, b4's regular expression finds %q", m.Number, got, want)
 		}
-		if len(p.Messages) == 0 {
-			break
-		}
-		for _, m := range p.Messages {
-			d := extract(m, mailview.Options{})
-			if got, want := ChangeID(nil, d.body), changeIDByRE(d.body); got != want {
-				t.Errorf("message %d: ChangeID = %q, b4's regular expression finds %q", n, got, want)
-			}
-			lines += len(changeIDLineRE.FindAllString(d.body, -1))
-			n++
-		}
-		cursor = p.Next
-	}
+		lines += len(changeIDLineRE.FindAllString(d.body, -1))
+	})
 	t.Logf("%d messages, %d lines of change-id form", n, lines)
 }

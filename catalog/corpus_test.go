@@ -467,11 +467,11 @@ func BenchmarkCorpusSearchCounts(b *testing.B) {
 	b.ReportMetric(float64(corpusLimit), "messages")
 }
 
-// corpusWordCounts returns how many messages of the corpus archive have
-// each of corpusWords, by independentWords.
-func corpusWordCounts(tb testing.TB) map[string]int {
+// eachCorpusMessage calls fn with each message of the corpus archive, in
+// feed order, and returns how many there were.
+func eachCorpusMessage(tb testing.TB, fn func(m store.Stored)) int {
+	tb.Helper()
 	a, _, _ := loadCorpus(tb)
-	want := map[string]int{}
 	var cursor store.Cursor
 	n := 0
 	for {
@@ -480,19 +480,28 @@ func corpusWordCounts(tb testing.TB) map[string]int {
 			tb.Fatal(err)
 		}
 		if len(p.Messages) == 0 {
-			break
+			return n
 		}
 		for _, m := range p.Messages {
-			words := independentWords(m.Raw)
-			for _, w := range corpusWords {
-				if words[foldIndependently(w)] {
-					want[w]++
-				}
-			}
+			fn(m)
 		}
 		n += len(p.Messages)
 		cursor = p.Next
 	}
+}
+
+// corpusWordCounts returns how many messages of the corpus archive have
+// each of corpusWords, by independentWords.
+func corpusWordCounts(tb testing.TB) map[string]int {
+	want := map[string]int{}
+	n := eachCorpusMessage(tb, func(m store.Stored) {
+		words := independentWords(m.Raw)
+		for _, w := range corpusWords {
+			if words[foldIndependently(w)] {
+				want[w]++
+			}
+		}
+	})
 	if n != corpusLimit {
 		tb.Fatalf("the corpus archive's feed has %d messages, want %d", n, corpusLimit)
 	}
