@@ -197,9 +197,11 @@ type Options struct {
 	MappedBudget int64
 	// RecentKeys is how many of the latest messages' index entries a
 	// writer leaves apart, in the file and in the memory of every Store
-	// that reads them (about 250 bytes each), before it merges them into
+	// that reads them (about 90 bytes each), before it merges them into
 	// the indexes (recent.go): more merge fewer times, each page for
-	// more keys. Zero or less means DefaultRecentKeys.
+	// more keys. While merges fail, they are left to grow to four times
+	// as many (at least 16,384); then a Put is refused until one
+	// succeeds. Zero or less means DefaultRecentKeys.
 	RecentKeys int
 }
 
@@ -595,13 +597,16 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 		started *startedPack
 		recent  uint64 // the recent keys' sequence after the batch
 	)
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	put := func(tx *bolt.Tx) error {
 		bd, err := s.binding(tx)
 		if err != nil {
 			return err
 		}
 		if bd == nil {
 			return fmt.Errorf("%w: this store has no lease recorded at all (it is not bound to a run authority yet): record the run's lease before putting messages under it", store.ErrUnknownRun)
+		}
+		if b := tx.Bucket(bucketRecent); b != nil && b.Sequence() >= s.recentLimit() {
+			return errRecentFull
 		}
 		look, err := s.lookup(tx, bd)
 		if err != nil {
@@ -632,7 +637,17 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 			started = nil
 		}
 		return nil
-	})
+	}
+	err = s.update(ctx, put)
+	if errors.Is(err, errRecentFull) {
+		// Merges have failed for a while (a Put's own merge only logs
+		// why): this one waits for a merge, and says why it fails.
+		if merr := s.mergeRecent(ctx, 0, true); merr != nil {
+			err = fmt.Errorf("%w, and a merge fails: %w", errRecentFull, merr)
+		} else {
+			err = s.update(ctx, put)
+		}
+	}
 	if err != nil {
 		started.cleanup()
 		return nil, fmt.Errorf("cannot put %d messages into %s: %w", len(msgs), s.path, err)
@@ -640,11 +655,13 @@ func (s *Store) Put(ctx context.Context, msgs []store.Message) ([]store.Result, 
 	if count > 0 {
 		s.comp.Stored(ctx, int64(count))
 	}
-	if recent >= s.mergeAt {
-		// The batch is stored: a merge that fails is tried again by
-		// the next batch.
-		if err := s.mergeRecent(ctx, 0); err != nil {
-			s.log.Warn("cannot merge the recent keys into the indexes", "err", err)
+	if s.recent.mergeDue(recent, s.mergeAt) {
+		// The batch is stored: a merge that fails is tried again a
+		// quarter of the threshold later (recentKeys.mergeDue), and
+		// Puts are refused once recentLimit keys wait.
+		if err := s.mergeRecent(ctx, 0, false); err != nil {
+			s.recent.failed(recent)
+			s.log.Warn("cannot merge the recent keys into the indexes", "err", err, "recent", recent)
 		}
 	}
 	return results, nil

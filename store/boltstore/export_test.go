@@ -118,7 +118,7 @@ func SetAfterRecentChunk(f func(chunk int) error) (restore func()) {
 }
 
 // MergeRecent merges every recent key into the indexes.
-func (s *Store) MergeRecent(ctx context.Context) error { return s.mergeRecent(ctx, 0) }
+func (s *Store) MergeRecent(ctx context.Context) error { return s.mergeRecent(ctx, 0, true) }
 
 // RecentKeys returns how many recent keys the file holds.
 func (s *Store) RecentKeys(ctx context.Context) (int, error) {

@@ -48,6 +48,10 @@ import (
 // recent bucket; entries added meanwhile go to a new one. Until then the
 // entries already merged are in both places, which readers allow for. A
 // merge that finds the bucket's ID changed stops: someone else merged.
+// A merge that fails (a full disk) is tried again by the Put that leaves
+// a quarter of recentMergeAt more keys, not by every one; once
+// recentLimit keys wait, a Put waits for a merge first and is refused,
+// with the merge's error, if that fails too.
 // Remove merges every recent key in its own transaction before it
 // changes the indexes, so that a removal never leaves an entry behind in
 // a recent bucket or in anyone's maps.
@@ -80,9 +84,44 @@ type recentKeys struct {
 	mu   sync.Mutex
 	cur  *recentMaps
 	prev weak.Pointer[recentMaps]
-	// merging is set while this Store merges.
-	merging atomic.Bool
+	// merging is held while this Store merges.
+	merging sync.Mutex
+	// failedAt is the recent keys' sequence number after the batch whose
+	// merge failed last, 0 if the last one did not.
+	failedAt atomic.Uint64
 }
+
+// errRecentFull refuses a batch while recentLimit keys wait for a merge.
+var errRecentFull = errors.New("too many recent index entries wait for a merge into the indexes")
+
+// recentLimit is how many recent keys a Put leaves before it refuses to
+// add more: merges that keep failing would otherwise let the bucket, and
+// the maps of every Store that reads it, grow without end. Four times the
+// threshold, and at least recentLimitMin, so that the batches writers add
+// at once between merges never reach it.
+func (s *Store) recentLimit() uint64 {
+	if s.mergeAt > math.MaxUint64/4 {
+		return math.MaxUint64
+	}
+	return max(4*s.mergeAt, recentLimitMin)
+}
+
+// recentLimitMin is the least recentLimit (a variable for tests).
+var recentLimitMin uint64 = 1 << 14
+
+// mergeDue reports whether a Put that leaves the recent keys at sequence
+// number recent merges them: at mergeAt keys, and after a failed merge
+// only once a quarter of mergeAt more have come (each attempt reads every
+// recent key, and the cause, a full disk say, may last), or the bucket
+// is a new one (someone else merged).
+func (r *recentKeys) mergeDue(recent, mergeAt uint64) bool {
+	f := r.failedAt.Load()
+	return recent >= mergeAt && (f == 0 || recent < f || recent >= f+max(mergeAt/4, 1))
+}
+
+// failed records that the merge of a Put that left the recent keys at
+// recent failed.
+func (r *recentKeys) failed(recent uint64) { r.failedAt.Store(recent) }
 
 // recentMaps hold the entries of one recent bucket, up to last, in
 // memory without a pointer the garbage collector scans: each entry's
@@ -498,12 +537,15 @@ var afterRecentChunk func(chunk int) error
 
 // mergeRecent merges the store's recent keys if there are at least least,
 // recentChunk in a transaction, and deletes them. A merge of this Store's
-// that is running already is left to finish alone.
-func (s *Store) mergeRecent(ctx context.Context, least int) error {
-	if !s.recent.merging.CompareAndSwap(false, true) {
+// that is running already is left to finish alone, or with wait, waited
+// for before this one looks at what is left.
+func (s *Store) mergeRecent(ctx context.Context, least int, wait bool) error {
+	if wait {
+		s.recent.merging.Lock()
+	} else if !s.recent.merging.TryLock() {
 		return nil
 	}
-	defer s.recent.merging.Store(false)
+	defer s.recent.merging.Unlock()
 	var (
 		st recentState
 		ok bool
@@ -541,6 +583,7 @@ func (s *Store) mergeRecent(ctx context.Context, least int) error {
 			err = afterRecentChunk(n)
 		}
 		if errors.Is(err, errRecentMoved) {
+			s.recent.failedAt.Store(0)
 			return nil
 		}
 		if err != nil {
@@ -556,5 +599,6 @@ func (s *Store) mergeRecent(ctx context.Context, least int) error {
 	if err != nil && !errors.Is(err, errRecentMoved) {
 		return fmt.Errorf("cannot delete the merged recent keys of %s: %w", s.path, err)
 	}
+	s.recent.failedAt.Store(0)
 	return nil
 }

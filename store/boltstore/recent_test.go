@@ -149,7 +149,7 @@ func TestRecentKeys(t *testing.T) {
 	checkDuplicate()
 
 	_, _, _, old := indexState(t, s1)
-	if err := s1.mergeRecent(t.Context(), 0); err != nil {
+	if err := s1.mergeRecent(t.Context(), 0, true); err != nil {
 		t.Fatal(err)
 	}
 	if r, d, m, id := indexState(t, s1); r != 0 || d != 120 || m != withID(all) || id != 0 {
@@ -215,7 +215,7 @@ func TestRecentMergeStopped(t *testing.T) {
 				}
 				return nil
 			}
-			err := s.mergeRecent(t.Context(), 0)
+			err := s.mergeRecent(t.Context(), 0, true)
 			afterRecentChunk = nil
 			if !errors.Is(err, stopped) {
 				t.Fatalf("mergeRecent = %v, want it stopped", err)
@@ -239,11 +239,72 @@ func TestRecentMergeStopped(t *testing.T) {
 			}
 			checkIndexed(t, s, rest)
 			checkIndexed(t, other, rest) // its maps held the removed message
-			if err := s.mergeRecent(t.Context(), 0); err != nil {
+			if err := s.mergeRecent(t.Context(), 0, true); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
+}
+
+// Merges that keep failing are tried again a quarter of the threshold
+// later, not by every batch, and once four times the threshold of keys
+// wait, a Put is refused, saying why, until a merge succeeds: the recent
+// keys, and every Store's maps of them, do not grow without end.
+func TestRecentMergeFailing(t *testing.T) {
+	withRecentMerge(t, 64, 16)
+	oldMin := recentLimitMin
+	recentLimitMin = 0
+	t.Cleanup(func() { recentLimitMin = oldMin })
+	path := t.TempDir() + "/messages.db"
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	s := openLeased(t, path, a, 1, Options{})
+	bs := recentBatches(t, a, 1, 33, 8)
+	broken := errors.New("disk full")
+	attempts := 0
+	defer SetAfterRecentChunk(func(c int) error {
+		if c == 0 {
+			attempts++
+		}
+		return broken
+	})()
+	var stored []store.Message
+	for _, b := range bs[:32] {
+		putAll(t, s, b)
+		stored = append(stored, b...)
+	}
+	// Tried at 64 keys, then at every 16 more up to 256.
+	if attempts != 13 {
+		t.Fatalf("%d merges tried for 256 recent keys, want 13", attempts)
+	}
+	last := bs[32]
+	for try := range 2 {
+		_, err := s.Put(t.Context(), last)
+		if !errors.Is(err, errRecentFull) || !errors.Is(err, broken) {
+			t.Fatalf("Put with 256 keys waiting for a failing merge: %v; want it refused with the merge's error", err)
+		}
+		if attempts != 14+try {
+			t.Fatalf("a refused Put: %d merges tried in all, want %d", attempts, 14+try)
+		}
+	}
+	if r, _, _, _ := indexState(t, s); r != 256 {
+		t.Fatalf("after the refused Puts: %d recent keys, want 256", r)
+	}
+	for _, m := range last {
+		if _, err := s.ByDigest(t.Context(), m.Digest); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a refused message: ByDigest = %v, want ErrNotFound", err)
+		}
+	}
+	checkIndexed(t, s, stored)
+
+	// Once merges work again, the refused batch is stored after one.
+	afterRecentChunk = nil
+	putAll(t, s, last)
+	stored = append(stored, last...)
+	if r, d, _, _ := indexState(t, s); r != 8 || d != 256 {
+		t.Fatalf("after a merge: %d recent keys, %d digests indexed; want 8, 256", r, d)
+	}
+	checkIndexed(t, s, stored)
+	checkReopened(t, path, stored)
 }
 
 // A Store whose maps hold a removed message's keys does not find it by its

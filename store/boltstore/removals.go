@@ -106,7 +106,7 @@ func (s *Store) remove(ctx context.Context, want store.Removal, given bool) (sto
 	defer lock.Release()
 	// A removal changes the indexes: first every recent key goes into
 	// them, most in transactions of their own, the rest in the removal's.
-	if err := s.mergeRecent(ctx, recentChunk); err != nil {
+	if err := s.mergeRecent(ctx, recentChunk, true); err != nil {
 		return store.Removal{}, err
 	}
 	var r store.Removal
