@@ -58,7 +58,7 @@ func compact(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	st.AddFlags(fs)
 	logs.AddFlags(fs)
 	fs.String(&to, "to", "", "", "copy into this new store `URL` (bolt:PATH) instead of compacting in place")
-	fs.Int(&pageSize, "page-size", 0, "", "bbolt page size of the new file in `BYTES` (default 4096)")
+	fs.Int(&pageSize, "page-size", 0, "", fmt.Sprintf("bbolt page size of the new file in `BYTES`, a power of two from 1024 to 1048576 (default %d, whatever the old file's)", boltstore.DefaultPageSize))
 	rest, err := fs.Parse(args, stdout)
 	if err != nil {
 		return err

@@ -151,6 +151,14 @@ const appendFill = 1.0
 // million keys (docs/performance.md, "Pages of 16 KiB").
 const DefaultPageSize = 16 << 10
 
+// checkPageSize refuses a page size bbolt cannot use well.
+func checkPageSize(n int) error {
+	if n < 1024 || n > 1<<20 || n&(n-1) != 0 {
+		return fmt.Errorf("page size %d is not a power of two between 1 KiB and 1 MiB", n)
+	}
+	return nil
+}
+
 // DefaultKeepIdle is Options.KeepIdle's default.
 const DefaultKeepIdle = time.Second
 
@@ -286,8 +294,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MappedBudget <= 0 {
 		opts.MappedBudget = DefaultMappedBudget
 	}
-	if opts.PageSize < 1024 || opts.PageSize > 1<<20 || opts.PageSize&(opts.PageSize-1) != 0 {
-		return nil, fmt.Errorf("cannot open %s: page size %d is not a power of two between 1 KiB and 1 MiB", path, opts.PageSize)
+	if err := checkPageSize(opts.PageSize); err != nil {
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	if opts.ReadOnly {
 		return openReadOnly(ctx, path, opts)

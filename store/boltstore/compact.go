@@ -117,6 +117,9 @@ func (s *Store) Compact(ctx context.Context, opts CompactOptions) (CompactStats,
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
 	}
+	if err := checkPageSize(opts.PageSize); err != nil {
+		return CompactStats{}, fmt.Errorf("cannot compact %s: %w", s.path, err)
+	}
 	lock, err := takeMaintenance(s.path, "compaction")
 	if err != nil {
 		return CompactStats{}, fmt.Errorf("cannot compact %s: %w", s.path, err)

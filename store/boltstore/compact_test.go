@@ -691,3 +691,63 @@ func TestCompactMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// filePageSize is the bbolt page size of the file s has open.
+func filePageSize(t *testing.T, s *Store) int {
+	t.Helper()
+	var ps int
+	if err := s.view(t.Context(), func(tx *bolt.Tx) error { ps = tx.DB().Info().PageSize; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// TestPageSizes: a new file gets DefaultPageSize, or Options.PageSize; an
+// existing file keeps its own whatever the options ask; a compaction's
+// copy gets the default unless told otherwise.
+func TestPageSizes(t *testing.T) {
+	dir := t.TempDir()
+	a := storetest.NewAuthority(t, shuffle.Bits)
+
+	fresh := filepath.Join(dir, "fresh.db")
+	s, err := Open(t.Context(), fresh, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := filePageSize(t, s); ps != DefaultPageSize {
+		t.Errorf("a new file's page size = %d, want DefaultPageSize (%d)", ps, DefaultPageSize)
+	}
+	s.Close()
+	s, err = Open(t.Context(), fresh, Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := filePageSize(t, s); ps != DefaultPageSize {
+		t.Errorf("reopened with PageSize 4096: page size %d, want the file's own %d", ps, DefaultPageSize)
+	}
+	s.Close()
+
+	small := filepath.Join(dir, "messages.db")
+	msgs := oldArchive(t, small, a, 300) // 4 KiB pages
+	s, err = Open(t.Context(), small, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ps := filePageSize(t, s); ps != 4096 {
+		t.Errorf("a 4 KiB file opened with the default options: page size %d, want its own 4096", ps)
+	}
+	if _, err := s.Compact(t.Context(), CompactOptions{PageSize: 3000}); err == nil || !strings.Contains(err.Error(), "page size 3000") {
+		t.Errorf("Compact(PageSize 3000) = %v; want it refused for its page size", err)
+	}
+	if ps := filePageSize(t, s); ps != 4096 {
+		t.Errorf("after a refused Compact: page size %d, want the file untouched (4096)", ps)
+	}
+	if _, err := s.Compact(t.Context(), CompactOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ps := filePageSize(t, s); ps != DefaultPageSize {
+		t.Errorf("after Compact in place: page size %d, want DefaultPageSize (%d)", ps, DefaultPageSize)
+	}
+	checkAll(t, s, msgs)
+}
