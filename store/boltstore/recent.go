@@ -40,7 +40,11 @@ import (
 // entries leave the recent bucket only all at once, when it is deleted,
 // and a new bucket has a new ID, so maps of an older bucket are never
 // taken for the current one, whatever happened to the file meanwhile (a
-// merge, a removal, a compaction's copy).
+// merge, a removal, a compaction's copy). One thing the ID cannot tell:
+// an older copy of the file put back under a running process (a backup
+// restored), with the same bucket, then written to, holds other entries
+// under sequence numbers the maps hold; so maps read through one handle
+// are checked against each handle opened after it (recentMaps.agrees).
 //
 // A merge puts the entries into the indexes recentChunk at a time, in key
 // order, each chunk a transaction of its own (the dirty pages of one
@@ -139,6 +143,15 @@ type recentMaps struct {
 	seed maphash.Seed
 	mu   sync.RWMutex
 	last uint64
+	// db is the handle through which the maps last read their bucket, and
+	// tail the first 40 bytes of the entry with the highest sequence
+	// number they hold, tailSeq. A handle opened since may be of another
+	// copy of the file with the same bucket (a backup put back, then
+	// written to): the maps are its bucket's only if it still holds that
+	// entry (agrees).
+	db      *bolt.DB
+	tailSeq uint64
+	tail    [40]byte
 	// slots: the entries read, in sequence order.
 	slots []recentSlot
 	// digests and msgids: by hash, the index of the newest slot with it.
@@ -177,7 +190,10 @@ func (r *recentKeys) view(tx *bolt.Tx) (recentView, error) {
 		return recentView{}, err
 	}
 	upto := b.Sequence()
-	m := r.maps(id)
+	m, err := r.mapsOf(id, tx.DB(), b)
+	if err != nil {
+		return recentView{}, err
+	}
 	if err := m.load(b, upto); err != nil {
 		return recentView{}, err
 	}
@@ -196,18 +212,77 @@ func recentID(tx *bolt.Tx) (uint64, error) {
 func (r *recentKeys) maps(id uint64) *recentMaps {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.mapsLocked(id)
+}
+
+func (r *recentKeys) mapsLocked(id uint64) *recentMaps {
 	if r.cur != nil && r.cur.id == id {
 		return r.cur
 	}
 	if p := r.prev.Value(); p != nil && p.id == id {
 		return p
 	}
+	return r.newMapsLocked(id)
+}
+
+func (r *recentKeys) newMapsLocked(id uint64) *recentMaps {
 	m := &recentMaps{id: id, seed: maphash.MakeSeed(), digests: map[uint64]int32{}, msgids: map[uint64]int32{}}
 	if r.cur != nil {
 		r.prev = weak.Make(r.cur)
 	}
 	r.cur = m
 	return m
+}
+
+// mapsOf returns the maps of the bucket b of ID id, read through the
+// handle db: those held, unless they are of another copy of the file
+// (agrees), when it starts new ones. Views that hold the old ones read on
+// in them, as the file they read (an older handle) is the old one too.
+func (r *recentKeys) mapsOf(id uint64, db *bolt.DB, b *bolt.Bucket) (*recentMaps, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.mapsLocked(id)
+	ok, err := m.agrees(db, b)
+	if err != nil || ok {
+		return m, err
+	}
+	m = r.newMapsLocked(id)
+	m.db = db
+	return m, nil
+}
+
+// agrees reports whether b, the bucket of the maps' ID as the handle db
+// sees it, is the one the maps were read from: through the same handle,
+// or through another whose bucket holds the maps' newest entry. A
+// handle's bucket only grows, and every copy of a bucket (the same ID)
+// began as one, so a copy that holds the entry the maps hold last holds
+// every entry before it as the maps read it.
+func (m *recentMaps) agrees(db *bolt.DB, b *bolt.Bucket) (bool, error) {
+	m.mu.RLock()
+	same := m.db == db
+	m.mu.RUnlock()
+	if same {
+		return true, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.db == db {
+		return true, nil
+	}
+	if m.tailSeq > 0 {
+		e := b.Get(seqKey(m.tailSeq))
+		if e == nil {
+			return false, nil
+		}
+		if len(e) < len(m.tail) {
+			return false, fmt.Errorf("%w: recent key entry of %d bytes", ErrFormat, len(e))
+		}
+		if !bytes.Equal(e[:len(m.tail)], m.tail[:]) {
+			return false, nil
+		}
+	}
+	m.db = db
+	return true, nil
 }
 
 // load reads b's entries past m.last, up to upto.
@@ -259,6 +334,8 @@ func (m *recentMaps) load(b *bolt.Bucket, upto uint64) error {
 			m.msgids[h] = i
 		}
 		m.slots = append(m.slots, s)
+		m.tailSeq = seq
+		copy(m.tail[:], v)
 	}
 	m.last = max(m.last, upto)
 	return nil

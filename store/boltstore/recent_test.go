@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -599,4 +600,70 @@ func BenchmarkRecentLoad(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-bytes/key")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/key")
 	runtime.KeepAlive(keep)
+}
+
+// A Store whose maps hold the recent keys of a file that is then replaced
+// by an older copy of it with the same recent bucket (a backup put back)
+// reads the copy's keys once it opens the copy, not its maps': it finds
+// what another Store wrote to the copy since, under the same sequence
+// numbers as the keys the copy lost, and not what the copy lost.
+func TestRecentFileReplaced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "messages.db")
+	a := storetest.NewAuthority(t, shuffle.Mix)
+	// Each operation opens the file anew (no handle kept idle).
+	s1 := openLeased(t, path, a, 1, Options{Linger: -1, KeepIdle: -1})
+	bs := recentBatches(t, a, 1, 2, 30)
+	putAll(t, s1, bs[0])
+	backup := filepath.Join(dir, "backup.db")
+	if err := s1.view(t.Context(), func(tx *bolt.Tx) error { return tx.CopyFile(backup, 0o600) }); err != nil {
+		t.Fatal(err)
+	}
+	putAll(t, s1, bs[1])
+	checkIndexed(t, s1, slices.Concat(bs...)) // s1's maps: sequence numbers 1-60
+	_, _, _, id := indexState(t, s1)
+	// Handles of the same file keep the maps.
+	m := s1.recent.maps(id)
+	checkIndexed(t, s1, slices.Concat(bs...))
+	if s1.recent.maps(id) != m {
+		t.Error("a new handle of the same file read the recent keys into new maps")
+	}
+
+	if err := os.Rename(backup, path); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openLeased(t, path, a, 2, Options{})
+	other := recentBatches(t, a, 2, 1, 30)[0]
+	putAll(t, s2, other) // sequence numbers 31-60 again
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _, id2 := indexState(t, s1); r != 60 || id2 != id {
+		t.Fatalf("the copy written to: %d recent keys of bucket %x; want 60 of %x, the bucket s1's maps hold", r, id2, id)
+	}
+
+	checkIndexed(t, s1, slices.Concat(bs[0], other))
+	if s1.recent.maps(id) == m {
+		t.Error("the maps of the replaced file are kept")
+	}
+	for _, m := range bs[1] {
+		if n, err := s1.ByDigest(t.Context(), m.Digest); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ByDigest(a message the copy lost) = %v, %v; want %v", n, err, store.ErrNotFound)
+		}
+	}
+	// s1's writes see the copy's keys too: a resend is a duplicate, and a
+	// message the copy lost is stored again.
+	resend := other[3]
+	resend.Number = a.Number(t, 1, 500)
+	lost := bs[1][4]
+	res, err := s1.Put(t.Context(), []store.Message{resend, lost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Duplicate || res[0].Number != other[3].Number {
+		t.Errorf("Put(a resend of a message written to the copy) = %+v; want a duplicate of %v", res[0], other[3].Number)
+	}
+	if res[1].Duplicate || res[1].Number != lost.Number {
+		t.Errorf("Put(a message the copy lost) = %+v; want it stored under %v", res[1], lost.Number)
+	}
 }
