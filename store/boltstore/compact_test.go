@@ -296,9 +296,7 @@ func TestCompactTo(t *testing.T) {
 	}
 	defer c.Close()
 	checkAll(t, c, msgs)
-	var ps int
-	c.view(t.Context(), func(tx *bolt.Tx) error { ps = tx.DB().Info().PageSize; return nil })
-	if ps != 65536 {
+	if ps := filePageSize(t, c); ps != 65536 {
 		t.Errorf("copy's page size = %d, want 65536", ps)
 	}
 }

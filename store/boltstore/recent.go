@@ -209,12 +209,9 @@ func recentID(tx *bolt.Tx) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-func (r *recentKeys) maps(id uint64) *recentMaps {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.mapsLocked(id)
-}
-
+// mapsLocked returns the maps of bucket id: the current ones, the
+// previous ones while a view holds them, or new ones. Called with r.mu
+// held.
 func (r *recentKeys) mapsLocked(id uint64) *recentMaps {
 	if r.cur != nil && r.cur.id == id {
 		return r.cur
@@ -225,6 +222,8 @@ func (r *recentKeys) mapsLocked(id uint64) *recentMaps {
 	return r.newMapsLocked(id)
 }
 
+// newMapsLocked starts new maps of bucket id as the current ones, the
+// current ones becoming the previous. Called with r.mu held.
 func (r *recentKeys) newMapsLocked(id uint64) *recentMaps {
 	m := &recentMaps{id: id, seed: maphash.MakeSeed(), digests: map[uint64]int32{}, msgids: map[uint64]int32{}}
 	if r.cur != nil {

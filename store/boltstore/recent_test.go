@@ -26,6 +26,14 @@ func withRecentMerge(t *testing.T, at uint64, chunk int) {
 	t.Cleanup(func() { recentMergeAt, recentChunk = oldAt, oldChunk })
 }
 
+// maps returns r's maps of bucket id, as a view of a handle they agree
+// with would.
+func (r *recentKeys) maps(id uint64) *recentMaps {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mapsLocked(id)
+}
+
 // openAgain opens another Store of the file at path (with maps of its
 // own), closed when the test ends.
 func openAgain(t *testing.T, path string) *Store {
